@@ -1,0 +1,16 @@
+#!/bin/sh
+# Installs every package hubd needs to build, test, demo and benchmark, from
+# Debian 12's archive. Safe to run again: apt-get skips what is present.
+set -eu
+PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev check
+      node-llhttp nginx-light curl python3 clang-format"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "install-deps: installing:$missing" >&2
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
