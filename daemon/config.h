@@ -1,0 +1,42 @@
+/* config: hubd's settings, from defaults, then the INI file, then flags.
+ *
+ * The struct is plain data owned by main(); every module reads it and none
+ * writes it after start-up. Later sources override earlier ones key by key. */
+#ifndef HUBD_CONFIG_H
+#define HUBD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hubd_config {
+    char *socket_path;       /* Unix socket to listen on (malloc'd) */
+    char *cache_dir;         /* root of blobs/, tmp/, hubd.db (malloc'd) */
+    size_t read_buffer_size; /* bytes per pooled socket read buffer */
+    size_t max_inflight;     /* per job: body bytes queued for hash/write before reading stops */
+    unsigned max_downloads;  /* jobs transferring at once; the rest wait queued */
+    unsigned max_per_host;   /* jobs transferring at once per host:port */
+    unsigned connect_timeout_ms; /* DNS + TCP connect, per attempt */
+    unsigned idle_timeout_ms;    /* no byte from the origin for this long: fail */
+    unsigned keepalive_ms;       /* an idle pooled connection is closed after this */
+    unsigned max_redirects;      /* redirects followed per fetch */
+    int log_level;               /* LOG_LVL_* */
+} hubd_config_t;
+
+/* Fills defaults; socket_path and cache_dir follow the environment
+ * (HUBD_SOCKET, XDG_RUNTIME_DIR, XDG_CACHE_HOME, HOME, root or not). */
+int config_defaults(hubd_config_t *cfg);
+
+/* Reads an INI file ([hubd] section or none). Returns 0, or a negative errno
+ * with a message naming file, line and key in err (e.g. an unknown key). */
+int config_load_file(hubd_config_t *cfg, const char *path, char *err, size_t errlen);
+
+/* Sets one key from its text form, as the file does; used by flags too.
+ * Returns 0, -ENOENT for an unknown key, -EINVAL for a bad value. */
+int config_set(hubd_config_t *cfg, const char *key, const char *value);
+
+/* Parses "256K", "1M", "2G", "1T" or plain bytes. */
+int config_parse_size(const char *s, uint64_t *out);
+
+void config_free(hubd_config_t *cfg);
+
+#endif

@@ -1,0 +1,261 @@
+/* db: schema, migrations and the handful of statements hubd runs. */
+#include "db.h"
+#include "log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DB_SCHEMA_VERSION 1
+
+struct db {
+    sqlite3 *rd;              /* loop thread only */
+    sqlite3 *wr;              /* pool threads only (serialized mode) */
+    sqlite3_stmt *find_entry; /* on rd */
+    sqlite3_stmt *find_blob;  /* on rd */
+};
+
+/* Version 1. entries are keyed by (url, cred_tag) so that a response fetched
+ * with credentials is only ever served to the same credentials; blobs are
+ * shared by content. */
+static const char *const schema_v1 = "CREATE TABLE blobs ("
+                                     "  sha256   TEXT PRIMARY KEY,"
+                                     "  size     INTEGER NOT NULL,"
+                                     "  created  INTEGER NOT NULL,"
+                                     "  accessed INTEGER NOT NULL,"
+                                     "  pinned   INTEGER NOT NULL DEFAULT 0);"
+                                     "CREATE TABLE entries ("
+                                     "  url           TEXT NOT NULL,"
+                                     "  cred_tag      TEXT NOT NULL DEFAULT '',"
+                                     "  sha256        TEXT NOT NULL REFERENCES blobs(sha256),"
+                                     "  etag          TEXT,"
+                                     "  last_modified TEXT,"
+                                     "  created       INTEGER NOT NULL,"
+                                     "  accessed      INTEGER NOT NULL,"
+                                     "  PRIMARY KEY (url, cred_tag));"
+                                     "CREATE INDEX entries_sha256 ON entries(sha256);"
+                                     "CREATE INDEX blobs_accessed ON blobs(accessed);";
+
+static int sq_err(sqlite3 *h, const char *what)
+{
+    log_err("sqlite: %s: %s", what, h ? sqlite3_errmsg(h) : "out of memory");
+    return -EIO;
+}
+
+static int open_conn(const char *path, int flags, sqlite3 **out)
+{
+    int rc = sqlite3_open_v2(path, out, flags | SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc != SQLITE_OK)
+        return sq_err(*out, path);
+    /* Writers from two pool threads, or a checkpoint, may hold the lock
+     * briefly: wait rather than fail. */
+    sqlite3_busy_timeout(*out, 10000);
+    char *msg = NULL;
+    rc = sqlite3_exec(*out,
+                      "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                      "PRAGMA foreign_keys=ON;",
+                      NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        log_err("sqlite: %s: %s", path, msg ? msg : "pragma failed");
+        sqlite3_free(msg);
+        return -EIO;
+    }
+    return 0;
+}
+
+static int migrate(sqlite3 *h)
+{
+    sqlite3_stmt *st;
+    int version = 0;
+    if (sqlite3_prepare_v2(h, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
+        return sq_err(h, "user_version");
+    if (sqlite3_step(st) == SQLITE_ROW)
+        version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    if (version == DB_SCHEMA_VERSION)
+        return 0;
+    if (version > DB_SCHEMA_VERSION) {
+        log_err("database schema version %d is newer than this hubd (%d)", version,
+                DB_SCHEMA_VERSION);
+        return -EPROTO;
+    }
+    char *msg = NULL;
+    int rc = sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, &msg);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(h, schema_v1, NULL, NULL, &msg);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(h, "PRAGMA user_version=1; COMMIT", NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        log_err("sqlite: creating schema: %s", msg ? msg : "?");
+        sqlite3_free(msg);
+        sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+        return -EIO;
+    }
+    return 0;
+}
+
+int db_open(const char *path, db_t **out)
+{
+    db_t *db = calloc(1, sizeof *db);
+    if (!db)
+        return -ENOMEM;
+    int rc = open_conn(path, SQLITE_OPEN_FULLMUTEX, &db->wr);
+    if (!rc)
+        rc = migrate(db->wr);
+    if (!rc)
+        rc = open_conn(path, SQLITE_OPEN_NOMUTEX, &db->rd);
+    if (rc)
+        goto fail;
+    if (sqlite3_prepare_v2(db->rd,
+                           "SELECT e.sha256, b.size FROM entries e JOIN blobs b USING (sha256)"
+                           " WHERE e.url = ?1 AND e.cred_tag = ?2",
+                           -1, &db->find_entry, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db->rd, "SELECT size FROM blobs WHERE sha256 = ?1", -1, &db->find_blob,
+                           NULL) != SQLITE_OK) {
+        rc = sq_err(db->rd, "prepare");
+        goto fail;
+    }
+    *out = db;
+    return 0;
+fail:
+    db_close(db);
+    return rc;
+}
+
+void db_close(db_t *db)
+{
+    if (!db)
+        return;
+    sqlite3_finalize(db->find_entry);
+    sqlite3_finalize(db->find_blob);
+    sqlite3_close(db->rd);
+    sqlite3_close(db->wr);
+    free(db);
+}
+
+int db_find_entry(db_t *db, const char *url, const char *cred_tag, char sha_out[65],
+                  uint64_t *size_out)
+{
+    sqlite3_stmt *st = db->find_entry;
+    sqlite3_bind_text(st, 1, url, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, cred_tag, -1, SQLITE_STATIC);
+    int rc = -ENOENT;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *sha = sqlite3_column_text(st, 0);
+        if (sha && strlen((const char *)sha) == 64) {
+            memcpy(sha_out, sha, 65);
+            *size_out = (uint64_t)sqlite3_column_int64(st, 1);
+            rc = 0;
+        }
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc;
+}
+
+int db_find_blob(db_t *db, const char *sha256, uint64_t *size_out)
+{
+    sqlite3_stmt *st = db->find_blob;
+    sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
+    int rc = -ENOENT;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *size_out = (uint64_t)sqlite3_column_int64(st, 0);
+        rc = 0;
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc;
+}
+
+int db_list(db_t *db, void (*fn)(void *arg, const db_entry_t *e), void *arg)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db->rd,
+                           "SELECT e.url, e.sha256, b.size, e.created, e.accessed FROM entries e"
+                           " JOIN blobs b USING (sha256) ORDER BY e.accessed DESC, e.url",
+                           -1, &st, NULL) != SQLITE_OK)
+        return sq_err(db->rd, "list");
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        db_entry_t e = {
+            .url = (const char *)sqlite3_column_text(st, 0),
+            .sha256 = (const char *)sqlite3_column_text(st, 1),
+            .size = (uint64_t)sqlite3_column_int64(st, 2),
+            .created = sqlite3_column_int64(st, 3),
+            .accessed = sqlite3_column_int64(st, 4),
+        };
+        if (e.url && e.sha256)
+            fn(arg, &e);
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+/* Runs one statement with text/int64 parameters given as a NULL-terminated
+ * description: 't' text (may be NULL → SQL NULL), 'i' int64. */
+static int exec_bound(sqlite3 *h, const char *sql, const char *types, ...)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK)
+        return sq_err(h, sql);
+    va_list ap;
+    va_start(ap, types);
+    for (int i = 0; types[i]; i++) {
+        if (types[i] == 't') {
+            const char *s = va_arg(ap, const char *);
+            if (s)
+                sqlite3_bind_text(st, i + 1, s, -1, SQLITE_TRANSIENT);
+        } else {
+            sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+        }
+    }
+    va_end(ap);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : sq_err(h, sql);
+}
+
+int db_record_download(db_t *db, const db_record_t *rec)
+{
+    int64_t now = (int64_t)time(NULL);
+    sqlite3 *h = db->wr;
+    /* The whole transaction holds the connection's mutex, so another pool
+     * thread cannot interleave statements into it. */
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
+    int rc = exec_bound(h, "BEGIN IMMEDIATE", "");
+    if (!rc)
+        rc = exec_bound(h,
+                        "INSERT INTO blobs(sha256, size, created, accessed) VALUES (?1, ?2, ?3, ?3)"
+                        " ON CONFLICT(sha256) DO UPDATE SET accessed = excluded.accessed",
+                        "tii", rec->sha256, (int64_t)rec->size, now);
+    if (!rc)
+        rc = exec_bound(h,
+                        "INSERT INTO entries(url, cred_tag, sha256, etag, last_modified, created,"
+                        " accessed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)"
+                        " ON CONFLICT(url, cred_tag) DO UPDATE SET sha256 = excluded.sha256,"
+                        " etag = excluded.etag, last_modified = excluded.last_modified,"
+                        " accessed = excluded.accessed",
+                        "ttttti", rec->url, rec->cred_tag, rec->sha256, rec->etag,
+                        rec->last_modified, now);
+    if (!rc)
+        rc = exec_bound(h, "COMMIT", "");
+    if (rc)
+        exec_bound(h, "ROLLBACK", "");
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}
+
+int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag)
+{
+    int64_t now = (int64_t)time(NULL);
+    sqlite3 *h = db->wr;
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
+    int rc = exec_bound(h, "UPDATE blobs SET accessed = ?2 WHERE sha256 = ?1", "ti", sha256, now);
+    if (!rc && url)
+        rc = exec_bound(h, "UPDATE entries SET accessed = ?3 WHERE url = ?1 AND cred_tag = ?2",
+                        "tti", url, cred_tag, now);
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}

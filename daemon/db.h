@@ -1,0 +1,50 @@
+/* db: the cache's metadata in SQLite (WAL).
+ *
+ * Two connections on one file. The reader is used only on the loop thread for
+ * short indexed look-ups (WAL readers never wait for the writer). The writer
+ * is used only from libuv pool threads, inside a job's work items, because a
+ * commit writes and may fsync; it is opened in serialized mode so two pool
+ * threads committing at once simply take turns. */
+#ifndef HUBD_DB_H
+#define HUBD_DB_H
+
+#include <stdint.h>
+
+typedef struct db db_t;
+
+/* What a committed download records: the blob and the URL's entry. */
+typedef struct db_record {
+    const char *url;           /* canonical URL */
+    const char *cred_tag;      /* "" when fetched without credentials */
+    const char *sha256;        /* 64 lowercase hex digits */
+    uint64_t size;             /* bytes */
+    const char *etag;          /* may be NULL */
+    const char *last_modified; /* may be NULL */
+} db_record_t;
+
+typedef struct db_entry {
+    const char *url;
+    const char *sha256;
+    uint64_t size;
+    int64_t created;  /* unix seconds */
+    int64_t accessed; /* unix seconds */
+} db_entry_t;
+
+/* Opens (creating and migrating) <path>. Start-up only. */
+int db_open(const char *path, db_t **out);
+void db_close(db_t *db);
+
+/* Loop thread. 0 and the blob's digest and size, or -ENOENT. */
+int db_find_entry(db_t *db, const char *url, const char *cred_tag, char sha_out[65],
+                  uint64_t *size_out);
+/* Loop thread. 0 and the blob's size, or -ENOENT. */
+int db_find_blob(db_t *db, const char *sha256, uint64_t *size_out);
+/* Loop thread. Calls fn for each entry, most recently accessed first. */
+int db_list(db_t *db, void (*fn)(void *arg, const db_entry_t *e), void *arg);
+
+/* Pool threads. One transaction: upsert the blob, upsert the entry. */
+int db_record_download(db_t *db, const db_record_t *rec);
+/* Pool threads. Marks a blob (and the entry, when url is given) used now. */
+int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag);
+
+#endif

@@ -1,0 +1,777 @@
+/* http: connections, the keep-alive pool, and response parsing. */
+#include "http.h"
+#include "log.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <llhttp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HTTP_MAX_HEADER_BYTES (64 * 1024) /* whole header section */
+#define HTTP_MAX_VALUE 8192               /* one header value we keep */
+#define HTTP_MAX_IDLE 32                  /* pooled idle connections, all origins */
+#define HTTP_DISCARD_MAX (64 * 1024)      /* larger unwanted bodies close the connection */
+#define HUBD_USER_AGENT "hubd/0.1.0"
+
+typedef enum {
+    CONN_RESOLVING,  /* uv_getaddrinfo in flight */
+    CONN_CONNECTING, /* uv_tcp_connect to ai_cur in flight */
+    CONN_ACTIVE,     /* request written or being written, response being read */
+    CONN_IDLE,       /* in the pool, reading only to notice a close */
+    CONN_CLOSING,    /* handles closing; freed when the last one is closed */
+} conn_state_t;
+
+typedef struct http_conn http_conn_t;
+
+struct http_client {
+    uv_loop_t *loop;
+    const hubd_config_t *cfg;
+    bufpool_t *pool;
+    http_conn_t *idle; /* idle connections, most recently used first */
+    unsigned nidle;    /* length of idle */
+    unsigned nconns;   /* connections not yet freed */
+    int closing;       /* http_client_close called: free at nconns == 0 */
+    uv_idle_t closer;  /* reports a close with no connection left, outside the call */
+    void (*close_cb)(void *);
+    void *close_arg;
+    llhttp_settings_t settings;
+};
+
+struct http_conn {
+    conn_state_t state;
+    http_client_t *client;
+    char key[288];        /* "scheme://host:port": which pool it may serve */
+    uv_tcp_t tcp;         /* valid while tcp_open */
+    uv_timer_t timer;     /* connect, idle or keep-alive timeout by state */
+    uv_getaddrinfo_t gai; /* DNS request */
+    uv_connect_t connect_req;
+    uv_write_t write_req;
+    struct addrinfo *ai;     /* resolved addresses, freed at close */
+    struct addrinfo *ai_cur; /* the address being tried */
+    int tcp_open;            /* tcp initialised and not yet closed */
+    int pending;             /* close callbacks and DNS answers still to come */
+    int last_err;            /* last connect error (libuv code) for the message */
+    llhttp_t parser;
+    http_req_t *req;       /* the request this connection serves, or NULL */
+    buf_t *rbuf;           /* buffer reads land in; one reference held */
+    int in_execute;        /* inside llhttp_execute: defer teardown */
+    int reused;            /* came from the pool: may be stale */
+    const char *fail_code; /* set by a parser callback that stopped the parse */
+    const char *fail_msg;
+    http_conn_t *next_idle; /* link in client->idle */
+};
+
+struct http_req {
+    http_client_t *client;
+    http_conn_t *conn; /* NULL between connections */
+    http_req_cbs_t cbs;
+    void *data;
+    char *key;  /* pool key */
+    char *host; /* for getaddrinfo */
+    char port[8];
+    char *head; /* request text */
+    size_t head_len;
+    int paused;       /* http_req_set_paused(1) in force */
+    int aborted;      /* http_req_abort during llhttp_execute */
+    int retried;      /* already retried a stale pooled connection */
+    int got_response; /* any response byte arrived on this connection */
+    int discard;      /* HTTP_BODY_DISCARD */
+    int message_done; /* on_message_complete for a final status */
+    int status;
+    size_t header_bytes; /* header section size so far */
+    char field[64];      /* the header name being read, lower-cased */
+    size_t field_len;    /* may exceed sizeof field: then it is not ours */
+    char *value;         /* the header value being read (HTTP_MAX_VALUE) */
+    size_t value_len;
+    char *location, *etag, *last_modified;
+};
+
+static void conn_start_request(http_conn_t *conn, http_req_t *req);
+static void conn_close(http_conn_t *conn);
+static void conn_try_next(http_conn_t *conn);
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *out);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
+static void req_connect_new(http_req_t *req);
+
+/* ---- request life ---------------------------------------------------- */
+
+static void req_free(http_req_t *req)
+{
+    free(req->key);
+    free(req->host);
+    free(req->head);
+    free(req->value);
+    free(req->location);
+    free(req->etag);
+    free(req->last_modified);
+    free(req);
+}
+
+/* The one place a request ends with a callback. The connection must already
+ * be detached (idle, closing, or handed back). */
+static void req_finish(http_req_t *req, const char *code, const char *msg)
+{
+    assert(req->conn == NULL);
+    if (!req->aborted)
+        req->cbs.on_done(req, code, msg, req->data);
+    req_free(req);
+}
+
+/* Detaches the request from a connection that failed and closes it. A request
+ * that was on a reused pooled connection and saw no byte of response gets one
+ * more try on a fresh connection: the server may have closed the idle
+ * connection just as we sent (GET is idempotent). */
+static void conn_fail(http_conn_t *conn, const char *code, const char *msg)
+{
+    http_req_t *req = conn->req;
+    int retry = req && conn->reused && !req->got_response && !req->retried;
+    conn->req = NULL;
+    conn_close(conn);
+    if (!req)
+        return;
+    req->conn = NULL;
+    if (retry && !req->aborted) {
+        log_debug("stale pooled connection to %s, retrying on a new one", req->key);
+        req->retried = 1;
+        req_connect_new(req);
+        return;
+    }
+    req_finish(req, code, msg);
+}
+
+static void conn_fail_uv(http_conn_t *conn, const char *code, const char *what, int uverr)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s %s: %s", what, conn->key, uv_strerror(uverr));
+    conn_fail(conn, code, msg);
+}
+
+/* ---- connection life ------------------------------------------------- */
+
+static void on_closer_closed(uv_handle_t *h)
+{
+    http_client_t *c = h->data;
+    void (*cb)(void *) = c->close_cb;
+    void *arg = c->close_arg;
+    free(c);
+    cb(arg);
+}
+
+static void client_free(http_client_t *c)
+{
+    c->closer.data = c;
+    uv_close((uv_handle_t *)&c->closer, on_closer_closed);
+}
+
+static void conn_maybe_free(http_conn_t *conn)
+{
+    if (conn->pending > 0)
+        return;
+    http_client_t *c = conn->client;
+    if (conn->ai)
+        uv_freeaddrinfo(conn->ai);
+    if (conn->rbuf)
+        buf_unref(c->pool, conn->rbuf);
+    free(conn);
+    c->nconns--;
+    if (c->closing && c->nconns == 0)
+        client_free(c);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    http_conn_t *conn = h->data;
+    if (h == (uv_handle_t *)&conn->tcp && conn->state != CONN_CLOSING) {
+        /* A failed connect attempt: go on with the next address. */
+        conn->tcp_open = 0;
+        conn_try_next(conn);
+        return;
+    }
+    conn->pending--;
+    conn_maybe_free(conn);
+}
+
+static void idle_remove(http_conn_t *conn)
+{
+    http_client_t *c = conn->client;
+    for (http_conn_t **pp = &c->idle; *pp; pp = &(*pp)->next_idle) {
+        if (*pp == conn) {
+            *pp = conn->next_idle;
+            conn->next_idle = NULL;
+            c->nidle--;
+            return;
+        }
+    }
+}
+
+/* The single close path of a connection: idempotent, safe inside callbacks
+ * (memory goes only when the last close callback has run). */
+static void conn_close(http_conn_t *conn)
+{
+    if (conn->state == CONN_CLOSING)
+        return;
+    if (conn->state == CONN_IDLE)
+        idle_remove(conn);
+    conn->state = CONN_CLOSING;
+    conn->pending++; /* the timer */
+    uv_close((uv_handle_t *)&conn->timer, on_handle_closed);
+    if (conn->tcp_open && !uv_is_closing((uv_handle_t *)&conn->tcp)) {
+        conn->pending++;
+        uv_close((uv_handle_t *)&conn->tcp, on_handle_closed);
+    } else if (conn->tcp_open) {
+        conn->pending++; /* a failed attempt is closing: its callback counts now */
+    }
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+    http_conn_t *conn = t->data;
+    switch (conn->state) {
+    case CONN_RESOLVING:
+        conn_fail(conn, "timeout", "DNS lookup timed out");
+        break;
+    case CONN_CONNECTING:
+        conn->last_err = UV_ETIMEDOUT;
+        if (!uv_is_closing((uv_handle_t *)&conn->tcp))
+            uv_close((uv_handle_t *)&conn->tcp, on_handle_closed);
+        break;
+    case CONN_ACTIVE:
+        conn_fail(conn, "timeout", "no data from the server within the idle timeout");
+        break;
+    case CONN_IDLE:
+        conn_close(conn);
+        break;
+    case CONN_CLOSING:
+        break;
+    }
+}
+
+static void timer_arm(http_conn_t *conn, unsigned ms)
+{
+    uv_timer_start(&conn->timer, on_timeout, ms, 0);
+}
+
+/* Keep-alive: back to the pool with a fresh parser, the oldest idle
+ * connection closed if the pool is full. */
+static void conn_make_idle(http_conn_t *conn)
+{
+    http_client_t *c = conn->client;
+    conn->state = CONN_IDLE;
+    conn->reused = 1;
+    llhttp_init(&conn->parser, HTTP_RESPONSE, &c->settings);
+    conn->parser.data = conn;
+    if (conn->rbuf) {
+        buf_unref(c->pool, conn->rbuf);
+        conn->rbuf = NULL;
+    }
+    uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read); /* EALREADY if reading */
+    timer_arm(conn, c->cfg->keepalive_ms);
+    conn->next_idle = c->idle;
+    c->idle = conn;
+    if (++c->nidle > HTTP_MAX_IDLE) {
+        http_conn_t *last = c->idle;
+        while (last->next_idle)
+            last = last->next_idle;
+        conn_close(last);
+    }
+}
+
+/* ---- parser callbacks -------------------------------------------------- */
+
+static http_req_t *parser_req(llhttp_t *p)
+{
+    http_conn_t *conn = p->data;
+    return conn->req && !conn->req->aborted ? conn->req : NULL;
+}
+
+static int parse_fail(llhttp_t *p, const char *code, const char *msg)
+{
+    http_conn_t *conn = p->data;
+    conn->fail_code = code;
+    conn->fail_msg = msg;
+    return -1;
+}
+
+static int on_message_begin(llhttp_t *p)
+{
+    http_req_t *req = parser_req(p);
+    if (!req)
+        return -1;
+    req->header_bytes = 0;
+    req->field_len = req->value_len = 0;
+    return 0;
+}
+
+static int count_header_bytes(llhttp_t *p, http_req_t *req, size_t n)
+{
+    req->header_bytes += n;
+    if (req->header_bytes > HTTP_MAX_HEADER_BYTES)
+        return parse_fail(p, "http_parse", "response header section too large");
+    return 0;
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t n)
+{
+    http_req_t *req = parser_req(p);
+    if (!req || count_header_bytes(p, req, n))
+        return -1;
+    for (size_t i = 0; i < n; i++, req->field_len++)
+        if (req->field_len < sizeof req->field - 1)
+            req->field[req->field_len] =
+                (char)((at[i] >= 'A' && at[i] <= 'Z') ? at[i] + 32 : at[i]);
+    return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t n)
+{
+    http_req_t *req = parser_req(p);
+    if (!req || count_header_bytes(p, req, n))
+        return -1;
+    if (req->value_len + n > HTTP_MAX_VALUE - 1) {
+        req->value_len = HTTP_MAX_VALUE; /* too long to keep: dropped if it is one of ours */
+        return 0;
+    }
+    if (!req->value && !(req->value = malloc(HTTP_MAX_VALUE)))
+        return parse_fail(p, "internal", "out of memory");
+    memcpy(req->value + req->value_len, at, n);
+    req->value_len += n;
+    return 0;
+}
+
+/* Keeps the few headers a download needs; the rest only count toward the
+ * header size limit. */
+static int on_header_value_complete(llhttp_t *p)
+{
+    http_req_t *req = parser_req(p);
+    if (!req)
+        return -1;
+    char **slot = NULL;
+    if (req->field_len < sizeof req->field) {
+        req->field[req->field_len] = '\0';
+        if (strcmp(req->field, "location") == 0)
+            slot = &req->location;
+        else if (strcmp(req->field, "etag") == 0)
+            slot = &req->etag;
+        else if (strcmp(req->field, "last-modified") == 0)
+            slot = &req->last_modified;
+    }
+    if (slot && req->value_len < HTTP_MAX_VALUE) {
+        free(*slot);
+        if (!(*slot = strndup(req->value ? req->value : "", req->value_len)))
+            return parse_fail(p, "internal", "out of memory");
+    }
+    req->field_len = req->value_len = 0;
+    return 0;
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+    http_conn_t *conn = p->data;
+    http_req_t *req = parser_req(p);
+    if (!req)
+        return -1;
+    req->status = llhttp_get_status_code(p);
+    if (req->status < 200) /* 1xx: informational, the real response follows */
+        return 0;
+    http_response_t resp = {
+        .status = req->status,
+        .content_length = (p->flags & F_CONTENT_LENGTH) ? (int64_t)p->content_length : -1,
+        .location = req->location,
+        .etag = req->etag,
+        .last_modified = req->last_modified,
+    };
+    if (p->flags & F_CHUNKED)
+        resp.content_length = -1;
+    int mode = req->cbs.on_headers(req, &resp, req->data);
+    if (req->aborted || conn->req != req)
+        return -1;
+    req->discard = mode == HTTP_BODY_DISCARD;
+    if (req->discard && resp.content_length != 0 &&
+        (resp.content_length < 0 || resp.content_length > HTTP_DISCARD_MAX)) {
+        /* Not worth reading to keep the connection: end here and close it. */
+        req->message_done = 1;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t n)
+{
+    http_conn_t *conn = p->data;
+    http_req_t *req = parser_req(p);
+    if (!req)
+        return -1;
+    if (!req->discard)
+        req->cbs.on_body(req, conn->rbuf, at, n, req->data);
+    return req->aborted ? -1 : 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+    http_req_t *req = parser_req(p);
+    if (!req)
+        return -1;
+    if (req->status < 200)
+        return 0;
+    req->message_done = 1;
+    return HPE_PAUSED; /* stop here: bytes after the message are not ours */
+}
+
+/* ---- reading ----------------------------------------------------------- */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *out)
+{
+    (void)suggested;
+    http_conn_t *conn = h->data;
+    bufpool_t *pool = conn->client->pool;
+    size_t min_room = pool->size / 4;
+    /* Fill the current buffer before taking another, so body batches are made
+     * of few, full buffers. */
+    if (conn->rbuf && pool->size - conn->rbuf->len >= min_room) {
+        *out = uv_buf_init(conn->rbuf->data + conn->rbuf->len,
+                           (unsigned)(pool->size - conn->rbuf->len));
+        return;
+    }
+    if (conn->rbuf)
+        buf_unref(pool, conn->rbuf);
+    conn->rbuf = bufpool_get(pool);
+    *out = conn->rbuf ? uv_buf_init(conn->rbuf->data, (unsigned)pool->size) : uv_buf_init(NULL, 0);
+}
+
+/* The response is complete: hand the connection back (or close it) first, so
+ * that on_done may start the next request on it (a redirect to the same
+ * origin), then tell the caller. */
+static void conn_message_done(http_conn_t *conn, int keep)
+{
+    http_req_t *req = conn->req;
+    conn->req = NULL;
+    req->conn = NULL;
+    if (keep && llhttp_should_keep_alive(&conn->parser) && !conn->client->closing)
+        conn_make_idle(conn);
+    else
+        conn_close(conn);
+    req_finish(req, NULL, NULL);
+}
+
+static void conn_on_eof(http_conn_t *conn, ssize_t nread)
+{
+    http_req_t *req = conn->req;
+    if (conn->state == CONN_IDLE || !req) {
+        conn_close(conn);
+        return;
+    }
+    if (nread == UV_EOF) {
+        /* A body delimited by the close is complete now; any other is not. */
+        llhttp_errno_t err = llhttp_finish(&conn->parser);
+        if ((err == HPE_OK || err == HPE_PAUSED) && req->message_done) {
+            conn_message_done(conn, 0);
+            return;
+        }
+        if (!req->got_response) {
+            conn_fail(conn, "connect", "the server closed the connection without a response");
+            return;
+        }
+        conn_fail(conn, "truncated", "the connection closed before the response was complete");
+        return;
+    }
+    conn_fail_uv(conn, req->got_response ? "truncated" : "connect", "reading from", (int)nread);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    http_conn_t *conn = s->data;
+    (void)b;
+    if (nread == 0 || conn->state == CONN_CLOSING)
+        return;
+    if (nread < 0) {
+        conn_on_eof(conn, nread);
+        return;
+    }
+    conn->rbuf->len += (size_t)nread;
+    http_req_t *req = conn->req;
+    if (conn->state != CONN_ACTIVE || !req) {
+        conn_close(conn); /* bytes on an idle connection: not a state we can trust */
+        return;
+    }
+    req->got_response = 1;
+    if (!req->paused)
+        timer_arm(conn, conn->client->cfg->idle_timeout_ms);
+
+    const char *p = conn->rbuf->data + conn->rbuf->len - nread;
+    conn->fail_code = NULL;
+    conn->in_execute = 1;
+    llhttp_errno_t err = llhttp_execute(&conn->parser, p, (size_t)nread);
+    conn->in_execute = 0;
+
+    if (req->aborted) { /* http_req_abort from a callback */
+        conn->req = NULL;
+        conn_close(conn);
+        req_free(req);
+        return;
+    }
+    if (err == HPE_PAUSED && req->message_done) {
+        /* Bytes after the response mean a confused server: do not reuse. */
+        const char *end = llhttp_get_error_pos(&conn->parser);
+        conn_message_done(conn, end == p + nread);
+        return;
+    }
+    if (err == HPE_CB_HEADERS_COMPLETE && req->message_done && !conn->fail_code) {
+        conn_message_done(conn, 0); /* unwanted body not read: close */
+        return;
+    }
+    if (err != HPE_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "bad response from %s: %s", conn->key,
+                 conn->fail_msg ? conn->fail_msg : llhttp_get_error_reason(&conn->parser));
+        conn_fail(conn, conn->fail_code ? conn->fail_code : "http_parse", msg);
+    }
+}
+
+/* ---- connecting and sending -------------------------------------------- */
+
+static void on_write(uv_write_t *w, int status)
+{
+    http_conn_t *conn = w->data;
+    if (status == UV_ECANCELED || conn->state == CONN_CLOSING)
+        return;
+    if (status < 0)
+        conn_fail_uv(conn, "connect", "sending the request to", status);
+}
+
+static void conn_start_request(http_conn_t *conn, http_req_t *req)
+{
+    conn->state = CONN_ACTIVE;
+    conn->req = req;
+    req->conn = conn;
+    req->got_response = 0;
+    req->message_done = 0;
+    req->status = 0;
+    conn->fail_code = NULL;
+    if (req->paused)
+        uv_timer_stop(&conn->timer);
+    else
+        timer_arm(conn, conn->client->cfg->idle_timeout_ms);
+    uv_buf_t b = uv_buf_init(req->head, (unsigned)req->head_len);
+    conn->write_req.data = conn;
+    int rc = uv_write(&conn->write_req, (uv_stream_t *)&conn->tcp, &b, 1, on_write);
+    if (rc == 0 && !req->paused)
+        rc = uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
+    if (rc == UV_EALREADY)
+        rc = 0;
+    if (rc)
+        conn_fail_uv(conn, "connect", "sending the request to", rc);
+}
+
+static void on_connect(uv_connect_t *cr, int status)
+{
+    http_conn_t *conn = cr->data;
+    if (status == UV_ECANCELED || conn->state == CONN_CLOSING)
+        return;
+    if (status < 0) {
+        conn->last_err = status;
+        if (!uv_is_closing((uv_handle_t *)&conn->tcp))
+            uv_close((uv_handle_t *)&conn->tcp, on_handle_closed);
+        return;
+    }
+    uv_tcp_nodelay(&conn->tcp, 1);
+    http_req_t *req = conn->req;
+    if (!req) { /* the request went away while we connected */
+        conn_close(conn);
+        return;
+    }
+    conn_start_request(conn, req);
+}
+
+/* Tries the next resolved address; one connect timeout per address. */
+static void conn_try_next(http_conn_t *conn)
+{
+    conn->ai_cur = conn->ai_cur ? conn->ai_cur->ai_next : conn->ai;
+    while (conn->ai_cur && conn->ai_cur->ai_family != AF_INET &&
+           conn->ai_cur->ai_family != AF_INET6)
+        conn->ai_cur = conn->ai_cur->ai_next;
+    if (!conn->ai_cur) {
+        conn_fail_uv(conn, conn->last_err == UV_ETIMEDOUT ? "timeout" : "connect",
+                     "cannot connect to", conn->last_err ? conn->last_err : UV_ECONNREFUSED);
+        return;
+    }
+    conn->state = CONN_CONNECTING;
+    int rc = uv_tcp_init(conn->client->loop, &conn->tcp);
+    if (rc) {
+        conn_fail_uv(conn, "internal", "socket for", rc);
+        return;
+    }
+    conn->tcp_open = 1;
+    conn->tcp.data = conn;
+    conn->connect_req.data = conn;
+    rc = uv_tcp_connect(&conn->connect_req, &conn->tcp, conn->ai_cur->ai_addr, on_connect);
+    if (rc) {
+        conn->last_err = rc;
+        uv_close((uv_handle_t *)&conn->tcp, on_handle_closed);
+        return;
+    }
+    timer_arm(conn, conn->client->cfg->connect_timeout_ms);
+}
+
+static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *ai)
+{
+    http_conn_t *conn = g->data;
+    conn->pending--;
+    conn->ai = ai;
+    if (conn->state == CONN_CLOSING) {
+        conn_maybe_free(conn);
+        return;
+    }
+    if (status < 0) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "cannot resolve %s: %s", conn->req ? conn->req->host : "?",
+                 uv_strerror(status));
+        conn_fail(conn, "dns", msg);
+        return;
+    }
+    conn_try_next(conn);
+}
+
+static void req_connect_new(http_req_t *req)
+{
+    http_client_t *c = req->client;
+    http_conn_t *conn = calloc(1, sizeof *conn);
+    if (!conn) {
+        req_finish(req, "internal", "out of memory");
+        return;
+    }
+    c->nconns++;
+    conn->client = c;
+    snprintf(conn->key, sizeof conn->key, "%s", req->key);
+    uv_timer_init(c->loop, &conn->timer);
+    conn->timer.data = conn;
+    llhttp_init(&conn->parser, HTTP_RESPONSE, &c->settings);
+    conn->parser.data = conn;
+    conn->state = CONN_RESOLVING;
+    conn->req = req;
+    req->conn = conn;
+    conn->gai.data = conn;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    int rc = uv_getaddrinfo(c->loop, &conn->gai, on_resolved, req->host, req->port, &hints);
+    if (rc) {
+        conn->req = NULL;
+        req->conn = NULL;
+        conn_close(conn);
+        req_finish(req, "dns", uv_strerror(rc));
+        return;
+    }
+    conn->pending++;
+    timer_arm(conn, c->cfg->connect_timeout_ms);
+}
+
+/* Finishing a request synchronously would call on_done from inside
+ * http_request(); instead a failed start is reported by return value. */
+int http_request(http_client_t *c, const url_t *u, const char *extra_headers,
+                 const http_req_cbs_t *cbs, void *data, http_req_t **out)
+{
+    http_req_t *req = calloc(1, sizeof *req);
+    if (!req)
+        return -ENOMEM;
+    req->client = c;
+    req->cbs = *cbs;
+    req->data = data;
+    char hostport[300];
+    if (url_hostport(u, hostport, sizeof hostport) < 0)
+        goto nomem;
+    size_t kl = strlen(u->scheme) + strlen(u->host) + 16;
+    req->key = malloc(kl);
+    req->host = strdup(u->host);
+    if (!req->key || !req->host)
+        goto nomem;
+    snprintf(req->key, kl, "%s://%s%s%s:%u", u->scheme, u->ipv6 ? "[" : "", u->host,
+             u->ipv6 ? "]" : "", u->port);
+    snprintf(req->port, sizeof req->port, "%u", u->port);
+    const char *extra = extra_headers ? extra_headers : "";
+    size_t hl = strlen(u->target) + strlen(hostport) + strlen(extra) + 160;
+    if (!(req->head = malloc(hl)))
+        goto nomem;
+    int n = snprintf(req->head, hl,
+                     "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: " HUBD_USER_AGENT
+                     "\r\nAccept: */*\r\nAccept-Encoding: identity\r\n%s\r\n",
+                     u->target, hostport, extra);
+    req->head_len = (size_t)n;
+
+    /* A pooled connection to the same origin, most recent first. */
+    for (http_conn_t *conn = c->idle; conn; conn = conn->next_idle) {
+        if (strcmp(conn->key, req->key) == 0) {
+            idle_remove(conn);
+            conn_start_request(conn, req);
+            *out = req;
+            return 0;
+        }
+    }
+    *out = req;
+    req_connect_new(req);
+    return 0;
+nomem:
+    req_free(req);
+    return -ENOMEM;
+}
+
+void http_req_set_paused(http_req_t *req, int paused)
+{
+    if (req->paused == paused)
+        return;
+    req->paused = paused;
+    http_conn_t *conn = req->conn;
+    if (!conn || conn->state != CONN_ACTIVE)
+        return; /* applied when the request starts on a connection */
+    if (paused) {
+        uv_read_stop((uv_stream_t *)&conn->tcp);
+        uv_timer_stop(&conn->timer);
+    } else {
+        uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
+        timer_arm(conn, conn->client->cfg->idle_timeout_ms);
+    }
+}
+
+void http_req_abort(http_req_t *req)
+{
+    req->aborted = 1;
+    http_conn_t *conn = req->conn;
+    if (conn && conn->in_execute)
+        return; /* on_read finishes the teardown after llhttp returns */
+    if (conn) {
+        conn->req = NULL;
+        conn_close(conn);
+    }
+    req_free(req);
+}
+
+int http_client_new(uv_loop_t *loop, const hubd_config_t *cfg, bufpool_t *pool, http_client_t **out)
+{
+    http_client_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    c->loop = loop;
+    c->cfg = cfg;
+    c->pool = pool;
+    uv_idle_init(loop, &c->closer); /* never started: only its close callback is used */
+    llhttp_settings_init(&c->settings);
+    c->settings.on_message_begin = on_message_begin;
+    c->settings.on_header_field = on_header_field;
+    c->settings.on_header_value = on_header_value;
+    c->settings.on_header_value_complete = on_header_value_complete;
+    c->settings.on_headers_complete = on_headers_complete;
+    c->settings.on_body = on_body;
+    c->settings.on_message_complete = on_message_complete;
+    *out = c;
+    return 0;
+}
+
+void http_client_close(http_client_t *c, void (*done)(void *arg), void *arg)
+{
+    c->closing = 1;
+    c->close_cb = done;
+    c->close_arg = arg;
+    while (c->idle)
+        conn_close(c->idle);
+    if (c->nconns == 0)
+        client_free(c);
+}

@@ -1,0 +1,66 @@
+/* http: an HTTP/1.1 client on libuv streams, responses parsed by llhttp.
+ *
+ * One request at a time per connection; idle connections are kept per origin
+ * (scheme, host, port) and reused. A request goes: DNS (uv_getaddrinfo, in the
+ * pool) -> TCP connect to each address in turn -> write -> parse. Body bytes
+ * are handed to the caller as slices of pooled, reference-counted read
+ * buffers (bufpool.h): no copy on the loop thread.
+ *
+ * Everything here runs on the loop thread. Callbacks are never called from
+ * inside http_request() or http_req_abort(). After on_done the request is
+ * freed; after http_req_abort no callback comes. */
+#ifndef HUBD_HTTP_H
+#define HUBD_HTTP_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "bufpool.h"
+#include "config.h"
+#include "url.h"
+
+typedef struct http_client http_client_t;
+typedef struct http_req http_req_t;
+
+typedef struct http_response {
+    int status;             /* final status (1xx are skipped) */
+    int64_t content_length; /* -1 when not announced */
+    const char *location;   /* header values, NULL when absent; valid */
+    const char *etag;       /*   until the request's on_done returns   */
+    const char *last_modified;
+} http_response_t;
+
+enum http_body_mode {
+    HTTP_BODY_DELIVER, /* call on_body for each slice */
+    HTTP_BODY_DISCARD, /* read and drop it (small bodies keep the connection) */
+};
+
+typedef struct http_req_cbs {
+    /* Status and headers are in. Returns an http_body_mode. */
+    int (*on_headers)(http_req_t *req, const http_response_t *resp, void *data);
+    /* A slice [p, p+n) of buf. Take a buf_ref() to keep it past the call. */
+    void (*on_body)(http_req_t *req, buf_t *buf, const char *p, size_t n, void *data);
+    /* The exchange ended: err_code NULL on success (the whole body arrived),
+     * else a protocol error code (PROTOCOL.md) and a message for people. */
+    void (*on_done)(http_req_t *req, const char *err_code, const char *err_msg, void *data);
+} http_req_cbs_t;
+
+int http_client_new(uv_loop_t *loop, const hubd_config_t *cfg, bufpool_t *pool,
+                    http_client_t **out);
+/* Closes idle connections and frees the client once every connection is
+ * gone, then calls done(arg) (never from inside this call). Every request
+ * must have ended (on_done) or been aborted before. */
+void http_client_close(http_client_t *c, void (*done)(void *arg), void *arg);
+
+/* Starts GET u. extra_headers: "Name: value\r\n" lines or NULL. */
+int http_request(http_client_t *c, const url_t *u, const char *extra_headers,
+                 const http_req_cbs_t *cbs, void *data, http_req_t **out);
+
+/* Backpressure: stop (1) or resume (0) reading the response. While paused
+ * the idle timeout does not run: the wait is ours, not the server's. */
+void http_req_set_paused(http_req_t *req, int paused);
+
+/* Ends the request now; its connection is closed, no callback follows. */
+void http_req_abort(http_req_t *req);
+
+#endif

@@ -1,0 +1,88 @@
+/* job: one download, shared by every request that wants the same bytes.
+ *
+ * jobs_fetch() resolves a request against the cache and the running jobs:
+ * a blob with the expected digest, or a complete entry for the URL, is a hit;
+ * a running job for the same URL or the same expected digest takes the
+ * request as one more waiter; otherwise a new job is queued. A job streams
+ * the body through SHA-256 and into tmp/<id>.part in the thread pool, then
+ * commits it (store_commit, db_record_download) before any waiter hears DONE.
+ *
+ * Loop thread only. Each waiter gets on_start once (possibly from inside
+ * jobs_fetch), on_progress any number of times, then on_finish exactly once
+ * (never from inside jobs_fetch) unless it leaves first with jobs_cancel. */
+#ifndef HUBD_JOB_H
+#define HUBD_JOB_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "config.h"
+#include "db.h"
+#include "store.h"
+
+typedef struct jobs jobs_t;
+typedef struct job job_t;
+typedef struct job_hit job_hit_t;
+typedef struct job_waiter job_waiter_t;
+
+typedef enum { FETCH_HIT, FETCH_QUEUED, FETCH_ATTACHED } fetch_kind_t;
+
+typedef struct job_result {
+    const char *err_code; /* NULL on success, else a PROTOCOL.md error code */
+    const char *err_msg;
+    const char *path;   /* the blob */
+    const char *sha256; /* its digest, 64 hex digits */
+    uint64_t size;
+    int fd;            /* read-only fd of the blob, valid during the call: dup() it */
+    fetch_kind_t kind; /* how this waiter was served */
+} job_result_t;
+
+struct job_waiter {
+    /* Set by the caller before jobs_fetch. */
+    void (*on_start)(job_waiter_t *w, fetch_kind_t kind, uint64_t job_id);
+    void (*on_progress)(job_waiter_t *w, uint64_t done, int64_t total, uint64_t rate);
+    void (*on_finish)(job_waiter_t *w, const job_result_t *res);
+    /* Private to job.c. */
+    job_t *job;        /* the job waited on, or NULL */
+    job_hit_t *hit;    /* the cache look-up in flight, or NULL */
+    fetch_kind_t kind; /* what on_start said */
+    char expected[65]; /* this waiter's expected digest, "" if none */
+    job_waiter_t *next, *prev;
+};
+
+typedef struct jobs_stats {
+    uint64_t hits, misses, attached;
+    uint64_t bytes_from_origin, bytes_served;
+    uint64_t errors;
+    unsigned active, queued;
+} jobs_stats_t;
+
+typedef struct job_info {
+    uint64_t id;
+    const char *url;
+    const char *state; /* queued connecting headers body committing */
+    uint64_t done;
+    int64_t total; /* -1 unknown */
+    uint64_t rate; /* bytes per second */
+    unsigned waiters;
+} job_info_t;
+
+int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db, jobs_t **out);
+
+/* Starts a fetch. url must be a valid absolute URL, sha256 NULL or 64 hex
+ * digits. Returns 0, or -EINVAL with *code and *msg set (then no callback). */
+int jobs_fetch(jobs_t *js, const char *url, const char *sha256, job_waiter_t *w, const char **code,
+               const char **msg);
+
+/* The waiter leaves (its client went away): no more callbacks for it. The
+ * job keeps running for the others, and for the cache. */
+void jobs_cancel(job_waiter_t *w);
+
+void jobs_stats(const jobs_t *js, jobs_stats_t *out);
+void jobs_each(jobs_t *js, void (*fn)(void *arg, const job_info_t *info), void *arg);
+
+/* Fails every job with shutting_down and frees everything once the pool work
+ * in flight has come back; then calls done(arg). */
+void jobs_shutdown(jobs_t *js, void (*done)(void *arg), void *arg);
+
+#endif

@@ -1,0 +1,707 @@
+/* session: accept, read lines, dispatch verbs, write replies, pass fds. */
+#include "session.h"
+#include "log.h"
+#include "proto.h"
+#include "sha256.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SESSION_READ_BUF 16384
+#define PROGRESS_DROP_QUEUE (256 * 1024) /* a client this far behind misses PROGRESS lines */
+#define FD_RETRY_MS 20                   /* socket full while passing an fd: try again */
+#define FETCH_ID_MAX 64
+
+typedef struct session session_t;
+
+/* A DONE line that must leave with its fd, queued until libuv's write queue
+ * is empty (so the fd rides on the right byte). */
+typedef struct fd_msg {
+    struct fd_msg *next;
+    int fd;     /* ours: closed once sent */
+    size_t len; /* bytes of line */
+    char line[];
+} fd_msg_t;
+
+typedef struct fetch {
+    job_waiter_t w; /* first: job.c hands back &w */
+    session_t *s;
+    struct fetch *next, *prev;
+    char id[FETCH_ID_MAX + 1];
+} fetch_t;
+
+struct session {
+    uv_pipe_t pipe;
+    uv_timer_t retry; /* FD_RETRY_MS after EAGAIN on sendmsg */
+    session_server_t *srv;
+    session_t *next, *prev;
+    fetch_t *fetches;   /* waiting FETCHes */
+    fd_msg_t *fdq_head; /* DONE lines waiting for their turn */
+    fd_msg_t *fdq_tail;
+    int closing;
+    int handles; /* open handles; freed at 0 */
+    proto_reader_t reader;
+    char rbuf[SESSION_READ_BUF];
+    uid_t uid; /* peer credentials at accept */
+    pid_t pid;
+};
+
+struct session_server {
+    uv_loop_t *loop;
+    const hubd_config_t *cfg;
+    jobs_t *jobs;
+    db_t *db;
+    uv_pipe_t listener;
+    session_t *sessions;
+    unsigned nsessions;
+    time_t started;
+    int closing;
+    void (*close_cb)(void *);
+    void *close_arg;
+};
+
+static void session_close(session_t *s);
+
+/* ---- writing ------------------------------------------------------------ */
+
+typedef struct wreq {
+    uv_write_t req;
+    char data[];
+} wreq_t;
+
+static void on_written(uv_write_t *req, int status);
+
+static int send_copy(session_t *s, const char *line, size_t len)
+{
+    wreq_t *w = malloc(sizeof *w + len);
+    if (!w)
+        return -ENOMEM;
+    memcpy(w->data, line, len);
+    w->req.data = s;
+    uv_buf_t b = uv_buf_init(w->data, (unsigned)len);
+    int rc = uv_write(&w->req, (uv_stream_t *)&s->pipe, &b, 1, on_written);
+    if (rc) {
+        free(w);
+        return rc;
+    }
+    return 0;
+}
+
+static void session_send(session_t *s, const char *line, size_t len)
+{
+    if (s->closing)
+        return;
+    int rc = send_copy(s, line, len);
+    if (rc) {
+        log_debug("session pid %d: write failed: %s", (int)s->pid, uv_strerror(rc));
+        session_close(s);
+    }
+}
+
+/* Sends the line with its fd in one sendmsg; the fd rides on the first byte.
+ * Returns 1 when sent (any unsent tail was queued as a plain write), 0 when
+ * the socket is full, or a negative errno. */
+static int send_with_fd(session_t *s, fd_msg_t *m)
+{
+    uv_os_fd_t sock;
+    if (uv_fileno((uv_handle_t *)&s->pipe, &sock))
+        return -EBADF;
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = {m->line, m->len};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &m->fd, sizeof(int));
+    ssize_t n;
+    do
+        n = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+    if ((size_t)n < m->len) {
+        int rc = send_copy(s, m->line + n, m->len - (size_t)n);
+        if (rc)
+            return rc;
+    }
+    return 1;
+}
+
+static void flush_fd_queue(session_t *s);
+
+static void on_retry(uv_timer_t *t)
+{
+    flush_fd_queue(t->data);
+}
+
+/* Sends queued fd lines while libuv has nothing of ours still unwritten. */
+static void flush_fd_queue(session_t *s)
+{
+    while (s->fdq_head && !s->closing &&
+           uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) == 0) {
+        fd_msg_t *m = s->fdq_head;
+        int rc = send_with_fd(s, m);
+        if (rc == 0) {
+            uv_timer_start(&s->retry, on_retry, FD_RETRY_MS, 0);
+            return;
+        }
+        s->fdq_head = m->next;
+        if (!s->fdq_head)
+            s->fdq_tail = NULL;
+        close(m->fd);
+        free(m);
+        if (rc < 0) {
+            log_debug("session pid %d: passing an fd failed: %s", (int)s->pid, strerror(-rc));
+            session_close(s);
+            return;
+        }
+    }
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+    session_t *s = req->data;
+    free(req);
+    if (status == UV_ECANCELED)
+        return;
+    if (status < 0) {
+        session_close(s);
+        return;
+    }
+    flush_fd_queue(s);
+}
+
+static void session_send_fd(session_t *s, const char *line, size_t len, int fd)
+{
+    if (s->closing)
+        return;
+    fd_msg_t *m = malloc(sizeof *m + len);
+    int dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (!m || dupfd < 0) {
+        free(m);
+        if (dupfd >= 0)
+            close(dupfd);
+        log_err("session pid %d: cannot pass the blob fd: %s", (int)s->pid, strerror(errno));
+        session_close(s);
+        return;
+    }
+    m->next = NULL;
+    m->fd = dupfd;
+    m->len = len;
+    memcpy(m->line, line, len);
+    if (s->fdq_tail)
+        s->fdq_tail->next = m;
+    else
+        s->fdq_head = m;
+    s->fdq_tail = m;
+    flush_fd_queue(s);
+}
+
+/* ---- replies -------------------------------------------------------------- */
+
+typedef struct reply {
+    proto_writer_t w;
+    char buf[PROTO_MAX_LINE];
+} reply_t;
+
+static void reply_begin(reply_t *r, const char *verb)
+{
+    proto_begin(&r->w, r->buf, sizeof r->buf, verb);
+}
+
+static void reply_send(session_t *s, reply_t *r)
+{
+    int n = proto_end(&r->w);
+    if (n < 0) {
+        log_err("reply too long for the protocol, dropped");
+        return;
+    }
+    session_send(s, r->buf, (size_t)n);
+}
+
+static void send_err(session_t *s, const char *id, const char *code, const char *msg)
+{
+    reply_t r;
+    reply_begin(&r, "ERR");
+    if (id)
+        proto_add(&r.w, "id", id);
+    proto_add(&r.w, "code", code);
+    proto_add(&r.w, "msg", msg);
+    if (proto_end(&r.w) < 0) { /* a message too long to carry: keep the code */
+        reply_begin(&r, "ERR");
+        if (id)
+            proto_add(&r.w, "id", id);
+        proto_add(&r.w, "code", code);
+    }
+    reply_send(s, &r);
+}
+
+/* ---- fetch waiters -------------------------------------------------------- */
+
+static void fetch_unlink(fetch_t *f)
+{
+    session_t *s = f->s;
+    if (f->prev)
+        f->prev->next = f->next;
+    else
+        s->fetches = f->next;
+    if (f->next)
+        f->next->prev = f->prev;
+}
+
+static void fetch_on_start(job_waiter_t *w, fetch_kind_t kind, uint64_t job_id)
+{
+    fetch_t *f = (fetch_t *)w;
+    reply_t r;
+    static const char *const verbs[] = {"HIT", "QUEUED", "ATTACHED"};
+    reply_begin(&r, verbs[kind]);
+    proto_add(&r.w, "id", f->id);
+    if (kind != FETCH_HIT)
+        proto_add_u64(&r.w, "job", job_id);
+    reply_send(f->s, &r);
+}
+
+static void fetch_on_progress(job_waiter_t *w, uint64_t done, int64_t total, uint64_t rate)
+{
+    fetch_t *f = (fetch_t *)w;
+    session_t *s = f->s;
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) > PROGRESS_DROP_QUEUE)
+        return; /* the client is not reading: a later line says more anyway */
+    reply_t r;
+    reply_begin(&r, "PROGRESS");
+    proto_add(&r.w, "id", f->id);
+    proto_add_u64(&r.w, "done", done);
+    if (total >= 0)
+        proto_add_i64(&r.w, "total", total);
+    proto_add_u64(&r.w, "rate", rate);
+    reply_send(s, &r);
+}
+
+static void fetch_on_finish(job_waiter_t *w, const job_result_t *res)
+{
+    fetch_t *f = (fetch_t *)w;
+    session_t *s = f->s;
+    fetch_unlink(f);
+    if (res->err_code) {
+        send_err(s, f->id, res->err_code, res->err_msg ? res->err_msg : "");
+    } else {
+        static const char *const sources[] = {"hit", "download", "attached"};
+        reply_t r;
+        reply_begin(&r, "DONE");
+        proto_add(&r.w, "id", f->id);
+        proto_add(&r.w, "path", res->path);
+        proto_add(&r.w, "sha256", res->sha256);
+        proto_add_u64(&r.w, "size", res->size);
+        proto_add(&r.w, "source", sources[res->kind]);
+        int n = proto_end(&r.w);
+        if (n > 0)
+            session_send_fd(s, r.buf, (size_t)n, res->fd);
+    }
+    free(f);
+}
+
+/* ---- verbs ---------------------------------------------------------------- */
+
+static int valid_id(const char *id)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n > FETCH_ID_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isgraph((unsigned char)id[i]))
+            return 0;
+    return 1;
+}
+
+static void do_fetch(session_t *s, const proto_msg_t *m)
+{
+    const char *id = proto_get(m, "id");
+    const char *url = proto_get(m, "url");
+    const char *sha = proto_get(m, "sha256");
+    if (!id || !valid_id(id)) {
+        send_err(s, NULL, "bad_request", "FETCH needs id= (1 to 64 printable bytes)");
+        return;
+    }
+    for (fetch_t *f = s->fetches; f; f = f->next) {
+        if (strcmp(f->id, id) == 0) {
+            send_err(s, id, "bad_request", "this id is already in use on this session");
+            return;
+        }
+    }
+    if (!url || !*url) {
+        send_err(s, id, "bad_request", "FETCH needs url=");
+        return;
+    }
+    char sha_lc[65];
+    if (sha) {
+        uint8_t raw[32];
+        if (sha256_parse_hex(sha, raw)) {
+            send_err(s, id, "bad_request", "sha256= must be 64 hex digits");
+            return;
+        }
+        sha256_hex(raw, sha_lc);
+    }
+    fetch_t *f = calloc(1, sizeof *f);
+    if (!f) {
+        send_err(s, id, "internal", "out of memory");
+        return;
+    }
+    f->s = s;
+    snprintf(f->id, sizeof f->id, "%s", id);
+    f->w.on_start = fetch_on_start;
+    f->w.on_progress = fetch_on_progress;
+    f->w.on_finish = fetch_on_finish;
+    /* Linked before jobs_fetch: on_start may come from inside it. */
+    f->next = s->fetches;
+    if (s->fetches)
+        s->fetches->prev = f;
+    s->fetches = f;
+    const char *code, *msg;
+    if (jobs_fetch(s->srv->jobs, url, sha ? sha_lc : NULL, &f->w, &code, &msg)) {
+        fetch_unlink(f);
+        free(f);
+        send_err(s, id, code, msg);
+    }
+}
+
+static void send_job_line(void *arg, const job_info_t *info)
+{
+    session_t *s = arg;
+    reply_t r;
+    reply_begin(&r, "JOB");
+    proto_add_u64(&r.w, "job", info->id);
+    proto_add(&r.w, "url", info->url);
+    proto_add(&r.w, "state", info->state);
+    proto_add_u64(&r.w, "done", info->done);
+    if (info->total >= 0)
+        proto_add_i64(&r.w, "total", info->total);
+    proto_add_u64(&r.w, "rate", info->rate);
+    proto_add_u64(&r.w, "waiters", info->waiters);
+    reply_send(s, &r);
+}
+
+typedef struct counter {
+    session_t *s;
+    uint64_t n;
+} counter_t;
+
+static void count_job(void *arg, const job_info_t *info)
+{
+    counter_t *c = arg;
+    send_job_line(c->s, info);
+    c->n++;
+}
+
+static void send_end(session_t *s, uint64_t count)
+{
+    reply_t r;
+    reply_begin(&r, "END");
+    proto_add_u64(&r.w, "count", count);
+    reply_send(s, &r);
+}
+
+static void do_status(session_t *s)
+{
+    counter_t c = {s, 0};
+    jobs_each(s->srv->jobs, count_job, &c);
+    send_end(s, c.n);
+}
+
+static void do_stats(session_t *s)
+{
+    jobs_stats_t st;
+    jobs_stats(s->srv->jobs, &st);
+    reply_t r;
+    reply_begin(&r, "STATS");
+    proto_add_u64(&r.w, "hits", st.hits);
+    proto_add_u64(&r.w, "misses", st.misses);
+    proto_add_u64(&r.w, "attached", st.attached);
+    proto_add_u64(&r.w, "bytes_from_origin", st.bytes_from_origin);
+    proto_add_u64(&r.w, "bytes_served", st.bytes_served);
+    proto_add_u64(&r.w, "jobs_active", st.active);
+    proto_add_u64(&r.w, "jobs_queued", st.queued);
+    proto_add_u64(&r.w, "errors", st.errors);
+    proto_add_u64(&r.w, "sessions", s->srv->nsessions);
+    proto_add_i64(&r.w, "uptime", (int64_t)(time(NULL) - s->srv->started));
+    reply_send(s, &r);
+}
+
+static void send_entry(void *arg, const db_entry_t *e)
+{
+    counter_t *c = arg;
+    reply_t r;
+    reply_begin(&r, "ENTRY");
+    proto_add(&r.w, "url", e->url);
+    proto_add(&r.w, "sha256", e->sha256);
+    proto_add_u64(&r.w, "size", e->size);
+    proto_add_i64(&r.w, "created", e->created);
+    proto_add_i64(&r.w, "accessed", e->accessed);
+    reply_send(c->s, &r);
+    c->n++;
+}
+
+static void do_list(session_t *s)
+{
+    counter_t c = {s, 0};
+    if (db_list(s->srv->db, send_entry, &c)) {
+        send_err(s, NULL, "internal", "cannot read the cache index");
+        return;
+    }
+    send_end(s, c.n);
+}
+
+static void do_hello(session_t *s, const proto_msg_t *m)
+{
+    const char *v = proto_get(m, "proto");
+    if (v && strcmp(v, "1") != 0) {
+        send_err(s, NULL, "proto_version", "this hubd speaks protocol 1");
+        return;
+    }
+    reply_t r;
+    reply_begin(&r, "HELLO");
+    proto_add_u64(&r.w, "proto", PROTO_VERSION);
+    proto_add(&r.w, "server", "hubd/0.1.0");
+    reply_send(s, &r);
+}
+
+static int on_line(void *arg, const char *line, size_t len, int err)
+{
+    session_t *s = arg;
+    if (err) {
+        send_err(s, NULL, "line_too_long", "a line exceeded 16384 bytes");
+        return s->closing;
+    }
+    if (len == 0 || (len == 1 && line[0] == '\r'))
+        return 0;         /* blank lines are harmless: socat users press enter */
+    static proto_msg_t m; /* loop thread only; too large for the stack of a callback chain */
+    if (proto_parse(line, len, &m)) {
+        send_err(s, NULL, "bad_request", "the line does not parse (see PROTOCOL.md)");
+        return s->closing;
+    }
+    if (strcmp(m.verb, "FETCH") == 0)
+        do_fetch(s, &m);
+    else if (strcmp(m.verb, "HELLO") == 0)
+        do_hello(s, &m);
+    else if (strcmp(m.verb, "STATUS") == 0)
+        do_status(s);
+    else if (strcmp(m.verb, "STATS") == 0)
+        do_stats(s);
+    else if (strcmp(m.verb, "LIST") == 0)
+        do_list(s);
+    else
+        send_err(s, NULL, "unknown_verb", m.verb);
+    return s->closing;
+}
+
+/* ---- reading and life ----------------------------------------------------- */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    (void)suggested;
+    session_t *s = h->data;
+    *b = uv_buf_init(s->rbuf, sizeof s->rbuf);
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
+{
+    session_t *s = st->data;
+    if (nread < 0) {
+        session_close(s);
+        return;
+    }
+    proto_reader_feed(&s->reader, b->base, (size_t)nread, on_line, s);
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+    session_server_t *srv = h->data;
+    void (*cb)(void *) = srv->close_cb;
+    void *arg = srv->close_arg;
+    free(srv);
+    if (cb)
+        cb(arg);
+}
+
+/* The server goes last: after every session's handles are closed (libuv
+ * runs close callbacks in no promised order, so we count). */
+static void server_finish_close(session_server_t *srv)
+{
+    uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
+}
+
+static void on_session_handle_closed(uv_handle_t *h)
+{
+    session_t *s = h->data;
+    if (--s->handles > 0)
+        return;
+    session_server_t *srv = s->srv;
+    free(s);
+    srv->nsessions--;
+    if (srv->closing && srv->nsessions == 0)
+        server_finish_close(srv);
+}
+
+/* The one close path of a session: its waiters leave their jobs, queued fd
+ * messages are dropped, both handles close and the session is freed. */
+static void session_close(session_t *s)
+{
+    if (s->closing)
+        return;
+    s->closing = 1;
+    while (s->fetches) {
+        fetch_t *f = s->fetches;
+        fetch_unlink(f);
+        jobs_cancel(&f->w);
+        free(f);
+    }
+    while (s->fdq_head) {
+        fd_msg_t *m = s->fdq_head;
+        s->fdq_head = m->next;
+        close(m->fd);
+        free(m);
+    }
+    s->fdq_tail = NULL;
+    session_server_t *srv = s->srv;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        srv->sessions = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    log_debug("session pid %d uid %d: closed", (int)s->pid, (int)s->uid);
+    uv_close((uv_handle_t *)&s->retry, on_session_handle_closed);
+    uv_close((uv_handle_t *)&s->pipe, on_session_handle_closed);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    session_server_t *srv = server->data;
+    if (status < 0) {
+        log_warn("accept: %s", uv_strerror(status));
+        return;
+    }
+    session_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return;
+    s->srv = srv;
+    uv_pipe_init(srv->loop, &s->pipe, 0);
+    uv_timer_init(srv->loop, &s->retry);
+    s->pipe.data = s->retry.data = s;
+    s->handles = 2;
+    proto_reader_init(&s->reader);
+    s->next = srv->sessions;
+    if (srv->sessions)
+        srv->sessions->prev = s;
+    srv->sessions = s;
+    srv->nsessions++;
+    if (uv_accept(server, (uv_stream_t *)&s->pipe)) {
+        session_close(s);
+        return;
+    }
+    uv_os_fd_t fd;
+    struct ucred cred;
+    socklen_t cl = sizeof cred;
+    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) == 0 &&
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
+        s->uid = cred.uid;
+        s->pid = cred.pid;
+    }
+    log_debug("session pid %d uid %d: connected", (int)s->pid, (int)s->uid);
+    uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
+}
+
+/* A socket file left by a daemon that died is replaced; one that answers
+ * belongs to a running daemon and is left alone. */
+static int check_stale_socket(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path)
+        return -ENAMETOOLONG;
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    int err = errno;
+    close(fd);
+    if (rc == 0)
+        return -EADDRINUSE;
+    if (err == ECONNREFUSED)
+        unlink(path);
+    return 0;
+}
+
+static void make_parent_dir(const char *path)
+{
+    char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return;
+    *slash = '\0';
+    if (mkdir(dir, 0755) && errno != EEXIST)
+        log_warn("cannot create %s: %s", dir, strerror(errno));
+}
+
+int session_server_start(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *jobs, db_t *db,
+                         session_server_t **out)
+{
+    session_server_t *srv = calloc(1, sizeof *srv);
+    if (!srv)
+        return -ENOMEM;
+    srv->loop = loop;
+    srv->cfg = cfg;
+    srv->jobs = jobs;
+    srv->db = db;
+    srv->started = time(NULL);
+    make_parent_dir(cfg->socket_path);
+    int rc = check_stale_socket(cfg->socket_path);
+    if (rc == -EADDRINUSE) {
+        log_err("another hubd is already listening on %s", cfg->socket_path);
+        free(srv);
+        return rc;
+    }
+    uv_pipe_init(loop, &srv->listener, 0);
+    srv->listener.data = srv;
+    /* 0660: the owner and the group; set through umask so there is no
+     * moment at which the socket is open to everyone. */
+    mode_t old = umask(0117);
+    rc = uv_pipe_bind(&srv->listener, cfg->socket_path);
+    umask(old);
+    if (!rc)
+        rc = uv_listen((uv_stream_t *)&srv->listener, 128, on_connection);
+    if (rc) {
+        log_err("cannot listen on %s: %s", cfg->socket_path, uv_strerror(rc));
+        server_finish_close(srv); /* no callback set: only frees */
+        return rc;
+    }
+    *out = srv;
+    return 0;
+}
+
+void session_server_close(session_server_t *srv, void (*done)(void *arg), void *arg)
+{
+    srv->closing = 1;
+    srv->close_cb = done;
+    srv->close_arg = arg;
+    unlink(srv->cfg->socket_path);
+    while (srv->sessions)
+        session_close(srv->sessions);
+    if (srv->nsessions == 0)
+        server_finish_close(srv);
+}

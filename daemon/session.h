@@ -1,0 +1,28 @@
+/* session: the Unix socket server and one session per connected client.
+ *
+ * Reads protocol lines (proto.h), runs them against the job table and the
+ * database, and writes replies. DONE replies carry the blob's fd as
+ * SCM_RIGHTS. A session owns its fetches: when the client goes, its waiters
+ * leave their jobs (jobs_cancel) and the jobs run on for everyone else.
+ * Loop thread only. */
+#ifndef HUBD_SESSION_H
+#define HUBD_SESSION_H
+
+#include <uv.h>
+
+#include "config.h"
+#include "db.h"
+#include "job.h"
+
+typedef struct session_server session_server_t;
+
+/* Binds cfg->socket_path (replacing a stale socket file, refusing when
+ * another daemon answers there) and starts accepting. */
+int session_server_start(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *jobs, db_t *db,
+                         session_server_t **out);
+
+/* Stops accepting, closes every session, removes the socket file, frees the
+ * server, then calls done(arg). */
+void session_server_close(session_server_t *srv, void (*done)(void *arg), void *arg);
+
+#endif

@@ -1,0 +1,184 @@
+/* store: the layout under cache_dir and the crash-safe commit. */
+#include "store.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct store {
+    char *dir;  /* cache_dir, absolute or as given */
+    int dir_fd; /* open cache_dir; blobs/ and tmp/ are resolved relative to it */
+};
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return -ENAMETOOLONG;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, mode) && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(buf, mode) && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+int store_open(const char *cache_dir, store_t **out)
+{
+    int rc = mkdir_p(cache_dir, 0755);
+    if (rc) {
+        log_err("cannot create cache dir %s: %s", cache_dir, strerror(-rc));
+        return rc;
+    }
+    store_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    s->dir = strdup(cache_dir);
+    s->dir_fd = open(cache_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (!s->dir || s->dir_fd < 0) {
+        rc = s->dir ? -errno : -ENOMEM;
+        goto fail;
+    }
+    if ((mkdirat(s->dir_fd, "blobs", 0755) && errno != EEXIST) ||
+        (mkdirat(s->dir_fd, "tmp", 0700) && errno != EEXIST)) {
+        rc = -errno;
+        goto fail;
+    }
+    *out = s;
+    return 0;
+fail:
+    log_err("cannot open cache dir %s: %s", cache_dir, strerror(-rc));
+    store_close(s);
+    return rc;
+}
+
+void store_close(store_t *s)
+{
+    if (!s)
+        return;
+    if (s->dir_fd >= 0)
+        close(s->dir_fd);
+    free(s->dir);
+    free(s);
+}
+
+const char *store_dir(const store_t *s)
+{
+    return s->dir;
+}
+
+void store_blob_path(const store_t *s, const char *hex, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/blobs/%.2s/%s", s->dir, hex, hex);
+}
+
+void store_tmp_path(const store_t *s, uint64_t job_id, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/tmp/%llu.part", s->dir, (unsigned long long)job_id);
+}
+
+/* Relative names under dir_fd, so the *at() calls need no long paths. */
+static void tmp_rel(uint64_t job_id, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "tmp/%llu.part", (unsigned long long)job_id);
+}
+
+int store_tmp_create(const store_t *s, uint64_t job_id, int *fd_out)
+{
+    char rel[64];
+    tmp_rel(job_id, rel, sizeof rel);
+    int fd = openat(s->dir_fd, rel, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    *fd_out = fd;
+    return 0;
+}
+
+static int fsync_dir_at(int dir_fd, const char *rel)
+{
+    int fd = openat(dir_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+int store_commit(const store_t *s, int fd, uint64_t job_id, const char *hex, int *ro_fd)
+{
+    char rel_tmp[64], rel_dir[16], rel_blob[96];
+    tmp_rel(job_id, rel_tmp, sizeof rel_tmp);
+    snprintf(rel_dir, sizeof rel_dir, "blobs/%.2s", hex);
+    snprintf(rel_blob, sizeof rel_blob, "%s/%s", rel_dir, hex);
+    int rc = 0;
+
+    /* Data first, then the name: after a crash the blob either is absent or
+     * holds every byte. */
+    if (fsync(fd) || fchmod(fd, 0444)) {
+        rc = -errno;
+        goto fail;
+    }
+    if (close(fd)) {
+        fd = -1;
+        rc = -errno;
+        goto fail;
+    }
+    fd = -1;
+    int created_dir = mkdirat(s->dir_fd, rel_dir, 0755) == 0;
+    if (!created_dir && errno != EEXIST) {
+        rc = -errno;
+        goto fail;
+    }
+    if (renameat(s->dir_fd, rel_tmp, s->dir_fd, rel_blob)) {
+        rc = -errno;
+        goto fail;
+    }
+    /* The rename lives in the folder's metadata: fsync it, and blobs/ too
+     * when the two-letter folder is new. */
+    if ((rc = fsync_dir_at(s->dir_fd, rel_dir)) != 0)
+        return rc; /* the blob is complete; only its durability is in doubt */
+    if (created_dir && (rc = fsync_dir_at(s->dir_fd, "blobs")) != 0)
+        return rc;
+    *ro_fd = openat(s->dir_fd, rel_blob, O_RDONLY | O_CLOEXEC);
+    return *ro_fd < 0 ? -errno : 0;
+fail:
+    store_discard(s, fd, job_id);
+    return rc;
+}
+
+void store_discard(const store_t *s, int fd, uint64_t job_id)
+{
+    char rel[64];
+    tmp_rel(job_id, rel, sizeof rel);
+    if (fd >= 0)
+        close(fd);
+    if (unlinkat(s->dir_fd, rel, 0) && errno != ENOENT)
+        log_warn("cannot remove partial %s: %s", rel, strerror(errno));
+}
+
+int store_open_blob(const store_t *s, const char *hex, uint64_t size, int *fd_out)
+{
+    char rel[96];
+    snprintf(rel, sizeof rel, "blobs/%.2s/%s", hex, hex);
+    int fd = openat(s->dir_fd, rel, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) || (uint64_t)st.st_size != size) {
+        close(fd);
+        return -EIO;
+    }
+    *fd_out = fd;
+    return 0;
+}

@@ -1,0 +1,41 @@
+/* store: the cache's files on disk.
+ *
+ *   <cache_dir>/blobs/ab/ab12...   complete, verified, read-only, by SHA-256
+ *   <cache_dir>/tmp/<job>.part     being downloaded; never served
+ *
+ * store_open runs once at start-up on the loop thread before the loop runs.
+ * Every other function does blocking file I/O and is called only from libuv
+ * pool threads (a job's work items); they touch no shared mutable state. */
+#ifndef HUBD_STORE_H
+#define HUBD_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct store store_t;
+
+int store_open(const char *cache_dir, store_t **out);
+void store_close(store_t *s);
+const char *store_dir(const store_t *s);
+
+/* Paths into caller buffers (PATH_MAX is enough). */
+void store_blob_path(const store_t *s, const char *hex, char *buf, size_t cap);
+void store_tmp_path(const store_t *s, uint64_t job_id, char *buf, size_t cap);
+
+/* Pool thread: create (truncate) the partial file of a job, mode 0600. */
+int store_tmp_create(const store_t *s, uint64_t job_id, int *fd_out);
+
+/* Pool thread: make the partial durable and visible under its digest:
+ * fsync, chmod 0444, rename into blobs/<aa>/, fsync the folder(s). Closes fd
+ * in every case. On success *ro_fd is a new read-only descriptor of the blob.
+ * On failure the partial is removed and nothing appears under blobs/. */
+int store_commit(const store_t *s, int fd, uint64_t job_id, const char *hex, int *ro_fd);
+
+/* Pool thread: drop a failed job's partial (fd may be -1). */
+void store_discard(const store_t *s, int fd, uint64_t job_id);
+
+/* Pool thread: open a blob read-only and check its size. -ENOENT when gone,
+ * -EIO when its size differs from what the database says. */
+int store_open_blob(const store_t *s, const char *hex, uint64_t size, int *fd_out);
+
+#endif

@@ -1,0 +1,36 @@
+/* url: absolute http(s) URLs, parsed into the parts a request needs.
+ *
+ * Only what an HTTP client must know: scheme, host, port, and the request
+ * target. The parsed form is also the canonical one used as the cache key
+ * (scheme and host lower-cased, default port dropped, fragment removed). */
+#ifndef HUBD_URL_H
+#define HUBD_URL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define URL_MAX_LEN 8192
+
+typedef struct url {
+    char *scheme;    /* "http" or "https" */
+    char *host;      /* lower-cased; IPv6 literals without brackets */
+    uint16_t port;   /* explicit or the scheme's default */
+    int ipv6;        /* host is an IPv6 literal: bracket it in Host and text */
+    char *target;    /* path and query, never empty ("/" at least) */
+    char *canonical; /* the whole URL in canonical form: the cache key */
+    char *mem;       /* one allocation holding all the strings above */
+} url_t;
+
+/* Returns 0, or -EINVAL with a static reason in *why (may be NULL). */
+int url_parse(const char *text, url_t *u, const char **why);
+void url_free(url_t *u);
+
+/* Resolves a Location value against base (RFC 3986 section 5.2) into a newly
+ * allocated absolute URL string in *out. Returns 0 or -EINVAL / -ENOMEM. */
+int url_resolve(const url_t *base, const char *ref, char **out);
+
+/* "host" or "host:port" as the Host header wants it (brackets for IPv6, no
+ * port when it is the scheme's default). Returns the length or -E2BIG. */
+int url_hostport(const url_t *u, char *buf, size_t cap);
+
+#endif
