@@ -237,18 +237,19 @@ static void reply_send(session_t *s, reply_t *r)
 static void send_err(session_t *s, const char *id, const char *code, const char *msg)
 {
     reply_t r;
-    reply_begin(&r, "ERR");
-    if (id)
-        proto_add(&r.w, "id", id);
-    proto_add(&r.w, "code", code);
-    proto_add(&r.w, "msg", msg);
-    if (proto_end(&r.w) < 0) { /* a message too long to carry: keep the code */
+    for (int with_msg = 1; with_msg >= 0; with_msg--) {
         reply_begin(&r, "ERR");
         if (id)
             proto_add(&r.w, "id", id);
         proto_add(&r.w, "code", code);
+        if (with_msg)
+            proto_add(&r.w, "msg", msg);
+        int n = proto_end(&r.w);
+        if (n > 0) { /* else a message too long to carry: again, keeping the code */
+            session_send(s, r.buf, (size_t)n);
+            return;
+        }
     }
-    reply_send(s, &r);
 }
 
 /* ---- fetch waiters -------------------------------------------------------- */

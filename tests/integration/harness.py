@@ -1,0 +1,223 @@
+"""Shared fixtures for hubd's integration tests.
+
+Every test drives the real binaries over real sockets on loopback: a test
+origin (tests/origin.py), a hubd on a temporary socket and cache, and hubctl.
+Processes are started and stopped by pid; each test gets fresh temp dirs.
+
+The binaries come from the environment (set by CTest): HUBD_BIN, HUBCTL_BIN.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ORIGIN_PY = os.path.join(os.path.dirname(HERE), "origin.py")
+HUBD = os.environ.get("HUBD_BIN", "hubd")
+HUBCTL = os.environ.get("HUBCTL_BIN", "hubctl")
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                return h.hexdigest()
+            h.update(b)
+
+
+def wait_for(pred, timeout=10.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def stop_pid(proc, sig=signal.SIGTERM, timeout=10.0):
+    """Stops a child by its pid and reaps it; SIGKILL if it lingers."""
+    if proc.poll() is not None:
+        return proc.returncode
+    os.kill(proc.pid, sig)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        return proc.wait()
+
+
+class Origin:
+    """tests/origin.py serving a directory on loopback."""
+
+    def __init__(self, root, bind="127.0.0.1"):
+        self.root = root
+        self.bind = bind
+        self.port_file = os.path.join(root, ".port")
+        if os.path.exists(self.port_file):
+            os.unlink(self.port_file)
+        self.proc = subprocess.Popen(
+            [sys.executable, ORIGIN_PY, "--root", root, "--bind", bind,
+             "--port-file", self.port_file],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: os.path.exists(self.port_file) or self.proc.poll() is not None,
+                 what="the origin to listen")
+        if self.proc.poll() is not None:
+            raise RuntimeError("origin exited with %d" % self.proc.returncode)
+        with open(self.port_file) as f:
+            self.port = int(f.read().strip())
+        host = "[%s]" % bind if ":" in bind else bind
+        self.base = "http://%s:%d" % (host, self.port)
+
+    def url(self, path):
+        return self.base + path
+
+    def stats(self):
+        with urllib.request.urlopen(self.base + "/stats", timeout=10) as r:
+            return json.load(r)
+
+    def requests_for(self, path):
+        return self.stats()["requests"].get(path, 0)
+
+    def stop(self):
+        stop_pid(self.proc)
+
+
+class Hubd:
+    """A hubd on a temporary socket and cache dir."""
+
+    def __init__(self, workdir, extra_args=(), config=None):
+        self.workdir = workdir
+        os.makedirs(workdir, exist_ok=True)
+        self.socket = os.path.join(workdir, "hubd.sock")
+        self.cache = os.path.join(workdir, "cache")
+        self.log_path = os.path.join(workdir, "hubd.log")
+        self.extra_args = list(extra_args)
+        self.config = config
+        self.proc = None
+        self.start()
+
+    def start(self):
+        args = [HUBD, "--socket", self.socket, "--cache-dir", self.cache, "--log-level", "debug"]
+        if self.config:
+            args += ["--config", self.config]
+        args += self.extra_args
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log)
+        wait_for(self._answers, what="hubd to listen")
+
+    def _answers(self):
+        if self.proc.poll() is not None:
+            raise AssertionError("hubd exited with %d:\n%s" % (self.proc.returncode, self.read_log()))
+        if not os.path.exists(self.socket):
+            return False
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(self.socket)
+            return True
+        except OSError:
+            return False
+        finally:
+            s.close()
+
+    def read_log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def stop(self, sig=signal.SIGTERM):
+        rc = stop_pid(self.proc, sig)
+        if not self.log.closed:
+            self.log.close()
+        return rc
+
+    def blob_files(self):
+        found = []
+        for d, _, files in os.walk(os.path.join(self.cache, "blobs")):
+            found += [os.path.join(d, f) for f in files]
+        return found
+
+    def tmp_files(self):
+        return os.listdir(os.path.join(self.cache, "tmp"))
+
+
+class Ctl:
+    """Result of one hubctl run."""
+
+    def __init__(self, proc, out, err):
+        self.rc = proc.returncode
+        self.out = out.decode()
+        self.err = err.decode()
+
+    def __repr__(self):
+        return "hubctl rc=%d out=%r err=%r" % (self.rc, self.out, self.err)
+
+
+class HubTestCase(unittest.TestCase):
+    """Starts an origin over a fresh root dir and a hubd per test."""
+
+    origin_bind = "127.0.0.1"
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="hubd-test-")
+        self.addCleanup(self._cleanup_tmp)
+        self.root = os.path.join(self.tmp, "root")
+        os.mkdir(self.root)
+        self.origin = Origin(self.root, self.origin_bind)
+        self.addCleanup(lambda: self.origin.stop())
+        self.hubd = None
+        self.hubd = Hubd(os.path.join(self.tmp, "hub"))
+        self.addCleanup(lambda: self.hubd.stop())
+
+    def _cleanup_tmp(self):
+        # Cleanups run last-in first-out: the processes are gone by now.
+        if self._outcome_ok():
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        elif self.hubd:
+            sys.stderr.write("\n--- hubd log (%s) ---\n%s\n" % (self.tmp, self.hubd.read_log()[-8000:]))
+
+    def _outcome_ok(self):
+        outcome = getattr(self, "_outcome", None)
+        result = getattr(outcome, "result", None)
+        if result is None:
+            return True
+        return not any(t is self for t, _ in result.failures + result.errors)
+
+    def make_file(self, name, size, seed=1):
+        """A file of pseudo-random bytes in the origin's root; returns its sha256."""
+        path = os.path.join(self.root, name)
+        rnd = __import__("random").Random(seed)
+        with open(path, "wb") as f:
+            left = size
+            while left:
+                n = min(left, 1 << 20)
+                f.write(rnd.randbytes(n))
+                left -= n
+        return sha256_file(path)
+
+    def hubctl_args(self, *args):
+        return [HUBCTL, "--socket", self.hubd.socket] + list(args)
+
+    def hubctl(self, *args, timeout=60):
+        p = subprocess.Popen(self.hubctl_args(*args), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        out, err = p.communicate(timeout=timeout)
+        return Ctl(p, out, err)
+
+    def hubctl_bg(self, *args):
+        return subprocess.Popen(self.hubctl_args(*args), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+
+    def stats(self):
+        r = self.hubctl("stats", "--json")
+        self.assertEqual(r.rc, 0, r)
+        return json.loads(r.out)

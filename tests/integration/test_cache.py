@@ -1,0 +1,116 @@
+"""The cache: hits without network, persistence, listing, clean shutdown."""
+
+import json
+import os
+import signal
+import unittest
+
+from harness import HubTestCase, sha256_file
+
+
+class CacheTest(HubTestCase):
+    def fetch_json(self, *args):
+        r = self.hubctl("fetch", "--json", *args)
+        return r, json.loads(r.out) if r.out.strip() else None
+
+    def test_cached_url_and_known_sha_served_after_origin_stops(self):
+        digest = self.make_file("w.bin", 1024 * 1024)
+        url = self.origin.url("/files/w.bin")
+        r, res = self.fetch_json(url)
+        self.assertEqual(res["source"], "download", r)
+        self.origin.stop()
+        r, res = self.fetch_json(url)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(res["source"], "hit")
+        self.assertEqual(sha256_file(res["path"]), digest)
+        # Another URL, never fetched, but its expected digest is in the cache.
+        r, res = self.fetch_json("--sha256", digest, "http://127.0.0.1:9/elsewhere.bin")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(res["source"], "hit")
+        st = self.stats()
+        self.assertEqual(st["hits"], 2)
+        self.assertEqual(st["misses"], 1)
+
+    def test_cache_survives_restart(self):
+        digest = self.make_file("p.bin", 300000)
+        url = self.origin.url("/files/p.bin")
+        self.assertEqual(self.hubctl("fetch", url).rc, 0)
+        self.assertEqual(self.hubd.stop(), 0)
+        self.hubd.start()
+        r, res = self.fetch_json(url)
+        self.assertEqual(res["source"], "hit", r)
+        self.assertEqual(res["sha256"], digest)
+        self.assertEqual(self.origin.requests_for("/files/p.bin"), 1)
+
+    def test_missing_blob_is_fetched_again(self):
+        self.make_file("g.bin", 100000)
+        url = self.origin.url("/files/g.bin")
+        r, res = self.fetch_json(url)
+        os.unlink(res["path"])
+        r, res = self.fetch_json(url)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(res["source"], "download")
+        self.assertTrue(os.path.exists(res["path"]))
+        self.assertEqual(self.origin.requests_for("/files/g.bin"), 2)
+
+    def test_ls_lists_entries(self):
+        d1 = self.make_file("l1", 1000, seed=1)
+        self.hubctl("fetch", self.origin.url("/files/l1"))
+        r = self.hubctl("ls", "--json")
+        self.assertEqual(r.rc, 0, r)
+        rows = json.loads(r.out)
+        self.assertEqual(len(rows), 1)
+        self.assertEqual(rows[0]["url"], self.origin.url("/files/l1"))
+        self.assertEqual(rows[0]["sha256"], d1)
+        self.assertEqual(rows[0]["size"], 1000)
+
+    def test_status_shows_running_job(self):
+        self.make_file("s.bin", 4 * 1024 * 1024)
+        url = self.origin.url("/files/s.bin?bps=%d" % (2 * 1024 * 1024))
+        p = self.hubctl_bg("fetch", url)
+        from harness import wait_for
+        wait_for(lambda: self.origin.requests_for("/files/s.bin") == 1, what="the download")
+        r = self.hubctl("status", "--json")
+        self.assertEqual(r.rc, 0, r)
+        jobs = json.loads(r.out)
+        self.assertEqual(len(jobs), 1)
+        self.assertEqual(jobs[0]["url"], url)
+        self.assertEqual(jobs[0]["waiters"], 1)
+        self.assertEqual(jobs[0]["total"], 4 * 1024 * 1024)
+        p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0)
+
+    def test_sigterm_clean_exit(self):
+        self.assertEqual(self.hubd.stop(signal.SIGTERM), 0)
+        log = self.hubd.read_log()
+        self.assertIn("stopped", log)
+        self.assertNotIn("handles still open", log)
+        self.assertFalse(os.path.exists(self.hubd.socket))
+        self.hubd.start()  # for tearDown
+
+    def test_sigterm_mid_download_leaves_nothing_half_written(self):
+        self.make_file("k.bin", 8 * 1024 * 1024)
+        url = self.origin.url("/files/k.bin?bps=%d" % (4 * 1024 * 1024))
+        p = self.hubctl_bg("fetch", url)
+        from harness import wait_for
+        wait_for(lambda: self.origin.stats()["bytes"].get("/files/k.bin", 0) > 1 << 20,
+                 what="the transfer")
+        self.assertEqual(self.hubd.stop(signal.SIGINT), 0)
+        p.communicate(timeout=30)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertEqual(self.hubd.blob_files(), [])
+        self.assertEqual(self.hubd.tmp_files(), [])
+        self.assertNotIn("handles still open", self.hubd.read_log())
+        self.hubd.start()
+
+    def test_daemon_unreachable_exit_3(self):
+        import subprocess
+        from harness import HUBCTL
+        p = subprocess.run([HUBCTL, "--socket", os.path.join(self.tmp, "nope.sock"), "fetch",
+                            self.origin.url("/files/x")], capture_output=True, timeout=30)
+        self.assertEqual(p.returncode, 3, p)
+        self.assertTrue(p.stderr, "hubctl must say why it failed")
+
+
+if __name__ == "__main__":
+    unittest.main()
