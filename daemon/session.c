@@ -672,8 +672,11 @@ int session_server_start(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *jobs
     srv->started = time(NULL);
     make_parent_dir(cfg->socket_path);
     int rc = check_stale_socket(cfg->socket_path);
-    if (rc == -EADDRINUSE) {
-        log_err("another hubd is already listening on %s", cfg->socket_path);
+    if (rc) {
+        if (rc == -EADDRINUSE)
+            log_err("another hubd is already listening on %s", cfg->socket_path);
+        else
+            log_err("cannot use socket path %s: %s", cfg->socket_path, strerror(-rc));
         free(srv);
         return rc;
     }

@@ -37,6 +37,8 @@ int url_hostport(const url_t *u, char *buf, size_t cap)
     return n < 0 || (size_t)n >= cap ? -E2BIG : n;
 }
 
+static void remove_dot_segments(const char *in, size_t n, char *out);
+
 #define FAIL(reason)                                                                               \
     do {                                                                                           \
         if (why)                                                                                   \
@@ -142,12 +144,20 @@ int url_parse(const char *text, url_t *u, const char **why)
         return rc;
     }
     o += strlen(u->host) + 1;
+    /* The path without "." and ".." segments, as a server would see it:
+     * one resource, one cache key. */
     u->target = o;
-    if (target_len == 0 || *target == '?')
+    const char *q = memchr(target, '?', target_len);
+    size_t path_len = q ? (size_t)(q - target) : target_len;
+    if (path_len == 0) {
         *o++ = '/';
-    memcpy(o, target, target_len);
-    o[target_len] = '\0';
-    o += target_len + 1;
+    } else {
+        remove_dot_segments(target, path_len, o);
+        o += strlen(o);
+    }
+    memcpy(o, target + path_len, target_len - path_len);
+    o += target_len - path_len;
+    *o++ = '\0';
     u->canonical = o;
     char hp[300];
     if (url_hostport(u, hp, sizeof hp) < 0) {
@@ -193,39 +203,54 @@ static void remove_dot_segments(const char *in, size_t n, char *out)
     *o = '\0';
 }
 
+/* Splits an absolute ("scheme://auth...") or scheme-relative ("//auth...")
+ * reference into its "scheme://auth" prefix (written to prefix) and returns
+ * the rest (path, query, fragment); NULL for a relative reference. */
+static const char *split_authority(const url_t *base, const char *ref, char *prefix, size_t cap)
+{
+    const char *sep = strstr(ref, "://");
+    if (sep && sep < ref + strcspn(ref, "/?#")) {
+        const char *end = sep + 3 + strcspn(sep + 3, "/?#");
+        snprintf(prefix, cap, "%.*s", (int)(end - ref), ref);
+        return end;
+    }
+    if (ref[0] == '/' && ref[1] == '/') {
+        const char *end = ref + 2 + strcspn(ref + 2, "/?#");
+        snprintf(prefix, cap, "%s:%.*s", base->scheme, (int)(end - ref), ref);
+        return end;
+    }
+    return NULL;
+}
+
 int url_resolve(const url_t *base, const char *ref, char **out)
 {
     size_t rl = strlen(ref);
     if (rl == 0 || rl > URL_MAX_LEN)
         return -EINVAL;
-    const char *colon = strstr(ref, "://");
-    const char *first_special = ref + strcspn(ref, "/?#");
-    if (colon && colon < first_special) { /* absolute */
-        *out = strdup(ref);
-        return *out ? 0 : -ENOMEM;
-    }
     char hp[300];
     if (url_hostport(base, hp, sizeof hp) < 0)
         return -EINVAL;
-    size_t cap = strlen(base->scheme) + strlen(hp) + strlen(base->target) + rl + 8;
-    char *buf = malloc(cap), *path = malloc(cap);
-    if (!buf || !path) {
+    size_t cap = strlen(base->scheme) + strlen(hp) + strlen(base->target) + rl + 16;
+    char *mem = malloc(cap * 3), *buf = malloc(cap);
+    if (!mem || !buf) {
+        free(mem);
         free(buf);
-        free(path);
         return -ENOMEM;
     }
-    if (ref[0] == '/' && ref[1] == '/') { /* scheme-relative */
-        snprintf(buf, cap, "%s:%s", base->scheme, ref);
+    char *prefix = mem, *merged = mem + cap, *path = mem + 2 * cap;
+
+    const char *query;
+    const char *rest = split_authority(base, ref, prefix, cap);
+    if (rest) { /* RFC 3986 5.2.2: T.path = remove_dot_segments(R.path) */
+        size_t n = strcspn(rest, "?#");
+        memcpy(merged, rest, n);
+        merged[n] = '\0';
+        query = rest + n;
     } else {
+        snprintf(prefix, cap, "%s://%s", base->scheme, hp);
         size_t ref_path_len = strcspn(ref, "?#");
-        const char *query = ref + ref_path_len;
-        char *merged = malloc(cap);
-        if (!merged) {
-            free(buf);
-            free(path);
-            return -ENOMEM;
-        }
         size_t base_path_len = strcspn(base->target, "?");
+        query = ref + ref_path_len;
         if (ref[0] == '/') {
             memcpy(merged, ref, ref_path_len);
             merged[ref_path_len] = '\0';
@@ -244,12 +269,13 @@ int url_resolve(const url_t *base, const char *ref, char **out)
             memcpy(merged + dl, ref, ref_path_len);
             merged[dl + ref_path_len] = '\0';
         }
-        remove_dot_segments(merged, strlen(merged), path);
-        free(merged);
-        snprintf(buf, cap, "%s://%s%s%.*s", base->scheme, hp, path, (int)strcspn(query, "#"),
-                 query);
     }
-    free(path);
+    if (*merged)
+        remove_dot_segments(merged, strlen(merged), path);
+    else
+        path[0] = '\0'; /* "http://g": url_parse supplies the "/" */
+    snprintf(buf, cap, "%s%s%.*s", prefix, path, (int)strcspn(query, "#"), query);
+    free(mem);
     *out = buf;
     return 0;
 }

@@ -1,0 +1,632 @@
+/* Unit tests for daemon/db.c: the cache's metadata in SQLite.
+ *
+ * Every test gets a fresh database in its own directory under one mkdtemp()
+ * root, which main() removes after the run whatever happened (a test that
+ * fails in a forked child never reaches its teardown). The tests look at the
+ * file through a separate sqlite3 connection too: to check the schema, and
+ * to set `accessed` by hand so ordering is tested without sleeping. */
+#include "db.h"
+
+#include <check.h>
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define N_THREADS 4
+#define N_PER_THREAD 100
+
+static char root[256]; /* mkdtemp() root of all test dirs; main() removes it */
+static char dir[300];  /* this test's directory */
+static char path[320]; /* this test's database file */
+static db_t *db;       /* opened on path by the fixture */
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static void rm_tree(const char *p)
+{
+    nftw(p, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "%s/t.XXXXXX", root);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/hubd.db", dir);
+    ck_assert_int_eq(db_open(path, &db), 0);
+    ck_assert_ptr_nonnull(db);
+}
+
+static void teardown(void)
+{
+    db_close(db);
+    db = NULL;
+    rm_tree(dir);
+}
+
+/* ---- a second, independent connection on the file ---------------------- */
+
+static sqlite3 *raw_open(void)
+{
+    sqlite3 *h = NULL;
+
+    ck_assert_int_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(h, 10000);
+    return h;
+}
+
+/* Runs SQL built with sqlite3_mprintf's format (%Q quotes a string). */
+static void raw_exec(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *sql = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    sqlite3 *h = raw_open();
+    char *msg = NULL;
+    int rc = sqlite3_exec(h, sql, NULL, NULL, &msg);
+    ck_assert_msg(rc == SQLITE_OK, "%s: %s", sql, msg ? msg : "?");
+    sqlite3_free(msg);
+    sqlite3_free(sql);
+    sqlite3_close(h);
+}
+
+/* The first column of the first row as text (malloc'd, NULL for SQL NULL);
+ * the query must return a row. */
+static char *raw_text(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *sql = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    sqlite3 *h = raw_open();
+    sqlite3_stmt *st;
+    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(h));
+    ck_assert_msg(sqlite3_step(st) == SQLITE_ROW, "%s: no row", sql);
+    const unsigned char *t = sqlite3_column_text(st, 0);
+    char *out = t ? strdup((const char *)t) : NULL;
+    sqlite3_finalize(st);
+    sqlite3_free(sql);
+    sqlite3_close(h);
+    return out;
+}
+
+static int64_t raw_int(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *sql = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    sqlite3 *h = raw_open();
+    sqlite3_stmt *st;
+    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(h));
+    ck_assert_msg(sqlite3_step(st) == SQLITE_ROW, "%s: no row", sql);
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_free(sql);
+    sqlite3_close(h);
+    return v;
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* A distinct, valid-looking digest for each n: 64 lowercase hex digits. */
+static void make_sha(char out[65], unsigned n)
+{
+    snprintf(out, 65, "%064x", n);
+}
+
+static void record(const char *url, const char *cred, const char *sha, uint64_t size,
+                   const char *etag, const char *lm)
+{
+    db_record_t r = {
+        .url = url,
+        .cred_tag = cred,
+        .sha256 = sha,
+        .size = size,
+        .etag = etag,
+        .last_modified = lm,
+    };
+    ck_assert_int_eq(db_record_download(db, &r), 0);
+}
+
+static void find_entry_is(const char *url, const char *cred, const char *sha, uint64_t size)
+{
+    char got[65];
+    uint64_t got_size = 0;
+
+    memset(got, 'X', sizeof got);
+    ck_assert_msg(db_find_entry(db, url, cred, got, &got_size) == 0, "%s [%s] not found", url,
+                  cred);
+    ck_assert_str_eq(got, sha);
+    ck_assert_uint_eq(got_size, size);
+}
+
+/* What db_list reported, copied out of the callback. */
+typedef struct listed {
+    int n;
+    struct {
+        char url[128];
+        char sha[65];
+        uint64_t size;
+        int64_t created, accessed;
+    } e[16];
+} listed_t;
+
+/* Sizes past 32 bits, different for each k. */
+static uint64_t size_of(int k)
+{
+    return (uint64_t)k << 32 | (uint64_t)k * 100;
+}
+
+static void on_entry(void *arg, const db_entry_t *e)
+{
+    listed_t *l = arg;
+
+    ck_assert_int_lt(l->n, 16);
+    snprintf(l->e[l->n].url, sizeof l->e[l->n].url, "%s", e->url);
+    snprintf(l->e[l->n].sha, sizeof l->e[l->n].sha, "%s", e->sha256);
+    l->e[l->n].size = e->size;
+    l->e[l->n].created = e->created;
+    l->e[l->n].accessed = e->accessed;
+    l->n++;
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+START_TEST(db_open_creates_schema)
+{
+    struct stat st;
+
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 1);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+                             " AND name IN ('blobs', 'entries')"),
+                     2);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM sqlite_master WHERE type = 'index'"
+                             " AND name IN ('entries_sha256', 'blobs_accessed')"),
+                     2);
+    char *mode = raw_text("PRAGMA journal_mode");
+    ck_assert_str_eq(mode, "wal");
+    free(mode);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM entries"), 0);
+
+    /* An empty cache lists nothing. */
+    listed_t l = {0};
+    ck_assert_int_eq(db_list(db, on_entry, &l), 0);
+    ck_assert_int_eq(l.n, 0);
+}
+END_TEST
+
+START_TEST(db_record_then_find)
+{
+    char sha[65];
+    uint64_t size = 0;
+    const uint64_t big = 5ULL << 30; /* 5 GiB: past 32 bits */
+
+    make_sha(sha, 0xabc);
+    record("http://h/a.iso", "", sha, big, "\"v1\"", "Tue, 15 Nov 1994 08:12:31 GMT");
+    find_entry_is("http://h/a.iso", "", sha, big);
+    ck_assert_int_eq(db_find_blob(db, sha, &size), 0);
+    ck_assert_uint_eq(size, big);
+
+    /* The validators are stored for revalidation. */
+    char *etag = raw_text("SELECT etag FROM entries WHERE url = 'http://h/a.iso'");
+    char *lm = raw_text("SELECT last_modified FROM entries WHERE url = 'http://h/a.iso'");
+    ck_assert_str_eq(etag, "\"v1\"");
+    ck_assert_str_eq(lm, "Tue, 15 Nov 1994 08:12:31 GMT");
+    free(etag);
+    free(lm);
+
+    /* Both may be absent, and a zero-byte blob is a blob. */
+    make_sha(sha, 0xe);
+    record("http://h/empty", "", sha, 0, NULL, NULL);
+    find_entry_is("http://h/empty", "", sha, 0);
+    size = 77;
+    ck_assert_int_eq(db_find_blob(db, sha, &size), 0);
+    ck_assert_uint_eq(size, 0);
+    ck_assert_ptr_null(raw_text("SELECT etag FROM entries WHERE url = 'http://h/empty'"));
+}
+END_TEST
+
+START_TEST(db_find_not_found)
+{
+    char sha[65], other[65], got[65];
+    uint64_t size = 123;
+
+    make_sha(sha, 1);
+    make_sha(other, 2);
+    record("http://h/x", "", sha, 10, NULL, NULL);
+    record("http://h/private", "tag1", other, 20, NULL, NULL);
+
+    ck_assert_int_eq(db_find_entry(db, "http://h/y", "", got, &size), -ENOENT);
+    ck_assert_int_eq(db_find_entry(db, "http://h/x/", "", got, &size), -ENOENT);
+    /* Entries fetched with credentials serve only the same credentials, and
+     * ones fetched without serve no credentialed request. */
+    ck_assert_int_eq(db_find_entry(db, "http://h/x", "tag1", got, &size), -ENOENT);
+    ck_assert_int_eq(db_find_entry(db, "http://h/private", "", got, &size), -ENOENT);
+    ck_assert_int_eq(db_find_entry(db, "http://h/private", "tag2", got, &size), -ENOENT);
+    find_entry_is("http://h/private", "tag1", other, 20);
+    ck_assert_uint_eq(size, 123); /* untouched by the misses */
+
+    make_sha(got, 3);
+    ck_assert_int_eq(db_find_blob(db, got, &size), -ENOENT);
+    ck_assert_int_eq(db_find_blob(db, "", &size), -ENOENT);
+    ck_assert_uint_eq(size, 123);
+
+    /* A miss leaves the prepared statements usable for the next hit. */
+    find_entry_is("http://h/x", "", sha, 10);
+    ck_assert_int_eq(db_find_blob(db, sha, &size), 0);
+    ck_assert_uint_eq(size, 10);
+}
+END_TEST
+
+START_TEST(db_rerecord_replaces_entry)
+{
+    char a[65], b[65];
+    uint64_t size = 0;
+
+    make_sha(a, 0xa);
+    make_sha(b, 0xb);
+    record("http://h/latest.tar", "", a, 10, "\"a\"", "Mon, 01 Jan 2024 00:00:00 GMT");
+    raw_exec("UPDATE entries SET accessed = 1000; UPDATE blobs SET accessed = 1000");
+    int64_t t0 = (int64_t)time(NULL);
+    record("http://h/latest.tar", "", b, 20, NULL, NULL);
+    /* A new download is an access: it goes to the front of LIST. */
+    ck_assert_int_ge(raw_int("SELECT accessed FROM entries"), t0);
+
+    find_entry_is("http://h/latest.tar", "", b, 20);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM entries"), 1);
+    /* The new response's validators replace the old ones, absent or not:
+     * keeping "a" would revalidate b's entry with a's tag. */
+    ck_assert_ptr_null(raw_text("SELECT etag FROM entries"));
+    ck_assert_ptr_null(raw_text("SELECT last_modified FROM entries"));
+    /* The old blob stays (another URL may share it; eviction is not db's). */
+    ck_assert_int_eq(db_find_blob(db, a, &size), 0);
+    ck_assert_uint_eq(size, 10);
+
+    listed_t l = {0};
+    ck_assert_int_eq(db_list(db, on_entry, &l), 0);
+    ck_assert_int_eq(l.n, 1);
+    ck_assert_str_eq(l.e[0].sha, b);
+    ck_assert_uint_eq(l.e[0].size, 20);
+
+    /* The same URL under other credentials is its own entry. */
+    raw_exec("UPDATE blobs SET created = 500 WHERE sha256 = %Q", a);
+    record("http://h/latest.tar", "tag", a, 10, NULL, NULL);
+    find_entry_is("http://h/latest.tar", "tag", a, 10);
+    /* Recording a known blob again marks it used; it is not a new blob. */
+    ck_assert_int_ge(raw_int("SELECT accessed FROM blobs WHERE sha256 = %Q", a), t0);
+    ck_assert_int_eq(raw_int("SELECT created FROM blobs WHERE sha256 = %Q", a), 500);
+    find_entry_is("http://h/latest.tar", "", b, 20);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM entries"), 2);
+}
+END_TEST
+
+START_TEST(db_two_urls_share_blob)
+{
+    char s[65];
+    uint64_t size = 0;
+
+    make_sha(s, 0x5);
+    record("http://mirror1/pkg.deb", "", s, 4096, NULL, NULL);
+    record("http://mirror2/pool/pkg.deb", "", s, 4096, "\"m2\"", NULL);
+
+    find_entry_is("http://mirror1/pkg.deb", "", s, 4096);
+    find_entry_is("http://mirror2/pool/pkg.deb", "", s, 4096);
+    ck_assert_int_eq(db_find_blob(db, s, &size), 0);
+    ck_assert_uint_eq(size, 4096);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM blobs"), 1);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM entries WHERE sha256 = %Q", s), 2);
+
+    listed_t l = {0};
+    ck_assert_int_eq(db_list(db, on_entry, &l), 0);
+    ck_assert_int_eq(l.n, 2);
+    ck_assert_str_eq(l.e[0].sha, s);
+    ck_assert_str_eq(l.e[1].sha, s);
+}
+END_TEST
+
+START_TEST(db_list_order_and_fields)
+{
+    char s1[65], s2[65], s3[65];
+    int64_t t0 = (int64_t)time(NULL);
+
+    make_sha(s1, 1);
+    make_sha(s2, 2);
+    make_sha(s3, 3);
+    record("http://h/1", "", s1, size_of(1), NULL, NULL);
+    record("http://h/2", "", s2, size_of(2), NULL, NULL);
+    record("http://h/3", "", s3, size_of(3), NULL, NULL);
+    int64_t t1 = (int64_t)time(NULL);
+
+    listed_t l = {0};
+    ck_assert_int_eq(db_list(db, on_entry, &l), 0);
+    ck_assert_int_eq(l.n, 3);
+    for (int i = 0; i < 3; i++) {
+        /* Fields belong together: URL k has digest k and size_of(k). */
+        int k = l.e[i].url[strlen(l.e[i].url) - 1] - '0';
+        char want[65];
+        make_sha(want, (unsigned)k);
+        ck_assert_str_eq(l.e[i].sha, want);
+        ck_assert_uint_eq(l.e[i].size, size_of(k));
+        ck_assert_int_ge(l.e[i].created, t0);
+        ck_assert_int_le(l.e[i].created, t1);
+        ck_assert_int_ge(l.e[i].accessed, t0);
+        ck_assert_int_le(l.e[i].accessed, t1);
+    }
+
+    /* Order by entry access time, newest first, regardless of insertion
+     * order or URL order. */
+    raw_exec("UPDATE entries SET accessed = 3000 WHERE url = 'http://h/1';"
+             "UPDATE entries SET accessed = 1000 WHERE url = 'http://h/2';"
+             "UPDATE entries SET accessed = 2000 WHERE url = 'http://h/3';"
+             "UPDATE entries SET created = 500");
+    memset(&l, 0, sizeof l);
+    ck_assert_int_eq(db_list(db, on_entry, &l), 0);
+    ck_assert_int_eq(l.n, 3);
+    ck_assert_str_eq(l.e[0].url, "http://h/1");
+    ck_assert_str_eq(l.e[1].url, "http://h/3");
+    ck_assert_str_eq(l.e[2].url, "http://h/2");
+    ck_assert_int_eq(l.e[0].accessed, 3000);
+    ck_assert_int_eq(l.e[1].accessed, 2000);
+    ck_assert_int_eq(l.e[2].accessed, 1000);
+    ck_assert_int_eq(l.e[2].created, 500);
+    ck_assert_str_eq(l.e[2].sha, s2);
+
+    /* Touching the oldest moves it to the front. */
+    ck_assert_int_eq(db_touch(db, s2, "http://h/2", ""), 0);
+    memset(&l, 0, sizeof l);
+    ck_assert_int_eq(db_list(db, on_entry, &l), 0);
+    ck_assert_str_eq(l.e[0].url, "http://h/2");
+    ck_assert_int_ge(l.e[0].accessed, t1);
+    ck_assert_str_eq(l.e[1].url, "http://h/1");
+    ck_assert_str_eq(l.e[2].url, "http://h/3");
+}
+END_TEST
+
+START_TEST(db_touch_updates_accessed)
+{
+    char s[65], t[65];
+
+    make_sha(s, 0x51);
+    make_sha(t, 0x52);
+    record("http://h/a", "", s, 1, NULL, NULL);
+    record("http://h/b", "", s, 1, NULL, NULL);
+    record("http://h/a", "cred", t, 2, NULL, NULL);
+    raw_exec("UPDATE blobs SET accessed = 1000, created = 500;"
+             "UPDATE entries SET accessed = 1000, created = 500");
+    int64_t t0 = (int64_t)time(NULL);
+
+    /* Blob and the named entry; not the other entry of the same blob, not
+     * the same URL under other credentials. */
+    ck_assert_int_eq(db_touch(db, s, "http://h/a", ""), 0);
+    ck_assert_int_ge(raw_int("SELECT accessed FROM blobs WHERE sha256 = %Q", s), t0);
+    ck_assert_int_ge(raw_int("SELECT accessed FROM entries WHERE url = 'http://h/a'"
+                             " AND cred_tag = ''"),
+                     t0);
+    ck_assert_int_eq(raw_int("SELECT accessed FROM entries WHERE url = 'http://h/b'"), 1000);
+    ck_assert_int_eq(raw_int("SELECT accessed FROM entries WHERE cred_tag = 'cred'"), 1000);
+    ck_assert_int_eq(raw_int("SELECT accessed FROM blobs WHERE sha256 = %Q", t), 1000);
+    /* created is history, not touched. */
+    ck_assert_int_eq(raw_int("SELECT max(created) FROM blobs"), 500);
+    ck_assert_int_eq(raw_int("SELECT max(created) FROM entries"), 500);
+
+    /* Without a URL (a hit by digest): the blob only. */
+    ck_assert_int_eq(db_touch(db, t, NULL, NULL), 0);
+    ck_assert_int_ge(raw_int("SELECT accessed FROM blobs WHERE sha256 = %Q", t), t0);
+    ck_assert_int_eq(raw_int("SELECT accessed FROM entries WHERE cred_tag = 'cred'"), 1000);
+
+    /* The credentialed entry by its own tag. */
+    ck_assert_int_eq(db_touch(db, t, "http://h/a", "cred"), 0);
+    ck_assert_int_ge(raw_int("SELECT accessed FROM entries WHERE cred_tag = 'cred'"), t0);
+    ck_assert_int_eq(raw_int("SELECT accessed FROM entries WHERE url = 'http://h/b'"), 1000);
+
+    /* An unknown digest or URL is not an error: there is nothing to mark. */
+    char u[65];
+    make_sha(u, 0x99);
+    ck_assert_int_eq(db_touch(db, u, "http://h/none", ""), 0);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM blobs"), 2);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM entries"), 3);
+}
+END_TEST
+
+START_TEST(db_reopen_keeps_rows)
+{
+    char a[65], b[65];
+    uint64_t size = 0;
+
+    make_sha(a, 0x1);
+    make_sha(b, 0x2);
+    record("http://h/a", "", a, 11, "\"e\"", NULL);
+    record("http://h/b", "t", b, 22, NULL, NULL);
+    db_close(db);
+    db = NULL;
+
+    ck_assert_int_eq(db_open(path, &db), 0);
+    find_entry_is("http://h/a", "", a, 11);
+    find_entry_is("http://h/b", "t", b, 22);
+    ck_assert_int_eq(db_find_blob(db, b, &size), 0);
+    ck_assert_uint_eq(size, 22);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 1);
+    char *etag = raw_text("SELECT etag FROM entries WHERE url = 'http://h/a'");
+    ck_assert_str_eq(etag, "\"e\"");
+    free(etag);
+
+    /* And the reopened handle writes too, which a third open sees. */
+    record("http://h/c", "", a, 11, NULL, NULL);
+    db_close(db);
+    db = NULL;
+    ck_assert_int_eq(db_open(path, &db), 0);
+    listed_t l = {0};
+    ck_assert_int_eq(db_list(db, on_entry, &l), 0);
+    ck_assert_int_eq(l.n, 3);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM blobs"), 2);
+}
+END_TEST
+
+START_TEST(db_open_refuses_newer_schema)
+{
+    db_t *other = NULL;
+
+    /* A database written by a newer hubd is left alone, not "migrated". */
+    raw_exec("PRAGMA user_version = 2");
+    db_close(db);
+    db = NULL;
+    ck_assert_int_eq(db_open(path, &other), -EPROTO);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 2);
+
+    /* A directory that does not exist: an error, not a crash. */
+    char bad[400];
+    snprintf(bad, sizeof bad, "%s/missing/dir/hubd.db", dir);
+    int rc = db_open(bad, &other);
+    ck_assert_int_lt(rc, 0);
+}
+END_TEST
+
+/* ---- concurrency -------------------------------------------------------- */
+
+typedef struct worker {
+    pthread_t tid;
+    int index;    /* 0..N_THREADS-1 */
+    int failures; /* db_record_download calls that did not return 0 */
+} worker_t;
+
+static void worker_url(char *buf, size_t cap, int t, int i)
+{
+    snprintf(buf, cap, "http://h/t%d/%d", t, i);
+}
+
+/* Every tenth record of every thread shares one blob, so the blob upsert
+ * conflicts across threads too. */
+static unsigned worker_sha_n(int t, int i)
+{
+    return i % 10 == 0 ? 0xfffff : (unsigned)(t * 1000 + i + 1);
+}
+
+static void *worker_main(void *arg)
+{
+    worker_t *w = arg;
+    char url[64], sha[65];
+
+    for (int i = 0; i < N_PER_THREAD; i++) {
+        worker_url(url, sizeof url, w->index, i);
+        make_sha(sha, worker_sha_n(w->index, i));
+        db_record_t r = {.url = url, .cred_tag = "", .sha256 = sha, .size = 1000};
+        if (db_record_download(db, &r) != 0)
+            w->failures++;
+    }
+    return NULL;
+}
+
+static void count_entry(void *arg, const db_entry_t *e)
+{
+    (void)e;
+    (*(int *)arg)++;
+}
+
+/* The daemon shares the writer connection between libuv pool threads while
+ * the loop thread reads: do the same, then check every row landed. */
+START_TEST(db_concurrent_record_download)
+{
+    worker_t w[N_THREADS];
+    char url[64], sha[65], got[65];
+    uint64_t size;
+
+    for (int t = 0; t < N_THREADS; t++) {
+        w[t].index = t;
+        w[t].failures = 0;
+        ck_assert_int_eq(pthread_create(&w[t].tid, NULL, worker_main, &w[t]), 0);
+    }
+    /* Meanwhile, reads on the reader connection, as the loop thread does.
+     * They may miss rows not yet committed; they must not fail otherwise. */
+    for (int i = 0; i < 200; i++) {
+        worker_url(url, sizeof url, i % N_THREADS, i % N_PER_THREAD);
+        int rc = db_find_entry(db, url, "", got, &size);
+        ck_assert(rc == 0 || rc == -ENOENT);
+        if (rc == 0)
+            ck_assert_uint_eq(size, 1000);
+    }
+    for (int t = 0; t < N_THREADS; t++) {
+        ck_assert_int_eq(pthread_join(w[t].tid, NULL), 0);
+        ck_assert_msg(w[t].failures == 0, "thread %d: %d failed records", t, w[t].failures);
+    }
+
+    for (int t = 0; t < N_THREADS; t++) {
+        for (int i = 0; i < N_PER_THREAD; i++) {
+            worker_url(url, sizeof url, t, i);
+            make_sha(sha, worker_sha_n(t, i));
+            find_entry_is(url, "", sha, 1000);
+        }
+    }
+    int listed = 0;
+    ck_assert_int_eq(db_list(db, count_entry, &listed), 0);
+    ck_assert_int_eq(listed, N_THREADS * N_PER_THREAD);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM entries"), N_THREADS * N_PER_THREAD);
+    /* 90 own blobs per thread, plus the shared one. */
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM blobs"), N_THREADS * 90 + 1);
+}
+END_TEST
+
+static Suite *db_suite(void)
+{
+    Suite *s = suite_create("db");
+    TCase *tc = tcase_create("db");
+    TCase *conc = tcase_create("concurrency");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, db_open_creates_schema);
+    tcase_add_test(tc, db_record_then_find);
+    tcase_add_test(tc, db_find_not_found);
+    tcase_add_test(tc, db_rerecord_replaces_entry);
+    tcase_add_test(tc, db_two_urls_share_blob);
+    tcase_add_test(tc, db_list_order_and_fields);
+    tcase_add_test(tc, db_touch_updates_accessed);
+    tcase_add_test(tc, db_reopen_keeps_rows);
+    tcase_add_test(tc, db_open_refuses_newer_schema);
+    /* Each commit fsyncs (synchronous=FULL). */
+    tcase_set_timeout(tc, 30);
+    suite_add_tcase(s, tc);
+
+    tcase_add_checked_fixture(conc, setup, teardown);
+    tcase_add_test(conc, db_concurrent_record_download);
+    /* 400 fsync'd commits, slower still under the sanitizers. */
+    tcase_set_timeout(conc, 90);
+    suite_add_tcase(s, conc);
+    return s;
+}
+
+int main(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    SRunner *sr;
+    int failed;
+
+    snprintf(root, sizeof root, "%s/hubd-test-db.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(root) == NULL) {
+        perror("mkdtemp");
+        return EXIT_FAILURE;
+    }
+    sr = srunner_create(db_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    rm_tree(root);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,436 @@
+/* Unit tests for daemon/url.c: parsing, the canonical form (the cache key),
+ * the Host header form, and redirect resolution (RFC 3986 section 5).
+ *
+ * url_resolve drops fragments (they never reach an origin, and url_parse
+ * drops them from the canonical form anyway), so the RFC's expected results
+ * are compared with their "#..." part cut off. */
+#include "url.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Parses text, which must succeed, and checks every part. */
+static void parse_ok(const char *text, const char *scheme, const char *host, unsigned port,
+                     int ipv6, const char *target, const char *canonical)
+{
+    url_t u;
+    const char *why = NULL;
+    int rc = url_parse(text, &u, &why);
+
+    ck_assert_msg(rc == 0, "\"%s\": rc %d (%s)", text, rc, why ? why : "?");
+    ck_assert_str_eq(u.scheme, scheme);
+    ck_assert_str_eq(u.host, host);
+    ck_assert_uint_eq(u.port, port);
+    ck_assert_int_eq(u.ipv6, ipv6);
+    ck_assert_str_eq(u.target, target);
+    ck_assert_str_eq(u.canonical, canonical);
+    url_free(&u);
+}
+
+static void parse_bad(const char *text)
+{
+    url_t u;
+    const char *why = NULL;
+    int rc = url_parse(text, &u, &why);
+
+    ck_assert_msg(rc == -EINVAL, "\"%s\": got %d, want -EINVAL", text, rc);
+    ck_assert_msg(why != NULL && why[0] != '\0', "\"%s\": no reason given", text);
+    /* Nothing is left allocated: freeing again is harmless. */
+    ck_assert_ptr_null(u.mem);
+    url_free(&u);
+    /* why may be NULL. */
+    ck_assert_int_eq(url_parse(text, &u, NULL), -EINVAL);
+}
+
+START_TEST(url_parse_http_and_https)
+{
+    parse_ok("http://example.com/a/b?c=d", "http", "example.com", 80, 0, "/a/b?c=d",
+             "http://example.com/a/b?c=d");
+    parse_ok("https://example.com/x.tar.gz", "https", "example.com", 443, 0, "/x.tar.gz",
+             "https://example.com/x.tar.gz");
+    /* Percent-encodings, and '@' or ':' past the authority, pass through. */
+    parse_ok("http://h/p%20q/a@b:c?x=%2F", "http", "h", 80, 0, "/p%20q/a@b:c?x=%2F",
+             "http://h/p%20q/a@b:c?x=%2F");
+    parse_ok("http://a-b_c.d9.example/", "http", "a-b_c.d9.example", 80, 0, "/",
+             "http://a-b_c.d9.example/");
+}
+END_TEST
+
+START_TEST(url_parse_lowercases_scheme_and_host)
+{
+    /* Scheme and host are case-insensitive, the path and query are not. */
+    parse_ok("HTTP://Example.COM/Path/X?Q=Y", "http", "example.com", 80, 0, "/Path/X?Q=Y",
+             "http://example.com/Path/X?Q=Y");
+    parse_ok("HtTpS://WWW.Example.Org", "https", "www.example.org", 443, 0, "/",
+             "https://www.example.org/");
+}
+END_TEST
+
+START_TEST(url_parse_ports)
+{
+    /* The default port is dropped from the canonical form, so both spellings
+     * are one cache key. */
+    parse_ok("http://h:80/x", "http", "h", 80, 0, "/x", "http://h/x");
+    parse_ok("https://h:443/x", "https", "h", 443, 0, "/x", "https://h/x");
+    parse_ok("http://h:080/x", "http", "h", 80, 0, "/x", "http://h/x");
+    /* "host:" with no digits is the default port (RFC 3986 3.2.3). */
+    parse_ok("http://h:/x", "http", "h", 80, 0, "/x", "http://h/x");
+    /* Explicit, non-default ports stay, including the other scheme's. */
+    parse_ok("http://h:8080/x", "http", "h", 8080, 0, "/x", "http://h:8080/x");
+    parse_ok("http://h:443/x", "http", "h", 443, 0, "/x", "http://h:443/x");
+    parse_ok("https://h:80/x", "https", "h", 80, 0, "/x", "https://h:80/x");
+    parse_ok("http://h:1", "http", "h", 1, 0, "/", "http://h:1/");
+    parse_ok("http://h:65535?q", "http", "h", 65535, 0, "/?q", "http://h:65535/?q");
+}
+END_TEST
+
+START_TEST(url_parse_ipv6_literal)
+{
+    parse_ok("http://[::1]:8080/x", "http", "::1", 8080, 1, "/x", "http://[::1]:8080/x");
+    parse_ok("http://[::1]", "http", "::1", 80, 1, "/", "http://[::1]/");
+    parse_ok("https://[2001:DB8::A]:443/", "https", "2001:db8::a", 443, 1, "/",
+             "https://[2001:db8::a]/");
+    parse_ok("http://[::ffff:192.0.2.1]:81/", "http", "::ffff:192.0.2.1", 81, 1, "/",
+             "http://[::ffff:192.0.2.1]:81/");
+    /* A dotted or plain host is not flagged. */
+    parse_ok("http://192.0.2.1:81/", "http", "192.0.2.1", 81, 0, "/", "http://192.0.2.1:81/");
+}
+END_TEST
+
+START_TEST(url_parse_target_forms)
+{
+    /* Missing path is "/". */
+    parse_ok("http://h", "http", "h", 80, 0, "/", "http://h/");
+    /* A query without a path gets the "/" in front of it. */
+    parse_ok("http://host?x=1", "http", "host", 80, 0, "/?x=1", "http://host/?x=1");
+    /* The query is kept, the fragment dropped. */
+    parse_ok("http://h/p?q=1&r=#frag", "http", "h", 80, 0, "/p?q=1&r=", "http://h/p?q=1&r=");
+    parse_ok("http://h/p#frag?notquery", "http", "h", 80, 0, "/p", "http://h/p");
+    parse_ok("http://h#frag", "http", "h", 80, 0, "/", "http://h/");
+    parse_ok("http://h:8080#f", "http", "h", 8080, 0, "/", "http://h:8080/");
+    parse_ok("http://h?#", "http", "h", 80, 0, "/?", "http://h/?");
+}
+END_TEST
+
+START_TEST(url_parse_rejects)
+{
+    static const char *const bad[] = {
+        "",                                  /* empty */
+        "example.com/x",                     /* no scheme */
+        "//example.com/x",                   /* scheme-relative is not absolute */
+        "http:/h/x",                         /* one slash */
+        "http:h",                            /* no authority */
+        "ftp://h/x",                         /* unsupported scheme */
+        "file:///etc/passwd",                /* unsupported scheme */
+        "httpx://h/",                        /* unsupported scheme */
+        "://h/",                             /* empty scheme */
+        "http:///x",                         /* empty host */
+        "http://",                           /* empty host, nothing after */
+        "http://:8080/x",                    /* empty host with a port */
+        "http://?q",                         /* empty host before the query */
+        "http://[]/",                        /* empty IPv6 literal */
+        "http://[::1/",                      /* unterminated IPv6 literal */
+        "http://[::g]/",                     /* not hex */
+        "http://[::1]x/",                    /* junk after the literal */
+        "http://h:0/",                       /* port 0 */
+        "http://h:65536/",                   /* port too big */
+        "http://h:99999999999999999999999/", /* port overflow */
+        "http://h:abc/",                     /* port not a number */
+        "http://h:8o/",                      /* port not a number */
+        "http://h:-1/",                      /* port not a number */
+        "http://h:+80/",                     /* port not a number */
+        "http://h:80:81/",                   /* two ports */
+        "http://user:pass@h/",               /* userinfo */
+        "http://user@h/",                    /* userinfo */
+        "http://@h/",                        /* empty userinfo */
+        "http://h%41/",                      /* '%' in host */
+        "http://h!/",                        /* bad host character */
+        "http://h/a b",                      /* space */
+        "http://h/a\tb",                     /* control */
+        "http://h/\x01",                     /* control */
+        "http://h/\x7f",                     /* DEL */
+        "http://h/caf\xc3\xa9",              /* non-ASCII */
+        "http://h\xc3\xa9/",                 /* non-ASCII host */
+        "http://h/a\"b",                     /* quote */
+        "http://h/<script>",                 /* angle brackets */
+        "http://h/a\r\nHost: evil",          /* header injection */
+        " http://h/",                        /* leading space */
+        "http://h/ ",                        /* trailing space */
+    };
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        parse_bad(bad[i]);
+}
+END_TEST
+
+START_TEST(url_parse_length_limit)
+{
+    static char text[URL_MAX_LEN + 2];
+    url_t u;
+
+    memset(text, 'a', sizeof text);
+    memcpy(text, "http://h/", 9);
+    text[URL_MAX_LEN] = '\0';
+    ck_assert_int_eq(url_parse(text, &u, NULL), 0);
+    ck_assert_uint_eq(strlen(u.canonical), URL_MAX_LEN);
+    ck_assert_uint_eq(strlen(u.target), URL_MAX_LEN - 8);
+    url_free(&u);
+
+    text[URL_MAX_LEN] = 'a';
+    text[URL_MAX_LEN + 1] = '\0';
+    parse_bad(text);
+
+    /* The longest host (253) is accepted, one more is not. */
+    char host[300];
+    memset(host, 'x', sizeof host);
+    memcpy(host, "http://", 7);
+    host[7 + 253] = '\0';
+    ck_assert_int_eq(url_parse(host, &u, NULL), 0);
+    ck_assert_uint_eq(strlen(u.host), 253);
+    url_free(&u);
+    host[7 + 253] = 'x';
+    host[7 + 254] = '\0';
+    parse_bad(host);
+}
+END_TEST
+
+START_TEST(url_hostport_forms)
+{
+    static const struct {
+        const char *url, *want;
+    } cases[] = {
+        {"http://h/", "h"},          {"http://H:80/", "h"},
+        {"https://h:443/", "h"},     {"http://h:8080/", "h:8080"},
+        {"https://h:80/", "h:80"},   {"http://[::1]:8080/", "[::1]:8080"},
+        {"https://[::1]/", "[::1]"},
+    };
+    char buf[64];
+    url_t u;
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ck_assert_int_eq(url_parse(cases[i].url, &u, NULL), 0);
+        int n = url_hostport(&u, buf, sizeof buf);
+        ck_assert_msg(n == (int)strlen(cases[i].want) && strcmp(buf, cases[i].want) == 0,
+                      "%s: got %d \"%s\", want \"%s\"", cases[i].url, n, buf, cases[i].want);
+        url_free(&u);
+    }
+
+    /* Exact fit (with the NUL) and one byte short. */
+    ck_assert_int_eq(url_parse("http://[::1]:8080/", &u, NULL), 0);
+    ck_assert_int_eq(url_hostport(&u, buf, 11), 10);
+    ck_assert_str_eq(buf, "[::1]:8080");
+    ck_assert_int_eq(url_hostport(&u, buf, 10), -E2BIG);
+    url_free(&u);
+}
+END_TEST
+
+/* ---- url_resolve -------------------------------------------------------- */
+
+/* Resolves ref against base and compares with the RFC's result minus its
+ * fragment; the result must also be a URL url_parse accepts. */
+static void resolve_eq(const char *base_text, const char *ref, const char *rfc_want)
+{
+    url_t base, out;
+    char *got = NULL, want[256];
+
+    ck_assert_int_eq(url_parse(base_text, &base, NULL), 0);
+    snprintf(want, sizeof want, "%.*s", (int)strcspn(rfc_want, "#"), rfc_want);
+    int rc = url_resolve(&base, ref, &got);
+    ck_assert_msg(rc == 0, "base %s ref \"%s\": rc %d", base_text, ref, rc);
+    ck_assert_msg(strcmp(got, want) == 0, "base %s ref \"%s\": got \"%s\", want \"%s\"", base_text,
+                  ref, got, want);
+    ck_assert_msg(url_parse(got, &out, NULL) == 0, "resolved \"%s\" does not parse", got);
+    url_free(&out);
+    free(got);
+    url_free(&base);
+}
+
+#define RFC_BASE "http://a/b/c/d;p?q"
+
+/* RFC 3986 section 5.4.1, the normal examples whose result is an http URL
+ * ("g:h" is another scheme; "" is a reference to the same document). */
+START_TEST(url_resolve_rfc3986_normal)
+{
+    static const char *const ex[][2] = {
+        {"g", "http://a/b/c/g"},
+        {"./g", "http://a/b/c/g"},
+        {"g/", "http://a/b/c/g/"},
+        {"/g", "http://a/g"},
+        {"//g", "http://g"},
+        {"?y", "http://a/b/c/d;p?y"},
+        {"g?y", "http://a/b/c/g?y"},
+        {"#s", "http://a/b/c/d;p?q#s"},
+        {"g#s", "http://a/b/c/g#s"},
+        {"g?y#s", "http://a/b/c/g?y#s"},
+        {";x", "http://a/b/c/;x"},
+        {"g;x", "http://a/b/c/g;x"},
+        {"g;x?y#s", "http://a/b/c/g;x?y#s"},
+        {".", "http://a/b/c/"},
+        {"./", "http://a/b/c/"},
+        {"..", "http://a/b/"},
+        {"../", "http://a/b/"},
+        {"../g", "http://a/b/g"},
+        {"../..", "http://a/"},
+        {"../../", "http://a/"},
+        {"../../g", "http://a/g"},
+    };
+
+    for (size_t i = 0; i < sizeof ex / sizeof ex[0]; i++)
+        resolve_eq(RFC_BASE, ex[i][0], ex[i][1]);
+}
+END_TEST
+
+/* RFC 3986 section 5.4.2, the abnormal examples with an http result (the
+ * strict "http:g" case aside): too many "..", dot segments in the middle,
+ * dots that are not whole segments, and dots in the query or fragment. */
+START_TEST(url_resolve_rfc3986_abnormal)
+{
+    static const char *const ex[][2] = {
+        {"../../../g", "http://a/g"},
+        {"../../../../g", "http://a/g"},
+        {"/./g", "http://a/g"},
+        {"/../g", "http://a/g"},
+        {"g.", "http://a/b/c/g."},
+        {".g", "http://a/b/c/.g"},
+        {"g..", "http://a/b/c/g.."},
+        {"..g", "http://a/b/c/..g"},
+        {"./../g", "http://a/b/g"},
+        {"./g/.", "http://a/b/c/g/"},
+        {"g/./h", "http://a/b/c/g/h"},
+        {"g/../h", "http://a/b/c/h"},
+        {"g;x=1/./y", "http://a/b/c/g;x=1/y"},
+        {"g;x=1/../y", "http://a/b/c/y"},
+        {"g?y/./x", "http://a/b/c/g?y/./x"},
+        {"g?y/../x", "http://a/b/c/g?y/../x"},
+        {"g#s/./x", "http://a/b/c/g#s/./x"},
+        {"g#s/../x", "http://a/b/c/g#s/../x"},
+    };
+
+    for (size_t i = 0; i < sizeof ex / sizeof ex[0]; i++)
+        resolve_eq(RFC_BASE, ex[i][0], ex[i][1]);
+}
+END_TEST
+
+START_TEST(url_resolve_absolute_location)
+{
+    /* An absolute Location replaces the base whole, whatever its host,
+     * scheme or port. */
+    resolve_eq(RFC_BASE, "http://other.example/x?y", "http://other.example/x?y");
+    resolve_eq(RFC_BASE, "https://cdn.example:8443/blob", "https://cdn.example:8443/blob");
+    resolve_eq("https://a:8443/b", "http://a/c", "http://a/c");
+    /* A "://" inside the query of a relative reference does not make it
+     * absolute. */
+    resolve_eq(RFC_BASE, "/go?to=http://evil/", "http://a/go?to=http://evil/");
+    resolve_eq(RFC_BASE, "g?to=http://evil/", "http://a/b/c/g?to=http://evil/");
+
+    /* Upper-case scheme and host come out canonical once parsed. */
+    url_t base, out;
+    char *got = NULL;
+    ck_assert_int_eq(url_parse(RFC_BASE, &base, NULL), 0);
+    ck_assert_int_eq(url_resolve(&base, "HTTP://Other.Example:80/X#f", &got), 0);
+    ck_assert_int_eq(url_parse(got, &out, NULL), 0);
+    ck_assert_str_eq(out.canonical, "http://other.example/X");
+    url_free(&out);
+    free(got);
+    url_free(&base);
+}
+END_TEST
+
+START_TEST(url_resolve_base_with_port)
+{
+    static const char *const ex[][2] = {
+        {"g", "http://a:8080/b/c/g"},
+        {"/g", "http://a:8080/g"},
+        {"?y", "http://a:8080/b/c/d;p?y"},
+        {"#s", "http://a:8080/b/c/d;p?q"},
+        {"../../../g", "http://a:8080/g"},
+        {"..", "http://a:8080/b/"},
+        {"//g", "http://g"}, /* a new authority brings its own (default) port */
+        {"//g:9/x", "http://g:9/x"},
+    };
+
+    for (size_t i = 0; i < sizeof ex / sizeof ex[0]; i++)
+        resolve_eq("http://a:8080/b/c/d;p?q", ex[i][0], ex[i][1]);
+
+    /* The scheme's own default port is not spelled out. */
+    resolve_eq("https://a:443/b/c", "d", "https://a/b/d");
+    resolve_eq("https://a/b/c", "//g/x", "https://g/x");
+    /* IPv6 bases keep their brackets. */
+    resolve_eq("http://[::1]:8080/d/e?q", "f", "http://[::1]:8080/d/f");
+    resolve_eq("http://[::1]/d/e", "/f", "http://[::1]/f");
+    /* A base whose target is only "/" or only a query. */
+    resolve_eq("http://a/?q", "g", "http://a/g");
+    resolve_eq("http://a?q", "#f", "http://a/?q");
+}
+END_TEST
+
+/* RFC 3986 5.2.2: when the reference has its own scheme or authority, its
+ * path still goes through remove_dot_segments. BUG (daemon/url.c): absolute
+ * and scheme-relative references are copied as they are, so "//g/a/../b"
+ * resolves to "http://g/a/../b" and becomes a different cache key (and
+ * request target) from the "http://g/b" the RFC gives. */
+START_TEST(url_resolve_dot_segments_after_authority)
+{
+    resolve_eq(RFC_BASE, "//g/a/../b", "http://g/b");
+    resolve_eq(RFC_BASE, "http://x/a/./b/../c", "http://x/a/c");
+}
+END_TEST
+
+START_TEST(url_resolve_rejects)
+{
+    static char big[URL_MAX_LEN + 2];
+    url_t base;
+    char *got = NULL;
+
+    ck_assert_int_eq(url_parse(RFC_BASE, &base, NULL), 0);
+    memset(big, 'g', sizeof big - 1);
+    big[URL_MAX_LEN + 1] = '\0';
+    ck_assert_int_eq(url_resolve(&base, big, &got), -EINVAL);
+    ck_assert_ptr_null(got);
+    big[URL_MAX_LEN] = '\0';
+    ck_assert_int_eq(url_resolve(&base, big, &got), 0);
+    ck_assert_uint_eq(strlen(got), strlen("http://a/b/c/") + URL_MAX_LEN);
+    free(got);
+    url_free(&base);
+}
+END_TEST
+
+static Suite *url_suite(void)
+{
+    Suite *s = suite_create("url");
+    TCase *parse = tcase_create("parse");
+    TCase *resolve = tcase_create("resolve");
+
+    tcase_add_test(parse, url_parse_http_and_https);
+    tcase_add_test(parse, url_parse_lowercases_scheme_and_host);
+    tcase_add_test(parse, url_parse_ports);
+    tcase_add_test(parse, url_parse_ipv6_literal);
+    tcase_add_test(parse, url_parse_target_forms);
+    tcase_add_test(parse, url_parse_rejects);
+    tcase_add_test(parse, url_parse_length_limit);
+    tcase_add_test(parse, url_hostport_forms);
+    suite_add_tcase(s, parse);
+
+    tcase_add_test(resolve, url_resolve_rfc3986_normal);
+    tcase_add_test(resolve, url_resolve_rfc3986_abnormal);
+    tcase_add_test(resolve, url_resolve_absolute_location);
+    tcase_add_test(resolve, url_resolve_base_with_port);
+    tcase_add_test(resolve, url_resolve_dot_segments_after_authority);
+    tcase_add_test(resolve, url_resolve_rejects);
+    suite_add_tcase(s, resolve);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(url_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
