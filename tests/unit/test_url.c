@@ -115,6 +115,17 @@ START_TEST(url_parse_target_forms)
 }
 END_TEST
 
+/* Dot segments go from the path (never the query): one resource, one key. */
+START_TEST(url_parse_removes_dot_segments)
+{
+    parse_ok("http://h/a/../b", "http", "h", 80, 0, "/b", "http://h/b");
+    parse_ok("http://h/a/./b/", "http", "h", 80, 0, "/a/b/", "http://h/a/b/");
+    parse_ok("http://h/../../x", "http", "h", 80, 0, "/x", "http://h/x");
+    parse_ok("http://h/a/..", "http", "h", 80, 0, "/", "http://h/");
+    parse_ok("http://h/a?p=../b", "http", "h", 80, 0, "/a?p=../b", "http://h/a?p=../b");
+}
+END_TEST
+
 START_TEST(url_parse_rejects)
 {
     static const char *const bad[] = {
@@ -368,10 +379,8 @@ START_TEST(url_resolve_base_with_port)
 END_TEST
 
 /* RFC 3986 5.2.2: when the reference has its own scheme or authority, its
- * path still goes through remove_dot_segments. BUG (daemon/url.c): absolute
- * and scheme-relative references are copied as they are, so "//g/a/../b"
- * resolves to "http://g/a/../b" and becomes a different cache key (and
- * request target) from the "http://g/b" the RFC gives. */
+ * path still goes through remove_dot_segments, so "//g/a/../b" and
+ * "http://g/b" are one cache key and one request target. */
 START_TEST(url_resolve_dot_segments_after_authority)
 {
     resolve_eq(RFC_BASE, "//g/a/../b", "http://g/b");
@@ -409,6 +418,7 @@ static Suite *url_suite(void)
     tcase_add_test(parse, url_parse_ports);
     tcase_add_test(parse, url_parse_ipv6_literal);
     tcase_add_test(parse, url_parse_target_forms);
+    tcase_add_test(parse, url_parse_removes_dot_segments);
     tcase_add_test(parse, url_parse_rejects);
     tcase_add_test(parse, url_parse_length_limit);
     tcase_add_test(parse, url_hostport_forms);
