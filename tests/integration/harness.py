@@ -176,7 +176,16 @@ class HubTestCase(unittest.TestCase):
         self.addCleanup(lambda: self.origin.stop())
         self.hubd = None
         self.hubd = Hubd(os.path.join(self.tmp, "hub"))
-        self.addCleanup(lambda: self.hubd.stop())
+        self.addCleanup(self._stop_hubd)
+
+    def _stop_hubd(self):
+        """Every test ends with a clean daemon exit: status 0 after SIGTERM,
+        no sanitizer report, no handle left open by the loop."""
+        rc = self.hubd.stop()
+        log = self.hubd.read_log()
+        for bad in ("AddressSanitizer", "LeakSanitizer", "runtime error:", "handles still open"):
+            self.assertNotIn(bad, log, "hubd log:\n" + log[-8000:])
+        self.assertEqual(rc, 0, "hubd exit status; log:\n" + log[-8000:])
 
     def _cleanup_tmp(self):
         # Cleanups run last-in first-out: the processes are gone by now.
