@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# The README's demo: four clients ask one hubd for the same 256 MiB file at
+# the same moment; the origin (a local nginx) sends it once, and all four get
+# the same verified file.
+#
+#   ./scripts/demo.sh
+#
+# Runs on a fresh Debian 12 machine: installs the packages it needs, builds
+# hubd (Release) into build/ when needed, and leaves nothing behind: every
+# process it starts is stopped by pid and its temp dir removed, on any exit.
+#
+# Environment (optional): BUILD_DIR (default build), DEMO_SIZE_MIB (256),
+# DEMO_CLIENTS (4).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${BUILD_DIR:-$REPO/build}
+SIZE_MIB=${DEMO_SIZE_MIB:-256}
+CLIENTS=${DEMO_CLIENTS:-4}
+NGINX_ORIGIN=$REPO/scripts/nginx-origin.sh
+HUBD=$BUILD_DIR/daemon/hubd
+HUBCTL=$BUILD_DIR/client/hubctl
+FILE_NAME=model.bin
+
+work=""        # the one temp dir holding everything the demo makes
+hubd_pid=""    # hubd, our child
+client_jobs=() # background pipelines "hubctl | sed" (the pids of the seds)
+
+step() { printf '\n== %s\n' "$*"; }
+info() { printf '   %s\n' "$*"; }
+fail() {
+    printf '\ndemo: FAILED: %s\n' "$*" >&2
+    exit 1
+}
+
+# Stops a child process by pid: SIGTERM, up to 5 s for it to exit, SIGKILL.
+stop_pid() {
+    local pid=$1 i
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for ((i = 0; i < 50; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+    local rc=$? f
+    trap - EXIT INT TERM
+    if [[ -n $work ]]; then
+        # hubctl processes still running (only after a failure or ^C).
+        for f in "$work"/client*.pid; do
+            if [[ -s $f ]]; then kill -TERM "$(<"$f")" 2>/dev/null || true; fi
+        done
+    fi
+    for f in "${client_jobs[@]}"; do stop_pid "$f"; done
+    [[ -n $hubd_pid ]] && stop_pid "$hubd_pid"
+    if [[ -n $work ]]; then
+        "$NGINX_ORIGIN" stop "$work/nginx" || true
+        rm -rf "$work"
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Prints seconds since $1 (an $EPOCHREALTIME value) with one decimal.
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+
+show_log_tail() {
+    [[ -s $1 ]] || return 0
+    printf '   --- last lines of %s\n' "$(basename "$1")" >&2
+    tail -n 15 "$1" | sed 's/^/   | /' >&2
+}
+
+printf 'hubd demo: %d clients fetch one %d MiB file through one hubd at the same time\n' \
+    "$CLIENTS" "$SIZE_MIB"
+work=$(mktemp -d "${TMPDIR:-/tmp}/hubd-demo.XXXXXX")
+
+step "Dependencies"
+sh "$REPO/scripts/install-deps.sh"
+info "Debian packages present"
+
+step "Build (Release) in ${BUILD_DIR#"$REPO"/}"
+t0=$EPOCHREALTIME
+# Configure only when the build dir is new or not a Release build; after that
+# 'cmake --build' re-runs cmake by itself whenever a CMakeLists.txt changes.
+if ! grep -qx 'CMAKE_BUILD_TYPE:STRING=Release' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null; then
+    cmake -S "$REPO" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >"$work/build.log" 2>&1 ||
+        {
+            show_log_tail "$work/build.log"
+            fail "cmake configure failed"
+        }
+fi
+# Only the two programs the demo runs; unit tests are not needed here.
+cmake --build "$BUILD_DIR" -j2 --target hubd hubctl >>"$work/build.log" 2>&1 ||
+    {
+        show_log_tail "$work/build.log"
+        fail "build failed"
+    }
+info "hubd and hubctl ready ($(since "$t0") s)"
+
+step "A ${SIZE_MIB} MiB file of random bytes"
+mkdir -p "$work/origin"
+src=$work/origin/$FILE_NAME
+head -c "$((SIZE_MIB * 1024 * 1024))" /dev/urandom >"$src"
+src_sha=$(sha256sum "$src" | cut -d' ' -f1)
+info "sha256 $src_sha"
+
+step "Origin: nginx"
+port=$("$NGINX_ORIGIN" freeport)
+nginx_pid=$("$NGINX_ORIGIN" start "$work/nginx" "$work/origin" "$port")
+url=http://127.0.0.1:$port/files/$FILE_NAME
+info "serving $url (pid $nginx_pid)"
+
+step "Cache daemon: hubd"
+export HUBD_SOCKET=$work/hubd.sock
+"$HUBD" --socket "$HUBD_SOCKET" --cache-dir "$work/cache" 2>"$work/hubd.log" &
+hubd_pid=$!
+t0=$EPOCHREALTIME
+ready=""
+for ((i = 0; i < 100; i++)); do # 100 x 0.1 s: give it 10 s
+    if "$HUBCTL" status >/dev/null 2>&1; then
+        ready=1
+        break
+    fi
+    kill -0 "$hubd_pid" 2>/dev/null || {
+        show_log_tail "$work/hubd.log"
+        fail "hubd exited during start-up"
+    }
+    sleep 0.1
+done
+[[ -n $ready ]] || {
+    show_log_tail "$work/hubd.log"
+    fail "hubd did not answer 'hubctl status' within 10 s (socket $HUBD_SOCKET)"
+}
+info "pid $hubd_pid, socket $HUBD_SOCKET, cache $work/cache"
+info "answered 'hubctl status' after $(since "$t0") s"
+
+step "$CLIENTS clients at once: hubctl fetch --progress $url"
+t0=$EPOCHREALTIME
+for ((n = 1; n <= CLIENTS; n++)); do
+    # hubctl's stdout (the path) goes to a file, its stderr (progress) through
+    # sed, which tags each line. The pid file lets cleanup stop hubctl itself.
+    {
+        "$HUBCTL" fetch --progress "$url" 2>&1 >"$work/client$n.out" &
+        echo $! >"$work/client$n.pid"
+        rc=0
+        wait $! || rc=$?
+        echo "$rc" >"$work/client$n.rc"
+    } | sed -u "s/^/[client $n] /" &
+    client_jobs+=($!)
+done
+# Waiting for the seds also waits for their hubctl: a sed ends on its EOF.
+wait "${client_jobs[@]}"
+client_jobs=()
+elapsed=$(since "$t0")
+
+step "Checks"
+problems=0
+check() { # check OK|FAIL message
+    if [[ $1 == OK ]]; then
+        info "ok    $2"
+    else
+        info "FAIL  $2"
+        problems=$((problems + 1))
+    fi
+}
+first_path=""
+succeeded=0
+for ((n = 1; n <= CLIENTS; n++)); do
+    rc=$(cat "$work/client$n.rc" 2>/dev/null || echo "?")
+    path=$(cat "$work/client$n.out" 2>/dev/null || true)
+    if [[ $rc != 0 ]]; then
+        check FAIL "client $n: hubctl exited with status $rc"
+        continue
+    fi
+    succeeded=$((succeeded + 1))
+    [[ -z $first_path ]] && first_path=$path
+    if [[ $path != "$first_path" ]]; then
+        check FAIL "client $n printed '$path', client 1 printed '$first_path'"
+    fi
+done
+if [[ $succeeded -eq $CLIENTS ]]; then
+    check OK "all $CLIENTS clients exited 0"
+fi
+if [[ $succeeded -gt 0 && -n $first_path ]]; then
+    check OK "all printed the same path: $first_path"
+    got_sha=$(sha256sum "$first_path" | cut -d' ' -f1)
+    if [[ $got_sha == "$src_sha" ]]; then
+        check OK "its sha256 equals the source's"
+    else
+        check FAIL "its sha256 is $got_sha, the source's is $src_sha"
+    fi
+else
+    check FAIL "no client printed a path"
+fi
+origin_count=$("$NGINX_ORIGIN" count "$work/nginx" "/files/$FILE_NAME")
+if [[ $origin_count -eq 1 ]]; then
+    check OK "nginx's access log has 1 GET of /files/$FILE_NAME"
+else
+    check FAIL "nginx's access log has $origin_count GETs of /files/$FILE_NAME, expected 1"
+fi
+# One line of the daemon's own counters, for the summary.
+stats=$("$HUBCTL" stats --json 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+print("%d miss(es), %d attached, %d hit(s); %.1f MiB from origin, %.1f MiB served" % (
+    s["misses"], s["attached"], s["hits"],
+    s["bytes_from_origin"] / 1048576, s["bytes_served"] / 1048576))
+' 2>/dev/null || echo "unavailable")
+
+step "Summary"
+info "file:    $SIZE_MIB MiB, sha256 $src_sha"
+info "clients: $succeeded of $CLIENTS succeeded, $elapsed s from start to the last one done"
+info "hubd:    $stats"
+info "origin served the file $origin_count time(s) for $CLIENTS clients"
+if [[ $problems -ne 0 ]]; then
+    show_log_tail "$work/hubd.log"
+    fail "$problems check(s) failed"
+fi
+printf '\nOK\n'

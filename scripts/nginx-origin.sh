@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Runs Debian's nginx as a throw-away origin server on loopback, for the demo
+# and the benchmark: a real, fast HTTP server that hubd, curl and Python can
+# all download the same file from.
+#
+#   scripts/nginx-origin.sh start DIR ROOTDIR PORT   serve ROOTDIR at
+#                     http://127.0.0.1:PORT/files/; print nginx's (master) pid
+#   scripts/nginx-origin.sh stop DIR                 stop it, wait for the exit
+#   scripts/nginx-origin.sh count DIR URI            print how many GET URI
+#                     requests answered 200 or 206 are in the access log
+#   scripts/nginx-origin.sh freeport                 print a free loopback port
+#
+# Everything nginx writes (config, pid file, temp dirs, logs) stays in DIR.
+# It runs as the current user: root or not, no system file is touched.
+# Access log lines are tab-separated (nginx escapes tabs inside values):
+#   method  uri(without query)  status  body_bytes_sent  request_time(s)
+set -euo pipefail
+
+NGINX=${NGINX:-/usr/sbin/nginx}
+
+die() {
+    echo "nginx-origin: $*" >&2
+    exit 1
+}
+
+usage() {
+    sed -n '6,11p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+# Prints the pid in DIR's pid file if that process is alive and is nginx;
+# prints nothing otherwise (stale pid file, or the pid was reused).
+live_pid() {
+    local pidfile=$1/nginx.pid pid
+    [[ -s $pidfile ]] || return 0
+    pid=$(<"$pidfile")
+    [[ $pid =~ ^[0-9]+$ ]] || return 0
+    if kill -0 "$pid" 2>/dev/null && grep -q nginx "/proc/$pid/cmdline" 2>/dev/null; then
+        echo "$pid"
+    fi
+}
+
+cmd_start() {
+    [[ $# -eq 3 ]] || usage
+    local dir=$1 root=$2 port=$3 user_line=""
+    [[ -x $NGINX ]] || die "$NGINX not found: install nginx-light (scripts/install-deps.sh)"
+    [[ -d $root ]] || die "ROOTDIR $root is not a directory"
+    [[ $port =~ ^[0-9]+$ ]] || die "PORT must be a number, not '$port'"
+    mkdir -p "$dir"
+    # nginx resolves relative paths against its prefix, not our cwd.
+    dir=$(cd "$dir" && pwd -P)
+    root=$(cd "$root" && pwd -P)
+    [[ -z $(live_pid "$dir") ]] || die "an nginx already runs from $dir (pid $(live_pid "$dir"))"
+    mkdir -p "$dir/temp"/{client,proxy,fastcgi,uwsgi,scgi}
+    rm -f "$dir/nginx.pid"
+
+    # As root, nginx would switch its workers to 'nobody', who may not be
+    # able to read ROOTDIR; name root's own user instead. As anyone else the
+    # directive only earns a warning, so leave it out.
+    if [[ $(id -u) -eq 0 ]]; then
+        user_line="user $(id -un) $(id -gn);"
+    fi
+
+    cat >"$dir/nginx.conf" <<EOF
+# Written by scripts/nginx-origin.sh; every path is inside $dir.
+$user_line
+# One worker: the benchmark runs one download at a time on a 2-core machine,
+# so the other core stays free for the client being measured.
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+
+events {
+    worker_connections 1024;
+}
+
+http {
+    default_type application/octet-stream;
+    client_body_temp_path $dir/temp/client;
+    proxy_temp_path $dir/temp/proxy;
+    fastcgi_temp_path $dir/temp/fastcgi;
+    uwsgi_temp_path $dir/temp/uwsgi;
+    scgi_temp_path $dir/temp/scgi;
+
+    log_format origin "\$request_method\t\$uri\t\$status\t\$body_bytes_sent\t\$request_time";
+    access_log $dir/access.log origin;
+
+    sendfile on;
+    tcp_nopush on;
+    keepalive_timeout 75s;
+    keepalive_requests 10000;
+
+    server {
+        listen 127.0.0.1:$port;
+        server_name localhost;
+
+        location /files/ {
+            alias $root/;
+        }
+        location / {
+            return 404;
+        }
+    }
+}
+EOF
+
+    # -e: the error log before the config is read (default is under /var/log).
+    # nginx forks into the background; the parent returns once it listens.
+    if ! "$NGINX" -p "$dir" -e "$dir/error.log" -c "$dir/nginx.conf" \
+        </dev/null >/dev/null 2>>"$dir/nginx.stderr"; then
+        tail -n 5 "$dir/nginx.stderr" "$dir/error.log" >&2 2>/dev/null || true
+        die "nginx failed to start (config $dir/nginx.conf)"
+    fi
+    # The daemonised child writes the pid file a moment after the parent exits.
+    local i pid=""
+    for ((i = 0; i < 100; i++)); do
+        pid=$(live_pid "$dir")
+        [[ -n $pid ]] && break
+        sleep 0.05
+    done
+    [[ -n $pid ]] || die "nginx started but wrote no pid file in $dir"
+    echo "$pid"
+}
+
+cmd_stop() {
+    [[ $# -eq 1 ]] || usage
+    local dir=$1 pid i
+    pid=$(live_pid "$dir")
+    [[ -n $pid ]] || return 0 # not running: nothing to do
+    kill -TERM "$pid"         # fast shutdown of master and workers
+    # nginx is not our child (it daemonised), so poll instead of wait.
+    for ((i = 0; i < 100; i++)); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    echo "nginx-origin: pid $pid ignored SIGTERM for 10 s; sending SIGKILL" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+cmd_count() {
+    [[ $# -eq 2 ]] || usage
+    local log=$1/access.log
+    [[ -f $log ]] || die "no access log at $log"
+    awk -F'\t' -v uri="$2" \
+        '$1 == "GET" && $2 == uri && ($3 == "200" || $3 == "206") { n++ } END { print n + 0 }' "$log"
+}
+
+cmd_freeport() {
+    [[ $# -eq 0 ]] || usage
+    # The kernel picks a free port; it is closed again before nginx binds it,
+    # which is racy in principle but fine on a machine of our own.
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+[[ $# -ge 1 ]] || usage
+sub=$1
+shift
+case $sub in
+start) cmd_start "$@" ;;
+stop) cmd_stop "$@" ;;
+count) cmd_count "$@" ;;
+freeport) cmd_freeport "$@" ;;
+*) usage ;;
+esac

@@ -1,0 +1,537 @@
+#!/usr/bin/env python3
+"""A real HTTP/1.1 test origin for hubd's integration tests.
+
+Python 3 standard library only. It listens on loopback (127.0.0.1 or ::1),
+keeps connections alive, and can misbehave on request (slow, late, truncated,
+no ranges) so that the tests can drive hubd's retry, resume and redirect code
+against a real socket.
+
+    python3 tests/origin.py --root DIR [--bind 127.0.0.1|::1] [--port 0]
+                            --port-file FILE [--verbose]
+
+The chosen port is written to FILE (atomically, by rename) once the socket
+listens; the process exits with status 0 on SIGTERM or SIGINT.
+
+Endpoints (every one answers GET and HEAD):
+  /files/<name>          DIR/<name> with Content-Length, a strong ETag (from
+                         size and mtime), Last-Modified, Accept-Ranges; one
+                         range "bytes=N-", "bytes=N-M" or "bytes=-N" gives
+                         206 + Content-Range, an unsatisfiable one 416;
+                         If-Range (ETag or HTTP date) that does not match
+                         gives the whole file with 200; If-None-Match and
+                         If-Modified-Since give 304.
+  /chunked/<name>        the same file with Transfer-Encoding: chunked, chunk
+                         sizes cycling through CHUNK_CYCLE.
+  /redirect/<n>/<rest>   n > 0: to /redirect/<n-1>/<rest>, n == 0: to /<rest>,
+                         query string kept; status CODE_CYCLE[n % 5]; the
+                         Location is absolute (from the Host header) when n is
+                         even, relative when n is odd.
+  /redirect-loop         302 to itself, for ever.
+  /status/<code>         that status with a short text body.
+  /stats                 JSON counters (see Stats.snapshot); not counted.
+  /reset (GET or POST)   zero the counters; not counted.
+Anything else is 404.
+
+Query options, combinable, on /files and /chunked (delay_ms on every path):
+  bps=N       send the body at about N bytes/s (writes of at most 64 KiB)
+  delay_ms=N  wait N ms before sending the status line and headers
+  truncate=N  announce the real length but close after N body bytes
+  norange=1   ignore Range and If-Range: always 200 with the whole file
+  retry_after=N   (/status only) add a Retry-After: N header
+
+Counting: every request except /stats and /reset adds one to
+requests[<path as sent, without the query>] when it arrives, and each body
+write adds its payload bytes (file data, not chunk framing or headers) to
+bytes[<same key>] as it goes, so a test can watch a transfer in flight.
+"connections" counts the TCP connections that carried such a request, so a
+test can see keep-alive at work (a connection used only for /stats or /reset
+is not counted).
+"""
+
+import argparse
+import email.utils
+import json
+import os
+import signal
+import socket
+import socketserver
+import sys
+import threading
+import time
+import urllib.parse
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+CODE_CYCLE = (301, 302, 303, 307, 308)
+CHUNK_CYCLE = (1, 7, 4096, 65536, 100000)
+MAX_WRITE = 64 * 1024  # largest single write when rate limiting
+FAST_WRITE = 1024 * 1024  # sendfile step when not rate limiting
+UNCOUNTED = ("/stats", "/reset")
+# A client going away mid-body is normal in these tests (truncation, aborts).
+GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
+
+
+class Stats:
+    """Per-path request and byte counters, shared by all handler threads."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._requests = {}
+        self._bytes = {}
+        self._connections = 0
+        self._generation = 0  # bumped by reset(), so connections count anew
+
+    def count_request(self, key, conn):
+        """Counts a request, and its connection if that is new to us.
+
+        conn is the handler: one per TCP connection, however many requests
+        it carries; it remembers the generation it was counted in.
+        """
+        with self._lock:
+            self._requests[key] = self._requests.get(key, 0) + 1
+            if getattr(conn, "stats_generation", None) != self._generation:
+                conn.stats_generation = self._generation
+                self._connections += 1
+
+    def count_bytes(self, key, n):
+        with self._lock:
+            self._bytes[key] = self._bytes.get(key, 0) + n
+
+    def reset(self):
+        with self._lock:
+            self._requests.clear()
+            self._bytes.clear()
+            self._connections = 0
+            self._generation += 1
+
+    def snapshot(self):
+        with self._lock:
+            return {
+                "requests": dict(self._requests),
+                "bytes": dict(self._bytes),
+                "total_requests": sum(self._requests.values()),
+                "total_bytes": sum(self._bytes.values()),
+                "connections": self._connections,
+            }
+
+
+class Pacer:
+    """Spaces writes so the body goes out at about `bps` bytes per second.
+
+    The schedule is absolute (bytes sent so far against time since the first
+    byte), so sleep overshoot does not accumulate into a slower rate.
+    """
+
+    def __init__(self, bps):
+        self.bps = bps
+        self.start = time.monotonic()
+        self.sent = 0
+        # About ten writes a second, never more than MAX_WRITE at once.
+        self.step = max(1, min(MAX_WRITE, bps // 10))
+
+    def wait(self, n):
+        self.sent += n
+        ahead = self.sent / self.bps - (time.monotonic() - self.start)
+        if ahead > 0:
+            time.sleep(ahead)
+
+
+def int_option(query, name, default=None):
+    """Returns the query option `name` as a non-negative int, or default."""
+    values = query.get(name)
+    if not values:
+        return default
+    try:
+        v = int(values[-1])
+    except ValueError:
+        return default
+    return v if v >= 0 else default
+
+
+def parse_range(header, size):
+    """Parses one byte range against a file of `size` bytes.
+
+    Returns None when the header should be ignored (absent, malformed or a
+    multi-range set, which RFC 9110 lets a server ignore), "unsatisfiable",
+    or the inclusive pair (first, last).
+    """
+    if not header:
+        return None
+    unit, _, spec = header.partition("=")
+    if unit.strip().lower() != "bytes" or "," in spec:
+        return None
+    first_s, dash, last_s = spec.strip().partition("-")
+    if not dash:
+        return None
+    first_s, last_s = first_s.strip(), last_s.strip()
+    if not (first_s.isdigit() or first_s == "") or not (last_s.isdigit() or last_s == ""):
+        return None
+    if first_s == "":  # suffix range: the last N bytes
+        if last_s == "":
+            return None
+        n = int(last_s)
+        if n == 0 or size == 0:
+            return "unsatisfiable"
+        return (max(0, size - n), size - 1)
+    first = int(first_s)
+    last = int(last_s) if last_s else None
+    if last is not None and last < first:
+        return None
+    if first >= size:
+        return "unsatisfiable"
+    if last is None:
+        last = size - 1
+    return (first, min(last, size - 1))
+
+
+def http_date_to_ts(value):
+    """Returns the POSIX time of an HTTP date, or None if it is not one."""
+    try:
+        dt = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if dt is None:
+        return None
+    return int(dt.timestamp())
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "hubd-test-origin/1"
+    disable_nagle_algorithm = True  # small keep-alive answers must not wait 40 ms
+
+    # -- plumbing ---------------------------------------------------------
+
+    def log_message(self, format, *args):  # noqa: A002 (name fixed by the base class)
+        if self.server.verbose:
+            sys.stderr.write("origin: %s %s\n" % (self.address_string(), format % args))
+
+    def do_GET(self):
+        self.dispatch()
+
+    def do_HEAD(self):
+        self.dispatch()
+
+    def do_POST(self):
+        self.dispatch()
+
+    def discard_request_body(self):
+        """Reads and drops a request body so the connection stays usable."""
+        length = self.headers.get("Content-Length")
+        if length is None:
+            if self.headers.get("Transfer-Encoding"):
+                self.close_connection = True  # not worth decoding here
+            return
+        try:
+            left = int(length)
+        except ValueError:
+            self.close_connection = True
+            return
+        while left > 0:
+            got = self.rfile.read(min(left, 65536))
+            if not got:
+                break
+            left -= len(got)
+
+    def dispatch(self):
+        url = urllib.parse.urlsplit(self.path)
+        self.key = url.path
+        self.query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+        self.raw_query = url.query
+        if self.key not in UNCOUNTED:
+            self.server.stats.count_request(self.key, self)
+        self.discard_request_body()
+        try:
+            delay = int_option(self.query, "delay_ms")
+            if delay:
+                time.sleep(delay / 1000.0)
+            self.route(url.path)
+        except GONE:
+            self.close_connection = True
+
+    def route(self, path):
+        parts = path.split("/")  # "/a/b" -> ["", "a", "b"]
+        head = parts[1] if len(parts) > 1 else ""
+        if self.command == "POST" and path != "/reset":
+            return self.send_text(405, "method not allowed\n", {"Allow": "GET, HEAD"})
+        if head == "files" and len(parts) > 2:
+            return self.serve_file("/".join(parts[2:]), chunked=False)
+        if head == "chunked" and len(parts) > 2:
+            return self.serve_file("/".join(parts[2:]), chunked=True)
+        if head == "redirect" and len(parts) > 3:
+            return self.serve_redirect(parts[2], "/".join(parts[3:]))
+        if path == "/redirect-loop":
+            return self.send_redirect(302, self.absolute("/redirect-loop"))
+        if head == "status" and len(parts) == 3:
+            return self.serve_status(parts[2])
+        if path == "/stats":
+            body = json.dumps(self.server.stats.snapshot(), sort_keys=True) + "\n"
+            return self.send_text(200, body, content_type="application/json")
+        if path == "/reset":
+            self.server.stats.reset()
+            return self.send_text(200, '{"ok": true}\n', content_type="application/json")
+        return self.send_text(404, "not found\n")
+
+    def send_text(self, code, body, extra=None, content_type="text/plain; charset=utf-8"):
+        data = body.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (extra or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+            if self.key not in UNCOUNTED:
+                self.server.stats.count_bytes(self.key, len(data))
+
+    def absolute(self, path_and_query):
+        """Turns a path into an absolute http:// URL using the Host header."""
+        host = self.headers.get("Host")
+        if not host:
+            addr, port = self.server.server_address[:2]
+            host = "[%s]:%d" % (addr, port) if ":" in addr else "%s:%d" % (addr, port)
+        return "http://%s%s" % (host, path_and_query)
+
+    def send_redirect(self, code, location):
+        self.send_text(code, "redirect to %s\n" % location, {"Location": location})
+
+    # -- endpoints --------------------------------------------------------
+
+    def serve_redirect(self, n_text, rest):
+        if not n_text.isdigit():
+            return self.send_text(404, "bad redirect count\n")
+        n = int(n_text)
+        target = "/redirect/%d/%s" % (n - 1, rest) if n > 0 else "/" + rest
+        if self.raw_query:
+            target += "?" + self.raw_query
+        location = self.absolute(target) if n % 2 == 0 else target
+        self.send_redirect(CODE_CYCLE[n % len(CODE_CYCLE)], location)
+
+    def serve_status(self, code_text):
+        if not code_text.isdigit() or not 200 <= int(code_text) <= 599:
+            return self.send_text(400, "status must be 200..599\n")
+        code = int(code_text)
+        extra = {}
+        retry = int_option(self.query, "retry_after")
+        if retry is not None:
+            extra["Retry-After"] = str(retry)
+        if code in (204, 304):  # these never carry a body
+            self.send_response(code)
+            for name, value in extra.items():
+                self.send_header(name, value)
+            self.end_headers()
+            return
+        try:
+            reason = HTTPStatus(code).phrase
+        except ValueError:
+            reason = "status"
+        self.send_text(code, "%d %s\n" % (code, reason), extra)
+
+    def open_file(self, name):
+        """Opens DIR/<name> for reading, refusing anything outside DIR."""
+        rel = urllib.parse.unquote(name)
+        root = self.server.root
+        full = os.path.realpath(os.path.join(root, rel))
+        if not full.startswith(root + os.sep) or not os.path.isfile(full):
+            return None
+        try:
+            return open(full, "rb")
+        except OSError:
+            return None
+
+    def serve_file(self, name, chunked):
+        f = self.open_file(name)
+        if f is None:
+            return self.send_text(404, "no such file\n")
+        with f:
+            st = os.fstat(f.fileno())
+            size = st.st_size
+            mtime = int(st.st_mtime)
+            etag = '"%x-%x"' % (size, st.st_mtime_ns)
+            last_modified = email.utils.formatdate(mtime, usegmt=True)
+            norange = int_option(self.query, "norange", 0) != 0
+
+            if self.not_modified(etag, mtime):
+                self.send_response(304)
+                self.send_header("ETag", etag)
+                self.send_header("Last-Modified", last_modified)
+                self.end_headers()
+                return
+
+            rng = None
+            if not chunked and not norange and self.if_range_matches(etag, mtime):
+                rng = parse_range(self.headers.get("Range"), size)
+            if rng == "unsatisfiable":
+                return self.send_text(416, "range not satisfiable\n", {"Content-Range": "bytes */%d" % size})
+
+            first, last = rng if rng else (0, size - 1)
+            length = last - first + 1
+            self.send_response(206 if rng else 200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("ETag", etag)
+            self.send_header("Last-Modified", last_modified)
+            if not chunked:
+                self.send_header("Accept-Ranges", "none" if norange else "bytes")
+            if rng:
+                self.send_header("Content-Range", "bytes %d-%d/%d" % (first, last, size))
+            if chunked:
+                self.send_header("Transfer-Encoding", "chunked")
+            else:
+                self.send_header("Content-Length", str(length))
+            self.end_headers()
+            if self.command == "HEAD":
+                return
+
+            truncate = int_option(self.query, "truncate")
+            limit = length if truncate is None else min(length, truncate)
+            bps = int_option(self.query, "bps", 0)
+            if chunked:
+                self.send_chunked(f, limit, bps)
+            else:
+                self.send_body(f, first, limit, bps)
+            if limit < length:
+                # The promised length was not met: the client must see EOF.
+                self.close_connection = True
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_WR)
+            elif chunked:
+                self.wfile.write(b"0\r\n\r\n")
+
+    def not_modified(self, etag, mtime):
+        inm = self.headers.get("If-None-Match")
+        if inm is not None:
+            tags = [t.strip() for t in inm.split(",")]
+            # Weak comparison: W/"x" matches "x".
+            return "*" in tags or any(t.removeprefix("W/") == etag for t in tags)
+        ims = self.headers.get("If-Modified-Since")
+        if ims is not None:
+            ts = http_date_to_ts(ims)
+            return ts is not None and mtime <= ts
+        return False
+
+    def if_range_matches(self, etag, mtime):
+        """True when there is no If-Range, or when it names this version.
+
+        An entity tag must match strongly (a weak one never does); a date
+        must equal Last-Modified to the second.
+        """
+        value = self.headers.get("If-Range")
+        if value is None:
+            return True
+        value = value.strip()
+        if value.startswith('"') or value.startswith("W/"):
+            return value == etag
+        return http_date_to_ts(value) == mtime
+
+    def send_body(self, f, offset, count, bps):
+        """Sends count bytes of f from offset, paced when bps > 0."""
+        out = self.connection.fileno()
+        stats = self.server.stats
+        pacer = Pacer(bps) if bps > 0 else None
+        while count > 0:
+            step = min(count, pacer.step if pacer else FAST_WRITE)
+            # sendfile on the blocking socket: the kernel copies the file.
+            n = os.sendfile(out, f.fileno(), offset, step)
+            if n == 0:
+                break  # the file shrank under us
+            offset += n
+            count -= n
+            stats.count_bytes(self.key, n)
+            if pacer:
+                pacer.wait(n)
+
+    def send_chunked(self, f, count, bps):
+        """Sends count bytes of f as chunks whose sizes cycle CHUNK_CYCLE.
+
+        Pacing splits a large chunk into several writes; the chunk framing
+        is not changed by it.
+        """
+        stats = self.server.stats
+        pacer = Pacer(bps) if bps > 0 else None
+        i = 0
+        while count > 0:
+            want = min(count, CHUNK_CYCLE[i % len(CHUNK_CYCLE)])
+            i += 1
+            data = f.read(want)
+            if not data:
+                break
+            count -= len(data)
+            size_line = b"%x\r\n" % len(data)
+            if not pacer:
+                self.wfile.write(size_line + data + b"\r\n")
+                stats.count_bytes(self.key, len(data))
+                continue
+            self.wfile.write(size_line)
+            for pos in range(0, len(data), pacer.step):
+                piece = data[pos : pos + pacer.step]
+                self.wfile.write(piece)
+                stats.count_bytes(self.key, len(piece))
+                pacer.wait(len(piece))
+            self.wfile.write(b"\r\n")
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True  # do not wait for slow transfers on exit
+    request_queue_size = 128  # tests open many connections at once
+
+    def server_bind(self):
+        # HTTPServer.server_bind would do a reverse DNS lookup (getfqdn): skip it.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name = host
+        self.server_port = port
+
+    def handle_error(self, request, client_address):
+        exc = sys.exc_info()[1]
+        if isinstance(exc, GONE):
+            return
+        super().handle_error(request, client_address)
+
+
+def write_port_file(path, port):
+    """Writes the port to path by rename, so a reader never sees half of it."""
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write("%d\n" % port)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="HTTP/1.1 test origin for hubd")
+    ap.add_argument("--root", required=True, help="directory served under /files/ and /chunked/")
+    ap.add_argument("--bind", default="127.0.0.1", choices=["127.0.0.1", "::1"])
+    ap.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    ap.add_argument("--port-file", required=True, help="the chosen port is written here")
+    ap.add_argument("--verbose", action="store_true", help="log each request to stderr")
+    args = ap.parse_args(argv)
+
+    if not os.path.isdir(args.root):
+        ap.error("--root %s is not a directory" % args.root)
+    Server.address_family = socket.AF_INET6 if ":" in args.bind else socket.AF_INET
+    server = Server((args.bind, args.port), Handler)
+    server.root = os.path.realpath(args.root)
+    server.stats = Stats()
+    server.verbose = args.verbose
+
+    # Both signals unwind serve_forever and exit with 0. SIGINT is set too
+    # because a shell starts background jobs with SIGINT ignored.
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    write_port_file(args.port_file, server.server_address[1])
+    if args.verbose:
+        sys.stderr.write("origin: listening on %s port %d\n" % (args.bind, server.server_address[1]))
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
