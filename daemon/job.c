@@ -1048,15 +1048,20 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
     return 0;
 }
 
-void jobs_shutdown(jobs_t *js, void (*done)(void *arg), void *arg)
+void jobs_stop(jobs_t *js)
 {
     js->shutting_down = 1;
-    js->shutdown_cb = done;
-    js->shutdown_arg = arg;
     while (js->queue_head)
         job_fail(js->queue_head, "shutting_down", "hubd is stopping");
     while (js->active)
         job_fail(js->active, "shutting_down", "hubd is stopping");
+}
+
+void jobs_shutdown(jobs_t *js, void (*done)(void *arg), void *arg)
+{
+    jobs_stop(js);
+    js->shutdown_cb = done;
+    js->shutdown_arg = arg;
     js->live++; /* so the count can reach zero here if nothing is in flight */
     jobs_release(js);
 }

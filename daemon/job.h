@@ -81,8 +81,12 @@ void jobs_cancel(job_waiter_t *w);
 void jobs_stats(const jobs_t *js, jobs_stats_t *out);
 void jobs_each(jobs_t *js, void (*fn)(void *arg, const job_info_t *info), void *arg);
 
-/* Fails every job with shutting_down and frees everything once the pool work
- * in flight has come back; then calls done(arg). */
+/* First step of a shutdown: refuse new fetches and fail every job with
+ * shutting_down, so each waiter hears ERR while its session is still open. */
+void jobs_stop(jobs_t *js);
+
+/* Last step: (stops if not yet done, then) frees everything once the pool
+ * work in flight has come back; then calls done(arg) if given. */
 void jobs_shutdown(jobs_t *js, void (*done)(void *arg), void *arg);
 
 #endif

@@ -63,9 +63,10 @@ static void on_server_down(void *arg)
     jobs_shutdown(d->jobs, on_jobs_down, d);
 }
 
-/* Stop order: no new sessions and none left (their waiters leave their
- * jobs), then the jobs (requests aborted, partials removed, pool work
- * drained), then the signal handles; uv_run then returns. */
+/* Stop order: jobs fail first (requests aborted, each waiter hears ERR
+ * shutting_down), then sessions drain their replies and close, then the jobs
+ * module waits for its pool work and frees itself, then the signal handles
+ * close; uv_run returns when no handle is left. */
 static void on_signal(uv_signal_t *h, int signum)
 {
     daemon_state_t *d = h->data;
@@ -73,6 +74,7 @@ static void on_signal(uv_signal_t *h, int signum)
         return;
     d->stopping = 1;
     log_info("signal %d: shutting down", signum);
+    jobs_stop(d->jobs);
     session_server_close(d->server, on_server_down, d);
 }
 

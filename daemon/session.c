@@ -20,6 +20,7 @@
 #define PROGRESS_DROP_QUEUE (256 * 1024) /* a client this far behind misses PROGRESS lines */
 #define FD_RETRY_MS 20                   /* socket full while passing an fd: try again */
 #define FETCH_ID_MAX 64
+#define DRAIN_MS 1000 /* shutdown: time a client gets to read its replies */
 
 typedef struct session session_t;
 
@@ -41,14 +42,16 @@ typedef struct fetch {
 
 struct session {
     uv_pipe_t pipe;
-    uv_timer_t retry; /* FD_RETRY_MS after EAGAIN on sendmsg */
+    uv_timer_t retry;           /* FD_RETRY_MS after EAGAIN on sendmsg; the drain deadline */
+    uv_shutdown_t shutdown_req; /* drain: the write side closes after queued replies */
     session_server_t *srv;
     session_t *next, *prev;
     fetch_t *fetches;   /* waiting FETCHes */
     fd_msg_t *fdq_head; /* DONE lines waiting for their turn */
     fd_msg_t *fdq_tail;
     int closing;
-    int handles; /* open handles; freed at 0 */
+    int draining; /* shutdown: no more requests, replies flushing */
+    int handles;  /* open handles; freed at 0 */
     proto_reader_t reader;
     char rbuf[SESSION_READ_BUF];
     uid_t uid; /* peer credentials at accept */
@@ -157,7 +160,8 @@ static void flush_fd_queue(session_t *s)
         fd_msg_t *m = s->fdq_head;
         int rc = send_with_fd(s, m);
         if (rc == 0) {
-            uv_timer_start(&s->retry, on_retry, FD_RETRY_MS, 0);
+            if (!s->draining) /* while draining the timer is the deadline */
+                uv_timer_start(&s->retry, on_retry, FD_RETRY_MS, 0);
             return;
         }
         s->fdq_head = m->next;
@@ -521,6 +525,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
 {
     session_t *s = st->data;
+    if (s->draining)
+        return;
     if (nread < 0) {
         session_close(s);
         return;
@@ -589,6 +595,33 @@ static void session_close(session_t *s)
     uv_close((uv_handle_t *)&s->pipe, on_session_handle_closed);
 }
 
+static void on_drained(uv_shutdown_t *req, int status)
+{
+    (void)status; /* UV_ECANCELED when the deadline closed the session first */
+    session_close(req->data);
+}
+
+static void on_drain_deadline(uv_timer_t *t)
+{
+    session_close(t->data);
+}
+
+/* Shutdown: stop reading, let queued replies (the ERR shutting_down of each
+ * waiter) reach the client, then close. */
+static void session_drain(session_t *s)
+{
+    if (s->closing || s->draining)
+        return;
+    s->draining = 1;
+    uv_read_stop((uv_stream_t *)&s->pipe);
+    s->shutdown_req.data = s;
+    if (uv_shutdown(&s->shutdown_req, (uv_stream_t *)&s->pipe, on_drained)) {
+        session_close(s);
+        return;
+    }
+    uv_timer_start(&s->retry, on_drain_deadline, DRAIN_MS, 0);
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     session_server_t *srv = server->data;
@@ -623,6 +656,10 @@ static void on_connection(uv_stream_t *server, int status)
         s->pid = cred.pid;
     }
     log_debug("session pid %d uid %d: connected", (int)s->pid, (int)s->uid);
+    if (srv->closing) { /* raced with shutdown: nothing to serve */
+        session_close(s);
+        return;
+    }
     uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
 }
 
@@ -704,8 +741,10 @@ void session_server_close(session_server_t *srv, void (*done)(void *arg), void *
     srv->close_cb = done;
     srv->close_arg = arg;
     unlink(srv->cfg->socket_path);
-    while (srv->sessions)
-        session_close(srv->sessions);
+    for (session_t *s = srv->sessions, *next; s; s = next) {
+        next = s->next; /* session_drain may close and unlink s */
+        session_drain(s);
+    }
     if (srv->nsessions == 0)
         server_finish_close(srv);
 }

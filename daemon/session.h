@@ -21,8 +21,9 @@ typedef struct session_server session_server_t;
 int session_server_start(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *jobs, db_t *db,
                          session_server_t **out);
 
-/* Stops accepting, closes every session, removes the socket file, frees the
- * server, then calls done(arg). */
+/* Removes the socket file, lets every session send what it has queued
+ * (bounded: a client that does not read is cut off after a second), closes
+ * them, frees the server, then calls done(arg). */
 void session_server_close(session_server_t *srv, void (*done)(void *arg), void *arg);
 
 #endif

@@ -96,8 +96,10 @@ class CacheTest(HubTestCase):
         wait_for(lambda: self.origin.stats()["bytes"].get("/files/k.bin", 0) > 1 << 20,
                  what="the transfer")
         self.assertEqual(self.hubd.stop(signal.SIGINT), 0)
-        p.communicate(timeout=30)
-        self.assertNotEqual(p.returncode, 0)
+        _, err = p.communicate(timeout=30)
+        # The waiter hears why before its session closes.
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn(b"shutting_down", err)
         self.assertEqual(self.hubd.blob_files(), [])
         self.assertEqual(self.hubd.tmp_files(), [])
         self.assertNotIn("handles still open", self.hubd.read_log())
