@@ -126,7 +126,9 @@ struct job {
     char digest[65];
     int cleanup_queued; /* the discard work item was started */
 
-    /* Progress. */
+    /* Progress and timing (uv_now milliseconds). */
+    uint64_t t_start; /* the request started */
+    uint64_t t_body;  /* the last body byte arrived */
     uv_timer_t timer;
     uint64_t last_done;
     uint64_t rate;
@@ -569,8 +571,11 @@ static void after_commit(uv_work_t *req, int status)
         job_fail(job, code, msg);
         return;
     }
-    log_info("job %llu: stored %s (%llu bytes, sha256 %s)", (unsigned long long)job->id, job->key,
-             (unsigned long long)job->received, job->digest);
+    uint64_t now = uv_now(js->loop);
+    log_info("job %llu: stored %s (%llu bytes, sha256 %s) in %.3f s, of which %.3f s after the "
+             "last byte (hash, write, fsync, commit)",
+             (unsigned long long)job->id, job->key, (unsigned long long)job->received, job->digest,
+             (double)(now - job->t_start) / 1000, (double)(now - job->t_body) / 1000);
     job->state = JOB_DONE;
     job_unlist(job);
     uv_timer_stop(&job->timer);
@@ -706,6 +711,7 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
     }
     job_seal(job);
     job->body_done = 1;
+    job->t_body = uv_now(job->js->loop);
     job_pump(job);
 }
 
@@ -781,6 +787,7 @@ static void job_activate(job_t *job)
     js->active = job;
     js->stats.active++;
     uv_timer_start(&job->timer, on_progress_tick, PROGRESS_INTERVAL_MS, PROGRESS_INTERVAL_MS);
+    job->t_start = uv_now(js->loop);
     job_begin_request(job);
 }
 
