@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import subprocess
 import time
 import unittest
 
@@ -47,6 +48,37 @@ class DedupTest(HubTestCase):
         self.assertEqual(out1, out2)
         self.assertIn(b"attached", err2)
         self.assertIn(b"MiB", err2)
+
+    def test_progress_bar_on_a_terminal_only(self):
+        import pty
+        self.make_file("t.bin", SIZE)
+        url = self.origin.url("/files/t.bin?bps=%d" % (SIZE))
+        first = self.hubctl_bg("fetch", url)
+        wait_for(lambda: self.origin.requests_for("/files/t.bin") == 1, what="the download")
+        master, slave = pty.openpty()
+        p = subprocess.Popen(self.hubctl_args("fetch", url), stdout=subprocess.PIPE,
+                             stderr=slave)
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the terminal's other side is closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+        os.close(master)
+        out, _ = p.communicate(timeout=60)
+        first.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0)
+        self.assertTrue(out.strip())  # the path still goes to stdout
+        self.assertIn(b"\r", seen)  # a redrawn line
+        self.assertIn(b"attached", seen)
+        self.assertIn(b"MiB", seen)
+        # Not a terminal and no --progress: silent.
+        r = self.hubctl("fetch", url)
+        self.assertEqual(r.err, "")
 
     def test_disconnecting_waiter_does_not_cancel_the_job(self):
         digest = self.make_file("d.bin", SIZE)
