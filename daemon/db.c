@@ -45,19 +45,27 @@ static int sq_err(sqlite3 *h, const char *what)
     return -EIO;
 }
 
-static int open_conn(const char *path, int flags, sqlite3 **out)
+/* busy_ms: how long a statement may wait for another connection's lock. The
+ * writer (pool threads) waits long; the reader runs on the loop thread and
+ * must not: in WAL mode a reader never needs to wait, so it gets little. */
+static int open_conn(const char *path, int flags, int busy_ms, sqlite3 **out)
 {
     int rc = sqlite3_open_v2(path, out, flags | SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     if (rc != SQLITE_OK)
         return sq_err(*out, path);
-    /* Writers from two pool threads, or a checkpoint, may hold the lock
-     * briefly: wait rather than fail. */
-    sqlite3_busy_timeout(*out, 10000);
+    sqlite3_busy_timeout(*out, busy_ms);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(*out, "PRAGMA journal_mode=WAL", -1, &st, NULL) != SQLITE_OK)
+        return sq_err(*out, path);
+    const unsigned char *mode = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
+    int wal = mode && strcmp((const char *)mode, "wal") == 0;
+    sqlite3_finalize(st);
+    if (!wal) {
+        log_err("sqlite: %s: cannot use WAL journaling (is the file system local?)", path);
+        return -EIO;
+    }
     char *msg = NULL;
-    rc = sqlite3_exec(*out,
-                      "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
-                      "PRAGMA foreign_keys=ON;",
-                      NULL, NULL, &msg);
+    rc = sqlite3_exec(*out, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;", NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
         log_err("sqlite: %s: %s", path, msg ? msg : "pragma failed");
         sqlite3_free(msg);
@@ -102,11 +110,11 @@ int db_open(const char *path, db_t **out)
     db_t *db = calloc(1, sizeof *db);
     if (!db)
         return -ENOMEM;
-    int rc = open_conn(path, SQLITE_OPEN_FULLMUTEX, &db->wr);
+    int rc = open_conn(path, SQLITE_OPEN_FULLMUTEX, 10000, &db->wr);
     if (!rc)
         rc = migrate(db->wr);
     if (!rc)
-        rc = open_conn(path, SQLITE_OPEN_NOMUTEX, &db->rd);
+        rc = open_conn(path, SQLITE_OPEN_NOMUTEX, 100, &db->rd);
     if (rc)
         goto fail;
     if (sqlite3_prepare_v2(db->rd,

@@ -29,11 +29,12 @@ struct http_client {
     uv_loop_t *loop;
     const hubd_config_t *cfg;
     bufpool_t *pool;
-    http_conn_t *idle; /* idle connections, most recently used first */
-    unsigned nidle;    /* length of idle */
-    unsigned nconns;   /* connections not yet freed */
-    int closing;       /* http_client_close called: free at nconns == 0 */
-    uv_idle_t closer;  /* reports a close with no connection left, outside the call */
+    http_conn_t *idle;    /* idle connections, most recently used first */
+    unsigned nidle;       /* length of idle */
+    unsigned nconns;      /* connections not yet freed */
+    int closing;          /* http_client_close called: free at nconns == 0 */
+    uv_timer_t defer;     /* runs deferred completions; its close frees the client */
+    http_req_t *deferred; /* requests that ended inside http_request(), oldest first */
     void (*close_cb)(void *);
     void *close_arg;
     llhttp_settings_t settings;
@@ -58,6 +59,8 @@ struct http_conn {
     buf_t *rbuf;           /* buffer reads land in; one reference held */
     int in_execute;        /* inside llhttp_execute: defer teardown */
     int reused;            /* came from the pool: may be stale */
+    char *wbuf;            /* request bytes being written; freed in on_write */
+    int write_pending;     /* uv_write not yet completed */
     const char *fail_code; /* set by a parser callback that stopped the parse */
     const char *fail_msg;
     http_conn_t *next_idle; /* link in client->idle */
@@ -86,6 +89,11 @@ struct http_req {
     char *value;         /* the header value being read (HTTP_MAX_VALUE) */
     size_t value_len;
     char *location, *etag, *last_modified;
+    int starting;    /* inside http_request(): completions are deferred */
+    int is_deferred; /* on client->deferred */
+    http_req_t *next_deferred;
+    const char *deferred_code; /* the deferred outcome */
+    char deferred_msg[512];
 };
 
 static void conn_start_request(http_conn_t *conn, http_req_t *req);
@@ -111,12 +119,39 @@ static void req_free(http_req_t *req)
 
 /* The one place a request ends with a callback. The connection must already
  * be detached (idle, closing, or handed back). */
+static void on_deferred(uv_timer_t *t);
+
 static void req_finish(http_req_t *req, const char *code, const char *msg)
 {
     assert(req->conn == NULL);
+    if (req->starting) {
+        /* Inside http_request(): the caller has not even stored the request
+         * yet. Report it from the next loop iteration instead. */
+        http_client_t *c = req->client;
+        req->deferred_code = code;
+        snprintf(req->deferred_msg, sizeof req->deferred_msg, "%s", msg ? msg : "");
+        http_req_t **pp = &c->deferred;
+        while (*pp)
+            pp = &(*pp)->next_deferred;
+        *pp = req;
+        req->is_deferred = 1;
+        uv_timer_start(&c->defer, on_deferred, 0, 0);
+        return;
+    }
     if (!req->aborted)
         req->cbs.on_done(req, code, msg, req->data);
     req_free(req);
+}
+
+static void on_deferred(uv_timer_t *t)
+{
+    http_client_t *c = t->data;
+    while (c->deferred) {
+        http_req_t *req = c->deferred;
+        c->deferred = req->next_deferred;
+        req->is_deferred = 0;
+        req_finish(req, req->deferred_code, req->deferred_code ? req->deferred_msg : NULL);
+    }
 }
 
 /* Detaches the request from a connection that failed and closes it. A request
@@ -161,8 +196,7 @@ static void on_closer_closed(uv_handle_t *h)
 
 static void client_free(http_client_t *c)
 {
-    c->closer.data = c;
-    uv_close((uv_handle_t *)&c->closer, on_closer_closed);
+    uv_close((uv_handle_t *)&c->defer, on_closer_closed);
 }
 
 static void conn_maybe_free(http_conn_t *conn)
@@ -174,6 +208,7 @@ static void conn_maybe_free(http_conn_t *conn)
         uv_freeaddrinfo(conn->ai);
     if (conn->rbuf)
         buf_unref(c->pool, conn->rbuf);
+    free(conn->wbuf); /* only if the write never started its callback */
     free(conn);
     c->nconns--;
     if (c->closing && c->nconns == 0)
@@ -448,7 +483,8 @@ static void conn_message_done(http_conn_t *conn, int keep)
     http_req_t *req = conn->req;
     conn->req = NULL;
     req->conn = NULL;
-    if (keep && llhttp_should_keep_alive(&conn->parser) && !conn->client->closing)
+    if (keep && !conn->write_pending && llhttp_should_keep_alive(&conn->parser) &&
+        !conn->client->closing)
         conn_make_idle(conn);
     else
         conn_close(conn);
@@ -534,6 +570,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 static void on_write(uv_write_t *w, int status)
 {
     http_conn_t *conn = w->data;
+    free(conn->wbuf);
+    conn->wbuf = NULL;
+    conn->write_pending = 0;
     if (status == UV_ECANCELED || conn->state == CONN_CLOSING)
         return;
     if (status < 0)
@@ -553,9 +592,18 @@ static void conn_start_request(http_conn_t *conn, http_req_t *req)
         uv_timer_stop(&conn->timer);
     else
         timer_arm(conn, conn->client->cfg->idle_timeout_ms);
-    uv_buf_t b = uv_buf_init(req->head, (unsigned)req->head_len);
-    conn->write_req.data = conn;
-    int rc = uv_write(&conn->write_req, (uv_stream_t *)&conn->tcp, &b, 1, on_write);
+    /* The connection owns the bytes until on_write: the request may end
+     * (a server may answer early) before the write completes. */
+    int rc = UV_ENOMEM;
+    conn->wbuf = malloc(req->head_len);
+    if (conn->wbuf) {
+        memcpy(conn->wbuf, req->head, req->head_len);
+        uv_buf_t b = uv_buf_init(conn->wbuf, (unsigned)req->head_len);
+        conn->write_req.data = conn;
+        rc = uv_write(&conn->write_req, (uv_stream_t *)&conn->tcp, &b, 1, on_write);
+        if (rc == 0)
+            conn->write_pending = 1;
+    }
     if (rc == 0 && !req->paused)
         rc = uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
     if (rc == UV_EALREADY)
@@ -697,17 +745,18 @@ int http_request(http_client_t *c, const url_t *u, const char *extra_headers,
                      u->target, hostport, extra);
     req->head_len = (size_t)n;
 
-    /* A pooled connection to the same origin, most recent first. */
-    for (http_conn_t *conn = c->idle; conn; conn = conn->next_idle) {
-        if (strcmp(conn->key, req->key) == 0) {
-            idle_remove(conn);
-            conn_start_request(conn, req);
-            *out = req;
-            return 0;
-        }
-    }
     *out = req;
-    req_connect_new(req);
+    req->starting = 1; /* no on_done from inside this call */
+    http_conn_t *conn = c->idle;
+    while (conn && strcmp(conn->key, req->key) != 0) /* most recently used first */
+        conn = conn->next_idle;
+    if (conn) {
+        idle_remove(conn);
+        conn_start_request(conn, req);
+    } else {
+        req_connect_new(req);
+    }
+    req->starting = 0;
     return 0;
 nomem:
     req_free(req);
@@ -734,6 +783,14 @@ void http_req_set_paused(http_req_t *req, int paused)
 void http_req_abort(http_req_t *req)
 {
     req->aborted = 1;
+    if (req->is_deferred) { /* ended already; only its report was pending */
+        http_req_t **pp = &req->client->deferred;
+        while (*pp != req)
+            pp = &(*pp)->next_deferred;
+        *pp = req->next_deferred;
+        req_free(req);
+        return;
+    }
     http_conn_t *conn = req->conn;
     if (conn && conn->in_execute)
         return; /* on_read finishes the teardown after llhttp returns */
@@ -752,7 +809,8 @@ int http_client_new(uv_loop_t *loop, const hubd_config_t *cfg, bufpool_t *pool, 
     c->loop = loop;
     c->cfg = cfg;
     c->pool = pool;
-    uv_idle_init(loop, &c->closer); /* never started: only its close callback is used */
+    uv_timer_init(loop, &c->defer);
+    c->defer.data = c;
     llhttp_settings_init(&c->settings);
     c->settings.on_message_begin = on_message_begin;
     c->settings.on_header_field = on_header_field;

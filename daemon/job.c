@@ -73,7 +73,10 @@ struct jobs {
     unsigned live; /* jobs and hits not yet freed */
     jobs_stats_t stats;
     int shutting_down;
-    int http_closing; /* http_client_close called: js goes in its callback */
+    int http_closing;    /* http_client_close called: js goes in its callback */
+    int shutdown_called; /* jobs_shutdown called: js may go once live is 0 */
+    int starting_queued; /* inside jobs_start_queued: do not re-enter */
+    int start_again;     /* jobs_start_queued was asked again meanwhile */
     void (*shutdown_cb)(void *);
     void *shutdown_arg;
 };
@@ -87,6 +90,7 @@ struct job {
     url_t url;      /* current hop */
     unsigned redirects;
     char *redirect_to;     /* Location of a 3xx being drained */
+    int http_status;       /* an error status whose body is being drained */
     char expected[65];     /* the creator's expected digest, "" if none */
     http_req_t *req;       /* in flight, or NULL */
     job_waiter_t *waiters; /* doubly linked */
@@ -169,7 +173,7 @@ static void on_http_closed(void *arg)
 static void jobs_release(jobs_t *js)
 {
     js->live--;
-    if (js->shutting_down && js->live == 0 && !js->http_closing) {
+    if (js->shutdown_called && js->live == 0 && !js->http_closing) {
         js->http_closing = 1;
         http_client_close(js->http, on_http_closed, js);
     }
@@ -279,9 +283,13 @@ static void hash_work(uv_work_t *req)
 {
     job_t *job = req->data;
     batch_t *b = job->hash_first;
-    for (int i = 0; i < job->hash_count; i++, b = b->next)
+    for (int i = 0; i < job->hash_count; i++) {
         for (int k = 0; k < b->niov; k++)
             sha256_update(&job->sha, b->iov[k].iov_base, b->iov[k].iov_len);
+        /* Not past the last one: the loop thread may be linking a new tail. */
+        if (i + 1 < job->hash_count)
+            b = b->next;
+    }
 }
 
 static int write_batch(int fd, batch_t *b)
@@ -326,13 +334,15 @@ static void write_work(uv_work_t *req)
         }
     }
     batch_t *b = job->write_first;
-    for (int i = 0; i < job->write_count; i++, b = b->next) {
+    for (int i = 0; i < job->write_count; i++) {
         int rc = write_batch(job->fd, b);
         if (rc) {
             job->write_err = rc;
             return;
         }
         job->written = b->offset + b->bytes;
+        if (i + 1 < job->write_count) /* as in hash_work */
+            b = b->next;
     }
     /* Start writeback now, so the fsync at commit finds little left to do
      * and the disk works while the network does. Advisory: errors ignored. */
@@ -625,10 +635,8 @@ static int on_http_headers(http_req_t *req, const http_response_t *resp, void *d
         return HTTP_BODY_DISCARD;
     }
     if (resp->status != 200 && resp->status != 203) {
-        char code[16], msg[200];
-        snprintf(code, sizeof code, "http_%d", resp->status);
-        snprintf(msg, sizeof msg, "%s answered HTTP %d", job->url.canonical, resp->status);
-        job_fail(job, code, msg);
+        /* Fail once the (small) body is read, so the connection is kept. */
+        job->http_status = resp->status;
         return HTTP_BODY_DISCARD;
     }
     job->state = JOB_BODY;
@@ -667,7 +675,11 @@ static void on_http_body(http_req_t *req, buf_t *buf, const char *p, size_t n, v
         job_seal(job);
         job_pump(job);
     }
-    if (!job->paused && job->queued_bytes > js->cfg->max_inflight) {
+    if (!job->paused && job->queued_bytes > js->cfg->max_inflight && job->state == JOB_BODY) {
+        /* Seal and hand on what we hold first: the work item that then
+         * completes is what resumes us (job_pump), so pausing cannot stall. */
+        job_seal(job);
+        job_pump(job);
         job->paused = 1;
         http_req_set_paused(req, 1);
     }
@@ -682,6 +694,14 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
         return; /* failed from a callback; the request was already ours to drop */
     if (code) {
         job_fail(job, code, msg);
+        return;
+    }
+    if (job->http_status) {
+        char status_code[16], status_msg[300];
+        snprintf(status_code, sizeof status_code, "http_%d", job->http_status);
+        snprintf(status_msg, sizeof status_msg, "%s answered HTTP %d", job->url.canonical,
+                 job->http_status);
+        job_fail(job, status_code, status_msg);
         return;
     }
     if (job->redirect_to) {
@@ -761,8 +781,10 @@ static void on_progress_tick(uv_timer_t *t)
     if (done == job->last_done && job->state != JOB_COMMITTING)
         return;
     job->last_done = done;
-    for (job_waiter_t *w = job->waiters; w; w = w->next)
+    for (job_waiter_t *w = job->waiters, *next; w; w = next) {
+        next = w->next;
         w->on_progress(w, done, job->total, job->rate);
+    }
 }
 
 /* ---- scheduling ---------------------------------------------------------- */
@@ -795,15 +817,25 @@ static void job_activate(job_t *job)
  * allow; a job whose host is full waits without blocking other hosts. */
 static void jobs_start_queued(jobs_t *js)
 {
-    job_t *job = js->queue_head;
-    while (job && js->stats.active < js->cfg->max_downloads && !js->shutting_down) {
-        job_t *next = job->next;
-        if (active_for_host(js, job->host_key) < js->cfg->max_per_host) {
+    if (js->starting_queued) { /* a job failed while starting: rescan after */
+        js->start_again = 1;
+        return;
+    }
+    js->starting_queued = 1;
+    do {
+        js->start_again = 0;
+        job_t *job = js->queue_head;
+        while (job && js->stats.active < js->cfg->max_downloads && !js->shutting_down) {
+            if (active_for_host(js, job->host_key) >= js->cfg->max_per_host) {
+                job = job->next;
+                continue;
+            }
             job_unlist(job);
             job_activate(job);
+            job = js->queue_head; /* activation may have changed the queue */
         }
-        job = next;
-    }
+    } while (js->start_again);
+    js->starting_queued = 0;
 }
 
 static job_t *job_find(jobs_t *js, const char *key, const char *sha)
@@ -1067,6 +1099,7 @@ void jobs_stop(jobs_t *js)
 void jobs_shutdown(jobs_t *js, void (*done)(void *arg), void *arg)
 {
     jobs_stop(js);
+    js->shutdown_called = 1;
     js->shutdown_cb = done;
     js->shutdown_arg = arg;
     js->live++; /* so the count can reach zero here if nothing is in flight */

@@ -50,8 +50,11 @@ struct session {
     fd_msg_t *fdq_head; /* DONE lines waiting for their turn */
     fd_msg_t *fdq_tail;
     int closing;
-    int draining; /* shutdown: no more requests, replies flushing */
-    int handles;  /* open handles; freed at 0 */
+    int draining;            /* shutdown: no more requests, replies flushing */
+    int broken;              /* a write failed: closing on the next loop iteration */
+    int shutdown_started;    /* drain: uv_shutdown issued */
+    uint64_t drain_deadline; /* drain: uv_now() at which the session is cut off */
+    int handles;             /* open handles; freed at 0 */
     proto_reader_t reader;
     char rbuf[SESSION_READ_BUF];
     uid_t uid; /* peer credentials at accept */
@@ -99,15 +102,29 @@ static int send_copy(session_t *s, const char *line, size_t len)
     return 0;
 }
 
+static void on_session_timer(uv_timer_t *t);
+
+/* A write-side failure, possibly inside a job's callback that goes on using
+ * the waiter afterwards: mark the session and close it on the next loop
+ * iteration, never under the caller's feet. */
+static void session_fail(session_t *s, const char *what, int err)
+{
+    if (s->closing || s->broken)
+        return;
+    log_debug("session pid %d: write side failed: %s%s%s", (int)s->pid, what, err ? ": " : "",
+              err ? uv_strerror(err < 0 ? err : -err) : "");
+    s->broken = 1;
+    uv_read_stop((uv_stream_t *)&s->pipe);
+    uv_timer_start(&s->retry, on_session_timer, 0, 0);
+}
+
 static void session_send(session_t *s, const char *line, size_t len)
 {
-    if (s->closing)
+    if (s->closing || s->broken)
         return;
     int rc = send_copy(s, line, len);
-    if (rc) {
-        log_debug("session pid %d: write failed: %s", (int)s->pid, uv_strerror(rc));
-        session_close(s);
-    }
+    if (rc)
+        session_fail(s, uv_strerror(rc), 0);
 }
 
 /* Sends the line with its fd in one sendmsg; the fd rides on the first byte.
@@ -145,23 +162,18 @@ static int send_with_fd(session_t *s, fd_msg_t *m)
     return 1;
 }
 
-static void flush_fd_queue(session_t *s);
-
-static void on_retry(uv_timer_t *t)
-{
-    flush_fd_queue(t->data);
-}
-
-/* Sends queued fd lines while libuv has nothing of ours still unwritten. */
+/* Sends queued fd lines while libuv has nothing of ours still unwritten.
+ * On a full socket, tries again in FD_RETRY_MS (drain_step arms the timer
+ * itself while draining). */
 static void flush_fd_queue(session_t *s)
 {
-    while (s->fdq_head && !s->closing &&
+    while (s->fdq_head && !s->closing && !s->broken &&
            uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) == 0) {
         fd_msg_t *m = s->fdq_head;
         int rc = send_with_fd(s, m);
         if (rc == 0) {
-            if (!s->draining) /* while draining the timer is the deadline */
-                uv_timer_start(&s->retry, on_retry, FD_RETRY_MS, 0);
+            if (!s->draining)
+                uv_timer_start(&s->retry, on_session_timer, FD_RETRY_MS, 0);
             return;
         }
         s->fdq_head = m->next;
@@ -170,29 +182,43 @@ static void flush_fd_queue(session_t *s)
         close(m->fd);
         free(m);
         if (rc < 0) {
-            log_debug("session pid %d: passing an fd failed: %s", (int)s->pid, strerror(-rc));
-            session_close(s);
+            session_fail(s, "passing an fd", rc);
             return;
         }
     }
+}
+
+static void drain_step(session_t *s);
+
+/* The session's one timer: a deferred close, a drain step, or an fd retry. */
+static void on_session_timer(uv_timer_t *t)
+{
+    session_t *s = t->data;
+    if (s->broken)
+        session_close(s);
+    else if (s->draining)
+        drain_step(s);
+    else
+        flush_fd_queue(s);
 }
 
 static void on_written(uv_write_t *req, int status)
 {
     session_t *s = req->data;
     free(req);
-    if (status == UV_ECANCELED)
+    if (status == UV_ECANCELED || s->closing)
         return;
-    if (status < 0) {
-        session_close(s);
-        return;
-    }
-    flush_fd_queue(s);
+    if (status < 0)
+        session_fail(s, "write", status);
+    else if (s->draining)
+        drain_step(s);
+    else
+        flush_fd_queue(s);
 }
 
 static void session_send_fd(session_t *s, const char *line, size_t len, int fd)
 {
-    if (s->closing)
+    if (s->closing || s->broken)
         return;
     fd_msg_t *m = malloc(sizeof *m + len);
     int dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -201,7 +227,7 @@ static void session_send_fd(session_t *s, const char *line, size_t len, int fd)
         if (dupfd >= 0)
             close(dupfd);
         log_err("session pid %d: cannot pass the blob fd: %s", (int)s->pid, strerror(errno));
-        session_close(s);
+        session_fail(s, "passing an fd", ENOMEM);
         return;
     }
     m->next = NULL;
@@ -489,14 +515,14 @@ static int on_line(void *arg, const char *line, size_t len, int err)
     session_t *s = arg;
     if (err) {
         send_err(s, NULL, "line_too_long", "a line exceeded 16384 bytes");
-        return s->closing;
+        return s->closing || s->broken;
     }
     if (len == 0 || (len == 1 && line[0] == '\r'))
         return 0;         /* blank lines are harmless: socat users press enter */
     static proto_msg_t m; /* loop thread only; too large for the stack of a callback chain */
     if (proto_parse(line, len, &m)) {
         send_err(s, NULL, "bad_request", "the line does not parse (see PROTOCOL.md)");
-        return s->closing;
+        return s->closing || s->broken;
     }
     if (strcmp(m.verb, "FETCH") == 0)
         do_fetch(s, &m);
@@ -510,7 +536,7 @@ static int on_line(void *arg, const char *line, size_t len, int err)
         do_list(s);
     else
         send_err(s, NULL, "unknown_verb", m.verb);
-    return s->closing;
+    return s->closing || s->broken;
 }
 
 /* ---- reading and life ----------------------------------------------------- */
@@ -601,25 +627,45 @@ static void on_drained(uv_shutdown_t *req, int status)
     session_close(req->data);
 }
 
-static void on_drain_deadline(uv_timer_t *t)
+/* One step of a drain: past the deadline, close; else send queued fd lines,
+ * and once none is left, shut the write side down after the queued writes
+ * (on_drained closes). Runs again on the timer and after each write. */
+static void drain_step(session_t *s)
 {
-    session_close(t->data);
+    if (s->closing || s->broken)
+        return;
+    uint64_t now = uv_now(s->srv->loop);
+    if (now >= s->drain_deadline) {
+        session_close(s);
+        return;
+    }
+    flush_fd_queue(s);
+    if (s->closing || s->broken)
+        return;
+    if (!s->fdq_head && !s->shutdown_started) {
+        s->shutdown_started = 1;
+        s->shutdown_req.data = s;
+        if (uv_shutdown(&s->shutdown_req, (uv_stream_t *)&s->pipe, on_drained)) {
+            session_close(s);
+            return;
+        }
+    }
+    uint64_t left = s->drain_deadline - now;
+    uv_timer_start(&s->retry, on_session_timer,
+                   s->fdq_head && left > FD_RETRY_MS ? FD_RETRY_MS : left, 0);
 }
 
 /* Shutdown: stop reading, let queued replies (the ERR shutting_down of each
- * waiter) reach the client, then close. */
+ * waiter, DONE lines waiting with their fd) reach the client, then close. A
+ * client that does not read is cut off at the deadline. */
 static void session_drain(session_t *s)
 {
     if (s->closing || s->draining)
         return;
     s->draining = 1;
+    s->drain_deadline = uv_now(s->srv->loop) + DRAIN_MS;
     uv_read_stop((uv_stream_t *)&s->pipe);
-    s->shutdown_req.data = s;
-    if (uv_shutdown(&s->shutdown_req, (uv_stream_t *)&s->pipe, on_drained)) {
-        session_close(s);
-        return;
-    }
-    uv_timer_start(&s->retry, on_drain_deadline, DRAIN_MS, 0);
+    drain_step(s);
 }
 
 static void on_connection(uv_stream_t *server, int status)

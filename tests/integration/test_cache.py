@@ -105,6 +105,19 @@ class CacheTest(HubTestCase):
         self.assertNotIn("handles still open", self.hubd.read_log())
         self.hubd.start()
 
+    def test_sigterm_while_connecting(self):
+        # The job has no partial file yet: it is freed at once, and the jobs
+        # module must still outlive the sessions that are draining.
+        self.make_file("c.bin", 1000)
+        p = self.hubctl_bg("fetch", self.origin.url("/files/c.bin?delay_ms=5000"))
+        from harness import wait_for
+        wait_for(lambda: self.origin.requests_for("/files/c.bin") == 1, what="the request")
+        self.assertEqual(self.hubd.stop(signal.SIGTERM), 0)
+        _, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn(b"shutting_down", err)
+        self.hubd.start()
+
     def test_daemon_unreachable_exit_3(self):
         import subprocess
         from harness import HUBCTL

@@ -40,6 +40,15 @@ class LimitsTest(HubTestCase):
         self.assertEqual(sha256_file(got[0]["path"]), d1)
         self.assertEqual(sha256_file(got[1]["path"]), d2)
 
+    def test_buffer_larger_than_half_the_inflight_cap(self):
+        # The unsealed batch alone exceeds the resume threshold: pausing must
+        # hand it to the pool first, or nothing would ever resume the job.
+        self.restart_with(read_buffer_size="256K", max_inflight="64K")
+        digest = self.make_file("s.bin", 4 * 1024 * 1024)
+        r = self.hubctl("fetch", self.origin.url("/files/s.bin"), timeout=30)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(os.path.basename(r.out.strip()), digest)
+
     def test_max_downloads_queues_the_rest(self):
         self.restart_with(max_downloads="1")
         self.make_file("q1.bin", 2 * 1024 * 1024, seed=1)
