@@ -183,7 +183,8 @@ class HubTestCase(unittest.TestCase):
         no sanitizer report, no handle left open by the loop."""
         rc = self.hubd.stop()
         log = self.hubd.read_log()
-        for bad in ("AddressSanitizer", "LeakSanitizer", "runtime error:", "handles still open"):
+        for bad in ("AddressSanitizer", "LeakSanitizer", "ThreadSanitizer", "runtime error:",
+                    "handles still open"):
             self.assertNotIn(bad, log, "hubd log:\n" + log[-8000:])
         self.assertEqual(rc, 0, "hubd exit status; log:\n" + log[-8000:])
 
