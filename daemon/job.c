@@ -849,7 +849,9 @@ static job_t *job_find(jobs_t *js, const char *key, const char *sha)
     return NULL;
 }
 
-static void start_download(jobs_t *js, url_t *u, job_waiter_t *w)
+/* Attaches w to a running job for the same URL or expected digest, or
+ * queues a new job. Takes u. Returns 0, or -ENOMEM with no callback made. */
+static int start_download(jobs_t *js, url_t *u, job_waiter_t *w)
 {
     job_t *job = job_find(js, u->canonical, w->expected[0] ? w->expected : NULL);
     if (job) {
@@ -858,9 +860,8 @@ static void start_download(jobs_t *js, url_t *u, job_waiter_t *w)
         w->kind = FETCH_ATTACHED;
         waiter_link(job, w);
         w->on_start(w, FETCH_ATTACHED, job->id);
-        return;
+        return 0;
     }
-    const char *code = "internal", *msg = "out of memory";
     job = calloc(1, sizeof *job);
     if (!job)
         goto fail;
@@ -902,14 +903,10 @@ static void start_download(jobs_t *js, url_t *u, job_waiter_t *w)
     log_info("job %llu: fetching %s", (unsigned long long)job->id, job->key);
     w->on_start(w, FETCH_QUEUED, job->id);
     jobs_start_queued(js);
-    return;
+    return 0;
 fail:
     url_free(u);
-    /* on_finish must not come from inside jobs_fetch: this path is only
-     * reached from a hit's after-work callback, so it is safe here. */
-    w->on_start(w, FETCH_QUEUED, 0);
-    job_result_t res = {.err_code = code, .err_msg = msg, .fd = -1};
-    w->on_finish(w, &res);
+    return -ENOMEM;
 }
 
 /* ---- cache hits ---------------------------------------------------------- */
@@ -950,11 +947,8 @@ static void after_hit(uv_work_t *req, int status)
         log_warn("blob %s listed but not usable (%s): fetching again", hit->sha,
                  strerror(-hit->rc));
         url_t u;
-        if (url_parse(hit->url, &u, NULL) == 0) {
-            start_download(js, &u, w);
-        } else {
-            job_result_t res = {.err_code = "internal", .err_msg = "bad cached URL", .fd = -1};
-            w->on_start(w, FETCH_QUEUED, 0);
+        if (url_parse(hit->url, &u, NULL) != 0 || start_download(js, &u, w) != 0) {
+            job_result_t res = {.err_code = "internal", .err_msg = "out of memory", .fd = -1};
             w->on_finish(w, &res);
         }
     }
@@ -978,8 +972,9 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, job_waiter_t *w,
         *msg = "hubd is stopping";
         return -EINVAL;
     }
-    if (url_parse(url, &u, &why)) {
-        *code = why && strcmp(why, "unsupported scheme") == 0 ? "unsupported_scheme" : "bad_url";
+    int rc = url_parse(url, &u, &why);
+    if (rc) {
+        *code = rc == -EPROTONOSUPPORT ? "unsupported_scheme" : "bad_url";
         *msg = why ? why : "bad URL";
         return -EINVAL;
     }
@@ -1004,15 +999,17 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, job_waiter_t *w,
                (!sha256 || strcmp(sha, sha256) == 0)) {
         found = by_entry = 1;
     }
-    if (!found) {
-        start_download(js, &u, w);
-        return 0;
-    }
-    job_hit_t *hit = calloc(1, sizeof *hit);
-    if (!hit || !(hit->url = strdup(u.canonical))) {
+    job_hit_t *hit = found ? calloc(1, sizeof *hit) : NULL;
+    if (hit && !(hit->url = strdup(u.canonical))) {
         free(hit);
-        start_download(js, &u, w);
-        return 0;
+        hit = NULL;
+    }
+    if (!hit) { /* a miss (or no memory to serve the hit: download instead) */
+        if (start_download(js, &u, w) == 0)
+            return 0;
+        *code = "internal";
+        *msg = "out of memory";
+        return -ENOMEM;
     }
     url_free(&u);
     hit->js = js;

@@ -8,8 +8,9 @@
  * commits it (store_commit, db_record_download) before any waiter hears DONE.
  *
  * Loop thread only. Each waiter gets on_start once (possibly from inside
- * jobs_fetch), on_progress any number of times, then on_finish exactly once
- * (never from inside jobs_fetch) unless it leaves first with jobs_cancel. */
+ * jobs_fetch; skipped only when the fetch fails before it starts), then
+ * on_progress any number of times, then on_finish exactly once (never from
+ * inside jobs_fetch) unless it leaves first with jobs_cancel. */
 #ifndef HUBD_JOB_H
 #define HUBD_JOB_H
 
@@ -69,8 +70,9 @@ typedef struct job_info {
 
 int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db, jobs_t **out);
 
-/* Starts a fetch. url must be a valid absolute URL, sha256 NULL or 64 hex
- * digits. Returns 0, or -EINVAL with *code and *msg set (then no callback). */
+/* Starts a fetch. sha256 is NULL or 64 lowercase hex digits. Returns 0, or
+ * -EINVAL (bad URL, unsupported scheme, stopping) or -ENOMEM with *code and
+ * *msg set, and then no callback comes. */
 int jobs_fetch(jobs_t *js, const char *url, const char *sha256, job_waiter_t *w, const char **code,
                const char **msg);
 

@@ -121,8 +121,11 @@ int url_parse(const char *text, url_t *u, const char **why)
     for (size_t i = 0; i < sl; i++)
         scheme[i] = (char)tolower((unsigned char)text[i]);
     scheme[sl] = '\0';
-    if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)
-        FAIL("unsupported scheme");
+    if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) {
+        if (why)
+            *why = "unsupported scheme (only http and https)";
+        return -EPROTONOSUPPORT;
+    }
 
     const char *auth = sep + 3;
     const char *auth_end = auth + strcspn(auth, "/?#");

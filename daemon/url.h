@@ -21,7 +21,8 @@ typedef struct url {
     char *mem;       /* one allocation holding all the strings above */
 } url_t;
 
-/* Returns 0, or -EINVAL with a static reason in *why (may be NULL). */
+/* Returns 0, -EPROTONOSUPPORT for a scheme other than http and https, or
+ * -EINVAL; either error with a static reason in *why (why may be NULL). */
 int url_parse(const char *text, url_t *u, const char **why);
 void url_free(url_t *u);
 
