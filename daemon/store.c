@@ -2,6 +2,7 @@
 #include "store.h"
 #include "log.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -34,6 +35,30 @@ static int mkdir_p(const char *path, mode_t mode)
     return 0;
 }
 
+/* Partials left by a daemon that died. Nothing resumes them yet, and a new
+ * job may reuse their names, so they go at start-up. */
+static void remove_stale_partials(int dir_fd)
+{
+    int fd = openat(dir_fd, "tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    unsigned n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len > 5 && strcmp(e->d_name + len - 5, ".part") == 0 &&
+            unlinkat(dirfd(d), e->d_name, 0) == 0)
+            n++;
+    }
+    closedir(d);
+    if (n)
+        log_info("removed %u unfinished download(s) left in tmp/", n);
+}
+
 int store_open(const char *cache_dir, store_t **out)
 {
     int rc = mkdir_p(cache_dir, 0755);
@@ -55,6 +80,7 @@ int store_open(const char *cache_dir, store_t **out)
         rc = -errno;
         goto fail;
     }
+    remove_stale_partials(s->dir_fd);
     *out = s;
     return 0;
 fail:

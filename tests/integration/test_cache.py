@@ -42,6 +42,15 @@ class CacheTest(HubTestCase):
         self.assertEqual(res["sha256"], digest)
         self.assertEqual(self.origin.requests_for("/files/p.bin"), 1)
 
+    def test_restart_removes_stale_partials(self):
+        self.assertEqual(self.hubd.stop(), 0)
+        stale = os.path.join(self.hubd.cache, "tmp", "7.part")
+        with open(stale, "wb") as f:
+            f.write(b"half a download")
+        self.hubd.start()
+        self.assertFalse(os.path.exists(stale))
+        self.assertIn("removed 1 unfinished download", self.hubd.read_log())
+
     def test_missing_blob_is_fetched_again(self):
         self.make_file("g.bin", 100000)
         url = self.origin.url("/files/g.bin")
