@@ -20,6 +20,10 @@ typedef struct hubd_config {
     unsigned keepalive_ms;       /* an idle pooled connection is closed after this */
     unsigned max_redirects;      /* redirects followed per fetch */
     int log_level;               /* LOG_LVL_* */
+    char *ca_file;               /* PEM bundle of trusted CAs, NULL: the system's */
+    char *ca_path;               /* folder of PEM CA certificates, or NULL */
+    char *tls_ciphers;           /* AEADs offered, fastest first (malloc'd) */
+    char *tls_insecure_hosts;    /* hosts whose certificates are not checked, or NULL */
 } hubd_config_t;
 
 /* Fills defaults; socket_path and cache_dir follow the environment

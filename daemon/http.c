@@ -1,6 +1,7 @@
 /* http: connections, the keep-alive pool, and response parsing. */
 #include "http.h"
 #include "log.h"
+#include "tls.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -18,6 +19,7 @@
 typedef enum {
     CONN_RESOLVING,  /* uv_getaddrinfo in flight */
     CONN_CONNECTING, /* uv_tcp_connect to ai_cur in flight */
+    CONN_HANDSHAKE,  /* https: TLS handshake in progress */
     CONN_ACTIVE,     /* request written or being written, response being read */
     CONN_IDLE,       /* in the pool, reading only to notice a close */
     CONN_CLOSING,    /* handles closing; freed when the last one is closed */
@@ -38,6 +40,7 @@ struct http_client {
     void (*close_cb)(void *);
     void *close_arg;
     llhttp_settings_t settings;
+    tls_ctx_t *tls; /* shared TLS configuration; not owned */
 };
 
 struct http_conn {
@@ -48,20 +51,21 @@ struct http_conn {
     uv_timer_t timer;     /* connect, idle or keep-alive timeout by state */
     uv_getaddrinfo_t gai; /* DNS request */
     uv_connect_t connect_req;
-    uv_write_t write_req;
     struct addrinfo *ai;     /* resolved addresses, freed at close */
     struct addrinfo *ai_cur; /* the address being tried */
     int tcp_open;            /* tcp initialised and not yet closed */
     int pending;             /* close callbacks and DNS answers still to come */
     int last_err;            /* last connect error (libuv code) for the message */
     llhttp_t parser;
-    http_req_t *req;       /* the request this connection serves, or NULL */
-    buf_t *rbuf;           /* buffer reads land in; one reference held */
-    int in_execute;        /* inside llhttp_execute: defer teardown */
-    int reused;            /* came from the pool: may be stale */
-    char *wbuf;            /* request bytes being written; freed in on_write */
-    int write_pending;     /* uv_write not yet completed */
-    const char *fail_code; /* set by a parser callback that stopped the parse */
+    http_req_t *req;         /* the request this connection serves, or NULL */
+    buf_t *rbuf;             /* buffer reads land in; one reference held */
+    int in_execute;          /* inside llhttp_execute: defer teardown */
+    int reused;              /* came from the pool: may be stale */
+    unsigned writes_pending; /* uv_writes not yet completed (they own their bytes) */
+    tls_conn_t *tls;         /* https only: the TLS state; NULL for http */
+    int tls_eof;             /* the server sent close_notify: a clean end */
+    int tls_resume;          /* the timer fires at once to decrypt what is buffered */
+    const char *fail_code;   /* set by a parser callback that stopped the parse */
     const char *fail_msg;
     http_conn_t *next_idle; /* link in client->idle */
 };
@@ -101,6 +105,7 @@ static void conn_close(http_conn_t *conn);
 static void conn_try_next(http_conn_t *conn);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *out);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
+static int conn_write_owned(http_conn_t *conn, char *buf, size_t n);
 static void req_connect_new(http_req_t *req);
 
 /* ---- request life ---------------------------------------------------- */
@@ -208,7 +213,7 @@ static void conn_maybe_free(http_conn_t *conn)
         uv_freeaddrinfo(conn->ai);
     if (conn->rbuf)
         buf_unref(c->pool, conn->rbuf);
-    free(conn->wbuf); /* only if the write never started its callback */
+    tls_conn_free(conn->tls);
     free(conn);
     c->nconns--;
     if (c->closing && c->nconns == 0)
@@ -249,6 +254,15 @@ static void conn_close(http_conn_t *conn)
         return;
     if (conn->state == CONN_IDLE)
         idle_remove(conn);
+    if (conn->tls && (conn->state == CONN_ACTIVE || conn->state == CONN_IDLE)) {
+        /* Best effort: the alert usually leaves in uv_write's first try,
+         * before uv_close cancels what is left. */
+        size_t n;
+        tls_conn_close_notify(conn->tls);
+        char *out = tls_conn_take_output(conn->tls, &n);
+        if (out && conn_write_owned(conn, out, n) != 0)
+            log_debug("close_notify to %s not sent", conn->key);
+    }
     conn->state = CONN_CLOSING;
     conn->pending++; /* the timer */
     uv_close((uv_handle_t *)&conn->timer, on_handle_closed);
@@ -260,9 +274,18 @@ static void conn_close(http_conn_t *conn)
     }
 }
 
+static void conn_tls_pump(http_conn_t *conn);
+static void timer_arm(http_conn_t *conn, unsigned ms);
+
 static void on_timeout(uv_timer_t *t)
 {
     http_conn_t *conn = t->data;
+    if (conn->tls_resume) { /* not a timeout: resume decrypting (http_req_set_paused) */
+        conn->tls_resume = 0;
+        timer_arm(conn, conn->client->cfg->idle_timeout_ms);
+        conn_tls_pump(conn);
+        return;
+    }
     switch (conn->state) {
     case CONN_RESOLVING:
         conn_fail(conn, "timeout", "DNS lookup timed out");
@@ -271,6 +294,9 @@ static void on_timeout(uv_timer_t *t)
         conn->last_err = UV_ETIMEDOUT;
         if (!uv_is_closing((uv_handle_t *)&conn->tcp))
             uv_close((uv_handle_t *)&conn->tcp, on_handle_closed);
+        break;
+    case CONN_HANDSHAKE:
+        conn_fail(conn, "timeout", "TLS handshake timed out");
         break;
     case CONN_ACTIVE:
         conn_fail(conn, "timeout", "no data from the server within the idle timeout");
@@ -456,23 +482,34 @@ static int on_message_complete(llhttp_t *p)
 
 /* ---- reading ----------------------------------------------------------- */
 
+/* Room for response bytes at the tail of the current pooled buffer, or in a
+ * new one when less than a quarter is left, so body batches are made of few,
+ * full buffers. */
+static int conn_rbuf_space(http_conn_t *conn, char **p, size_t *room)
+{
+    bufpool_t *pool = conn->client->pool;
+    if (!conn->rbuf || pool->size - conn->rbuf->len < pool->size / 4) {
+        if (conn->rbuf)
+            buf_unref(pool, conn->rbuf);
+        if (!(conn->rbuf = bufpool_get(pool)))
+            return -ENOMEM;
+    }
+    *p = conn->rbuf->data + conn->rbuf->len;
+    *room = pool->size - conn->rbuf->len;
+    return 0;
+}
+
+/* Plain connections read straight into the pooled buffer; TLS connections
+ * read ciphertext into the TLS input buffer and decrypt into the pool. */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *out)
 {
     (void)suggested;
     http_conn_t *conn = h->data;
-    bufpool_t *pool = conn->client->pool;
-    size_t min_room = pool->size / 4;
-    /* Fill the current buffer before taking another, so body batches are made
-     * of few, full buffers. */
-    if (conn->rbuf && pool->size - conn->rbuf->len >= min_room) {
-        *out = uv_buf_init(conn->rbuf->data + conn->rbuf->len,
-                           (unsigned)(pool->size - conn->rbuf->len));
-        return;
-    }
-    if (conn->rbuf)
-        buf_unref(pool, conn->rbuf);
-    conn->rbuf = bufpool_get(pool);
-    *out = conn->rbuf ? uv_buf_init(conn->rbuf->data, (unsigned)pool->size) : uv_buf_init(NULL, 0);
+    char *p;
+    size_t room;
+    int rc =
+        conn->tls ? tls_conn_input_space(conn->tls, &p, &room) : conn_rbuf_space(conn, &p, &room);
+    *out = rc ? uv_buf_init(NULL, 0) : uv_buf_init(p, (unsigned)room);
 }
 
 /* The response is complete: hand the connection back (or close it) first, so
@@ -483,7 +520,7 @@ static void conn_message_done(http_conn_t *conn, int keep)
     http_req_t *req = conn->req;
     conn->req = NULL;
     req->conn = NULL;
-    if (keep && !conn->write_pending && llhttp_should_keep_alive(&conn->parser) &&
+    if (keep && !conn->writes_pending && llhttp_should_keep_alive(&conn->parser) &&
         !conn->client->closing)
         conn_make_idle(conn);
     else
@@ -494,11 +531,24 @@ static void conn_message_done(http_conn_t *conn, int keep)
 static void conn_on_eof(http_conn_t *conn, ssize_t nread)
 {
     http_req_t *req = conn->req;
-    if (conn->state == CONN_IDLE || !req) {
-        conn_close(conn);
+    if (conn->state != CONN_ACTIVE || !req) {
+        if (conn->state == CONN_HANDSHAKE)
+            conn_fail(conn, "tls", "the server closed the connection during the TLS handshake");
+        else
+            conn_close(conn);
         return;
     }
     if (nread == UV_EOF) {
+        /* Without close_notify a TLS stream may have been cut by anyone on
+         * the path: then only a response whose length was announced and
+         * fully read counts. */
+        if (conn->tls && !conn->tls_eof && !req->message_done) {
+            conn_fail(conn, req->got_response ? "truncated" : "connect",
+                      req->got_response ? "the TLS stream ended without close_notify before the "
+                                          "response was complete"
+                                        : "the server closed the connection without a response");
+            return;
+        }
         /* A body delimited by the close is complete now; any other is not. */
         llhttp_errno_t err = llhttp_finish(&conn->parser);
         if ((err == HPE_OK || err == HPE_PAUSED) && req->message_done) {
@@ -515,6 +565,76 @@ static void conn_on_eof(http_conn_t *conn, ssize_t nread)
     conn_fail_uv(conn, req->got_response ? "truncated" : "connect", "reading from", (int)nread);
 }
 
+/* Response bytes [p, p+n), already in conn->rbuf, through llhttp. Returns 1
+ * when the request is over (the connection may be idle, closed, or failed),
+ * 0 to go on reading. */
+static int conn_feed(http_conn_t *conn, const char *p, size_t n)
+{
+    http_req_t *req = conn->req;
+    req->got_response = 1;
+    conn->fail_code = NULL;
+    conn->in_execute = 1;
+    llhttp_errno_t err = llhttp_execute(&conn->parser, p, n);
+    conn->in_execute = 0;
+
+    if (req->aborted) { /* http_req_abort from a callback */
+        conn->req = NULL;
+        conn_close(conn);
+        req_free(req);
+        return 1;
+    }
+    if (err == HPE_PAUSED && req->message_done) {
+        /* Bytes after the response mean a confused server: do not reuse. */
+        const char *end = llhttp_get_error_pos(&conn->parser);
+        conn_message_done(conn, end == p + n);
+        return 1;
+    }
+    if (err == HPE_CB_HEADERS_COMPLETE && req->message_done && !conn->fail_code) {
+        conn_message_done(conn, 0); /* unwanted body not read: close */
+        return 1;
+    }
+    if (err != HPE_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "bad response from %s: %s", conn->key,
+                 conn->fail_msg ? conn->fail_msg : llhttp_get_error_reason(&conn->parser));
+        conn_fail(conn, conn->fail_code ? conn->fail_code : "http_parse", msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* Decrypts what the TLS input holds into pooled buffers and parses it, until
+ * a record is incomplete, the request is paused, or it ends. */
+static void conn_tls_pump(http_conn_t *conn)
+{
+    char msg[400];
+    while (conn->state == CONN_ACTIVE && conn->req && !conn->req->paused) {
+        char *p;
+        size_t room;
+        if (conn_rbuf_space(conn, &p, &room)) {
+            conn_fail(conn, "internal", "out of memory");
+            return;
+        }
+        ssize_t n = tls_conn_read(conn->tls, p, room, msg, sizeof msg);
+        if (n == -TLS_WANT_INPUT)
+            return;
+        if (n == 0) { /* close_notify: the server's clean end of the stream */
+            conn->tls_eof = 1;
+            conn_on_eof(conn, UV_EOF);
+            return;
+        }
+        if (n < 0) {
+            conn_fail(conn, conn->req->got_response ? "truncated" : "tls", msg);
+            return;
+        }
+        conn->rbuf->len += (size_t)n;
+        if (conn_feed(conn, p, (size_t)n))
+            return;
+    }
+}
+
+static void conn_handshake_step(http_conn_t *conn);
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 {
     http_conn_t *conn = s->data;
@@ -525,58 +645,93 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         conn_on_eof(conn, nread);
         return;
     }
-    conn->rbuf->len += (size_t)nread;
+    if (conn->tls)
+        tls_conn_input_commit(conn->tls, (size_t)nread);
+    else
+        conn->rbuf->len += (size_t)nread;
+    if (conn->state == CONN_HANDSHAKE) {
+        conn_handshake_step(conn);
+        return;
+    }
     http_req_t *req = conn->req;
     if (conn->state != CONN_ACTIVE || !req) {
         conn_close(conn); /* bytes on an idle connection: not a state we can trust */
         return;
     }
-    req->got_response = 1;
     if (!req->paused)
         timer_arm(conn, conn->client->cfg->idle_timeout_ms);
-
-    const char *p = conn->rbuf->data + conn->rbuf->len - nread;
-    conn->fail_code = NULL;
-    conn->in_execute = 1;
-    llhttp_errno_t err = llhttp_execute(&conn->parser, p, (size_t)nread);
-    conn->in_execute = 0;
-
-    if (req->aborted) { /* http_req_abort from a callback */
-        conn->req = NULL;
-        conn_close(conn);
-        req_free(req);
-        return;
-    }
-    if (err == HPE_PAUSED && req->message_done) {
-        /* Bytes after the response mean a confused server: do not reuse. */
-        const char *end = llhttp_get_error_pos(&conn->parser);
-        conn_message_done(conn, end == p + nread);
-        return;
-    }
-    if (err == HPE_CB_HEADERS_COMPLETE && req->message_done && !conn->fail_code) {
-        conn_message_done(conn, 0); /* unwanted body not read: close */
-        return;
-    }
-    if (err != HPE_OK) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "bad response from %s: %s", conn->key,
-                 conn->fail_msg ? conn->fail_msg : llhttp_get_error_reason(&conn->parser));
-        conn_fail(conn, conn->fail_code ? conn->fail_code : "http_parse", msg);
-    }
+    if (conn->tls)
+        conn_tls_pump(conn);
+    else
+        conn_feed(conn, conn->rbuf->data + conn->rbuf->len - nread, (size_t)nread);
 }
 
 /* ---- connecting and sending -------------------------------------------- */
 
+typedef struct conn_write {
+    uv_write_t req;
+    http_conn_t *conn;
+    char *buf; /* owned until the write completes */
+} conn_write_t;
+
 static void on_write(uv_write_t *w, int status)
 {
-    http_conn_t *conn = w->data;
-    free(conn->wbuf);
-    conn->wbuf = NULL;
-    conn->write_pending = 0;
+    conn_write_t *cw = (conn_write_t *)w;
+    http_conn_t *conn = cw->conn;
+    free(cw->buf);
+    free(cw);
+    conn->writes_pending--;
     if (status == UV_ECANCELED || conn->state == CONN_CLOSING)
         return;
     if (status < 0)
-        conn_fail_uv(conn, "connect", "sending the request to", status);
+        conn_fail_uv(conn, "connect", "sending to", status);
+}
+
+/* Writes buf (malloc'd; ours from here on, freed once written). The bytes
+ * belong to the write, not to the request: a server may answer, and the
+ * request end, before the write completes. */
+static int conn_write_owned(http_conn_t *conn, char *buf, size_t n)
+{
+    conn_write_t *cw = malloc(sizeof *cw);
+    if (!cw) {
+        free(buf);
+        return UV_ENOMEM;
+    }
+    cw->conn = conn;
+    cw->buf = buf;
+    uv_buf_t b = uv_buf_init(buf, (unsigned)n);
+    int rc = uv_write(&cw->req, (uv_stream_t *)&conn->tcp, &b, 1, on_write);
+    if (rc) {
+        free(buf);
+        free(cw);
+        return rc;
+    }
+    conn->writes_pending++;
+    return 0;
+}
+
+/* Sends whatever ciphertext the TLS layer has produced. */
+static int conn_tls_flush(http_conn_t *conn)
+{
+    size_t n;
+    char *out = tls_conn_take_output(conn->tls, &n);
+    return out ? conn_write_owned(conn, out, n) : 0;
+}
+
+/* Plaintext to the server: as it is, or through TLS. */
+static int conn_send(http_conn_t *conn, const char *data, size_t n)
+{
+    if (conn->tls) {
+        char msg[300];
+        if (tls_conn_write(conn->tls, data, n, msg, sizeof msg))
+            return UV_EPROTO;
+        return conn_tls_flush(conn);
+    }
+    char *copy = malloc(n);
+    if (!copy)
+        return UV_ENOMEM;
+    memcpy(copy, data, n);
+    return conn_write_owned(conn, copy, n);
 }
 
 static void conn_start_request(http_conn_t *conn, http_req_t *req)
@@ -592,24 +747,39 @@ static void conn_start_request(http_conn_t *conn, http_req_t *req)
         uv_timer_stop(&conn->timer);
     else
         timer_arm(conn, conn->client->cfg->idle_timeout_ms);
-    /* The connection owns the bytes until on_write: the request may end
-     * (a server may answer early) before the write completes. */
-    int rc = UV_ENOMEM;
-    conn->wbuf = malloc(req->head_len);
-    if (conn->wbuf) {
-        memcpy(conn->wbuf, req->head, req->head_len);
-        uv_buf_t b = uv_buf_init(conn->wbuf, (unsigned)req->head_len);
-        conn->write_req.data = conn;
-        rc = uv_write(&conn->write_req, (uv_stream_t *)&conn->tcp, &b, 1, on_write);
-        if (rc == 0)
-            conn->write_pending = 1;
-    }
+    int rc = conn_send(conn, req->head, req->head_len);
     if (rc == 0 && !req->paused)
         rc = uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
     if (rc == UV_EALREADY)
         rc = 0;
     if (rc)
         conn_fail_uv(conn, "connect", "sending the request to", rc);
+}
+
+/* One step of the TLS handshake, after the connect and after each read. */
+static void conn_handshake_step(http_conn_t *conn)
+{
+    const char *code = "tls";
+    char msg[512];
+    int rc = tls_conn_handshake(conn->tls, &code, msg, sizeof msg);
+    int wrc = conn_tls_flush(conn);
+    if (rc < 0) {
+        conn_fail(conn, code, msg);
+        return;
+    }
+    if (wrc) {
+        conn_fail_uv(conn, "connect", "sending the TLS handshake to", wrc);
+        return;
+    }
+    if (rc == TLS_WANT_INPUT)
+        return;
+    log_debug("TLS to %s: %s handshake", conn->key,
+              tls_conn_resumed(conn->tls) ? "resumed" : "full");
+    if (!conn->req) {
+        conn_close(conn);
+        return;
+    }
+    conn_start_request(conn, conn->req);
 }
 
 static void on_connect(uv_connect_t *cr, int status)
@@ -629,7 +799,21 @@ static void on_connect(uv_connect_t *cr, int status)
         conn_close(conn);
         return;
     }
-    conn_start_request(conn, req);
+    if (strncmp(conn->key, "https:", 6) != 0) {
+        conn_start_request(conn, req);
+        return;
+    }
+    if (tls_conn_new(conn->client->tls, req->host, conn->key, &conn->tls)) {
+        conn_fail(conn, "internal", "cannot set up TLS");
+        return;
+    }
+    conn->state = CONN_HANDSHAKE; /* still under the connect timeout */
+    int rc = uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
+    if (rc) {
+        conn_fail_uv(conn, "connect", "reading from", rc);
+        return;
+    }
+    conn_handshake_step(conn);
 }
 
 /* Tries the next resolved address; one connect timeout per address. */
@@ -777,6 +961,13 @@ void http_req_set_paused(http_req_t *req, int paused)
     } else {
         uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
         timer_arm(conn, conn->client->cfg->idle_timeout_ms);
+        if (conn->tls) {
+            /* Records already read may hold more of the body, and the
+             * server may send nothing more: decrypt them, but from the loop,
+             * not from inside the caller. */
+            conn->tls_resume = 1;
+            uv_timer_start(&conn->timer, on_timeout, 0, 0);
+        }
     }
 }
 
@@ -801,7 +992,8 @@ void http_req_abort(http_req_t *req)
     req_free(req);
 }
 
-int http_client_new(uv_loop_t *loop, const hubd_config_t *cfg, bufpool_t *pool, http_client_t **out)
+int http_client_new(uv_loop_t *loop, const hubd_config_t *cfg, bufpool_t *pool, tls_ctx_t *tls,
+                    http_client_t **out)
 {
     http_client_t *c = calloc(1, sizeof *c);
     if (!c)
@@ -809,6 +1001,7 @@ int http_client_new(uv_loop_t *loop, const hubd_config_t *cfg, bufpool_t *pool, 
     c->loop = loop;
     c->cfg = cfg;
     c->pool = pool;
+    c->tls = tls;
     uv_timer_init(loop, &c->defer);
     c->defer.data = c;
     llhttp_settings_init(&c->settings);

@@ -2,7 +2,8 @@
  *
  * One request at a time per connection; idle connections are kept per origin
  * (scheme, host, port) and reused. A request goes: DNS (uv_getaddrinfo, in the
- * pool) -> TCP connect to each address in turn -> write -> parse. Body bytes
+ * pool) -> TCP connect to each address in turn -> TLS handshake for https
+ * (tls.h) -> write -> parse. Body bytes
  * are handed to the caller as slices of pooled, reference-counted read
  * buffers (bufpool.h): no copy on the loop thread.
  *
@@ -17,6 +18,7 @@
 
 #include "bufpool.h"
 #include "config.h"
+#include "tls.h"
 #include "url.h"
 
 typedef struct http_client http_client_t;
@@ -45,7 +47,8 @@ typedef struct http_req_cbs {
     void (*on_done)(http_req_t *req, const char *err_code, const char *err_msg, void *data);
 } http_req_cbs_t;
 
-int http_client_new(uv_loop_t *loop, const hubd_config_t *cfg, bufpool_t *pool,
+/* tls: the shared TLS configuration for https:// origins (not owned). */
+int http_client_new(uv_loop_t *loop, const hubd_config_t *cfg, bufpool_t *pool, tls_ctx_t *tls,
                     http_client_t **out);
 /* Closes idle connections and frees the client once every connection is
  * gone, then calls done(arg) (never from inside this call). Every request

@@ -714,9 +714,12 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
             job_fail(job, "redirect", m);
             return;
         }
-        if (strcmp(next.scheme, "http") != 0) {
+        if (strcmp(job->url.scheme, "https") == 0 && strcmp(next.scheme, "http") == 0) {
+            /* A downgrade would hand the rest of the exchange, and the bytes
+             * we store, to anyone on the path. */
+            snprintf(m, sizeof m, "refused a redirect from https to http (%s)", next.canonical);
             url_free(&next);
-            job_fail(job, "unsupported_scheme", "redirect to https:// is not supported yet");
+            job_fail(job, "redirect", m);
             return;
         }
         log_debug("job %llu: redirect %u to %s", (unsigned long long)job->id, job->redirects + 1,
@@ -978,12 +981,6 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, job_waiter_t *w,
         *msg = why ? why : "bad URL";
         return -EINVAL;
     }
-    if (strcmp(u.scheme, "http") != 0) {
-        url_free(&u);
-        *code = "unsupported_scheme";
-        *msg = "only http:// is supported so far";
-        return -EINVAL;
-    }
     if (sha256)
         snprintf(w->expected, sizeof w->expected, "%s", sha256);
 
@@ -1063,7 +1060,8 @@ void jobs_each(jobs_t *js, void (*fn)(void *arg, const job_info_t *info), void *
     }
 }
 
-int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db, jobs_t **out)
+int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db, tls_ctx_t *tls,
+             jobs_t **out)
 {
     jobs_t *js = calloc(1, sizeof *js);
     if (!js)
@@ -1075,7 +1073,7 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
     /* Keep enough free buffers for every job's in-flight window. */
     unsigned keep = (unsigned)(cfg->max_inflight / cfg->read_buffer_size) * 2 + 8;
     bufpool_init(&js->pool, cfg->read_buffer_size, keep);
-    int rc = http_client_new(loop, cfg, &js->pool, &js->http);
+    int rc = http_client_new(loop, cfg, &js->pool, tls, &js->http);
     if (rc) {
         free(js);
         return rc;

@@ -20,6 +20,7 @@
 #include "config.h"
 #include "db.h"
 #include "store.h"
+#include "tls.h"
 
 typedef struct jobs jobs_t;
 typedef struct job job_t;
@@ -68,7 +69,8 @@ typedef struct job_info {
     unsigned waiters;
 } job_info_t;
 
-int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db, jobs_t **out);
+int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db, tls_ctx_t *tls,
+             jobs_t **out);
 
 /* Starts a fetch. sha256 is NULL or 64 lowercase hex digits. Returns 0, or
  * -EINVAL (bad URL, unsupported scheme, stopping) or -ENOMEM with *code and

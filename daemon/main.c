@@ -6,6 +6,7 @@
 #include "session.h"
 #include "sha256.h"
 #include "store.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -23,6 +24,7 @@ typedef struct daemon_state {
     hubd_config_t cfg;
     store_t *store;
     db_t *db;
+    tls_ctx_t *tls;
     jobs_t *jobs;
     session_server_t *server;
     uv_signal_t sigint, sigterm;
@@ -31,18 +33,20 @@ typedef struct daemon_state {
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: hubd [--config FILE] [--socket PATH] [--cache-dir DIR] [--log-level LEVEL]\n"
-            "\n"
-            "The hubd download cache daemon. Runs in the foreground and logs to stderr.\n"
-            "  --config FILE     read settings from an INI file (see etc/hubd.conf)\n"
-            "  --socket PATH     Unix socket to listen on (default: $HUBD_SOCKET,\n"
-            "                    $XDG_RUNTIME_DIR/hubd.sock, or /run/hubd/hubd.sock)\n"
-            "  --cache-dir DIR   cache directory (default: $XDG_CACHE_HOME/hubd or\n"
-            "                    ~/.cache/hubd; /var/cache/hubd for root)\n"
-            "  --log-level L     error, warning, info (default) or debug\n"
-            "  --version         print the version and exit\n"
-            "SIGINT or SIGTERM stops it cleanly.\n");
+    fprintf(out, "usage: hubd [--config FILE] [--socket PATH] [--cache-dir DIR] [--ca-file FILE]\n"
+                 "            [--log-level LEVEL]\n"
+                 "\n"
+                 "The hubd download cache daemon. Runs in the foreground and logs to stderr.\n"
+                 "  --config FILE     read settings from an INI file (see etc/hubd.conf)\n"
+                 "  --socket PATH     Unix socket to listen on (default: $HUBD_SOCKET,\n"
+                 "                    $XDG_RUNTIME_DIR/hubd.sock, or /run/hubd/hubd.sock)\n"
+                 "  --cache-dir DIR   cache directory (default: $XDG_CACHE_HOME/hubd or\n"
+                 "                    ~/.cache/hubd; /var/cache/hubd for root)\n"
+                 "  --ca-file FILE    trusted CA certificates (PEM) for https:// (default: the\n"
+                 "                    system bundle, /etc/ssl/certs/ca-certificates.crt)\n"
+                 "  --log-level L     error, warning, info (default) or debug\n"
+                 "  --version         print the version and exit\n"
+                 "SIGINT or SIGTERM stops it cleanly.\n");
 }
 
 static void on_signal_closed(uv_handle_t *h)
@@ -82,17 +86,15 @@ static void on_signal(uv_signal_t *h, int signum)
 static int parse_args(int argc, char **argv, hubd_config_t *cfg)
 {
     static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"socket", required_argument, NULL, 's'},
-        {"cache-dir", required_argument, NULL, 'd'},
-        {"log-level", required_argument, NULL, 'l'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
+        {"config", required_argument, NULL, 'c'},    {"socket", required_argument, NULL, 's'},
+        {"cache-dir", required_argument, NULL, 'd'}, {"log-level", required_argument, NULL, 'l'},
+        {"ca-file", required_argument, NULL, 'a'},   {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},         {NULL, 0, NULL, 0},
     };
     const char *config_file = NULL, *socket = NULL, *cache_dir = NULL, *level = NULL;
+    const char *ca_file = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "c:s:d:l:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:s:d:l:a:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
             config_file = optarg;
@@ -105,6 +107,9 @@ static int parse_args(int argc, char **argv, hubd_config_t *cfg)
             break;
         case 'l':
             level = optarg;
+            break;
+        case 'a':
+            ca_file = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -138,7 +143,8 @@ static int parse_args(int argc, char **argv, hubd_config_t *cfg)
         const char *key, *value, *flag;
     } flags[] = {{"socket", socket, "--socket"},
                  {"cache_dir", cache_dir, "--cache-dir"},
-                 {"log_level", level, "--log-level"}};
+                 {"log_level", level, "--log-level"},
+                 {"ca_file", ca_file, "--ca-file"}};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
         if (flags[i].value && config_set(cfg, flags[i].key, flags[i].value)) {
             fprintf(stderr, "hubd: bad value '%s' for %s\n", flags[i].value, flags[i].flag);
@@ -164,7 +170,12 @@ int main(int argc, char **argv)
     snprintf(db_path, sizeof db_path, "%s/hubd.db", d.cfg.cache_dir);
     if ((rc = db_open(db_path, &d.db)))
         goto out;
-    if ((rc = jobs_new(d.loop, &d.cfg, d.store, d.db, &d.jobs)))
+    char err[600];
+    if ((rc = tls_ctx_new(&d.cfg, &d.tls, err, sizeof err))) {
+        log_err("TLS set-up: %s", err);
+        goto out;
+    }
+    if ((rc = jobs_new(d.loop, &d.cfg, d.store, d.db, d.tls, &d.jobs)))
         goto out;
     if ((rc = session_server_start(d.loop, &d.cfg, d.jobs, d.db, &d.server))) {
         jobs_shutdown(d.jobs, NULL, NULL);
@@ -185,6 +196,7 @@ run_out:
     else if (!rc)
         log_info("stopped");
 out:
+    tls_ctx_free(d.tls);
     db_close(d.db);
     store_close(d.store);
     config_free(&d.cfg);

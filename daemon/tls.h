@@ -1,0 +1,64 @@
+/* tls: TLS 1.2 client connections on mbedTLS, driven by the event loop.
+ *
+ * mbedTLS never touches a socket here: its BIO callbacks read ciphertext from
+ * an input buffer that the connection fills from uv_read, and append
+ * ciphertext to an output buffer that the connection hands to uv_write. So a
+ * handshake, a read or a write never blocks; "want more input" comes back as
+ * TLS_WANT_INPUT and the caller tries again after the next read.
+ *
+ * One tls_ctx_t is made at start-up: the CA chain (parsed once and shared),
+ * the random generator, the two configurations (verifying, and not verifying
+ * for hosts the config file lists as insecure), the ordered cipher suites,
+ * and a cache of TLS sessions per origin so reconnects resume. Loop thread
+ * only. */
+#ifndef HUBD_TLS_H
+#define HUBD_TLS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "config.h"
+
+typedef struct tls_ctx tls_ctx_t;
+typedef struct tls_conn tls_conn_t;
+
+#define TLS_WANT_INPUT 1 /* not an error: feed more ciphertext, call again */
+
+/* Loads the CA chain (cfg->ca_file, else cfg->ca_path, else the system
+ * bundle) and sets up the configurations. A missing CA file is an error only
+ * when one was configured explicitly; err gets a message for people. */
+int tls_ctx_new(const hubd_config_t *cfg, tls_ctx_t **out, char *err, size_t errlen);
+void tls_ctx_free(tls_ctx_t *ctx);
+
+/* A client connection to host (a DNS name, or an IP literal without
+ * brackets); origin names its session-cache slot ("https://host:port"). */
+int tls_conn_new(tls_ctx_t *ctx, const char *host, const char *origin, tls_conn_t **out);
+void tls_conn_free(tls_conn_t *c);
+
+/* Room for ciphertext from the socket: at least 16 KiB at *p. */
+int tls_conn_input_space(tls_conn_t *c, char **p, size_t *room);
+/* n bytes were written at the space given out by tls_conn_input_space. */
+void tls_conn_input_commit(tls_conn_t *c, size_t n);
+
+/* Drives the handshake: 0 when complete, TLS_WANT_INPUT, or a negative
+ * value with *code ("tls_verify" or "tls") and msg set. */
+int tls_conn_handshake(tls_conn_t *c, const char **code, char *msg, size_t msglen);
+/* Whether the handshake resumed a cached session (for logs and tests). */
+int tls_conn_resumed(const tls_conn_t *c);
+
+/* Decrypted bytes into buf: > 0 bytes, 0 after the peer's close_notify,
+ * -TLS_WANT_INPUT when no whole record is buffered, or another negative
+ * value with msg set. */
+ssize_t tls_conn_read(tls_conn_t *c, char *buf, size_t cap, char *msg, size_t msglen);
+
+/* Encrypts all of data into the output buffer. 0, or negative with msg. */
+int tls_conn_write(tls_conn_t *c, const char *data, size_t n, char *msg, size_t msglen);
+
+/* Takes the pending ciphertext (malloc'd, the caller frees it after
+ * uv_write); NULL when there is none. */
+char *tls_conn_take_output(tls_conn_t *c, size_t *len);
+
+/* Queues a close_notify alert (take the output afterwards). */
+void tls_conn_close_notify(tls_conn_t *c);
+
+#endif
