@@ -60,16 +60,19 @@ def stop_pid(proc, sig=signal.SIGTERM, timeout=10.0):
 class Origin:
     """tests/origin.py serving a directory on loopback."""
 
-    def __init__(self, root, bind="127.0.0.1"):
+    def __init__(self, root, bind="127.0.0.1", tls=None, name=".port"):
+        """tls: (cert file, key file) to serve HTTPS."""
         self.root = root
         self.bind = bind
-        self.port_file = os.path.join(root, ".port")
+        self.port_file = os.path.join(root, name)
         if os.path.exists(self.port_file):
             os.unlink(self.port_file)
-        self.proc = subprocess.Popen(
-            [sys.executable, ORIGIN_PY, "--root", root, "--bind", bind,
-             "--port-file", self.port_file],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        args = [sys.executable, ORIGIN_PY, "--root", root, "--bind", bind,
+                "--port-file", self.port_file]
+        if tls:
+            args += ["--tls-cert", tls[0], "--tls-key", tls[1]]
+        self.ca_file = None
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for(lambda: os.path.exists(self.port_file) or self.proc.poll() is not None,
                  what="the origin to listen")
         if self.proc.poll() is not None:
@@ -77,13 +80,18 @@ class Origin:
         with open(self.port_file) as f:
             self.port = int(f.read().strip())
         host = "[%s]" % bind if ":" in bind else bind
-        self.base = "http://%s:%d" % (host, self.port)
+        self.base = "%s://%s:%d" % ("https" if tls else "http", host, self.port)
+        self.tls = tls
 
     def url(self, path):
         return self.base + path
 
     def stats(self):
-        with urllib.request.urlopen(self.base + "/stats", timeout=10) as r:
+        ctx = None
+        if self.tls:  # the test's own view of the origin: no verification needed
+            import ssl
+            ctx = ssl._create_unverified_context()
+        with urllib.request.urlopen(self.base + "/stats", timeout=10, context=ctx) as r:
             return json.load(r)
 
     def requests_for(self, path):

@@ -1,0 +1,184 @@
+"""HTTPS: verified like a browser would, resumed, kept alive, never downgraded,
+and a cut stream is never a success. Certificates come from
+tests/tls/make-certs.sh, made fresh for the test run."""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from harness import Hubd, HubTestCase, Origin, sha256_file, wait_for
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MAKE_CERTS = os.path.join(HERE, "..", "tls", "make-certs.sh")
+CERTS = None
+
+
+def setUpModule():
+    global CERTS
+    CERTS = tempfile.mkdtemp(prefix="hubd-certs-")
+    subprocess.run(["bash", MAKE_CERTS, CERTS], check=True, timeout=60)
+
+
+def tearDownModule():
+    shutil.rmtree(CERTS, ignore_errors=True)
+
+
+def cert(name):
+    return (os.path.join(CERTS, name + ".crt"), os.path.join(CERTS, name + ".key"))
+
+
+def write_config(path, **keys):
+    with open(path, "w") as f:
+        f.write("[hubd]\n" + "".join("%s = %s\n" % kv for kv in keys.items()))
+    return path
+
+
+class TLSTest(HubTestCase):
+    server_cert = "server"
+
+    def setUp(self):
+        super().setUp()
+        # The fixture's plain origin stays for redirects; this one speaks TLS.
+        self.tls_origin = Origin(self.root, tls=cert(self.server_cert), name=".tls-port")
+        self.addCleanup(self.tls_origin.stop)
+        self.restart_hubd()
+
+    def restart_hubd(self, **config):
+        self.hubd.stop()
+        args = ["--ca-file", os.path.join(CERTS, "ca.crt")]
+        conf = write_config(os.path.join(self.tmp, "tls.conf"), **config) if config else None
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-tls-%d" % len(os.listdir(self.tmp))),
+                         extra_args=args, config=conf)
+
+    def https(self, path, host="127.0.0.1"):
+        return "https://%s:%d%s" % (host, self.tls_origin.port, path)
+
+    def test_verified_fetch_matches_sha256(self):
+        digest = self.make_file("a.bin", 3 * 1024 * 1024 + 5)
+        r = self.hubctl("fetch", "--sha256", digest, self.https("/files/a.bin"))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(sha256_file(r.out.strip()), digest)
+        # By name too: SNI and the dNSName check.
+        r = self.hubctl("fetch", "--json", self.https("/files/a.bin", host="localhost"))
+        self.assertEqual(json.loads(r.out)["sha256"], digest, r)
+
+    def test_chunked_over_tls(self):
+        digest = self.make_file("c.bin", 700001)
+        r = self.hubctl("fetch", self.https("/chunked/c.bin"))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(sha256_file(r.out.strip()), digest)
+
+    def test_keepalive_over_tls(self):
+        self.make_file("k1", 1000, seed=1)
+        self.make_file("k2", 1000, seed=2)
+        for name in ("k1", "k2"):
+            self.assertEqual(self.hubctl("fetch", self.https("/files/" + name)).rc, 0)
+        st = self.tls_origin.stats()
+        self.assertEqual(st["connections"], 1)
+        self.assertEqual(st["handshakes"], 1)
+
+    def test_session_resumed_on_reconnect(self):
+        self.restart_hubd(keepalive_timeout="1ms")  # every fetch reconnects
+        for i in range(3):
+            self.make_file("r%d" % i, 1000, seed=i)
+            r = self.hubctl("fetch", self.https("/files/r%d" % i))
+            self.assertEqual(r.rc, 0, r)
+            wait_for(lambda: self.tls_origin.stats()["handshakes"] == i + 1,
+                     what="handshake %d" % (i + 1))
+        self.assertGreaterEqual(self.tls_origin.stats()["resumed"], 2)
+
+    def test_eight_concurrent_https_fetches_one_transfer(self):
+        digest = self.make_file("big.bin", 8 * 1024 * 1024)
+        url = self.https("/files/big.bin?bps=%d" % (16 * 1024 * 1024))
+        procs = [self.hubctl_bg("fetch", "--json", url) for _ in range(8)]
+        results = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+        self.assertTrue(all(r["ok"] and r["sha256"] == digest for r in results), results)
+        self.assertEqual(self.tls_origin.requests_for("/files/big.bin"), 1)
+
+    def test_truncated_tls_stream_is_an_error(self):
+        self.make_file("t.bin", 500000)
+        for path in ("/files/t.bin?truncate=100000", "/eof/t.bin?truncate=100000"):
+            r = self.hubctl("fetch", self.https(path))
+            self.assertEqual(r.rc, 1, (path, r))
+            self.assertIn("truncated", r.err)
+        self.assertEqual(self.hubd.blob_files(), [])
+        self.assertEqual(self.hubd.tmp_files(), [])
+
+    def test_close_delimited_body_with_close_notify(self):
+        digest = self.make_file("e.bin", 300000)
+        r = self.hubctl("fetch", self.https("/eof/e.bin"))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(os.path.basename(r.out.strip()), digest)
+
+    def test_redirect_https_to_http_refused(self):
+        self.make_file("d.bin", 1000)
+        target = self.origin.url("/files/d.bin")
+        r = self.hubctl("fetch", self.https("/redirect-to?url=%s" % target))
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("redirect", r.err)
+        self.assertIn("https to http", r.err)
+        self.assertEqual(self.origin.requests_for("/files/d.bin"), 0)
+        self.assertEqual(self.hubd.blob_files(), [])
+
+    def test_redirect_http_to_https_followed(self):
+        digest = self.make_file("u.bin", 1000)
+        r = self.hubctl("fetch", self.origin.url("/redirect-to?url=%s" % self.https("/files/u.bin")))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(os.path.basename(r.out.strip()), digest)
+        self.assertEqual(self.tls_origin.requests_for("/files/u.bin"), 1)
+
+    def test_backpressure_over_tls(self):
+        # Tiny buffers: reading pauses with whole records still buffered in
+        # TLS; resuming must decrypt them without waiting for the socket.
+        self.restart_hubd(read_buffer_size="4K", max_inflight="64K")
+        digest = self.make_file("b.bin", 5 * 1024 * 1024 + 7)
+        r = self.hubctl("fetch", self.https("/files/b.bin"), timeout=60)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(sha256_file(r.out.strip()), digest)
+
+
+class BadCertTest(HubTestCase):
+    """Each bad certificate fails with its reason and stores nothing."""
+
+    def fetch_with(self, cert_name, host="localhost", config=None):
+        origin = Origin(self.root, tls=cert(cert_name), name=".%s-port" % cert_name)
+        self.addCleanup(origin.stop)
+        self.hubd.stop()
+        conf = None
+        if config:
+            conf = write_config(os.path.join(self.tmp, "bad.conf"), **config)
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-" + cert_name),
+                         extra_args=["--ca-file", os.path.join(CERTS, "ca.crt")], config=conf)
+        self.make_file("x.bin", 1000)
+        return self.hubctl("fetch", "https://%s:%d/files/x.bin" % (host, origin.port))
+
+    def assert_refused(self, r, reason):
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("tls_verify", r.err)
+        self.assertIn(reason, r.err)
+        self.assertEqual(self.hubd.blob_files(), [])
+
+    def test_unknown_ca(self):
+        self.assert_refused(self.fetch_with("untrusted"), "unknown CA")
+
+    def test_expired(self):
+        self.assert_refused(self.fetch_with("expired"), "expired")
+
+    def test_wrong_name(self):
+        self.assert_refused(self.fetch_with("wrongname"), "name mismatch")
+
+    def test_wrong_ip(self):
+        # The certificate names wrong.example only: no iPAddress SAN matches.
+        self.assert_refused(self.fetch_with("wrongname", host="127.0.0.1"), "name mismatch")
+
+    def test_insecure_host_opt_out_is_loud(self):
+        r = self.fetch_with("untrusted", config={"tls_insecure_hosts": "localhost"})
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("VERIFICATION IS OFF for host localhost", self.hubd.read_log())
+
+
+if __name__ == "__main__":
+    unittest.main()
