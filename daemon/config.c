@@ -151,6 +151,16 @@ static int set_string(char **slot, const char *value)
     return 0;
 }
 
+/* An optional string: empty means "none". */
+static int set_optional(char **slot, const char *value)
+{
+    if (*value)
+        return set_string(slot, value);
+    free(*slot);
+    *slot = NULL;
+    return 0;
+}
+
 static int set_size(size_t *slot, const char *value, uint64_t min, uint64_t max)
 {
     uint64_t v;
@@ -188,11 +198,11 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value)
     if (strcmp(key, "ca_file") == 0)
         return set_string(&cfg->ca_file, value);
     if (strcmp(key, "ca_path") == 0)
-        return set_string(&cfg->ca_path, value);
+        return set_optional(&cfg->ca_path, value);
     if (strcmp(key, "tls_ciphers") == 0)
         return set_string(&cfg->tls_ciphers, value);
     if (strcmp(key, "tls_insecure_hosts") == 0)
-        return set_string(&cfg->tls_insecure_hosts, value);
+        return set_optional(&cfg->tls_insecure_hosts, value);
     if (strcmp(key, "log_level") == 0) {
         int lvl = log_level_parse(value);
         if (lvl < 0)

@@ -141,6 +141,9 @@ START_TEST(config_shipped_file_documents_defaults)
     ck_assert_uint_eq(cfg.keepalive_ms, def.keepalive_ms);
     ck_assert_uint_eq(cfg.max_redirects, def.max_redirects);
     ck_assert_int_eq(cfg.log_level, def.log_level);
+    ck_assert_str_eq(cfg.tls_ciphers, def.tls_ciphers);
+    ck_assert_ptr_null(cfg.ca_path);
+    ck_assert_ptr_null(cfg.tls_insecure_hosts);
     config_free(&def);
     config_free(&cfg);
 }
