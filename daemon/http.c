@@ -15,6 +15,9 @@
 #define HTTP_MAX_IDLE 32                  /* pooled idle connections, all origins */
 #define HTTP_DISCARD_MAX (64 * 1024)      /* larger unwanted bodies close the connection */
 #define HUBD_USER_AGENT "hubd/0.1.0"
+#define TLS_SPILL_MAX (4u << 20)   /* ciphertext queued for decryption: stop reading */
+#define TLS_SPILL_ROOM (64 * 1024) /* room offered to each read */
+#define TLS_WORK_MAX_OUT 64        /* plaintext buffers per decrypt item */
 
 typedef enum {
     CONN_RESOLVING,  /* uv_getaddrinfo in flight */
@@ -26,6 +29,19 @@ typedef enum {
 } conn_state_t;
 
 typedef struct http_conn http_conn_t;
+
+/* One decrypt work item: the ciphertext handed over and the empty pooled
+ * buffers it fills with plaintext. */
+typedef struct tls_work {
+    uv_work_t req;
+    http_conn_t *conn;
+    char *in; /* ciphertext, owned by the item */
+    size_t in_len;
+    buf_t *out[TLS_WORK_MAX_OUT]; /* one reference each, from the loop */
+    size_t nout;
+    int status; /* TLS_WORK_* */
+    char msg[300];
+} tls_work_t;
 
 struct http_client {
     uv_loop_t *loop;
@@ -64,8 +80,18 @@ struct http_conn {
     unsigned writes_pending; /* uv_writes not yet completed (they own their bytes) */
     tls_conn_t *tls;         /* https only: the TLS state; NULL for http */
     int tls_eof;             /* the server sent close_notify: a clean end */
-    int tls_resume;          /* the timer fires at once to decrypt what is buffered */
-    const char *fail_code;   /* set by a parser callback that stopped the parse */
+    /* https, after the handshake: ciphertext collects in spill on the loop;
+     * a decrypt work item (one at a time) owns the TLS state and turns what
+     * it was handed into plaintext in pooled buffers. */
+    char *spill; /* ciphertext read, not yet handed to a work item */
+    size_t spill_len, spill_cap;
+    int spill_full;        /* reading stopped: spill is at TLS_SPILL_MAX */
+    int decrypting;        /* the decrypt item is in flight */
+    int tls_more;          /* the last item stopped for want of room, not input */
+    ssize_t eof_pending;   /* EOF or error read while ciphertext was still queued */
+    int plain_pending;     /* more decrypted bytes follow the ones being parsed */
+    tls_work_t work;       /* the decrypt item (valid while decrypting) */
+    const char *fail_code; /* set by a parser callback that stopped the parse */
     const char *fail_msg;
     http_conn_t *next_idle; /* link in client->idle */
 };
@@ -106,6 +132,7 @@ static void conn_try_next(http_conn_t *conn);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *out);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
 static int conn_write_owned(http_conn_t *conn, char *buf, size_t n);
+static void conn_tls_kick(http_conn_t *conn);
 static void req_connect_new(http_req_t *req);
 
 /* ---- request life ---------------------------------------------------- */
@@ -214,6 +241,7 @@ static void conn_maybe_free(http_conn_t *conn)
     if (conn->rbuf)
         buf_unref(c->pool, conn->rbuf);
     tls_conn_free(conn->tls);
+    free(conn->spill);
     free(conn);
     c->nconns--;
     if (c->closing && c->nconns == 0)
@@ -254,7 +282,8 @@ static void conn_close(http_conn_t *conn)
         return;
     if (conn->state == CONN_IDLE)
         idle_remove(conn);
-    if (conn->tls && (conn->state == CONN_ACTIVE || conn->state == CONN_IDLE)) {
+    if (conn->tls && !conn->decrypting &&
+        (conn->state == CONN_ACTIVE || conn->state == CONN_IDLE)) {
         /* Best effort: the alert usually leaves in uv_write's first try,
          * before uv_close cancels what is left. */
         size_t n;
@@ -274,18 +303,9 @@ static void conn_close(http_conn_t *conn)
     }
 }
 
-static void conn_tls_pump(http_conn_t *conn);
-static void timer_arm(http_conn_t *conn, unsigned ms);
-
 static void on_timeout(uv_timer_t *t)
 {
     http_conn_t *conn = t->data;
-    if (conn->tls_resume) { /* not a timeout: resume decrypting (http_req_set_paused) */
-        conn->tls_resume = 0;
-        timer_arm(conn, conn->client->cfg->idle_timeout_ms);
-        conn_tls_pump(conn);
-        return;
-    }
     switch (conn->state) {
     case CONN_RESOLVING:
         conn_fail(conn, "timeout", "DNS lookup timed out");
@@ -499,16 +519,38 @@ static int conn_rbuf_space(http_conn_t *conn, char **p, size_t *room)
     return 0;
 }
 
-/* Plain connections read straight into the pooled buffer; TLS connections
- * read ciphertext into the TLS input buffer and decrypt into the pool. */
+/* Room for ciphertext in the spill buffer (loop-owned; see conn_tls_kick). */
+static int spill_space(http_conn_t *conn, char **p, size_t *room)
+{
+    if (conn->spill_cap - conn->spill_len < TLS_SPILL_ROOM) {
+        size_t cap = conn->spill_cap ? conn->spill_cap * 2 : 4 * TLS_SPILL_ROOM;
+        char *n = realloc(conn->spill, cap);
+        if (!n)
+            return -ENOMEM;
+        conn->spill = n;
+        conn->spill_cap = cap;
+    }
+    *p = conn->spill + conn->spill_len;
+    *room = conn->spill_cap - conn->spill_len;
+    return 0;
+}
+
+/* Plain connections read straight into the pooled buffer. TLS connections
+ * read the handshake into the TLS input buffer, and after it ciphertext into
+ * the spill buffer, which a decrypt work item turns into pooled plaintext. */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *out)
 {
     (void)suggested;
     http_conn_t *conn = h->data;
     char *p;
     size_t room;
-    int rc =
-        conn->tls ? tls_conn_input_space(conn->tls, &p, &room) : conn_rbuf_space(conn, &p, &room);
+    int rc;
+    if (!conn->tls)
+        rc = conn_rbuf_space(conn, &p, &room);
+    else if (conn->state == CONN_HANDSHAKE)
+        rc = tls_conn_input_space(conn->tls, &p, &room);
+    else
+        rc = spill_space(conn, &p, &room);
     *out = rc ? uv_buf_init(NULL, 0) : uv_buf_init(p, (unsigned)room);
 }
 
@@ -520,7 +562,10 @@ static void conn_message_done(http_conn_t *conn, int keep)
     http_req_t *req = conn->req;
     conn->req = NULL;
     req->conn = NULL;
-    if (keep && !conn->writes_pending && llhttp_should_keep_alive(&conn->parser) &&
+    /* Bytes beyond the response (plaintext or ciphertext not yet decrypted)
+     * mean a confused server: such a connection is not reused. */
+    int extra = conn->plain_pending || conn->spill_len || conn->tls_more;
+    if (keep && !extra && !conn->writes_pending && llhttp_should_keep_alive(&conn->parser) &&
         !conn->client->closing)
         conn_make_idle(conn);
     else
@@ -603,34 +648,136 @@ static int conn_feed(http_conn_t *conn, const char *p, size_t n)
     return 0;
 }
 
-/* Decrypts what the TLS input holds into pooled buffers and parses it, until
- * a record is incomplete, the request is paused, or it ends. */
-static void conn_tls_pump(http_conn_t *conn)
+/* ---- TLS decryption in the thread pool ---------------------------------- */
+
+enum { TLS_WORK_WANT, TLS_WORK_FULL, TLS_WORK_CLOSED, TLS_WORK_ERROR };
+
+/* Pool thread. Owns conn->tls and the buffers it was handed; touches nothing
+ * else of the connection. */
+static void tls_work(uv_work_t *req)
 {
-    char msg[400];
-    while (conn->state == CONN_ACTIVE && conn->req && !conn->req->paused) {
-        char *p;
-        size_t room;
-        if (conn_rbuf_space(conn, &p, &room)) {
-            conn_fail(conn, "internal", "out of memory");
-            return;
-        }
-        ssize_t n = tls_conn_read(conn->tls, p, room, msg, sizeof msg);
-        if (n == -TLS_WANT_INPUT)
-            return;
-        if (n == 0) { /* close_notify: the server's clean end of the stream */
-            conn->tls_eof = 1;
-            conn_on_eof(conn, UV_EOF);
-            return;
-        }
-        if (n < 0) {
-            conn_fail(conn, conn->req->got_response ? "truncated" : "tls", msg);
-            return;
-        }
-        conn->rbuf->len += (size_t)n;
-        if (conn_feed(conn, p, (size_t)n))
-            return;
+    tls_work_t *w = req->data;
+    http_conn_t *conn = w->conn;
+    size_t size = conn->client->pool->size;
+    w->status = TLS_WORK_FULL;
+    if (w->in_len && tls_conn_input_append(conn->tls, w->in, w->in_len)) {
+        w->status = TLS_WORK_ERROR;
+        snprintf(w->msg, sizeof w->msg, "out of memory");
+        return;
     }
+    for (size_t i = 0; i < w->nout; i++) {
+        buf_t *b = w->out[i];
+        while (b->len < size) {
+            ssize_t n =
+                tls_conn_read(conn->tls, b->data + b->len, size - b->len, w->msg, sizeof w->msg);
+            if (n > 0) {
+                b->len += (size_t)n;
+                continue;
+            }
+            w->status = n == -TLS_WANT_INPUT ? TLS_WORK_WANT
+                        : n == 0             ? TLS_WORK_CLOSED
+                                             : TLS_WORK_ERROR;
+            return;
+        }
+    }
+}
+
+static void after_tls_work(uv_work_t *req, int status);
+
+/* Hands queued ciphertext to a decrypt item, when none is in flight and the
+ * request wants more; with nothing queued, reports an EOF that waited for the
+ * queue to empty. At most one item per connection, so the TLS state needs no
+ * lock: the loop touches it again only once the item is back. */
+static void conn_tls_kick(http_conn_t *conn)
+{
+    if (conn->decrypting || conn->state != CONN_ACTIVE || !conn->req || conn->req->paused)
+        return;
+    if (conn->spill_len == 0 && !conn->tls_more) {
+        if (conn->eof_pending) {
+            ssize_t e = conn->eof_pending;
+            conn->eof_pending = 0;
+            conn_on_eof(conn, e);
+        }
+        return;
+    }
+    bufpool_t *pool = conn->client->pool;
+    tls_work_t *w = &conn->work;
+    w->conn = conn;
+    /* Plaintext is never longer than the ciphertext it comes from. */
+    w->nout = (conn->spill_len + tls_conn_input_pending(conn->tls)) / pool->size + 2;
+    if (w->nout > TLS_WORK_MAX_OUT)
+        w->nout = TLS_WORK_MAX_OUT;
+    for (size_t i = 0; i < w->nout; i++) {
+        if (!(w->out[i] = bufpool_get(pool))) {
+            w->nout = i;
+            break;
+        }
+    }
+    if (w->nout == 0) {
+        conn_fail(conn, "internal", "out of memory");
+        return;
+    }
+    w->in = conn->spill; /* the item's now; a new spill starts empty */
+    w->in_len = conn->spill_len;
+    conn->spill = NULL;
+    conn->spill_len = conn->spill_cap = 0;
+    conn->tls_more = 0;
+    conn->decrypting = 1;
+    conn->pending++; /* the connection is not freed under the item */
+    w->req.data = w;
+    uv_queue_work(conn->client->loop, &w->req, tls_work, after_tls_work);
+    if (conn->spill_full) { /* the spill was handed on: read again */
+        conn->spill_full = 0;
+        uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
+    }
+}
+
+/* Loop thread: parse the plaintext, then decide what the item's end means. */
+static void after_tls_work(uv_work_t *req, int status)
+{
+    (void)status;
+    tls_work_t *w = req->data;
+    http_conn_t *conn = w->conn;
+    bufpool_t *pool = conn->client->pool;
+    free(w->in);
+    w->in = NULL;
+    conn->decrypting = 0;
+    conn->pending--;
+    int over = conn->state != CONN_ACTIVE || !conn->req;
+    for (size_t i = 0; i < w->nout; i++) {
+        buf_t *b = w->out[i];
+        if (over || b->len == 0) {
+            buf_unref(pool, b);
+            continue;
+        }
+        if (conn->rbuf)
+            buf_unref(pool, conn->rbuf);
+        conn->rbuf = b; /* the item's reference becomes the connection's */
+        conn->plain_pending = i + 1 < w->nout && w->out[i + 1]->len > 0;
+        over = conn_feed(conn, b->data, b->len);
+        conn->plain_pending = 0;
+    }
+    if (conn->state == CONN_CLOSING) {
+        conn_maybe_free(conn);
+        return;
+    }
+    if (over || conn->state != CONN_ACTIVE || !conn->req)
+        return; /* the response ended (or failed) while being parsed */
+    switch (w->status) {
+    case TLS_WORK_ERROR:
+        conn_fail(conn, conn->req->got_response ? "truncated" : "tls", w->msg);
+        return;
+    case TLS_WORK_CLOSED: /* close_notify: the server's clean end of the stream */
+        conn->tls_eof = 1;
+        conn_on_eof(conn, UV_EOF);
+        return;
+    case TLS_WORK_FULL:
+        conn->tls_more = 1;
+        break;
+    default:
+        break;
+    }
+    conn_tls_kick(conn);
 }
 
 static void conn_handshake_step(http_conn_t *conn);
@@ -642,17 +789,27 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     if (nread == 0 || conn->state == CONN_CLOSING)
         return;
     if (nread < 0) {
+        if (conn->tls && conn->state == CONN_ACTIVE &&
+            (conn->decrypting || conn->spill_len || conn->tls_more)) {
+            /* Decide once the ciphertext already read is decrypted: it may
+             * hold the end of the response and the close_notify. */
+            conn->eof_pending = nread;
+            uv_read_stop(s);
+            conn_tls_kick(conn);
+            return;
+        }
         conn_on_eof(conn, nread);
         return;
     }
-    if (conn->tls)
-        tls_conn_input_commit(conn->tls, (size_t)nread);
-    else
-        conn->rbuf->len += (size_t)nread;
     if (conn->state == CONN_HANDSHAKE) {
+        tls_conn_input_commit(conn->tls, (size_t)nread);
         conn_handshake_step(conn);
         return;
     }
+    if (conn->tls)
+        conn->spill_len += (size_t)nread;
+    else
+        conn->rbuf->len += (size_t)nread;
     http_req_t *req = conn->req;
     if (conn->state != CONN_ACTIVE || !req) {
         conn_close(conn); /* bytes on an idle connection: not a state we can trust */
@@ -660,10 +817,15 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     }
     if (!req->paused)
         timer_arm(conn, conn->client->cfg->idle_timeout_ms);
-    if (conn->tls)
-        conn_tls_pump(conn);
-    else
+    if (!conn->tls) {
         conn_feed(conn, conn->rbuf->data + conn->rbuf->len - nread, (size_t)nread);
+        return;
+    }
+    if (conn->spill_len >= TLS_SPILL_MAX) { /* decryption is behind: stop reading */
+        conn->spill_full = 1;
+        uv_read_stop(s);
+    }
+    conn_tls_kick(conn);
 }
 
 /* ---- connecting and sending -------------------------------------------- */
@@ -961,13 +1123,8 @@ void http_req_set_paused(http_req_t *req, int paused)
     } else {
         uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
         timer_arm(conn, conn->client->cfg->idle_timeout_ms);
-        if (conn->tls) {
-            /* Records already read may hold more of the body, and the
-             * server may send nothing more: decrypt them, but from the loop,
-             * not from inside the caller. */
-            conn->tls_resume = 1;
-            uv_timer_start(&conn->timer, on_timeout, 0, 0);
-        }
+        if (conn->tls) /* records already read may hold more of the body */
+            conn_tls_kick(conn);
     }
 }
 

@@ -144,6 +144,27 @@ void tls_conn_input_commit(tls_conn_t *c, size_t n)
     c->in_end += n;
 }
 
+size_t tls_conn_input_pending(const tls_conn_t *c)
+{
+    return c->in_end - c->in_start;
+}
+
+int tls_conn_input_append(tls_conn_t *c, const char *data, size_t n)
+{
+    while (n > 0) {
+        char *p;
+        size_t room;
+        if (tls_conn_input_space(c, &p, &room))
+            return -ENOMEM;
+        size_t k = n < room ? n : room;
+        memcpy(p, data, k);
+        c->in_end += k;
+        data += k;
+        n -= k;
+    }
+    return 0;
+}
+
 char *tls_conn_take_output(tls_conn_t *c, size_t *len)
 {
     if (c->out_len == 0)

@@ -9,8 +9,12 @@
  * One tls_ctx_t is made at start-up: the CA chain (parsed once and shared),
  * the random generator, the two configurations (verifying, and not verifying
  * for hosts the config file lists as insecure), the ordered cipher suites,
- * and a cache of TLS sessions per origin so reconnects resume. Loop thread
- * only. */
+ * and a cache of TLS sessions per origin so reconnects resume.
+ *
+ * Threads: the context and the handshake belong to the loop thread. A
+ * connection's tls_conn_t may be handed to one pool thread at a time for
+ * tls_conn_input_append and tls_conn_read (decryption); the loop does not
+ * touch it until that work item is back. */
 #ifndef HUBD_TLS_H
 #define HUBD_TLS_H
 
@@ -39,6 +43,10 @@ void tls_conn_free(tls_conn_t *c);
 int tls_conn_input_space(tls_conn_t *c, char **p, size_t *room);
 /* n bytes were written at the space given out by tls_conn_input_space. */
 void tls_conn_input_commit(tls_conn_t *c, size_t n);
+/* Ciphertext held and not yet decrypted. */
+size_t tls_conn_input_pending(const tls_conn_t *c);
+/* Copies n bytes of ciphertext in. 0 or -ENOMEM. */
+int tls_conn_input_append(tls_conn_t *c, const char *data, size_t n);
 
 /* Drives the handshake: 0 when complete, TLS_WANT_INPUT, or a negative
  * value with *code ("tls_verify" or "tls") and msg set. */
