@@ -5,13 +5,19 @@
 #   bench/bench.sh [SIZE_MIB (default 1024)] [ROUNDS (default 3)]
 #
 # Each round runs these one after the other, in an order that rotates from
-# round to round, each against the same nginx and the same random file:
+# round to round, each against the same random file, over plain HTTP from one
+# nginx and over HTTPS from a second nginx (certificates made by
+# tests/tls/make-certs.sh in the work dir):
 #   hubd            hubctl fetch into a FRESH cache (hubd is restarted with an
 #                   empty cache dir first), so a cache miss including hubd's
 #                   SHA-256, fsync, rename and SQLite commit
 #   python-128k     bench/py_loop.py: torch.hub's loop, 128 KiB reads
 #   python-8k       the same with 8 KiB reads (torch.hub before PR 116536)
 #   curl+sha256sum  curl -s -o FILE URL && sha256sum FILE
+#   hubd-https, python-128k-https, curl+sha256sum-https
+#                   the same over https (hubd with --ca-file, python and curl
+#                   trusting the same CA file); if hubd cannot do https, its
+#                   row says why and the rest still runs
 # Wall time is that of the client command; CPU is user+system time of every
 # process involved (for hubd: hubctl's plus the daemon's own, read from
 # /proc/PID/stat before and after). Every digest is checked against the
@@ -29,7 +35,8 @@ NGINX_ORIGIN=$REPO/scripts/nginx-origin.sh
 HUBD=$BUILD_DIR/daemon/hubd
 HUBCTL=$BUILD_DIR/client/hubctl
 PY_LOOP=$REPO/bench/py_loop.py
-TOOLS=(hubd python-128k python-8k curl+sha256sum)
+MAKE_CERTS=$REPO/tests/tls/make-certs.sh
+TOOLS=(hubd python-128k python-8k curl+sha256sum hubd-https python-128k-https curl+sha256sum-https)
 
 SIZE_MIB=${1:-1024}
 ROUNDS=${2:-3}
@@ -38,8 +45,9 @@ if ! [[ $SIZE_MIB =~ ^[1-9][0-9]*$ && $ROUNDS =~ ^[1-9][0-9]*$ && $# -le 2 ]]; t
     exit 2
 fi
 
-work=""     # the one temp dir: source file, outputs, caches, logs
-hubd_pid="" # the current hubd, our child
+work=""       # the one temp dir: source file, outputs, caches, certs, logs
+hubd_pid=""   # the current hubd, our child
+hubd_cache="" # its cache dir, removed when it stops
 
 die() {
     echo "bench: $*" >&2
@@ -55,6 +63,7 @@ cleanup() {
     [[ -n $hubd_pid ]] && stop_pid "$hubd_pid"
     if [[ -n $work ]]; then
         "$NGINX_ORIGIN" stop "$work/nginx" || true
+        "$NGINX_ORIGIN" stop "$work/nginx-tls" || true
         rm -rf "$work"
     fi
     exit "$rc"
@@ -77,32 +86,45 @@ build() {
                 die "cmake configure failed"
             }
     fi
-    cmake --build "$BUILD_DIR" -j2 --target hubd hubctl sha256_speed >>"$log" 2>&1 ||
+    cmake --build "$BUILD_DIR" -j2 --target hubd hubctl sha256_speed tls_cipher_speed >>"$log" 2>&1 ||
         {
             tail -n 20 "$log" >&2
             die "build failed"
         }
 }
 
-# Starts a hubd with an empty cache in a new dir and waits until it answers.
+# start_hubd CACHE [ARG...]: starts a hubd with an empty cache in CACHE and
+# waits until it answers. On failure it stops that hubd, leaves the reason in
+# $HUBD_FAILURE and returns 1.
 start_hubd() {
-    local cache=$1 i
+    local cache=$1 i log
+    shift
     rm -rf "$cache"
-    "$HUBD" --socket "$HUBD_SOCKET" --cache-dir "$cache" 2>>"$work/hubd.log" &
+    log=$work/hubd-$(basename "$cache").log
+    "$HUBD" --socket "$HUBD_SOCKET" --cache-dir "$cache" "$@" 2>"$log" &
     hubd_pid=$!
+    hubd_cache=$cache
     for ((i = 0; i < 100; i++)); do # 10 s at most
         "$HUBCTL" status >/dev/null 2>&1 && return 0
         kill -0 "$hubd_pid" 2>/dev/null || break
         sleep 0.1
     done
-    tail -n 20 "$work/hubd.log" >&2
-    die "hubd did not answer 'hubctl status' within 10 s"
+    if kill -0 "$hubd_pid" 2>/dev/null; then
+        HUBD_FAILURE="hubd did not answer 'hubctl status' within 10 s"
+    else
+        HUBD_FAILURE="hubd $* exited at start"
+    fi
+    HUBD_FAILURE+=": $(tail -n 3 "$log" | tr '\n' ' ')"
+    stop_hubd
+    return 1
 }
 
 stop_hubd() {
     [[ -n $hubd_pid ]] || return 0
     stop_pid "$hubd_pid"
     hubd_pid=""
+    rm -rf "$hubd_cache" # one cache on disk at a time: the space check counts on it
+    hubd_cache=""
 }
 
 # Prints utime+stime of a live process in clock ticks. The fields are counted
@@ -142,52 +164,80 @@ timed() {
     T_CPU=$(awk -v u="$t" -v s="$T_CPU" 'BEGIN { printf "%.3f", u + s }')
 }
 
+# curl_and_sum URL [CURL-ARG...]
 curl_and_sum() {
-    curl -sS -o "$work/out/curl.bin" "$url" && sha256sum "$work/out/curl.bin"
+    local u=$1
+    shift
+    curl -sS "$@" -o "$work/out/curl.bin" "$u" && sha256sum "$work/out/curl.bin"
+}
+
+# Prints "protocol cipher" of the last GET in the TLS nginx's access log:
+# the download just measured (nothing else talks to that nginx).
+tls_of_last_get() {
+    awk -F'\t' '$1 == "GET" { p = $6 " " $7 } END { print (p == "") ? "-" : p }' \
+        "$work/nginx-tls/access.log"
 }
 
 # run_tool NAME ROUND: one measured download; appends a row to results.tsv.
 run_tool() {
-    local tool=$1 round=$2 digest="" cpu ticks0 ticks1
+    local tool=$1 round=$2 digest="" cpu ticks0 ticks1 u=$url tls="-"
+    local -a hubd_args=() curl_args=() py_args=()
     rm -rf "$work/out"
     mkdir -p "$work/out"
+    if [[ $tool == *-https ]]; then
+        u=$url_https
+        hubd_args=(--ca-file "$work/certs/ca.crt")
+        curl_args=(--cacert "$work/certs/ca.crt")
+        py_args=("$work/certs/ca.crt")
+    fi
+    T_RC=0 T_WALL=0 T_CPU=0
+    : >"$work/cmd.err"
     case $tool in
-    hubd)
+    hubd | hubd-https)
         stop_hubd
-        start_hubd "$work/cache-$round"
-        settle
-        ticks0=$(proc_cpu_ticks "$hubd_pid")
-        timed "$HUBCTL" fetch -q "$url"
-        ticks1=$(proc_cpu_ticks "$hubd_pid")
-        cpu=$(awk -v c="$T_CPU" -v a="$ticks0" -v b="$ticks1" -v hz="$CLK_TCK" \
-            'BEGIN { printf "%.3f", c + (b - a) / hz }')
-        T_CPU=$cpu
-        [[ $T_RC -eq 0 ]] && digest=$(sha256sum "$(head -n 1 "$work/cmd.out")" | cut -d' ' -f1)
+        if ! start_hubd "$work/cache-$tool" "${hubd_args[@]}"; then
+            T_RC=125
+            echo "$HUBD_FAILURE" >"$work/cmd.err"
+        else
+            settle
+            ticks0=$(proc_cpu_ticks "$hubd_pid")
+            timed "$HUBCTL" fetch -q "$u"
+            ticks1=$(proc_cpu_ticks "$hubd_pid")
+            cpu=$(awk -v c="$T_CPU" -v a="$ticks0" -v b="$ticks1" -v hz="$CLK_TCK" \
+                'BEGIN { printf "%.3f", c + (b - a) / hz }')
+            T_CPU=$cpu
+            [[ $T_RC -eq 0 ]] && digest=$(sha256sum "$(head -n 1 "$work/cmd.out")" | cut -d' ' -f1)
+        fi
         ;;
-    python-128k | python-8k)
+    python-128k | python-8k | python-128k-https)
         local chunk=131072
         [[ $tool == python-8k ]] && chunk=8192
         settle
-        timed "$PYTHON" "$PY_LOOP" "$url" "$work/out/py.bin" "$chunk"
+        timed "$PYTHON" "$PY_LOOP" "$u" "$work/out/py.bin" "$chunk" "${py_args[@]}"
         [[ $T_RC -eq 0 ]] && digest=$(head -n 1 "$work/cmd.out")
         ;;
-    curl+sha256sum)
+    curl+sha256sum | curl+sha256sum-https)
         settle
-        timed curl_and_sum
+        timed curl_and_sum "$u" "${curl_args[@]}"
         [[ $T_RC -eq 0 ]] && digest=$(cut -d' ' -f1 "$work/cmd.out")
         ;;
     esac
+    [[ $tool == *-https && $T_RC -eq 0 ]] && tls=$(tls_of_last_get)
     local ok=ok
     if [[ $T_RC -ne 0 ]]; then
-        ok="FAILED (exit $T_RC: $(head -c 200 "$work/cmd.err" | tr '\n' ' '))"
+        ok="FAILED (exit $T_RC: $(head -c 300 "$work/cmd.err" | tr '\n\t' '  '))"
     elif [[ $digest != "$src_sha" ]]; then
         ok="WRONG sha256 $digest"
     fi
-    printf '  round %d/%d  %-15s %8.3f s  %8.1f MiB/s  cpu %7.3f s  sha256 %s\n' \
-        "$round" "$ROUNDS" "$tool" "$T_WALL" \
-        "$(awk -v s="$SIZE_MIB" -v w="$T_WALL" 'BEGIN { printf "%.1f", (w > 0) ? s / w : 0 }')" \
-        "$T_CPU" "$ok"
-    printf '%s\t%d\t%s\t%s\t%s\n' "$tool" "$round" "$T_WALL" "$T_CPU" "$ok" >>"$work/results.tsv"
+    if [[ $T_RC -ne 0 ]]; then # no numbers: they would measure the failure
+        printf '  round %d/%d  %-20s %s\n' "$round" "$ROUNDS" "$tool" "$ok"
+    else
+        printf '  round %d/%d  %-20s %8.3f s  %8.1f MiB/s  cpu %7.3f s  sha256 %s%s\n' \
+            "$round" "$ROUNDS" "$tool" "$T_WALL" \
+            "$(awk -v s="$SIZE_MIB" -v w="$T_WALL" 'BEGIN { printf "%.1f", (w > 0) ? s / w : 0 }')" \
+            "$T_CPU" "$ok" "$([[ $tls == - ]] || echo "  ($tls)")"
+    fi
+    printf '%s\t%d\t%s\t%s\t%s\t%s\n' "$tool" "$round" "$T_WALL" "$T_CPU" "$ok" "$tls" >>"$work/results.tsv"
     rm -rf "$work/out"
 }
 
@@ -212,6 +262,16 @@ port=$("$NGINX_ORIGIN" freeport)
 "$NGINX_ORIGIN" start "$work/nginx" "$work/origin" "$port" >/dev/null
 url=http://127.0.0.1:$port/files/file.bin
 
+# HTTPS: a second nginx serving the same file. The URL names localhost, which
+# the certificate has as a dNSName: every TLS client checks that, not every
+# one checks an address against iPAddress names.
+"$MAKE_CERTS" "$work/certs" || die "tests/tls/make-certs.sh failed"
+tls_port=$("$NGINX_ORIGIN" freeport)
+while [[ $tls_port == "$port" ]]; do tls_port=$("$NGINX_ORIGIN" freeport); done
+"$NGINX_ORIGIN" start "$work/nginx-tls" "$work/origin" "$tls_port" \
+    "$work/certs/server.crt" "$work/certs/server.key" >/dev/null
+url_https=https://localhost:$tls_port/files/file.bin
+
 cache_note="not dropped (needs root and a writable /proc/sys/vm/drop_caches)"
 if [[ ${BENCH_DROP_CACHES:-0} == 0 ]]; then
     cache_note="kept: nginx serves from memory, as a fast network would (BENCH_DROP_CACHES=1 drops it)"
@@ -228,6 +288,8 @@ echo "  filesystem  $(df -PT "$work" | awk 'NR == 2 { print $2 }') at $work"
 echo "  page cache  $cache_note"
 echo "  python      $("$PYTHON" -V 2>&1) ($PYTHON)"
 echo "  curl        $(curl -V | awk 'NR == 1 { print $2 }'), $(nginx -v 2>&1 | sed 's/^nginx version: //')"
+echo "  https       a second nginx: TLS 1.2 and 1.3, the client's cipher order, an EC P-256"
+echo "              certificate (tests/tls/make-certs.sh); curl $(curl -V | grep -o 'OpenSSL/[^ ]*'), python $("$PYTHON" -c 'import ssl; print(ssl.OPENSSL_VERSION)')"
 echo "  source      sha256 $src_sha"
 echo
 
@@ -238,12 +300,13 @@ for ((r = 1; r <= ROUNDS; r++)); do
         run_tool "${TOOLS[(k + r - 1) % ${#TOOLS[@]}]}" "$r"
     done
     stop_hubd
-    rm -rf "$work/cache-$r"
 done
 echo
 
-# The table: medians over the rounds, ratios against hubd's median wall time.
+# The table: medians over the rounds, one section per protocol; ratios are
+# against hubd's median wall time over the same protocol.
 "$PYTHON" - "$work/results.tsv" "$SIZE_MIB" "${TOOLS[@]}" <<'EOF'
+import collections
 import statistics
 import sys
 
@@ -257,22 +320,51 @@ for t in tools:
         med[t] = (statistics.median(float(r[2]) for r in mine),
                   statistics.median(float(r[3]) for r in mine), len(mine))
 gib = size_mib / 1024
-print("%-15s %5s %11s %9s %11s  %s" % ("tool", "runs", "median wall", "MiB/s", "CPU s/GiB", "vs hubd"))
-for t in tools:
-    if t not in med:
-        print("%-15s %5d %11s %9s %11s  %s" % (t, 0, "-", "-", "-", "every run failed"))
+
+
+def short(t):
+    return t[: -len("-https")] if t.endswith("-https") else t
+
+
+fmt = "  %-15s %5s %11s %9s %11s  %s"
+print(fmt % ("tool", "runs", "median wall", "MiB/s", "CPU s/GiB", "vs hubd over the same protocol"))
+for proto, https in (("http", False), ("https", True)):
+    section = [t for t in tools if t.endswith("-https") == https]
+    if not section:
         continue
-    wall, cpu, n = med[t]
-    if t == "hubd":
-        vs = "baseline"
-    elif "hubd" not in med or wall <= 0 or med["hubd"][0] <= 0:
-        vs = "-"
-    elif wall >= med["hubd"][0]:
-        vs = "%.2fx slower than hubd" % (wall / med["hubd"][0])
-    else:
-        vs = "%.2fx faster than hubd" % (med["hubd"][0] / wall)
-    mibs = size_mib / wall if wall > 0 else float("inf")
-    print("%-15s %5d %9.3f s %9.1f %11.2f  %s" % (t, n, wall, mibs, cpu / gib, vs))
+    print(proto)
+    hubd = "hubd-https" if https else "hubd"
+    base = med[hubd][0] if hubd in med else 0
+    for t in section:
+        if t not in med:
+            print(fmt % (short(t), 0, "-", "-", "-", "every run failed"))
+            continue
+        wall, cpu, n = med[t]
+        if t == hubd:
+            vs = "baseline"
+            if https and "hubd" in med and med["hubd"][0] > 0:
+                vs += " (%.2fx hubd's http time)" % (wall / med["hubd"][0])
+        elif base <= 0 or wall <= 0:
+            vs = "-"
+        elif wall >= base:
+            vs = "%.2fx slower than hubd" % (wall / base)
+        else:
+            vs = "%.2fx faster than hubd" % (base / wall)
+        mibs = size_mib / wall if wall > 0 else float("inf")
+        print(fmt % (short(t), n, "%.3f s" % wall, "%.1f" % mibs, "%.2f" % (cpu / gib), vs))
+
+# What each https client negotiated with nginx (from nginx's access log).
+tls = collections.defaultdict(collections.Counter)
+for r in rows:
+    if len(r) > 5 and r[5] != "-":
+        tls[r[0]][r[5]] += 1
+if tls:
+    print("\nhttps as negotiated with nginx:")
+    for t in tools:
+        if t in tls:
+            seen = tls[t].most_common()
+            print("  %-15s %s" % (short(t), seen[0][0] if len(seen) == 1 else
+                                  ", ".join("%s (%d runs)" % kv for kv in seen)))
 if failed:
     print("\n%d run(s) failed or gave a wrong digest:" % len(failed))
     for r in failed:
@@ -284,3 +376,7 @@ EOF
 echo
 echo "SHA-256 on this machine (bench/sha256_speed.c: 256 MiB in 256 KiB updates, best of 3):"
 "$BUILD_DIR/bench/sha256_speed"
+
+echo
+echo "mbedTLS's TLS 1.2 record ciphers, hubd's side of the https rows (bench/tls_cipher_speed.c):"
+"$BUILD_DIR/bench/tls_cipher_speed"

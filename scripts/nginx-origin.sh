@@ -3,17 +3,22 @@
 # and the benchmark: a real, fast HTTP server that hubd, curl and Python can
 # all download the same file from.
 #
-#   scripts/nginx-origin.sh start DIR ROOTDIR PORT   serve ROOTDIR at
-#                     http://127.0.0.1:PORT/files/; print nginx's (master) pid
+#   scripts/nginx-origin.sh start DIR ROOTDIR PORT [CERT KEY]   serve ROOTDIR
+#                     at http://127.0.0.1:PORT/files/, or https:// with CERT
+#                     and KEY (PEM); print nginx's (master) pid
 #   scripts/nginx-origin.sh stop DIR                 stop it, wait for the exit
 #   scripts/nginx-origin.sh count DIR URI            print how many GET URI
 #                     requests answered 200 or 206 are in the access log
 #   scripts/nginx-origin.sh freeport                 print a free loopback port
 #
+# With CERT and KEY: TLS 1.2 and 1.3, nginx's default cipher list with the
+# client's preference order, a shared session cache and session tickets on.
 # Everything nginx writes (config, pid file, temp dirs, logs) stays in DIR.
 # It runs as the current user: root or not, no system file is touched.
 # Access log lines are tab-separated (nginx escapes tabs inside values):
 #   method  uri(without query)  status  body_bytes_sent  request_time(s)
+#   tls_protocol  tls_cipher  tls_session_reused("r" or ".")
+# (the last three are "-" without TLS).
 set -euo pipefail
 
 NGINX=${NGINX:-/usr/sbin/nginx}
@@ -24,7 +29,7 @@ die() {
 }
 
 usage() {
-    sed -n '6,11p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '6,12p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -41,8 +46,8 @@ live_pid() {
 }
 
 cmd_start() {
-    [[ $# -eq 3 ]] || usage
-    local dir=$1 root=$2 port=$3 user_line=""
+    [[ $# -eq 3 || $# -eq 5 ]] || usage
+    local dir=$1 root=$2 port=$3 cert=${4:-} key=${5:-} user_line="" listen tls_lines=""
     [[ -x $NGINX ]] || die "$NGINX not found: install nginx-light (scripts/install-deps.sh)"
     [[ -d $root ]] || die "ROOTDIR $root is not a directory"
     [[ $port =~ ^[0-9]+$ ]] || die "PORT must be a number, not '$port'"
@@ -51,6 +56,24 @@ cmd_start() {
     dir=$(cd "$dir" && pwd -P)
     root=$(cd "$root" && pwd -P)
     [[ -z $(live_pid "$dir") ]] || die "an nginx already runs from $dir (pid $(live_pid "$dir"))"
+    listen="127.0.0.1:$port"
+    if [[ -n $cert ]]; then
+        [[ -r $cert ]] || die "CERT $cert is not a readable file"
+        [[ -r $key ]] || die "KEY $key is not a readable file"
+        cert=$(cd "$(dirname "$cert")" && pwd -P)/$(basename "$cert")
+        key=$(cd "$(dirname "$key")" && pwd -P)/$(basename "$key")
+        listen="$listen ssl"
+        # Session resumption both ways: the shared cache (session ids) and
+        # tickets (the ticket key is made at start, so it lasts one run).
+        tls_lines="
+        ssl_certificate $cert;
+        ssl_certificate_key $key;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_prefer_server_ciphers off;
+        ssl_session_cache shared:origin_tls:1m;
+        ssl_session_timeout 1h;
+        ssl_session_tickets on;"
+    fi
     mkdir -p "$dir/temp"/{client,proxy,fastcgi,uwsgi,scgi}
     rm -f "$dir/nginx.pid"
 
@@ -82,17 +105,19 @@ http {
     uwsgi_temp_path $dir/temp/uwsgi;
     scgi_temp_path $dir/temp/scgi;
 
-    log_format origin "\$request_method\t\$uri\t\$status\t\$body_bytes_sent\t\$request_time";
+    log_format origin "\$request_method\t\$uri\t\$status\t\$body_bytes_sent\t\$request_time\t\$ssl_protocol\t\$ssl_cipher\t\$ssl_session_reused";
     access_log $dir/access.log origin;
 
+    # With TLS nginx cannot use sendfile (no kernel TLS here): it reads and
+    # encrypts in user space; the setting is harmless then.
     sendfile on;
     tcp_nopush on;
     keepalive_timeout 75s;
     keepalive_requests 10000;
 
     server {
-        listen 127.0.0.1:$port;
-        server_name localhost;
+        listen $listen;
+        server_name localhost;$tls_lines
 
         location /files/ {
             alias $root/;

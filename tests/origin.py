@@ -4,13 +4,24 @@
 Python 3 standard library only. It listens on loopback (127.0.0.1 or ::1),
 keeps connections alive, and can misbehave on request (slow, late, truncated,
 no ranges) so that the tests can drive hubd's retry, resume and redirect code
-against a real socket.
+against a real socket. With --tls-cert and --tls-key it speaks HTTPS instead.
 
     python3 tests/origin.py --root DIR [--bind 127.0.0.1|::1] [--port 0]
                             --port-file FILE [--verbose]
+                            [--tls-cert FILE --tls-key FILE]
 
 The chosen port is written to FILE (atomically, by rename) once the socket
 listens; the process exits with status 0 on SIGTERM or SIGINT.
+
+TLS mode (tests/tls/make-certs.sh makes the certificates): TLS 1.2 and 1.3,
+TLS 1.2 limited to ECDHE with AES-GCM or ChaCha20-Poly1305 (what hubd's
+mbedTLS client offers), session tickets and the session cache on. Each
+handshake runs in the connection's own thread, so a slow or failed one holds
+up no other client; a failed handshake just closes the connection (logged
+with --verbose). A connection the origin ends normally ends with a TLS
+close_notify; a truncated one (truncate=N) ends with a bare TCP FIN and no
+close_notify, which a client must treat as an error. Absolute Location
+values use https://.
 
 Endpoints (every one answers GET and HEAD):
   /files/<name>          DIR/<name> with Content-Length, a strong ETag (from
@@ -27,15 +38,27 @@ Endpoints (every one answers GET and HEAD):
                          Location is absolute (from the Host header) when n is
                          even, relative when n is odd.
   /redirect-loop         302 to itself, for ever.
+  /redirect-to?url=U[&code=C]
+                         a redirect to the absolute URL U (percent-encoded in
+                         the query; any scheme, host and port, e.g. another
+                         origin's), status C (300..399, default 302).
+  /eof/<name>            DIR/<name> with neither Content-Length nor chunking:
+                         200, Connection: close, the body ends where the
+                         connection does. In TLS mode that end is a
+                         close_notify; with truncate=N it is a bare close
+                         after N bytes (N >= the size sends the whole file
+                         and still leaves out the close_notify). No ranges.
   /status/<code>         that status with a short text body.
   /stats                 JSON counters (see Stats.snapshot); not counted.
   /reset (GET or POST)   zero the counters; not counted.
 Anything else is 404.
 
-Query options, combinable, on /files and /chunked (delay_ms on every path):
+Query options, combinable, on /files, /chunked and /eof (delay_ms on every
+path):
   bps=N       send the body at about N bytes/s (writes of at most 64 KiB)
   delay_ms=N  wait N ms before sending the status line and headers
-  truncate=N  announce the real length but close after N body bytes
+  truncate=N  announce the real length but close after N body bytes (in
+              TLS mode without a close_notify; see /eof for that path)
   norange=1   ignore Range and If-Range: always 200 with the whole file
   retry_after=N   (/status only) add a Retry-After: N header
 
@@ -45,7 +68,11 @@ write adds its payload bytes (file data, not chunk framing or headers) to
 bytes[<same key>] as it goes, so a test can watch a transfer in flight.
 "connections" counts the TCP connections that carried such a request, so a
 test can see keep-alive at work (a connection used only for /stats or /reset
-is not counted).
+is not counted). "tls" says whether the origin speaks TLS; "handshakes"
+counts the completed TLS handshakes of connections that carried a counted
+request (so a test's own /stats calls add none), counted once per connection
+when its first such request arrives, and "resumed" counts those among them
+that resumed an earlier session (by ticket or session id).
 """
 
 import argparse
@@ -55,6 +82,7 @@ import os
 import signal
 import socket
 import socketserver
+import ssl
 import sys
 import threading
 import time
@@ -67,8 +95,20 @@ CHUNK_CYCLE = (1, 7, 4096, 65536, 100000)
 MAX_WRITE = 64 * 1024  # largest single write when rate limiting
 FAST_WRITE = 1024 * 1024  # sendfile step when not rate limiting
 UNCOUNTED = ("/stats", "/reset")
+HANDSHAKE_TIMEOUT = 30.0  # s; a client that never finishes it loses its thread
+CLOSE_TIMEOUT = 2.0  # s to send our close_notify and wait for the peer's
+# TLS 1.2 suites: ECDHE with AEAD only. These are what an mbedTLS 2.28 client
+# (hubd) offers, and the certificates of make-certs.sh are ECDSA.
+TLS12_CIPHERS = ":".join((
+    "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "ECDHE+AESGCM",  # the same with RSA keys, should a test use one
+    "ECDHE+CHACHA20",
+))
 # A client going away mid-body is normal in these tests (truncation, aborts).
-GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
+# Over TLS that can also show as an SSLError (unexpected EOF, bad record).
+GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError, ssl.SSLError)
 
 
 class Stats:
@@ -80,18 +120,28 @@ class Stats:
         self._bytes = {}
         self._connections = 0
         self._generation = 0  # bumped by reset(), so connections count anew
+        self._handshakes = 0
+        self._resumed = 0
+        self.tls = False
 
     def count_request(self, key, conn):
         """Counts a request, and its connection if that is new to us.
 
         conn is the handler: one per TCP connection, however many requests
-        it carries; it remembers the generation it was counted in.
+        it carries; it remembers the generation it was counted in. In TLS
+        mode its socket carries the handshake, counted at most once.
         """
+        sock = conn.connection
         with self._lock:
             self._requests[key] = self._requests.get(key, 0) + 1
             if getattr(conn, "stats_generation", None) != self._generation:
                 conn.stats_generation = self._generation
                 self._connections += 1
+            if getattr(sock, "origin_handshake_uncounted", False):
+                sock.origin_handshake_uncounted = False
+                self._handshakes += 1
+                if sock.session_reused:
+                    self._resumed += 1
 
     def count_bytes(self, key, n):
         with self._lock:
@@ -103,6 +153,8 @@ class Stats:
             self._bytes.clear()
             self._connections = 0
             self._generation += 1
+            self._handshakes = 0
+            self._resumed = 0
 
     def snapshot(self):
         with self._lock:
@@ -112,6 +164,9 @@ class Stats:
                 "total_requests": sum(self._requests.values()),
                 "total_bytes": sum(self._bytes.values()),
                 "connections": self._connections,
+                "tls": self.tls,
+                "handshakes": self._handshakes,
+                "resumed": self._resumed,
             }
 
 
@@ -262,6 +317,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.serve_redirect(parts[2], "/".join(parts[3:]))
         if path == "/redirect-loop":
             return self.send_redirect(302, self.absolute("/redirect-loop"))
+        if path == "/redirect-to":
+            return self.serve_redirect_to()
+        if head == "eof" and len(parts) > 2:
+            return self.serve_eof("/".join(parts[2:]))
         if head == "status" and len(parts) == 3:
             return self.serve_status(parts[2])
         if path == "/stats":
@@ -286,12 +345,30 @@ class Handler(BaseHTTPRequestHandler):
                 self.server.stats.count_bytes(self.key, len(data))
 
     def absolute(self, path_and_query):
-        """Turns a path into an absolute http:// URL using the Host header."""
+        """Turns a path into an absolute URL using the Host header.
+
+        The scheme is https in TLS mode, http otherwise.
+        """
         host = self.headers.get("Host")
         if not host:
             addr, port = self.server.server_address[:2]
             host = "[%s]:%d" % (addr, port) if ":" in addr else "%s:%d" % (addr, port)
-        return "http://%s%s" % (host, path_and_query)
+        scheme = "https" if self.server.tls_context else "http"
+        return "%s://%s%s" % (scheme, host, path_and_query)
+
+    def abort_connection(self):
+        """Ends the connection now, as a truncating server or a cut cable would.
+
+        The peer sees a TCP FIN right after the data sent so far; in TLS
+        mode with no close_notify before it (SSLSocket.shutdown drops the
+        TLS layer and shuts the socket down underneath), so a TLS client can
+        tell the stream was cut short.
+        """
+        self.close_connection = True
+        self.wfile.flush()
+        if self.server.tls_context:
+            self.connection.origin_aborted = True
+        self.connection.shutdown(socket.SHUT_WR)
 
     def send_redirect(self, code, location):
         self.send_text(code, "redirect to %s\n" % location, {"Location": location})
@@ -307,6 +384,39 @@ class Handler(BaseHTTPRequestHandler):
             target += "?" + self.raw_query
         location = self.absolute(target) if n % 2 == 0 else target
         self.send_redirect(CODE_CYCLE[n % len(CODE_CYCLE)], location)
+
+    def serve_redirect_to(self):
+        urls = self.query.get("url")
+        if not urls or not urls[-1]:
+            return self.send_text(400, "url= is required\n")
+        location = urls[-1]
+        if any(ord(c) < 0x21 or ord(c) == 0x7F for c in location):
+            return self.send_text(400, "url= must not hold spaces or control characters\n")
+        code = int_option(self.query, "code", 302)
+        if code is None or not 300 <= code <= 399:
+            return self.send_text(400, "code must be 300..399\n")
+        self.send_redirect(code, location)
+
+    def serve_eof(self, name):
+        """The file with its end marked only by the end of the connection."""
+        f = self.open_file(name)
+        if f is None:
+            return self.send_text(404, "no such file\n")
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Connection", "close")  # also sets close_connection
+            self.end_headers()
+            if self.command == "HEAD":
+                return
+            truncate = int_option(self.query, "truncate")
+            limit = size if truncate is None else min(size, truncate)
+            self.send_body(f, 0, limit, int_option(self.query, "bps", 0))
+            if truncate is not None:
+                self.abort_connection()
+            # Otherwise the connection ends normally once this returns: FIN
+            # in plain mode, close_notify then FIN in TLS mode.
 
     def serve_status(self, code_text):
         if not code_text.isdigit() or not 200 <= int(code_text) <= 599:
@@ -392,9 +502,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_body(f, first, limit, bps)
             if limit < length:
                 # The promised length was not met: the client must see EOF.
-                self.close_connection = True
-                self.wfile.flush()
-                self.connection.shutdown(socket.SHUT_WR)
+                self.abort_connection()
             elif chunked:
                 self.wfile.write(b"0\r\n\r\n")
 
@@ -427,12 +535,19 @@ class Handler(BaseHTTPRequestHandler):
     def send_body(self, f, offset, count, bps):
         """Sends count bytes of f from offset, paced when bps > 0."""
         out = self.connection.fileno()
+        tls = self.server.tls_context is not None
         stats = self.server.stats
         pacer = Pacer(bps) if bps > 0 else None
         while count > 0:
             step = min(count, pacer.step if pacer else FAST_WRITE)
-            # sendfile on the blocking socket: the kernel copies the file.
-            n = os.sendfile(out, f.fileno(), offset, step)
+            if tls:
+                # The bytes must go through the TLS layer: read, then write.
+                data = os.pread(f.fileno(), step, offset)
+                self.connection.sendall(data)
+                n = len(data)
+            else:
+                # sendfile on the blocking socket: the kernel copies the file.
+                n = os.sendfile(out, f.fileno(), offset, step)
             if n == 0:
                 break  # the file shrank under us
             offset += n
@@ -482,11 +597,73 @@ class Server(ThreadingHTTPServer):
         self.server_name = host
         self.server_port = port
 
+    tls_context = None  # an ssl.SSLContext in TLS mode
+    verbose = False
+
+    def finish_request(self, request, client_address):
+        """Serves one connection; in TLS mode wraps it first.
+
+        This runs in the connection's own thread (ThreadingMixIn), so the
+        handshake does too.
+        """
+        if self.tls_context is None:
+            return super().finish_request(request, client_address)
+        try:
+            request.settimeout(HANDSHAKE_TIMEOUT)
+            conn = self.tls_context.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
+        except OSError as e:
+            self.log_tls("wrap failed", client_address, e)
+            return
+        try:
+            try:
+                conn.do_handshake()
+            except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
+                self.log_tls("handshake failed", client_address, e)
+                return
+            conn.origin_handshake_uncounted = True  # see Stats.count_request
+            if self.verbose:
+                resumed = " (resumed)" if conn.session_reused else ""
+                sys.stderr.write(
+                    "origin: %s %s %s%s\n" % (client_address[0], conn.version(), conn.cipher()[0], resumed)
+                )
+            conn.settimeout(None)  # as in plain mode: no timeout on requests
+            conn.origin_aborted = False
+            self.RequestHandlerClass(conn, client_address, self)
+        finally:
+            self.close_tls(conn)
+
+    def close_tls(self, conn):
+        """Closes a TLS connection: with close_notify unless it was aborted."""
+        if getattr(conn, "origin_aborted", False):
+            conn.close()  # already shut down underneath the TLS layer
+            return
+        try:
+            conn.settimeout(CLOSE_TIMEOUT)
+            conn.unwrap()  # sends close_notify, waits briefly for the peer's
+            conn.shutdown(socket.SHUT_WR)
+        except (OSError, ValueError):
+            pass  # the peer left first, or without a close_notify of its own
+        conn.close()
+
+    def log_tls(self, what, client_address, exc):
+        if self.verbose:
+            sys.stderr.write("origin: %s TLS %s: %s\n" % (client_address[0], what, exc))
+
     def handle_error(self, request, client_address):
         exc = sys.exc_info()[1]
         if isinstance(exc, GONE):
             return
         super().handle_error(request, client_address)
+
+
+def make_tls_context(cert, key):
+    """The server side of TLS mode (see the module's docstring)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(TLS12_CIPHERS)  # TLS 1.3's suites are set apart, all on
+    ctx.options &= ~ssl.OP_NO_TICKET  # tickets on (the default; made sure)
+    ctx.load_cert_chain(cert, key)
+    return ctx
 
 
 def write_port_file(path, port):
@@ -504,15 +681,24 @@ def main(argv=None):
     ap.add_argument("--port", type=int, default=0, help="0 picks a free port")
     ap.add_argument("--port-file", required=True, help="the chosen port is written here")
     ap.add_argument("--verbose", action="store_true", help="log each request to stderr")
+    ap.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate (chain), PEM")
+    ap.add_argument("--tls-key", metavar="FILE", help="the certificate's private key, PEM")
     args = ap.parse_args(argv)
 
     if not os.path.isdir(args.root):
         ap.error("--root %s is not a directory" % args.root)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        ap.error("--tls-cert and --tls-key go together")
+    tls_context = None
+    if args.tls_cert:
+        tls_context = make_tls_context(args.tls_cert, args.tls_key)
     Server.address_family = socket.AF_INET6 if ":" in args.bind else socket.AF_INET
     server = Server((args.bind, args.port), Handler)
     server.root = os.path.realpath(args.root)
     server.stats = Stats()
     server.verbose = args.verbose
+    server.tls_context = tls_context
+    server.stats.tls = tls_context is not None
 
     # Both signals unwind serve_forever and exit with 0. SIGINT is set too
     # because a shell starts background jobs with SIGINT ignored.
@@ -523,7 +709,8 @@ def main(argv=None):
     signal.signal(signal.SIGINT, stop)
     write_port_file(args.port_file, server.server_address[1])
     if args.verbose:
-        sys.stderr.write("origin: listening on %s port %d\n" % (args.bind, server.server_address[1]))
+        mode = " (TLS)" if tls_context else ""
+        sys.stderr.write("origin: listening on %s port %d%s\n" % (args.bind, server.server_address[1], mode))
     try:
         server.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:
