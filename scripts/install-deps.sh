@@ -3,7 +3,7 @@
 # Debian 12's archive. Safe to run again: apt-get skips what is present.
 set -eu
 PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev check
-      node-llhttp libinih-dev nginx-light curl python3 clang-format"
+      node-llhttp libinih-dev nginx-light curl python3 openssl ca-certificates clang-format"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
