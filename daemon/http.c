@@ -90,6 +90,7 @@ struct http_conn {
     int tls_more;          /* the last item stopped for want of room, not input */
     ssize_t eof_pending;   /* EOF or error read while ciphertext was still queued */
     int plain_pending;     /* more decrypted bytes follow the ones being parsed */
+    uint64_t t_handshake;  /* uv_now() when the TLS handshake started */
     tls_work_t work;       /* the decrypt item (valid while decrypting) */
     const char *fail_code; /* set by a parser callback that stopped the parse */
     const char *fail_msg;
@@ -935,8 +936,10 @@ static void conn_handshake_step(http_conn_t *conn)
     }
     if (rc == TLS_WANT_INPUT)
         return;
-    log_debug("TLS to %s: %s handshake", conn->key,
-              tls_conn_resumed(conn->tls) ? "resumed" : "full");
+    log_debug("TLS to %s: %s handshake in %llu ms, %s", conn->key,
+              tls_conn_resumed(conn->tls) ? "resumed" : "full",
+              (unsigned long long)(uv_now(conn->client->loop) - conn->t_handshake),
+              tls_conn_cipher(conn->tls));
     if (!conn->req) {
         conn_close(conn);
         return;
@@ -970,6 +973,7 @@ static void on_connect(uv_connect_t *cr, int status)
         return;
     }
     conn->state = CONN_HANDSHAKE; /* still under the connect timeout */
+    conn->t_handshake = uv_now(conn->client->loop);
     int rc = uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
     if (rc) {
         conn_fail_uv(conn, "connect", "reading from", rc);

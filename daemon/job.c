@@ -90,6 +90,8 @@ struct job {
     url_t url;      /* current hop */
     unsigned redirects;
     char *redirect_to;     /* Location of a 3xx being drained */
+    char *cred_headers;    /* "Name: value\r\n" lines for the first origin only (issue 6 sets
+                              them); dropped on a redirect to another origin */
     int http_status;       /* an error status whose body is being drained */
     char expected[65];     /* the creator's expected digest, "" if none */
     http_req_t *req;       /* in flight, or NULL */
@@ -187,6 +189,7 @@ static void job_on_timer_closed(uv_handle_t *h)
     free(job->key);
     free(job->host_key);
     free(job->redirect_to);
+    free(job->cred_headers);
     free(job->etag);
     free(job->last_modified);
     free(job);
@@ -724,6 +727,12 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
         }
         log_debug("job %llu: redirect %u to %s", (unsigned long long)job->id, job->redirects + 1,
                   next.canonical);
+        if (job->cred_headers && !url_same_origin(&job->url, &next)) {
+            /* Credentials are for the origin they were given for: never
+             * forwarded to another host, port or scheme. */
+            free(job->cred_headers);
+            job->cred_headers = NULL;
+        }
         url_free(&job->url);
         job->url = next;
         free(job->redirect_to);
@@ -743,7 +752,8 @@ static const http_req_cbs_t job_http_cbs = {on_http_headers, on_http_body, on_ht
 static void job_begin_request(job_t *job)
 {
     job->state = JOB_CONNECTING;
-    int rc = http_request(job->js->http, &job->url, NULL, &job_http_cbs, job, &job->req);
+    int rc =
+        http_request(job->js->http, &job->url, job->cred_headers, &job_http_cbs, job, &job->req);
     if (rc) {
         job->req = NULL;
         job_fail(job, "internal", "cannot start the request");

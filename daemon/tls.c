@@ -384,6 +384,12 @@ int tls_conn_resumed(const tls_conn_t *c)
     return c->resumed;
 }
 
+const char *tls_conn_cipher(const tls_conn_t *c)
+{
+    const char *name = mbedtls_ssl_get_ciphersuite(&c->ssl);
+    return name ? name : "?";
+}
+
 ssize_t tls_conn_read(tls_conn_t *c, char *buf, size_t cap, char *msg, size_t msglen)
 {
     int rc = mbedtls_ssl_read(&c->ssl, (unsigned char *)buf, cap);

@@ -53,6 +53,8 @@ int tls_conn_input_append(tls_conn_t *c, const char *data, size_t n);
 int tls_conn_handshake(tls_conn_t *c, const char **code, char *msg, size_t msglen);
 /* Whether the handshake resumed a cached session (for logs and tests). */
 int tls_conn_resumed(const tls_conn_t *c);
+/* The negotiated cipher suite's name, after the handshake. */
+const char *tls_conn_cipher(const tls_conn_t *c);
 
 /* Decrypted bytes into buf: > 0 bytes, 0 after the peer's close_notify,
  * -TLS_WANT_INPUT when no whole record is buffered, or another negative

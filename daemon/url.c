@@ -99,6 +99,11 @@ static int parse_authority(const char *a, const char *end, url_t *u, char *hostb
     return 0;
 }
 
+int url_same_origin(const url_t *a, const url_t *b)
+{
+    return strcmp(a->scheme, b->scheme) == 0 && strcmp(a->host, b->host) == 0 && a->port == b->port;
+}
+
 int url_parse(const char *text, url_t *u, const char **why)
 {
     memset(u, 0, sizeof *u);

@@ -30,6 +30,10 @@ void url_free(url_t *u);
  * allocated absolute URL string in *out. Returns 0 or -EINVAL / -ENOMEM. */
 int url_resolve(const url_t *base, const char *ref, char **out);
 
+/* Same scheme, host and port: whether credentials meant for a may go to b
+ * (a redirect to anywhere else drops them). */
+int url_same_origin(const url_t *a, const url_t *b);
+
 /* "host" or "host:port" as the Host header wants it (brackets for IPv6, no
  * port when it is the scheme's default). Returns the length or -E2BIG. */
 int url_hostport(const url_t *u, char *buf, size_t cap);

@@ -187,6 +187,31 @@ START_TEST(url_parse_unsupported_scheme)
 }
 END_TEST
 
+/* Credentials follow a redirect only within one scheme, host and port. */
+START_TEST(url_same_origin_rules)
+{
+    static const struct {
+        const char *a, *b;
+        int same;
+    } cases[] = {
+        {"https://h/a", "https://h/b?x", 1},
+        {"https://H:443/a", "https://h/b", 1},     /* default port, case */
+        {"https://h/a", "http://h/a", 0},          /* scheme */
+        {"https://h/a", "https://h:8443/a", 0},    /* port */
+        {"https://h/a", "https://evil.h/a", 0},    /* host */
+        {"http://[::1]:80/", "http://[::1]/x", 1}, /* IPv6 literal */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        url_t a, b;
+        ck_assert_int_eq(url_parse(cases[i].a, &a, NULL), 0);
+        ck_assert_int_eq(url_parse(cases[i].b, &b, NULL), 0);
+        ck_assert_msg(url_same_origin(&a, &b) == cases[i].same, "%s vs %s", cases[i].a, cases[i].b);
+        url_free(&a);
+        url_free(&b);
+    }
+}
+END_TEST
+
 START_TEST(url_parse_length_limit)
 {
     static char text[URL_MAX_LEN + 2];
@@ -430,6 +455,7 @@ static Suite *url_suite(void)
     tcase_add_test(parse, url_parse_target_forms);
     tcase_add_test(parse, url_parse_removes_dot_segments);
     tcase_add_test(parse, url_parse_unsupported_scheme);
+    tcase_add_test(parse, url_same_origin_rules);
     tcase_add_test(parse, url_parse_rejects);
     tcase_add_test(parse, url_parse_length_limit);
     tcase_add_test(parse, url_hostport_forms);
