@@ -17,7 +17,7 @@
 #define HUBD_USER_AGENT "hubd/0.1.0"
 #define TLS_SPILL_MAX (4u << 20)   /* ciphertext queued for decryption: stop reading */
 #define TLS_SPILL_ROOM (64 * 1024) /* room offered to each read */
-#define TLS_WORK_MAX_OUT 64        /* plaintext buffers per decrypt item */
+#define TLS_WORK_MAX_OUT 1040      /* plaintext buffers per item: TLS_SPILL_MAX / 4 KiB + 2 */
 
 typedef enum {
     CONN_RESOLVING,  /* uv_getaddrinfo in flight */
@@ -565,7 +565,8 @@ static void conn_message_done(http_conn_t *conn, int keep)
     req->conn = NULL;
     /* Bytes beyond the response (plaintext or ciphertext not yet decrypted)
      * mean a confused server: such a connection is not reused. */
-    int extra = conn->plain_pending || conn->spill_len || conn->tls_more;
+    int extra = conn->plain_pending || conn->spill_len || conn->tls_more || conn->eof_pending ||
+                conn->tls_eof || (conn->tls && tls_conn_has_pending(conn->tls));
     if (keep && !extra && !conn->writes_pending && llhttp_should_keep_alive(&conn->parser) &&
         !conn->client->closing)
         conn_make_idle(conn);
@@ -693,6 +694,15 @@ static void conn_tls_kick(http_conn_t *conn)
 {
     if (conn->decrypting || conn->state != CONN_ACTIVE || !conn->req || conn->req->paused)
         return;
+    /* All the ciphertext not yet decrypted: what the TLS state holds plus the
+     * spill. Reading stopped at TLS_SPILL_MAX resumes only once this is below
+     * it again, so the backlog cannot move from the spill into the TLS state
+     * without bound. */
+    size_t backlog = conn->spill_len + tls_conn_input_pending(conn->tls);
+    if (conn->spill_full && backlog < TLS_SPILL_MAX) {
+        conn->spill_full = 0;
+        uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
+    }
     if (conn->spill_len == 0 && !conn->tls_more) {
         if (conn->eof_pending) {
             ssize_t e = conn->eof_pending;
@@ -705,7 +715,7 @@ static void conn_tls_kick(http_conn_t *conn)
     tls_work_t *w = &conn->work;
     w->conn = conn;
     /* Plaintext is never longer than the ciphertext it comes from. */
-    w->nout = (conn->spill_len + tls_conn_input_pending(conn->tls)) / pool->size + 2;
+    w->nout = backlog / pool->size + 2;
     if (w->nout > TLS_WORK_MAX_OUT)
         w->nout = TLS_WORK_MAX_OUT;
     for (size_t i = 0; i < w->nout; i++) {
@@ -727,10 +737,6 @@ static void conn_tls_kick(http_conn_t *conn)
     conn->pending++; /* the connection is not freed under the item */
     w->req.data = w;
     uv_queue_work(conn->client->loop, &w->req, tls_work, after_tls_work);
-    if (conn->spill_full) { /* the spill was handed on: read again */
-        conn->spill_full = 0;
-        uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
-    }
 }
 
 /* Loop thread: parse the plaintext, then decide what the item's end means. */
@@ -745,6 +751,9 @@ static void after_tls_work(uv_work_t *req, int status)
     conn->decrypting = 0;
     conn->pending--;
     int over = conn->state != CONN_ACTIVE || !conn->req;
+    /* Known before parsing, so a response that ends here is not reused while
+     * records are still waiting to be decrypted (conn_message_done). */
+    conn->tls_more = w->status == TLS_WORK_FULL;
     for (size_t i = 0; i < w->nout; i++) {
         buf_t *b = w->out[i];
         if (over || b->len == 0) {
@@ -772,10 +781,7 @@ static void after_tls_work(uv_work_t *req, int status)
         conn->tls_eof = 1;
         conn_on_eof(conn, UV_EOF);
         return;
-    case TLS_WORK_FULL:
-        conn->tls_more = 1;
-        break;
-    default:
+    default: /* FULL (tls_more is set) or WANT */
         break;
     }
     conn_tls_kick(conn);
@@ -911,7 +917,9 @@ static void conn_start_request(http_conn_t *conn, http_req_t *req)
     else
         timer_arm(conn, conn->client->cfg->idle_timeout_ms);
     int rc = conn_send(conn, req->head, req->head_len);
-    if (rc == 0 && !req->paused)
+    if (rc == 0 && req->paused) /* reading may be on from the handshake or the pool */
+        uv_read_stop((uv_stream_t *)&conn->tcp);
+    else if (rc == 0)
         rc = uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
     if (rc == UV_EALREADY)
         rc = 0;

@@ -22,6 +22,7 @@
 #define TLS_SYSTEM_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 #define TLS_IN_MIN_ROOM (17 * 1024) /* one whole record and then some */
 #define TLS_SESSION_SLOTS 64        /* origins whose session we remember */
+#define TLS_IN_KEEP (256 * 1024)    /* a drained input buffer larger than this is freed */
 
 typedef struct session_slot {
     char *origin; /* NULL: free */
@@ -147,6 +148,12 @@ void tls_conn_input_commit(tls_conn_t *c, size_t n)
 size_t tls_conn_input_pending(const tls_conn_t *c)
 {
     return c->in_end - c->in_start;
+}
+
+int tls_conn_has_pending(const tls_conn_t *c)
+{
+    return c->in_end > c->in_start || mbedtls_ssl_get_bytes_avail(&c->ssl) > 0 ||
+           mbedtls_ssl_check_pending(&c->ssl);
 }
 
 int tls_conn_input_append(tls_conn_t *c, const char *data, size_t n)
@@ -392,13 +399,26 @@ const char *tls_conn_cipher(const tls_conn_t *c)
 
 ssize_t tls_conn_read(tls_conn_t *c, char *buf, size_t cap, char *msg, size_t msglen)
 {
-    int rc = mbedtls_ssl_read(&c->ssl, (unsigned char *)buf, cap);
+    int rc;
+    /* 0 is not the end: mbedTLS 2.28 also returns it for an empty
+     * application-data record (legal in TLS 1.2). Only the close_notify
+     * alert ends the stream. Each call consumes a record, so this ends. */
+    do
+        rc = mbedtls_ssl_read(&c->ssl, (unsigned char *)buf, cap);
+    while (rc == 0);
     if (rc > 0)
         return rc;
     if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE)
         return -TLS_WANT_INPUT;
-    if (rc == 0 || rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY)
+    if (rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY)
         return 0;
+    if (c->in_start == c->in_end && c->in_cap > TLS_IN_KEEP) {
+        /* Drained: give back what a burst grew (an idle pooled connection
+         * keeps nothing large). */
+        free(c->in);
+        c->in = NULL;
+        c->in_cap = c->in_start = c->in_end = 0;
+    }
     mbed_msg(rc, "TLS read", msg, msglen);
     return rc < 0 ? rc : -1;
 }

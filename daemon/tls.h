@@ -45,6 +45,9 @@ int tls_conn_input_space(tls_conn_t *c, char **p, size_t *room);
 void tls_conn_input_commit(tls_conn_t *c, size_t n);
 /* Ciphertext held and not yet decrypted. */
 size_t tls_conn_input_pending(const tls_conn_t *c);
+/* Whether anything at all is left to decrypt or read: ciphertext, or
+ * plaintext mbedTLS holds from a record already decrypted. */
+int tls_conn_has_pending(const tls_conn_t *c);
 /* Copies n bytes of ciphertext in. 0 or -ENOMEM. */
 int tls_conn_input_append(tls_conn_t *c, const char *data, size_t n);
 
@@ -56,9 +59,9 @@ int tls_conn_resumed(const tls_conn_t *c);
 /* The negotiated cipher suite's name, after the handshake. */
 const char *tls_conn_cipher(const tls_conn_t *c);
 
-/* Decrypted bytes into buf: > 0 bytes, 0 after the peer's close_notify,
- * -TLS_WANT_INPUT when no whole record is buffered, or another negative
- * value with msg set. */
+/* Decrypted bytes into buf: > 0 bytes, 0 after the peer's close_notify
+ * (only then: empty records are skipped), -TLS_WANT_INPUT when no whole
+ * record is buffered, or another negative value with msg set. */
 ssize_t tls_conn_read(tls_conn_t *c, char *buf, size_t cap, char *msg, size_t msglen);
 
 /* Encrypts all of data into the output buffer. 0, or negative with msg. */
