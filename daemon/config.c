@@ -52,6 +52,11 @@ int config_defaults(hubd_config_t *cfg)
     cfg->max_per_host = 8;
     cfg->connect_timeout_ms = 30 * 1000;
     cfg->idle_timeout_ms = 60 * 1000;
+    cfg->first_byte_timeout_ms = 60 * 1000;
+    cfg->retries = 5;
+    cfg->retry_delay_ms = 500;
+    cfg->retry_max_delay_ms = 30 * 1000;
+    cfg->deadline_ms = 0;
     cfg->keepalive_ms = 30 * 1000;
     cfg->max_redirects = 10;
     cfg->log_level = LOG_LVL_INFO;
@@ -191,6 +196,16 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value)
         return parse_ms(value, &cfg->connect_timeout_ms);
     if (strcmp(key, "idle_timeout") == 0)
         return parse_ms(value, &cfg->idle_timeout_ms);
+    if (strcmp(key, "first_byte_timeout") == 0)
+        return parse_ms(value, &cfg->first_byte_timeout_ms);
+    if (strcmp(key, "retries") == 0)
+        return parse_uint(value, 0, 100, &cfg->retries);
+    if (strcmp(key, "retry_delay") == 0)
+        return parse_ms(value, &cfg->retry_delay_ms);
+    if (strcmp(key, "retry_max_delay") == 0)
+        return parse_ms(value, &cfg->retry_max_delay_ms);
+    if (strcmp(key, "deadline") == 0)
+        return parse_ms(value, &cfg->deadline_ms);
     if (strcmp(key, "keepalive_timeout") == 0)
         return parse_ms(value, &cfg->keepalive_ms);
     if (strcmp(key, "max_redirects") == 0)

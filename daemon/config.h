@@ -15,15 +15,20 @@ typedef struct hubd_config {
     size_t max_inflight;     /* per job: body bytes queued for hash/write before reading stops */
     unsigned max_downloads;  /* jobs transferring at once; the rest wait queued */
     unsigned max_per_host;   /* jobs transferring at once per host:port */
-    unsigned connect_timeout_ms; /* DNS + TCP connect, per attempt */
-    unsigned idle_timeout_ms;    /* no byte from the origin for this long: fail */
-    unsigned keepalive_ms;       /* an idle pooled connection is closed after this */
-    unsigned max_redirects;      /* redirects followed per fetch */
-    int log_level;               /* LOG_LVL_* */
-    char *ca_file;               /* PEM bundle of trusted CAs, NULL: the system's */
-    char *ca_path;               /* folder of PEM CA certificates, or NULL */
-    char *tls_ciphers;           /* AEADs offered, fastest first (malloc'd) */
-    char *tls_insecure_hosts;    /* hosts whose certificates are not checked, or NULL */
+    unsigned connect_timeout_ms;    /* DNS + TCP connect, per attempt */
+    unsigned idle_timeout_ms;       /* no byte from the origin for this long: fail */
+    unsigned first_byte_timeout_ms; /* request sent, no response byte for this long: fail */
+    unsigned retries;               /* attempts after the first, for transient failures */
+    unsigned retry_delay_ms;        /* first backoff; doubles per attempt, with jitter */
+    unsigned retry_max_delay_ms;    /* backoff (and honoured Retry-After) cap */
+    unsigned deadline_ms;           /* whole fetch, all attempts; 0: none */
+    unsigned keepalive_ms;          /* an idle pooled connection is closed after this */
+    unsigned max_redirects;         /* redirects followed per fetch */
+    int log_level;                  /* LOG_LVL_* */
+    char *ca_file;                  /* PEM bundle of trusted CAs, NULL: the system's */
+    char *ca_path;                  /* folder of PEM CA certificates, or NULL */
+    char *tls_ciphers;              /* AEADs offered, fastest first (malloc'd) */
+    char *tls_insecure_hosts;       /* hosts whose certificates are not checked, or NULL */
 } hubd_config_t;
 
 /* Fills defaults; socket_path and cache_dir follow the environment

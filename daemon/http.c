@@ -119,7 +119,7 @@ struct http_req {
     size_t field_len;    /* may exceed sizeof field: then it is not ours */
     char *value;         /* the header value being read (HTTP_MAX_VALUE) */
     size_t value_len;
-    char *location, *etag, *last_modified;
+    char *location, *etag, *last_modified, *content_range, *retry_after;
     int starting;    /* inside http_request(): completions are deferred */
     int is_deferred; /* on client->deferred */
     http_req_t *next_deferred;
@@ -147,6 +147,8 @@ static void req_free(http_req_t *req)
     free(req->location);
     free(req->etag);
     free(req->last_modified);
+    free(req->content_range);
+    free(req->retry_after);
     free(req);
 }
 
@@ -320,7 +322,10 @@ static void on_timeout(uv_timer_t *t)
         conn_fail(conn, "timeout", "TLS handshake timed out");
         break;
     case CONN_ACTIVE:
-        conn_fail(conn, "timeout", "no data from the server within the idle timeout");
+        conn_fail(conn, "timeout",
+                  conn->req && conn->req->got_response
+                      ? "no data from the server within the idle timeout"
+                      : "no response from the server within the first-byte timeout");
         break;
     case CONN_IDLE:
         conn_close(conn);
@@ -438,6 +443,10 @@ static int on_header_value_complete(llhttp_t *p)
             slot = &req->etag;
         else if (strcmp(req->field, "last-modified") == 0)
             slot = &req->last_modified;
+        else if (strcmp(req->field, "content-range") == 0)
+            slot = &req->content_range;
+        else if (strcmp(req->field, "retry-after") == 0)
+            slot = &req->retry_after;
     }
     if (slot && req->value_len < HTTP_MAX_VALUE) {
         free(*slot);
@@ -463,6 +472,8 @@ static int on_headers_complete(llhttp_t *p)
         .location = req->location,
         .etag = req->etag,
         .last_modified = req->last_modified,
+        .content_range = req->content_range,
+        .retry_after = req->retry_after,
     };
     if (p->flags & F_CHUNKED)
         resp.content_length = -1;
@@ -914,8 +925,8 @@ static void conn_start_request(http_conn_t *conn, http_req_t *req)
     conn->fail_code = NULL;
     if (req->paused)
         uv_timer_stop(&conn->timer);
-    else
-        timer_arm(conn, conn->client->cfg->idle_timeout_ms);
+    else /* until the first byte of the response; then the idle timeout */
+        timer_arm(conn, conn->client->cfg->first_byte_timeout_ms);
     int rc = conn_send(conn, req->head, req->head_len);
     if (rc == 0 && req->paused) /* reading may be on from the handshake or the pool */
         uv_read_stop((uv_stream_t *)&conn->tcp);

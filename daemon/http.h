@@ -30,6 +30,8 @@ typedef struct http_response {
     const char *location;   /* header values, NULL when absent; valid */
     const char *etag;       /*   until the request's on_done returns   */
     const char *last_modified;
+    const char *content_range; /* of a 206 */
+    const char *retry_after;   /* of a 429 or 503 */
 } http_response_t;
 
 enum http_body_mode {

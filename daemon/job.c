@@ -41,12 +41,13 @@ typedef enum {
     JOB_QUEUED,
     JOB_CONNECTING, /* request sent or being sent, no final status yet */
     JOB_BODY,
+    JOB_RETRY_WAIT, /* a transient failure: waiting to try again (resuming) */
     JOB_COMMITTING,
     JOB_DONE,
     JOB_FAILED,
 } job_state_t;
 
-static const char *const state_names[] = {"queued",     "connecting", "body",
+static const char *const state_names[] = {"queued",     "connecting", "body",  "retrying",
                                           "committing", "done",       "failed"};
 
 typedef struct batch {
@@ -89,13 +90,20 @@ struct job {
     char *host_key; /* "host:port" of key, for max_per_host */
     url_t url;      /* current hop */
     unsigned redirects;
-    char *redirect_to;     /* Location of a 3xx being drained */
-    char *cred_headers;    /* "Name: value\r\n" lines for the first origin only (issue 6 sets
-                              them); dropped on a redirect to another origin */
-    int http_status;       /* an error status whose body is being drained */
-    char expected[65];     /* the creator's expected digest, "" if none */
-    http_req_t *req;       /* in flight, or NULL */
-    job_waiter_t *waiters; /* doubly linked */
+    char *redirect_to;       /* Location of a 3xx being drained */
+    char *cred_headers;      /* "Name: value\r\n" lines for the first origin only (issue 6 sets
+                                them); dropped on a redirect to another origin */
+    int http_status;         /* an error status whose body is being drained */
+    unsigned retry_after_ms; /* Retry-After of that status, 0 if none */
+    unsigned attempts;       /* failed attempts so far */
+    uint64_t resume_from;    /* Range start of the request in flight (0: whole) */
+    int restart_pending;     /* discard what we have and start again at byte 0 */
+    int truncate_file;       /* the next write item empties the partial first */
+    uv_timer_t retry_timer;  /* backoff before the next attempt */
+    int handles_open;        /* timers not yet closed */
+    char expected[65];       /* the creator's expected digest, "" if none */
+    http_req_t *req;         /* in flight, or NULL */
+    job_waiter_t *waiters;   /* doubly linked */
     unsigned nwaiters;
     job_t *next, *prev; /* in active list or queue */
     int in_active, in_queue;
@@ -156,6 +164,8 @@ static void job_fail(job_t *job, const char *code, const char *msg);
 static void job_pump(job_t *job);
 static void jobs_start_queued(jobs_t *js);
 static void job_begin_request(job_t *job);
+static void job_error(job_t *job, const char *code, const char *msg);
+static void job_restart_from_zero(job_t *job, const char *why);
 
 /* ---- life and lists ------------------------------------------------------ */
 
@@ -184,6 +194,8 @@ static void jobs_release(jobs_t *js)
 static void job_on_timer_closed(uv_handle_t *h)
 {
     job_t *job = h->data;
+    if (--job->handles_open > 0)
+        return;
     jobs_t *js = job->js;
     url_free(&job->url);
     free(job->key);
@@ -200,6 +212,7 @@ static void job_free(job_t *job)
 {
     assert(!job->hash_busy && !job->write_busy && !job->commit_busy && !job->req && !job->waiters);
     uv_close((uv_handle_t *)&job->timer, job_on_timer_closed);
+    uv_close((uv_handle_t *)&job->retry_timer, job_on_timer_closed);
 }
 
 static void list_remove(job_t **head, job_t **tail, job_t *job)
@@ -336,6 +349,13 @@ static void write_work(uv_work_t *req)
             return;
         }
     }
+    if (job->truncate_file) { /* a restart from byte 0: drop the old bytes */
+        job->truncate_file = 0;
+        if (ftruncate(job->fd, 0)) {
+            job->write_err = -errno;
+            return;
+        }
+    }
     batch_t *b = job->write_first;
     for (int i = 0; i < job->write_count; i++) {
         int rc = write_batch(job->fd, b);
@@ -373,6 +393,8 @@ static void commit_work(uv_work_t *req)
     int rc = 0;
     if (job->fd < 0) /* an empty body: no write item ever ran */
         rc = store_tmp_create(js->store, job->id, &job->fd);
+    else if (job->truncate_file && ftruncate(job->fd, 0)) /* restarted, then empty */
+        rc = -errno;
     if (!rc) {
         rc = store_commit(js->store, job->fd, job->id, job->digest, &job->ro_fd);
         job->fd = -1;
@@ -508,6 +530,30 @@ static void job_pump(job_t *job)
         job_cleanup(job);
         return;
     }
+    if (job->restart_pending) {
+        /* Once no item of the old attempt is in flight, drop all it left and
+         * start the hash and the file over; until then submit nothing. */
+        if (job->hash_busy || job->write_busy)
+            return;
+        if (job->cur) {
+            batch_free(job->js, job->cur);
+            job->cur = NULL;
+        }
+        while (job->head) {
+            batch_t *b = job->head;
+            job->head = b->next;
+            batch_free(job->js, b);
+        }
+        job->tail = job->hash_next = job->write_next = NULL;
+        job->restart_pending = 0;
+        sha256_init(&job->sha);
+        job->received = job->sealed = job->queued_bytes = 0;
+        job->written = job->flushed = job->last_done = 0;
+        job->total = -1;
+        job->truncate_file = job->tmp_made;
+        job_begin_request(job);
+        return;
+    }
     while (job->head && job->head->hashed && job->head->written) {
         batch_t *b = job->head;
         job->head = b->next;
@@ -637,9 +683,37 @@ static int on_http_headers(http_req_t *req, const http_response_t *resp, void *d
         }
         return HTTP_BODY_DISCARD;
     }
+    if (job->resume_from > 0 &&
+        (resp->status == 200 || resp->status == 203 || resp->status == 416)) {
+        /* The server ignored the Range, or If-Range found the file changed:
+         * what we have is not a prefix of this body. Start over. */
+        job_restart_from_zero(job, "the server sent the whole file (or refused the range)");
+        return HTTP_BODY_DISCARD;
+    }
+    if (resp->status == 206 && job->resume_from > 0) {
+        unsigned long long start, end, total;
+        int n = resp->content_range
+                    ? sscanf(resp->content_range, "bytes %llu-%llu/%llu", &start, &end, &total)
+                    : 0;
+        if (n < 2 || start != job->resume_from ||
+            (job->etag && resp->etag && strcmp(job->etag, resp->etag) != 0)) {
+            job_restart_from_zero(job, "the range sent is not the one asked for");
+            return HTTP_BODY_DISCARD;
+        }
+        job->state = JOB_BODY;
+        job->total = n == 3 ? (int64_t)total : -1;
+        return HTTP_BODY_DELIVER;
+    }
     if (resp->status != 200 && resp->status != 203) {
         /* Fail once the (small) body is read, so the connection is kept. */
         job->http_status = resp->status;
+        job->retry_after_ms = 0;
+        if (resp->retry_after) { /* seconds; an HTTP date is not honoured */
+            char *end;
+            unsigned long secs = strtoul(resp->retry_after, &end, 10);
+            if (end != resp->retry_after && *end == '\0' && secs < 86400)
+                job->retry_after_ms = (unsigned)secs * 1000;
+        }
         return HTTP_BODY_DISCARD;
     }
     job->state = JOB_BODY;
@@ -693,10 +767,10 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
     job_t *job = data;
     (void)req;
     job->req = NULL;
-    if (job->state == JOB_FAILED)
-        return; /* failed from a callback; the request was already ours to drop */
+    if (job->state == JOB_FAILED || job->state == JOB_RETRY_WAIT)
+        return; /* failed or restarting from a callback: the request was ours to drop */
     if (code) {
-        job_fail(job, code, msg);
+        job_error(job, code, msg);
         return;
     }
     if (job->http_status) {
@@ -704,7 +778,8 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
         snprintf(status_code, sizeof status_code, "http_%d", job->http_status);
         snprintf(status_msg, sizeof status_msg, "%s answered HTTP %d", job->url.canonical,
                  job->http_status);
-        job_fail(job, status_code, status_msg);
+        job->http_status = 0;
+        job_error(job, status_code, status_msg);
         return;
     }
     if (job->redirect_to) {
@@ -749,15 +824,138 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
 
 static const http_req_cbs_t job_http_cbs = {on_http_headers, on_http_body, on_http_done};
 
+/* The validator for If-Range: a strong ETag, else Last-Modified (RFC 9110
+ * 13.1.5: a weak ETag cannot be used). NULL when there is none. */
+static const char *job_validator(const job_t *job)
+{
+    if (job->etag && strncmp(job->etag, "W/", 2) != 0)
+        return job->etag;
+    return job->last_modified;
+}
+
 static void job_begin_request(job_t *job)
 {
     job->state = JOB_CONNECTING;
-    int rc =
-        http_request(job->js->http, &job->url, job->cred_headers, &job_http_cbs, job, &job->req);
+    job->resume_from = job->received; /* all of it is sealed, or the job restarted */
+    char *hdrs = NULL;
+    const char *cred = job->cred_headers ? job->cred_headers : "";
+    const char *validator = job_validator(job);
+    int n = job->resume_from > 0 ? asprintf(&hdrs, "Range: bytes=%llu-\r\nIf-Range: %s\r\n%s",
+                                            (unsigned long long)job->resume_from, validator, cred)
+                                 : asprintf(&hdrs, "%s", cred);
+    int rc = n < 0 ? -ENOMEM : 0;
+    if (!rc)
+        rc = http_request(job->js->http, &job->url, hdrs, &job_http_cbs, job, &job->req);
+    free(hdrs);
     if (rc) {
         job->req = NULL;
         job_fail(job, "internal", "cannot start the request");
     }
+}
+
+/* Transient failures: the network, timeouts, a cut body (also a TLS record
+ * cut short), 5xx, 408, 429. The rest (4xx, bad responses, TLS handshakes
+ * and verification, disk) would fail again. */
+static int is_transient(const char *code)
+{
+    static const char *const codes[] = {"connect", "timeout",  "truncated",
+                                        "tls",     "http_408", "http_429"};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        if (strcmp(code, codes[i]) == 0)
+            return 1;
+    return strncmp(code, "http_5", 6) == 0;
+}
+
+static void on_retry_timer(uv_timer_t *t)
+{
+    job_t *job = t->data;
+    if (job->state != JOB_RETRY_WAIT)
+        return;
+    if (job->received > 0 && !job_validator(job)) {
+        /* Nothing to tie a range to the same file: safer to start over. */
+        job->restart_pending = 1;
+        job_pump(job);
+        return;
+    }
+    job_begin_request(job);
+}
+
+/* Back to the URL that was asked for, with the request (if any) dropped. */
+static void job_rewind(job_t *job)
+{
+    if (job->req) {
+        http_req_abort(job->req);
+        job->req = NULL;
+    }
+    free(job->redirect_to);
+    job->redirect_to = NULL;
+    job->http_status = 0;
+    job->redirects = 0;
+    url_t u;
+    if (url_parse(job->key, &u, NULL) == 0) {
+        url_free(&job->url);
+        job->url = u;
+    }
+    job->state = JOB_RETRY_WAIT;
+}
+
+/* The response cannot continue what we have: drop it all once the pipeline
+ * is idle (job_pump) and request the whole file again, at once. Not counted
+ * as a failed attempt: the next response is a plain 200. */
+static void job_restart_from_zero(job_t *job, const char *why)
+{
+    log_warn("job %llu: %s: restarting %s from byte 0", (unsigned long long)job->id, why, job->key);
+    job_rewind(job);
+    job_seal(job);
+    job->etag = (free(job->etag), NULL);
+    job->last_modified = (free(job->last_modified), NULL);
+    job->restart_pending = 1;
+    job_pump(job);
+}
+
+/* A failed attempt: retry after a backoff with jitter (at least what
+ * Retry-After asked, within retry_max_delay and the deadline), resuming at
+ * the first byte we do not have; or, when the failure is permanent or the
+ * attempts are spent, fail the job. */
+static void job_error(job_t *job, const char *code, const char *msg)
+{
+    if (job->state == JOB_FAILED || job->state == JOB_DONE)
+        return;
+    jobs_t *js = job->js;
+    const hubd_config_t *cfg = js->cfg;
+    char final[600];
+    if (!is_transient(code) || js->shutting_down || job->attempts >= cfg->retries) {
+        if (job->attempts > 0 && is_transient(code)) {
+            snprintf(final, sizeof final, "%s (after %u attempts)", msg, job->attempts + 1);
+            msg = final;
+        }
+        job_fail(job, code, msg);
+        return;
+    }
+    uint64_t delay = cfg->retry_delay_ms;
+    for (unsigned i = 0; i < job->attempts && delay < cfg->retry_max_delay_ms; i++)
+        delay *= 2;
+    delay = delay / 2 + (uint64_t)random() % (delay / 2 + 1); /* jitter: [d/2, d] */
+    if (job->retry_after_ms > delay)
+        delay = job->retry_after_ms;
+    if (delay > cfg->retry_max_delay_ms)
+        delay = cfg->retry_max_delay_ms;
+    uint64_t now = uv_now(js->loop);
+    if (cfg->deadline_ms && now + delay - job->t_start >= cfg->deadline_ms) {
+        snprintf(final, sizeof final, "%s (deadline reached after %u attempts)", msg,
+                 job->attempts + 1);
+        job_fail(job, code, final);
+        return;
+    }
+    job->attempts++;
+    job->retry_after_ms = 0;
+    job_rewind(job);
+    job_seal(job); /* what arrived is kept: the next request resumes after it */
+    log_warn("job %llu: attempt %u of %s failed: %s: %s; retrying in %llu ms from byte %llu",
+             (unsigned long long)job->id, job->attempts, job->key, code, msg,
+             (unsigned long long)delay, (unsigned long long)job->received);
+    uv_timer_start(&job->retry_timer, on_retry_timer, delay, 0);
+    job_pump(job);
 }
 
 /* The single failure path: waiters hear now, the job leaves the table (a new
@@ -771,6 +969,7 @@ static void job_fail(job_t *job, const char *code, const char *msg)
     log_warn("job %llu: %s failed: %s: %s", (unsigned long long)job->id, job->key, code, msg);
     job_unlist(job);
     uv_timer_stop(&job->timer);
+    uv_timer_stop(&job->retry_timer);
     if (job->req) {
         http_req_abort(job->req);
         job->req = NULL;
@@ -787,6 +986,15 @@ static void job_fail(job_t *job, const char *code, const char *msg)
 static void on_progress_tick(uv_timer_t *t)
 {
     job_t *job = t->data;
+    const hubd_config_t *cfg = job->js->cfg;
+    if (cfg->deadline_ms && job->state != JOB_COMMITTING &&
+        uv_now(job->js->loop) - job->t_start >= cfg->deadline_ms) {
+        char msg[100];
+        snprintf(msg, sizeof msg, "the deadline of %u ms for the whole fetch passed",
+                 cfg->deadline_ms);
+        job_fail(job, "timeout", msg);
+        return;
+    }
     uint64_t done = job->received;
     uint64_t inst = (done - job->last_done) * (1000 / PROGRESS_INTERVAL_MS);
     /* Smoothed over about a second, so the figure a user reads is steady. */
@@ -897,7 +1105,9 @@ static int start_download(jobs_t *js, url_t *u, job_waiter_t *w)
     job->total = -1;
     sha256_init(&job->sha);
     uv_timer_init(js->loop, &job->timer);
-    job->timer.data = job;
+    uv_timer_init(js->loop, &job->retry_timer);
+    job->timer.data = job->retry_timer.data = job;
+    job->handles_open = 2;
     js->live++;
     js->stats.misses++;
 

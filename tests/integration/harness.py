@@ -57,6 +57,15 @@ def stop_pid(proc, sig=signal.SIGTERM, timeout=10.0):
         return proc.wait()
 
 
+def write_config(path, **keys):
+    """A hubd INI file. Tests want a failure to show at once, so retries are
+    off unless a test turns them on."""
+    keys.setdefault("retries", "0")
+    with open(path, "w") as f:
+        f.write("[hubd]\n" + "".join("%s = %s\n" % kv for kv in keys.items()))
+    return path
+
+
 class Origin:
     """tests/origin.py serving a directory on loopback."""
 
@@ -117,8 +126,9 @@ class Hubd:
 
     def start(self):
         args = [HUBD, "--socket", self.socket, "--cache-dir", self.cache, "--log-level", "debug"]
-        if self.config:
-            args += ["--config", self.config]
+        if not self.config:
+            self.config = write_config(os.path.join(self.workdir, "default.conf"))
+        args += ["--config", self.config]
         args += self.extra_args
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log)

@@ -8,15 +8,9 @@ import subprocess
 import time
 import unittest
 
-from harness import HUBCTL, HUBD, Hubd, HubTestCase, sha256_file, wait_for
+from harness import write_config, HUBCTL, HUBD, Hubd, HubTestCase, sha256_file, wait_for
 
 
-def write_config(path, **keys):
-    with open(path, "w") as f:
-        f.write("[hubd]\n")
-        for k, v in keys.items():
-            f.write("%s = %s\n" % (k, v))
-    return path
 
 
 class LimitsTest(HubTestCase):
@@ -68,8 +62,8 @@ class LimitsTest(HubTestCase):
         self.assertEqual(json.loads(out)["sha256"], d2)
         self.assertEqual(slow.wait(timeout=60), 0)
 
-    def test_idle_timeout(self):
-        self.restart_with(idle_timeout="300ms")
+    def test_first_byte_timeout(self):
+        self.restart_with(first_byte_timeout="300ms")
         self.make_file("i.bin", 1000)
         t = time.monotonic()
         r = self.hubctl("fetch", self.origin.url("/files/i.bin?delay_ms=3000"))

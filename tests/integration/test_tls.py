@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import HUBD as HUBD_BIN, Hubd, HubTestCase, Origin, sha256_file, wait_for
+from harness import write_config, HUBD as HUBD_BIN, Hubd, HubTestCase, Origin, sha256_file, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MAKE_CERTS = os.path.join(HERE, "..", "tls", "make-certs.sh")
@@ -30,10 +30,6 @@ def cert(name):
     return (os.path.join(CERTS, name + ".crt"), os.path.join(CERTS, name + ".key"))
 
 
-def write_config(path, **keys):
-    with open(path, "w") as f:
-        f.write("[hubd]\n" + "".join("%s = %s\n" % kv for kv in keys.items()))
-    return path
 
 
 class TLSTest(HubTestCase):

@@ -139,6 +139,11 @@ START_TEST(config_shipped_file_documents_defaults)
     ck_assert_uint_eq(cfg.connect_timeout_ms, def.connect_timeout_ms);
     ck_assert_uint_eq(cfg.idle_timeout_ms, def.idle_timeout_ms);
     ck_assert_uint_eq(cfg.keepalive_ms, def.keepalive_ms);
+    ck_assert_uint_eq(cfg.first_byte_timeout_ms, def.first_byte_timeout_ms);
+    ck_assert_uint_eq(cfg.deadline_ms, def.deadline_ms);
+    ck_assert_uint_eq(cfg.retries, def.retries);
+    ck_assert_uint_eq(cfg.retry_delay_ms, def.retry_delay_ms);
+    ck_assert_uint_eq(cfg.retry_max_delay_ms, def.retry_max_delay_ms);
     ck_assert_uint_eq(cfg.max_redirects, def.max_redirects);
     ck_assert_int_eq(cfg.log_level, def.log_level);
     ck_assert_str_eq(cfg.tls_ciphers, def.tls_ciphers);
