@@ -49,6 +49,14 @@ Endpoints (every one answers GET and HEAD):
                          after N bytes (N >= the size sends the whole file
                          and still leaves out the close_notify). No ranges.
   /status/<code>         that status with a short text body.
+  /badheaders            a malformed response: "HTTP/1.1 200 OK", then
+                         "Content-Length: 5", then the line "Bad Header" (no
+                         colon), then the body "hello"; the connection is
+                         closed after it (FIN; in TLS mode after close_notify).
+  /bigheaders?n=N        200 with N header lines "X-Filler-<i>: aaa..." of
+                         exactly 1000 bytes each, CRLF included (default 100,
+                         at most 100000), then Content-Length and a 3-byte
+                         body "ok\n"; the connection is kept alive.
   /stats                 JSON counters (see Stats.snapshot); not counted.
   /reset (GET or POST)   zero the counters; not counted.
 Anything else is 404.
@@ -60,7 +68,55 @@ path):
   truncate=N  announce the real length but close after N body bytes (in
               TLS mode without a close_notify; see /eof for that path)
   norange=1   ignore Range and If-Range: always 200 with the whole file
-  retry_after=N   (/status only) add a Retry-After: N header
+  retry_after=N   on /status, and on the failures of fail_first: add a
+              Retry-After: N header
+
+Fault options for retry, resume and timeout tests. Offsets N are ABSOLUTE
+file offsets: a body that starts at S (S is 0 without a range, and always 0
+on /chunked and /eof, which take no ranges) has "reached" N once N - S of
+its bytes are sent. "The k-th request" uses the per-path ordinal k: the
+value requests[<path>] of /stats takes when the request arrives (1-based,
+path without the query, counted across connections, every method and every
+query included, zeroed by /reset). HEAD requests take an ordinal too but are
+answered normally (they have no body to cut, reset or stall).
+  cut=N1,N2,...  the k-th request announces the real Content-Length /
+              Content-Range (or chunking), then ends the connection
+              abruptly (FIN; in TLS mode no close_notify, as truncate
+              does; on /chunked no last-chunk) once the body reaches
+              offset Nk: it sends Nk - S body bytes, and just the headers
+              when Nk <= S. An Nk at or past the end of the body sends the
+              whole response normally, and so is every request with k past
+              the end of the list (e.g. cut=1000,5000: request 1 stops at
+              1000, request 2 at 5000, request 3 and later are whole).
+              Combined with truncate, the smaller stop wins.
+  reset_at=N  like cut=N for every request, but the connection ends with a
+              TCP RST (SO_LINGER on with a 0 timeout, then close) instead of
+              a FIN, so the client sees ECONNRESET. The origin first waits
+              (up to RESET_DRAIN_TIMEOUT s) for the client to acknowledge the
+              bytes sent, so exactly N - S of them reach it. When cut or
+              truncate stops the body earlier, that one acts instead (on a
+              tie the RST wins).
+  fail_first=N[&fail_status=C][&retry_after=S]
+              requests with ordinal k <= N get status C (400..599, default
+              503; anything else gives 400) with a short text body
+              ("503 Service Unavailable\n"), Content-Length and keep-alive,
+              plus Retry-After: S when given; later ones are served as usual
+              (with their own ordinal, so cut's k counts these failures too).
+  stall_at=N&stall_ms=T
+              once per request, when the body has reached offset N and has
+              more to send (S <= N < the offset where it stops), sleep T ms,
+              then go on. N = S stalls right after the headers; a ranged
+              request that starts past N, or a body that stops at or before
+              N (cut, truncate, end of file), does not stall. On /chunked the
+              stall may fall inside a chunk (its size line already sent).
+  etag=per_request
+              (/files, /chunked) every such request gets a new version of
+              the validators: ETag '"<size>-<mtime_ns>-<v>"' (all in hex) and
+              Last-Modified = mtime + v seconds, where v is 1, 2, 3... per
+              path. v is not zeroed by /reset, so a validator from any
+              earlier response never matches again: If-Range then gives 200
+              with the whole file, If-None-Match and If-Modified-Since give
+              200 (not 304).
 
 Counting: every request except /stats and /reset adds one to
 requests[<path as sent, without the query>] when it arrives, and each body
@@ -68,7 +124,12 @@ write adds its payload bytes (file data, not chunk framing or headers) to
 bytes[<same key>] as it goes, so a test can watch a transfer in flight.
 "connections" counts the TCP connections that carried such a request, so a
 test can see keep-alive at work (a connection used only for /stats or /reset
-is not counted). "tls" says whether the origin speaks TLS; "handshakes"
+is not counted). "ranges" counts, per path, the counted requests that
+carried a Range header (any Range header, even one ignored or malformed),
+and "range_starts" lists, per path and in arrival order, the first byte
+position each of those asked for: N for "bytes=N-" and "bytes=N-M", -N for
+a suffix range "bytes=-N", null for one that is not a single byte range.
+"tls" says whether the origin speaks TLS; "handshakes"
 counts the completed TLS handshakes of connections that carried a counted
 request (so a test's own /stats calls add none), counted once per connection
 when its first such request arrives, and "resumed" counts those among them
@@ -77,12 +138,14 @@ that resumed an earlier session (by ticket or session id).
 
 import argparse
 import email.utils
+import fcntl
 import json
 import os
 import signal
 import socket
 import socketserver
 import ssl
+import struct
 import sys
 import threading
 import time
@@ -97,6 +160,9 @@ FAST_WRITE = 1024 * 1024  # sendfile step when not rate limiting
 UNCOUNTED = ("/stats", "/reset")
 HANDSHAKE_TIMEOUT = 30.0  # s; a client that never finishes it loses its thread
 CLOSE_TIMEOUT = 2.0  # s to send our close_notify and wait for the peer's
+RESET_DRAIN_TIMEOUT = 10.0  # s reset_at waits for the peer to ack what was sent
+SIOCOUTQ = 0x5411  # Linux ioctl (TIOCOUTQ): bytes sent but not yet acknowledged
+BIGHEADERS_MAX = 100000  # lines; 100 MB of headers is plenty
 # TLS 1.2 suites: ECDHE with AEAD only. These are what an mbedTLS 2.28 client
 # (hubd) offers, and the certificates of make-certs.sh are ECDSA.
 TLS12_CIPHERS = ":".join((
@@ -118,22 +184,32 @@ class Stats:
         self._lock = threading.Lock()
         self._requests = {}
         self._bytes = {}
+        self._ranges = {}
+        self._range_starts = {}
+        self._versions = {}  # etag=per_request; never zeroed (see the docstring)
         self._connections = 0
         self._generation = 0  # bumped by reset(), so connections count anew
         self._handshakes = 0
         self._resumed = 0
         self.tls = False
 
-    def count_request(self, key, conn):
+    def count_request(self, key, conn, range_header=None):
         """Counts a request, and its connection if that is new to us.
 
         conn is the handler: one per TCP connection, however many requests
         it carries; it remembers the generation it was counted in. In TLS
         mode its socket carries the handshake, counted at most once.
+        range_header is the request's Range header, if it had one.
+        Returns the request's per-path ordinal (1 for the first since the
+        start or the last reset), which the fault options go by.
         """
         sock = conn.connection
         with self._lock:
-            self._requests[key] = self._requests.get(key, 0) + 1
+            ordinal = self._requests.get(key, 0) + 1
+            self._requests[key] = ordinal
+            if range_header is not None:
+                self._ranges[key] = self._ranges.get(key, 0) + 1
+                self._range_starts.setdefault(key, []).append(range_start(range_header))
             if getattr(conn, "stats_generation", None) != self._generation:
                 conn.stats_generation = self._generation
                 self._connections += 1
@@ -142,6 +218,14 @@ class Stats:
                 self._handshakes += 1
                 if sock.session_reused:
                     self._resumed += 1
+            return ordinal
+
+    def next_version(self, key):
+        """The next validator version (1, 2, ...) of key, for etag=per_request."""
+        with self._lock:
+            v = self._versions.get(key, 0) + 1
+            self._versions[key] = v
+            return v
 
     def count_bytes(self, key, n):
         with self._lock:
@@ -151,6 +235,8 @@ class Stats:
         with self._lock:
             self._requests.clear()
             self._bytes.clear()
+            self._ranges.clear()
+            self._range_starts.clear()
             self._connections = 0
             self._generation += 1
             self._handshakes = 0
@@ -167,6 +253,8 @@ class Stats:
                 "tls": self.tls,
                 "handshakes": self._handshakes,
                 "resumed": self._resumed,
+                "ranges": dict(self._ranges),
+                "range_starts": {k: list(v) for k, v in self._range_starts.items()},
             }
 
 
@@ -201,6 +289,39 @@ def int_option(query, name, default=None):
     except ValueError:
         return default
     return v if v >= 0 else default
+
+
+def int_list_option(query, name):
+    """Returns the query option `name` ("N1,N2,...") as a list of
+    non-negative ints, or None when absent or malformed."""
+    values = query.get(name)
+    if not values:
+        return None
+    try:
+        items = [int(v) for v in values[-1].split(",")]
+    except ValueError:
+        return None
+    return items if all(v >= 0 for v in items) else None
+
+
+def range_start(header):
+    """The first byte position a Range header asks for, for /stats.
+
+    N for "bytes=N-" or "bytes=N-M", -N for the suffix range "bytes=-N",
+    None for anything that is not one byte range.
+    """
+    unit, _, spec = header.partition("=")
+    if unit.strip().lower() != "bytes" or "," in spec:
+        return None
+    first_s, dash, last_s = spec.strip().partition("-")
+    first_s, last_s = first_s.strip(), last_s.strip()
+    if not dash:
+        return None
+    if first_s.isdigit():
+        return int(first_s)
+    if first_s == "" and last_s.isdigit():
+        return -int(last_s)
+    return None
 
 
 def parse_range(header, size):
@@ -293,8 +414,9 @@ class Handler(BaseHTTPRequestHandler):
         self.key = url.path
         self.query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
         self.raw_query = url.query
+        self.ordinal = 0  # this request's number for its path (see the docstring)
         if self.key not in UNCOUNTED:
-            self.server.stats.count_request(self.key, self)
+            self.ordinal = self.server.stats.count_request(self.key, self, self.headers.get("Range"))
         self.discard_request_body()
         try:
             delay = int_option(self.query, "delay_ms")
@@ -323,6 +445,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.serve_eof("/".join(parts[2:]))
         if head == "status" and len(parts) == 3:
             return self.serve_status(parts[2])
+        if path == "/badheaders":
+            return self.serve_badheaders()
+        if path == "/bigheaders":
+            return self.serve_bigheaders()
         if path == "/stats":
             body = json.dumps(self.server.stats.snapshot(), sort_keys=True) + "\n"
             return self.send_text(200, body, content_type="application/json")
@@ -370,6 +496,98 @@ class Handler(BaseHTTPRequestHandler):
             self.connection.origin_aborted = True
         self.connection.shutdown(socket.SHUT_WR)
 
+    def reset_connection(self):
+        """Ends the connection now with a TCP RST (reset_at=N).
+
+        It first waits (up to RESET_DRAIN_TIMEOUT) until the peer has
+        acknowledged every byte sent, since a RST discards what is still in
+        our send queue; then SO_LINGER {on, 0} and a close send the RST. The
+        fd is closed here, detached from its socket object, because the
+        usual end of a connection would shut it down (a FIN) first. In TLS
+        mode no close_notify goes out either.
+        """
+        self.close_connection = True
+        self.wfile.flush()
+        sock = self.connection
+        deadline = time.monotonic() + RESET_DRAIN_TIMEOUT
+        while time.monotonic() < deadline:
+            try:
+                queued = struct.unpack("i", fcntl.ioctl(sock.fileno(), SIOCOUTQ, b"\0\0\0\0"))[0]
+            except OSError:
+                break  # not Linux, or the socket is gone already
+            if queued <= 0:
+                break
+            time.sleep(0.002)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+        if self.server.tls_context:
+            sock.origin_aborted = True  # close_tls must not try a close_notify
+        os.close(sock.detach())
+
+    def end_cut_short(self, ending):
+        """Ends a body that stopped before its announced end (body_plan)."""
+        if ending == "reset":
+            self.reset_connection()
+        else:
+            self.abort_connection()
+
+    def fail_first(self):
+        """fail_first=N: answers the first N requests of a path with a failure.
+
+        Returns True when it answered (then the caller must do nothing more).
+        """
+        n = int_option(self.query, "fail_first")
+        if not n or self.ordinal > n:
+            return False
+        code = 503
+        if "fail_status" in self.query:
+            code = int_option(self.query, "fail_status")
+            if code is None or not 400 <= code <= 599:
+                self.send_text(400, "fail_status must be 400..599\n")
+                return True
+        extra = {}
+        retry = int_option(self.query, "retry_after")
+        if retry is not None:
+            extra["Retry-After"] = str(retry)
+        try:
+            reason = HTTPStatus(code).phrase
+        except ValueError:
+            reason = "failure"
+        self.send_text(code, "%d %s\n" % (code, reason), extra)
+        return True
+
+    def body_plan(self, first, length):
+        """How much of a body to send under truncate, cut, reset_at, stall_at.
+
+        The body is `length` bytes from absolute file offset `first`.
+        Returns (limit, ending, stall): the number of bytes to send; None
+        when that is the whole body, otherwise "abort" (FIN, no
+        close_notify) or "reset" (RST) for how the connection then ends;
+        and None or (bytes to send before the stall, seconds to stall).
+        """
+        limit, ending = length, None
+        truncate = int_option(self.query, "truncate")
+        if truncate is not None and truncate < limit:
+            limit, ending = truncate, "abort"
+        cuts = int_list_option(self.query, "cut")
+        if cuts and 1 <= self.ordinal <= len(cuts):
+            n = max(0, cuts[self.ordinal - 1] - first)
+            if n < limit:
+                limit, ending = n, "abort"
+        reset_at = int_option(self.query, "reset_at")
+        if reset_at is not None:
+            n = max(0, reset_at - first)
+            if n < length and n <= limit:
+                limit, ending = n, "reset"
+        stall = None
+        stall_at = int_option(self.query, "stall_at")
+        stall_ms = int_option(self.query, "stall_ms", 0)
+        if stall_at is not None and stall_ms > 0 and first <= stall_at < first + limit:
+            stall = (stall_at - first, stall_ms / 1000.0)
+        return limit, ending, stall
+
     def send_redirect(self, code, location):
         self.send_text(code, "redirect to %s\n" % location, {"Location": location})
 
@@ -399,6 +617,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def serve_eof(self, name):
         """The file with its end marked only by the end of the connection."""
+        if self.fail_first():
+            return
         f = self.open_file(name)
         if f is None:
             return self.send_text(404, "no such file\n")
@@ -410,13 +630,44 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             if self.command == "HEAD":
                 return
-            truncate = int_option(self.query, "truncate")
-            limit = size if truncate is None else min(size, truncate)
-            self.send_body(f, 0, limit, int_option(self.query, "bps", 0))
-            if truncate is not None:
-                self.abort_connection()
+            limit, ending, stall = self.body_plan(0, size)
+            self.send_body(f, 0, limit, int_option(self.query, "bps", 0), stall)
+            if ending is None and int_option(self.query, "truncate") is not None:
+                ending = "abort"  # truncate=N >= size: still no close_notify
+            if ending is not None:
+                self.end_cut_short(ending)
             # Otherwise the connection ends normally once this returns: FIN
             # in plain mode, close_notify then FIN in TLS mode.
+
+    def serve_badheaders(self):
+        """A response with a header line that has no colon; then a close."""
+        self.close_connection = True
+        self.log_request(200)
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nBad Header\r\n\r\n")
+        if self.command != "HEAD":
+            self.wfile.write(b"hello")
+            self.server.stats.count_bytes(self.key, 5)
+
+    def serve_bigheaders(self):
+        """200 with n header lines of 1000 bytes each (CRLF included)."""
+        n = int_option(self.query, "n", 100)
+        if n is None or n > BIGHEADERS_MAX:
+            return self.send_text(400, "n must be 0..%d\n" % BIGHEADERS_MAX)
+        self.log_request(200)
+        head = [b"HTTP/1.1 200 OK\r\n", b"Content-Type: text/plain; charset=utf-8\r\n"]
+        self.wfile.write(b"".join(head))
+        batch = []
+        for i in range(n):
+            name = b"X-Filler-%06d: " % i
+            batch.append(name + b"a" * (1000 - len(name) - 2) + b"\r\n")
+            if len(batch) == 1024:
+                self.wfile.write(b"".join(batch))
+                batch = []
+        batch.append(b"Content-Length: 3\r\n\r\n")
+        self.wfile.write(b"".join(batch))
+        if self.command != "HEAD":
+            self.wfile.write(b"ok\n")
+            self.server.stats.count_bytes(self.key, 3)
 
     def serve_status(self, code_text):
         if not code_text.isdigit() or not 200 <= int(code_text) <= 599:
@@ -451,6 +702,8 @@ class Handler(BaseHTTPRequestHandler):
             return None
 
     def serve_file(self, name, chunked):
+        if self.fail_first():
+            return
         f = self.open_file(name)
         if f is None:
             return self.send_text(404, "no such file\n")
@@ -459,6 +712,10 @@ class Handler(BaseHTTPRequestHandler):
             size = st.st_size
             mtime = int(st.st_mtime)
             etag = '"%x-%x"' % (size, st.st_mtime_ns)
+            if self.query.get("etag", [""])[-1] == "per_request":
+                version = self.server.stats.next_version(self.key)
+                etag = '"%x-%x-%x"' % (size, st.st_mtime_ns, version)
+                mtime += version
             last_modified = email.utils.formatdate(mtime, usegmt=True)
             norange = int_option(self.query, "norange", 0) != 0
 
@@ -493,16 +750,16 @@ class Handler(BaseHTTPRequestHandler):
             if self.command == "HEAD":
                 return
 
-            truncate = int_option(self.query, "truncate")
-            limit = length if truncate is None else min(length, truncate)
+            limit, ending, stall = self.body_plan(first, length)
             bps = int_option(self.query, "bps", 0)
             if chunked:
-                self.send_chunked(f, limit, bps)
+                self.send_chunked(f, limit, bps, stall)
             else:
-                self.send_body(f, first, limit, bps)
-            if limit < length:
-                # The promised length was not met: the client must see EOF.
-                self.abort_connection()
+                self.send_body(f, first, limit, bps, stall)
+            if ending is not None:
+                # The promised length was not met: the client must see EOF
+                # (or a reset).
+                self.end_cut_short(ending)
             elif chunked:
                 self.wfile.write(b"0\r\n\r\n")
 
@@ -532,8 +789,17 @@ class Handler(BaseHTTPRequestHandler):
             return value == etag
         return http_date_to_ts(value) == mtime
 
-    def send_body(self, f, offset, count, bps):
-        """Sends count bytes of f from offset, paced when bps > 0."""
+    def send_body(self, f, offset, count, bps, stall=None):
+        """Sends count bytes of f from offset, paced when bps > 0.
+
+        stall: None or (bytes, seconds): sleep once after that many bytes
+        (0 <= bytes < count); the pacing starts afresh after it.
+        """
+        if stall is not None:
+            before, seconds = stall
+            self.send_body(f, offset, before, bps)
+            time.sleep(seconds)
+            return self.send_body(f, offset + before, count - before, bps)
         out = self.connection.fileno()
         tls = self.server.tls_context is not None
         stats = self.server.stats
@@ -556,14 +822,18 @@ class Handler(BaseHTTPRequestHandler):
             if pacer:
                 pacer.wait(n)
 
-    def send_chunked(self, f, count, bps):
+    def send_chunked(self, f, count, bps, stall=None):
         """Sends count bytes of f as chunks whose sizes cycle CHUNK_CYCLE.
 
         Pacing splits a large chunk into several writes; the chunk framing
-        is not changed by it.
+        is not changed by it. stall: None or (bytes, seconds): sleep once
+        after that many bytes of data, inside a chunk if it falls there
+        (the pacing starts afresh after it).
         """
         stats = self.server.stats
         pacer = Pacer(bps) if bps > 0 else None
+        stall_pos, stall_seconds = stall if stall is not None else (None, 0)
+        sent = 0
         i = 0
         while count > 0:
             want = min(count, CHUNK_CYCLE[i % len(CHUNK_CYCLE)])
@@ -573,16 +843,35 @@ class Handler(BaseHTTPRequestHandler):
                 break
             count -= len(data)
             size_line = b"%x\r\n" % len(data)
-            if not pacer:
+            if stall_pos is not None and sent <= stall_pos < sent + len(data):
+                split = stall_pos - sent
+            else:
+                split = None
+            if not pacer and split is None:
                 self.wfile.write(size_line + data + b"\r\n")
                 stats.count_bytes(self.key, len(data))
+                sent += len(data)
                 continue
             self.wfile.write(size_line)
-            for pos in range(0, len(data), pacer.step):
-                piece = data[pos : pos + pacer.step]
+            pos = 0
+            while pos < len(data):
+                if split is not None and pos == split:
+                    time.sleep(stall_seconds)
+                    stall_pos = split = None
+                    if pacer:
+                        pacer = Pacer(bps)
+                end = len(data)
+                if pacer:
+                    end = min(end, pos + pacer.step)
+                if split is not None:
+                    end = min(end, split)  # pos < split here
+                piece = data[pos:end]
                 self.wfile.write(piece)
                 stats.count_bytes(self.key, len(piece))
-                pacer.wait(len(piece))
+                if pacer:
+                    pacer.wait(len(piece))
+                pos = end
+            sent += len(data)
             self.wfile.write(b"\r\n")
 
 

@@ -1,0 +1,162 @@
+"""Resilience: retries with resume, restarts, timeouts, hostile servers, and
+clients whose daemon dies. Each case checks the outcome and that nothing wrong
+is in the cache."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+import unittest
+
+from harness import HUBCTL, Hubd, HubTestCase, sha256_file, wait_for, write_config
+
+MiB = 1024 * 1024
+
+
+class ResilienceTest(HubTestCase):
+    def restart_with(self, **keys):
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "r.conf"), **keys)
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-r%d" % len(os.listdir(self.tmp))),
+                         config=conf)
+
+    def assert_cache_clean(self):
+        """Every blob hashes to its name; no partial is left behind."""
+        for path in self.hubd.blob_files():
+            self.assertEqual(sha256_file(path), os.path.basename(path))
+        self.assertEqual(self.hubd.tmp_files(), [])
+
+    def test_resume_after_cuts(self):
+        self.restart_with(retries="5", retry_delay="20ms")
+        size = 8 * MiB + 123
+        digest = self.make_file("c.bin", size)
+        cuts = [1 * MiB + 7, 3 * MiB, 5 * MiB + 999]
+        r = self.hubctl("fetch", "--json",
+                        self.origin.url("/files/c.bin?cut=%s" % ",".join(map(str, cuts))))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(json.loads(r.out)["sha256"], digest)
+        st = self.origin.stats()
+        self.assertEqual(st["range_starts"]["/files/c.bin"], cuts)
+        self.assertEqual(st["bytes"]["/files/c.bin"], size)  # not one byte twice
+        self.assert_cache_clean()
+
+    def test_five_random_cuts_cost_under_1_2x(self):
+        self.restart_with(retries="6", retry_delay="20ms")
+        size = 32 * MiB
+        digest = self.make_file("rc.bin", size)
+        rnd = random.Random(4)
+        cuts = sorted(rnd.randrange(1, size) for _ in range(5))
+        r = self.hubctl("fetch", "--sha256", digest,
+                        self.origin.url("/files/rc.bin?cut=%s" % ",".join(map(str, cuts))))
+        self.assertEqual(r.rc, 0, r)
+        served = self.origin.stats()["bytes"]["/files/rc.bin"]
+        self.assertLess(served, 1.2 * size)
+        self.assert_cache_clean()
+
+    def test_chunked_resume(self):
+        self.restart_with(retries="3", retry_delay="20ms")
+        digest = self.make_file("ch.bin", 3 * MiB)
+        r = self.hubctl("fetch", self.origin.url("/chunked/ch.bin?cut=%d" % MiB))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(os.path.basename(r.out.strip()), digest)
+        self.assert_cache_clean()
+
+    def test_ignored_range_restarts_from_zero(self):
+        self.restart_with(retries="3", retry_delay="20ms")
+        digest = self.make_file("n.bin", 4 * MiB)
+        r = self.hubctl("fetch", self.origin.url("/files/n.bin?norange=1&cut=%d" % (2 * MiB)))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(sha256_file(r.out.strip()), digest)
+        self.assert_cache_clean()
+
+    def test_changed_validator_restarts_from_zero(self):
+        self.restart_with(retries="3", retry_delay="20ms")
+        digest = self.make_file("e.bin", 4 * MiB)
+        r = self.hubctl("fetch", self.origin.url("/files/e.bin?etag=per_request&cut=%d" % MiB))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(sha256_file(r.out.strip()), digest)
+        st = self.origin.stats()
+        self.assertEqual(st["range_starts"]["/files/e.bin"], [MiB])  # asked, refused by If-Range
+        self.assert_cache_clean()
+
+    def test_retry_after_is_honoured(self):
+        self.restart_with(retries="3", retry_delay="10ms")
+        digest = self.make_file("a.bin", 1000)
+        t = time.monotonic()
+        r = self.hubctl("fetch", self.origin.url("/files/a.bin?fail_first=2&retry_after=1"))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(os.path.basename(r.out.strip()), digest)
+        self.assertGreaterEqual(time.monotonic() - t, 1.9)
+        self.assertEqual(self.origin.requests_for("/files/a.bin"), 3)
+
+    def test_retries_exhausted(self):
+        self.restart_with(retries="2", retry_delay="10ms")
+        self.make_file("x.bin", 1000)
+        r = self.hubctl("fetch", self.origin.url("/files/x.bin?fail_first=10&fail_status=502"))
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("http_502", r.err)
+        self.assertIn("after 3 attempts", r.err)
+        self.assertEqual(self.origin.requests_for("/files/x.bin"), 3)
+        self.assert_cache_clean()
+
+    def test_permanent_failure_not_retried(self):
+        self.restart_with(retries="5", retry_delay="10ms")
+        self.make_file("p.bin", 1000)
+        r = self.hubctl("fetch", self.origin.url("/files/p.bin?fail_first=10&fail_status=403"))
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("http_403", r.err)
+        self.assertEqual(self.origin.requests_for("/files/p.bin"), 1)
+
+    def test_reset_without_retries_stores_nothing(self):
+        self.make_file("r.bin", 2 * MiB)
+        r = self.hubctl("fetch", self.origin.url("/files/r.bin?reset_at=%d" % MiB))
+        self.assertEqual(r.rc, 1, r)
+        self.assertTrue("truncated" in r.err or "connect" in r.err, r)
+        self.assertEqual(self.hubd.blob_files(), [])
+        self.assert_cache_clean()
+
+    def test_stalled_server_hits_idle_timeout(self):
+        self.restart_with(idle_timeout="300ms")
+        self.make_file("s.bin", 2 * MiB)
+        t = time.monotonic()
+        r = self.hubctl("fetch", self.origin.url("/files/s.bin?stall_at=%d&stall_ms=5000" % MiB))
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("idle timeout", r.err)
+        self.assertLess(time.monotonic() - t, 3)
+        self.assert_cache_clean()
+
+    def test_deadline_bounds_a_dripping_server(self):
+        self.restart_with(deadline="1s", retries="3", retry_delay="10ms")
+        self.make_file("d.bin", 4 * MiB)
+        t = time.monotonic()
+        r = self.hubctl("fetch", self.origin.url("/files/d.bin?bps=200000"))
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("deadline", r.err)
+        self.assertLess(time.monotonic() - t, 3)
+        self.assert_cache_clean()
+
+    def test_malformed_and_oversized_headers(self):
+        self.restart_with(retries="3", retry_delay="10ms")
+        for path in ("/badheaders", "/bigheaders?n=100"):
+            r = self.hubctl("fetch", self.origin.url(path))
+            self.assertEqual(r.rc, 1, (path, r))
+            self.assertIn("http_parse", r.err)
+        self.assertEqual(self.origin.requests_for("/badheaders"), 1)  # not retried
+        self.assert_cache_clean()
+
+    def test_hubctl_exits_3_when_the_daemon_dies(self):
+        self.make_file("k.bin", 4 * MiB)
+        p = self.hubctl_bg("fetch", self.origin.url("/files/k.bin?bps=%d" % MiB))
+        wait_for(lambda: self.origin.requests_for("/files/k.bin") == 1, what="the download")
+        os.kill(self.hubd.proc.pid, signal.SIGKILL)
+        self.hubd.proc.wait()
+        _, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 3, err)
+        self.assertIn(b"hubd", err)
+        self.hubd.start()  # the fixture's clean exit
+
+
+if __name__ == "__main__":
+    unittest.main()
