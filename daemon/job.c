@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -110,6 +111,7 @@ struct job {
 
     /* Body pipeline. */
     int64_t total;         /* Content-Length, -1 unknown */
+    int64_t total_hint;    /* total as of the last work submission: the write item's copy */
     uint64_t received;     /* body bytes from the network */
     uint64_t sealed;       /* bytes in sealed batches (next batch's offset) */
     uint64_t queued_bytes; /* bytes in batches not yet freed */
@@ -348,6 +350,15 @@ static void write_work(uv_work_t *req)
             job->write_err = rc;
             return;
         }
+        /* With the length known, fail now rather than after writing most of
+         * it: the rest must fit in what the file system has left. */
+        struct statvfs vfs;
+        int64_t total = job->total_hint;
+        if (total > 0 && fstatvfs(job->fd, &vfs) == 0 &&
+            (uint64_t)vfs.f_bavail * vfs.f_frsize < (uint64_t)total - job->write_first->offset) {
+            job->write_err = -ENOSPC;
+            return;
+        }
     }
     if (job->truncate_file) { /* a restart from byte 0: drop the old bytes */
         job->truncate_file = 0;
@@ -481,6 +492,7 @@ static void submit_work(job_t *job)
     if (!job->write_busy && job->write_next) {
         job->write_count = take_batches(&job->write_next, &job->write_first);
         job->write_busy = 1;
+        job->total_hint = job->total; /* the write item's copy, handed over with it */
         job->tmp_made = 1;
         job->write_work.data = job;
         uv_queue_work(loop, &job->write_work, write_work, after_write);

@@ -146,6 +146,39 @@ class ResilienceTest(HubTestCase):
         self.assertEqual(self.origin.requests_for("/badheaders"), 1)  # not retried
         self.assert_cache_clean()
 
+    @unittest.skipUnless(os.geteuid() == 0, "mounting a small tmpfs needs root")
+    def test_full_disk(self):
+        # The cache on a 16 MiB tmpfs: a 32 MiB download fails with no_space
+        # (before writing, its length being known; and mid-way for a chunked
+        # one), nothing is left, and the daemon goes on serving.
+        small = os.path.join(self.tmp, "small")
+        os.mkdir(small)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", small], check=True)
+
+        def unmount():
+            # Cleanups run last-in first-out: move the fixture's daemon off
+            # the tmpfs (its clean-exit check reads the log) before it goes.
+            if self.hubd.workdir.startswith(small):
+                self.assertEqual(self.hubd.stop(), 0, self.hubd.read_log())
+                self.hubd = Hubd(os.path.join(self.tmp, "hub-after"))
+            subprocess.run(["umount", "-l", small])
+        self.addCleanup(unmount)
+        self.hubd.stop()
+        self.hubd = Hubd(os.path.join(small, "hub"))
+        self.make_file("big.bin", 32 * MiB, seed=1)
+        ok = self.make_file("ok.bin", 100000, seed=2)
+        for path in ("/files/big.bin", "/chunked/big.bin"):
+            r = self.hubctl("fetch", self.origin.url(path))
+            self.assertEqual(r.rc, 1, (path, r))
+            self.assertIn("no_space", r.err)
+            wait_for(lambda: self.hubd.tmp_files() == [], what="the partial to go")
+        r = self.hubctl("fetch", self.origin.url("/files/ok.bin"))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(os.path.basename(r.out.strip()), ok)
+        r = self.hubctl("fetch", "--json", self.origin.url("/files/ok.bin"))
+        self.assertEqual(json.loads(r.out)["source"], "hit")
+        self.assert_cache_clean()
+
     def test_hubctl_exits_3_when_the_daemon_dies(self):
         self.make_file("k.bin", 4 * MiB)
         p = self.hubctl_bg("fetch", self.origin.url("/files/k.bin?bps=%d" % MiB))
