@@ -509,12 +509,10 @@ static void job_start_commit(job_t *job)
     uv_queue_work(job->js->loop, &job->commit_work, commit_work, after_commit);
 }
 
-/* After a failure: once no item is in flight, drop the batches and the
- * partial file, then free the job. */
-static void job_cleanup(job_t *job)
+/* Frees every batch, sealed or not, hashed or not. Only with no hash or
+ * write item in flight (they point into the batches). */
+static void job_drop_batches(job_t *job)
 {
-    if (job->hash_busy || job->write_busy || job->commit_busy || job->cleanup_queued)
-        return;
     if (job->cur) {
         batch_free(job->js, job->cur);
         job->cur = NULL;
@@ -525,6 +523,15 @@ static void job_cleanup(job_t *job)
         batch_free(job->js, b);
     }
     job->tail = job->hash_next = job->write_next = NULL;
+}
+
+/* After a failure: once no item is in flight, drop the batches and the
+ * partial file, then free the job. */
+static void job_cleanup(job_t *job)
+{
+    if (job->hash_busy || job->write_busy || job->commit_busy || job->cleanup_queued)
+        return;
+    job_drop_batches(job);
     job->cleanup_queued = 1;
     if (!job->tmp_made && job->fd < 0) {
         job_free(job);
@@ -547,16 +554,7 @@ static void job_pump(job_t *job)
          * start the hash and the file over; until then submit nothing. */
         if (job->hash_busy || job->write_busy)
             return;
-        if (job->cur) {
-            batch_free(job->js, job->cur);
-            job->cur = NULL;
-        }
-        while (job->head) {
-            batch_t *b = job->head;
-            job->head = b->next;
-            batch_free(job->js, b);
-        }
-        job->tail = job->hash_next = job->write_next = NULL;
+        job_drop_batches(job);
         job->restart_pending = 0;
         sha256_init(&job->sha);
         job->received = job->sealed = job->queued_bytes = 0;
