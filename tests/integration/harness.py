@@ -167,6 +167,11 @@ class Hubd:
     def tmp_files(self):
         return os.listdir(os.path.join(self.cache, "tmp"))
 
+    def wait_no_partials(self, timeout=10.0):
+        """After a failed download the partial goes in a pool work item that
+        may finish just after the client heard ERR: wait for it (bounded)."""
+        wait_for(lambda: self.tmp_files() == [], timeout, "the partial to be removed")
+
 
 class Ctl:
     """Result of one hubctl run."""

@@ -71,7 +71,7 @@ class FetchTest(HubTestCase):
         self.assertEqual(r.rc, 1, r)
         self.assertIn("truncated", r.err)
         self.assertEqual(self.hubd.blob_files(), [])
-        self.assertEqual(self.hubd.tmp_files(), [])
+        self.hubd.wait_no_partials()
 
     def test_fetch_hash_mismatch_stores_nothing(self):
         self.make_file("h.bin", 300000)

@@ -23,10 +23,10 @@ class ResilienceTest(HubTestCase):
                          config=conf)
 
     def assert_cache_clean(self):
-        """Every blob hashes to its name; no partial is left behind."""
+        """No partial is left behind; every blob hashes to its name."""
+        self.hubd.wait_no_partials()
         for path in self.hubd.blob_files():
             self.assertEqual(sha256_file(path), os.path.basename(path))
-        self.assertEqual(self.hubd.tmp_files(), [])
 
     def test_resume_after_cuts(self):
         self.restart_with(retries="5", retry_delay="20ms")
@@ -171,7 +171,7 @@ class ResilienceTest(HubTestCase):
             r = self.hubctl("fetch", self.origin.url(path))
             self.assertEqual(r.rc, 1, (path, r))
             self.assertIn("no_space", r.err)
-            wait_for(lambda: self.hubd.tmp_files() == [], what="the partial to go")
+            self.hubd.wait_no_partials()
         r = self.hubctl("fetch", self.origin.url("/files/ok.bin"))
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(os.path.basename(r.out.strip()), ok)

@@ -101,7 +101,7 @@ class TLSTest(HubTestCase):
             self.assertEqual(r.rc, 1, (path, r))
             self.assertIn("truncated", r.err)
         self.assertEqual(self.hubd.blob_files(), [])
-        self.assertEqual(self.hubd.tmp_files(), [])
+        self.hubd.wait_no_partials()
 
     def test_close_delimited_body_with_close_notify(self):
         digest = self.make_file("e.bin", 300000)
