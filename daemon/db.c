@@ -255,6 +255,37 @@ int db_record_download(db_t *db, const db_record_t *rec)
     return rc;
 }
 
+int db_each_blob(db_t *db, void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db->wr, "SELECT sha256, size FROM blobs", -1, &st, NULL) != SQLITE_OK)
+        return sq_err(db->wr, "listing blobs");
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *sha = (const char *)sqlite3_column_text(st, 0);
+        if (sha)
+            fn(arg, sha, (uint64_t)sqlite3_column_int64(st, 1));
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+int db_forget_blob(db_t *db, const char *sha256)
+{
+    sqlite3 *h = db->wr;
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
+    int rc = exec_bound(h, "BEGIN IMMEDIATE", "");
+    if (!rc)
+        rc = exec_bound(h, "DELETE FROM entries WHERE sha256 = ?1", "t", sha256);
+    if (!rc)
+        rc = exec_bound(h, "DELETE FROM blobs WHERE sha256 = ?1", "t", sha256);
+    if (!rc)
+        rc = exec_bound(h, "COMMIT", "");
+    if (rc)
+        exec_bound(h, "ROLLBACK", "");
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}
+
 int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag)
 {
     int64_t now = (int64_t)time(NULL);

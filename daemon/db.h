@@ -44,6 +44,11 @@ int db_list(db_t *db, void (*fn)(void *arg, const db_entry_t *e), void *arg);
 
 /* Pool threads. One transaction: upsert the blob, upsert the entry. */
 int db_record_download(db_t *db, const db_record_t *rec);
+/* Start-up only. Calls fn for every blob row. */
+int db_each_blob(db_t *db, void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg);
+/* Start-up (or pool threads). Deletes a blob row and every entry naming it. */
+int db_forget_blob(db_t *db, const char *sha256);
+
 /* Pool threads. Marks a blob (and the entry, when url is given) used now. */
 int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag);
 

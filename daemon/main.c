@@ -3,6 +3,7 @@
 #include "db.h"
 #include "job.h"
 #include "log.h"
+#include "reconcile.h"
 #include "session.h"
 #include "sha256.h"
 #include "store.h"
@@ -169,6 +170,9 @@ int main(int argc, char **argv)
         goto out;
     snprintf(db_path, sizeof db_path, "%s/hubd.db", d.cfg.cache_dir);
     if ((rc = db_open(db_path, &d.db)))
+        goto out;
+    reconcile_report_t rep;
+    if ((rc = reconcile_cache(d.store, d.db, &rep)))
         goto out;
     char err[600];
     if ((rc = tls_ctx_new(&d.cfg, &d.tls, err, sizeof err))) {

@@ -51,6 +51,38 @@ class CacheTest(HubTestCase):
         self.assertFalse(os.path.exists(stale))
         self.assertIn("removed 1 unfinished download", self.hubd.read_log())
 
+    def test_startup_reconciles_rows_and_blobs(self):
+        d1 = self.make_file("g1", 50000, seed=1)
+        d2 = self.make_file("g2", 60000, seed=2)
+        r1 = json.loads(self.hubctl("fetch", "--json", self.origin.url("/files/g1")).out)
+        json.loads(self.hubctl("fetch", "--json", self.origin.url("/files/g2")).out)
+        self.assertEqual(self.hubd.stop(), 0)
+        blobs = os.path.join(self.hubd.cache, "blobs")
+        # A listed blob lost by hand, a file no row names, a misnamed file.
+        os.unlink(r1["path"])
+        stray = "ab" + "0" * 62
+        os.makedirs(os.path.join(blobs, "ab"), exist_ok=True)
+        with open(os.path.join(blobs, "ab", stray), "wb") as f:
+            f.write(b"not from here")
+        with open(os.path.join(blobs, "notes.txt"), "wb") as f:
+            f.write(b"junk")
+        self.hubd.start()
+        log = self.hubd.read_log()
+        self.assertIn("1 row(s) forgotten, 2 file(s) quarantined", log)
+        quarantine = os.listdir(os.path.join(self.hubd.cache, "quarantine"))
+        self.assertEqual(sorted(quarantine), sorted(["ab-" + stray, "notes.txt"]))
+        # The invariant: every file under blobs/ hashes to its name, and every
+        # entry's blob exists.
+        for path in self.hubd.blob_files():
+            self.assertEqual(sha256_file(path), os.path.basename(path))
+        rows = json.loads(self.hubctl("ls", "--json").out)
+        self.assertEqual([r["sha256"] for r in rows], [d2])
+        for row in rows:
+            self.assertTrue(os.path.exists(os.path.join(blobs, row["sha256"][:2], row["sha256"])))
+        # The forgotten URL downloads again.
+        r = json.loads(self.hubctl("fetch", "--json", self.origin.url("/files/g1")).out)
+        self.assertEqual((r["source"], r["sha256"]), ("download", d1))
+
     def test_missing_blob_is_fetched_again(self):
         self.make_file("g.bin", 100000)
         url = self.origin.url("/files/g.bin")
