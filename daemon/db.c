@@ -225,19 +225,40 @@ static int exec_bound(sqlite3 *h, const char *sql, const char *types, ...)
     return rc == SQLITE_DONE ? 0 : sq_err(h, sql);
 }
 
+/* A write transaction on the writer connection. It holds the connection's
+ * mutex from begin to end, so another pool thread cannot interleave its
+ * statements into it. */
+static int tx_begin(sqlite3 *h)
+{
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
+    int rc = exec_bound(h, "BEGIN IMMEDIATE", "");
+    if (rc)
+        sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}
+
+/* Commits when rc is 0, else rolls back; returns the outcome. */
+static int tx_end(sqlite3 *h, int rc)
+{
+    if (!rc)
+        rc = exec_bound(h, "COMMIT", "");
+    if (rc)
+        exec_bound(h, "ROLLBACK", "");
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}
+
 int db_record_download(db_t *db, const db_record_t *rec)
 {
     int64_t now = (int64_t)time(NULL);
     sqlite3 *h = db->wr;
-    /* The whole transaction holds the connection's mutex, so another pool
-     * thread cannot interleave statements into it. */
-    sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc = exec_bound(h, "BEGIN IMMEDIATE", "");
-    if (!rc)
-        rc = exec_bound(h,
-                        "INSERT INTO blobs(sha256, size, created, accessed) VALUES (?1, ?2, ?3, ?3)"
-                        " ON CONFLICT(sha256) DO UPDATE SET accessed = excluded.accessed",
-                        "tii", rec->sha256, (int64_t)rec->size, now);
+    int rc = tx_begin(h);
+    if (rc)
+        return rc;
+    rc = exec_bound(h,
+                    "INSERT INTO blobs(sha256, size, created, accessed) VALUES (?1, ?2, ?3, ?3)"
+                    " ON CONFLICT(sha256) DO UPDATE SET accessed = excluded.accessed",
+                    "tii", rec->sha256, (int64_t)rec->size, now);
     if (!rc)
         rc = exec_bound(h,
                         "INSERT INTO entries(url, cred_tag, sha256, etag, last_modified, created,"
@@ -247,12 +268,7 @@ int db_record_download(db_t *db, const db_record_t *rec)
                         " accessed = excluded.accessed",
                         "ttttti", rec->url, rec->cred_tag, rec->sha256, rec->etag,
                         rec->last_modified, now);
-    if (!rc)
-        rc = exec_bound(h, "COMMIT", "");
-    if (rc)
-        exec_bound(h, "ROLLBACK", "");
-    sqlite3_mutex_leave(sqlite3_db_mutex(h));
-    return rc;
+    return tx_end(h, rc);
 }
 
 int db_each_blob(db_t *db, void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg)
@@ -272,18 +288,13 @@ int db_each_blob(db_t *db, void (*fn)(void *arg, const char *sha256, uint64_t si
 int db_forget_blob(db_t *db, const char *sha256)
 {
     sqlite3 *h = db->wr;
-    sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc = exec_bound(h, "BEGIN IMMEDIATE", "");
-    if (!rc)
-        rc = exec_bound(h, "DELETE FROM entries WHERE sha256 = ?1", "t", sha256);
+    int rc = tx_begin(h);
+    if (rc)
+        return rc;
+    rc = exec_bound(h, "DELETE FROM entries WHERE sha256 = ?1", "t", sha256);
     if (!rc)
         rc = exec_bound(h, "DELETE FROM blobs WHERE sha256 = ?1", "t", sha256);
-    if (!rc)
-        rc = exec_bound(h, "COMMIT", "");
-    if (rc)
-        exec_bound(h, "ROLLBACK", "");
-    sqlite3_mutex_leave(sqlite3_db_mutex(h));
-    return rc;
+    return tx_end(h, rc);
 }
 
 int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag)
