@@ -172,6 +172,9 @@ class ResilienceTest(HubTestCase):
             self.assertEqual(r.rc, 1, (path, r))
             self.assertIn("no_space", r.err)
             self.hubd.wait_no_partials()
+            # Removed means the space is back, not only the name gone.
+            wait_for(lambda: os.statvfs(small).f_bavail * os.statvfs(small).f_frsize
+                     > 15 * MiB, what="the partial's space to be freed")
         r = self.hubctl("fetch", self.origin.url("/files/ok.bin"))
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(os.path.basename(r.out.strip()), ok)
