@@ -9,13 +9,14 @@
 #include <string.h>
 #include <time.h>
 
-#define DB_SCHEMA_VERSION 1
+#define DB_SCHEMA_VERSION 2
 
 struct db {
     sqlite3 *rd;              /* loop thread only */
     sqlite3 *wr;              /* pool threads only (serialized mode) */
     sqlite3_stmt *find_entry; /* on rd */
     sqlite3_stmt *find_blob;  /* on rd */
+    sqlite3_stmt *find_part;  /* on rd */
 };
 
 /* Version 1. entries are keyed by (url, cred_tag) so that a response fetched
@@ -38,6 +39,21 @@ static const char *const schema_v1 = "CREATE TABLE blobs ("
                                      "  PRIMARY KEY (url, cred_tag));"
                                      "CREATE INDEX entries_sha256 ON entries(sha256);"
                                      "CREATE INDEX blobs_accessed ON blobs(accessed);";
+
+/* Version 2. A partial download that can be resumed after a restart: its
+ * bytes are in tmp/<id>.part, of which the first `durable` were fdatasync'ed
+ * before the row said so; the validators tie them to one version of the
+ * URL's file (If-Range). One per (url, cred_tag). */
+static const char *const schema_v2 = "CREATE TABLE partials ("
+                                     "  id            INTEGER PRIMARY KEY,"
+                                     "  url           TEXT NOT NULL,"
+                                     "  cred_tag      TEXT NOT NULL DEFAULT '',"
+                                     "  etag          TEXT,"
+                                     "  last_modified TEXT,"
+                                     "  total         INTEGER NOT NULL DEFAULT -1,"
+                                     "  durable       INTEGER NOT NULL,"
+                                     "  updated       INTEGER NOT NULL,"
+                                     "  UNIQUE (url, cred_tag));";
 
 static int sq_err(sqlite3 *h, const char *what)
 {
@@ -92,10 +108,12 @@ static int migrate(sqlite3 *h)
     }
     char *msg = NULL;
     int rc = sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, &msg);
-    if (rc == SQLITE_OK)
+    if (rc == SQLITE_OK && version < 1)
         rc = sqlite3_exec(h, schema_v1, NULL, NULL, &msg);
+    if (rc == SQLITE_OK && version < 2)
+        rc = sqlite3_exec(h, schema_v2, NULL, NULL, &msg);
     if (rc == SQLITE_OK)
-        rc = sqlite3_exec(h, "PRAGMA user_version=1; COMMIT", NULL, NULL, &msg);
+        rc = sqlite3_exec(h, "PRAGMA user_version=2; COMMIT", NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
         log_err("sqlite: creating schema: %s", msg ? msg : "?");
         sqlite3_free(msg);
@@ -122,7 +140,11 @@ int db_open(const char *path, db_t **out)
                            " WHERE e.url = ?1 AND e.cred_tag = ?2",
                            -1, &db->find_entry, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db->rd, "SELECT size FROM blobs WHERE sha256 = ?1", -1, &db->find_blob,
-                           NULL) != SQLITE_OK) {
+                           NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db->rd,
+                           "SELECT id, etag, last_modified, total, durable FROM partials"
+                           " WHERE url = ?1 AND cred_tag = ?2",
+                           -1, &db->find_part, NULL) != SQLITE_OK) {
         rc = sq_err(db->rd, "prepare");
         goto fail;
     }
@@ -139,6 +161,7 @@ void db_close(db_t *db)
         return;
     sqlite3_finalize(db->find_entry);
     sqlite3_finalize(db->find_blob);
+    sqlite3_finalize(db->find_part);
     sqlite3_close(db->rd);
     sqlite3_close(db->wr);
     free(db);
@@ -268,6 +291,8 @@ int db_record_download(db_t *db, const db_record_t *rec)
                         " accessed = excluded.accessed",
                         "ttttti", rec->url, rec->cred_tag, rec->sha256, rec->etag,
                         rec->last_modified, now);
+    if (!rc && rec->partial_id) /* its bytes are the blob now */
+        rc = exec_bound(h, "DELETE FROM partials WHERE id = ?1", "i", (int64_t)rec->partial_id);
     return tx_end(h, rc);
 }
 
@@ -308,4 +333,85 @@ int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag
                         "tti", url, cred_tag, now);
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
     return rc;
+}
+
+static char *dup_col(sqlite3_stmt *st, int i)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    return t ? strdup((const char *)t) : NULL;
+}
+
+int db_find_partial(db_t *db, const char *url, const char *cred_tag, db_partial_t *out)
+{
+    sqlite3_stmt *st = db->find_part;
+    sqlite3_bind_text(st, 1, url, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, cred_tag, -1, SQLITE_STATIC);
+    int rc = -ENOENT;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        memset(out, 0, sizeof *out);
+        out->id = (uint64_t)sqlite3_column_int64(st, 0);
+        out->etag = dup_col(st, 1);
+        out->last_modified = dup_col(st, 2);
+        out->total = sqlite3_column_int64(st, 3);
+        out->durable = (uint64_t)sqlite3_column_int64(st, 4);
+        rc = 0;
+        if ((sqlite3_column_type(st, 1) != SQLITE_NULL && !out->etag) ||
+            (sqlite3_column_type(st, 2) != SQLITE_NULL && !out->last_modified)) {
+            db_partial_free(out);
+            rc = -ENOMEM;
+        }
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc;
+}
+
+void db_partial_free(db_partial_t *p)
+{
+    free(p->etag);
+    free(p->last_modified);
+    p->etag = p->last_modified = NULL;
+}
+
+int db_save_partial(db_t *db, uint64_t id, const char *url, const char *cred_tag,
+                    const db_partial_t *p)
+{
+    int64_t now = (int64_t)time(NULL);
+    sqlite3 *h = db->wr;
+    int rc = tx_begin(h);
+    if (rc)
+        return rc;
+    /* An older partial of the same URL (a job that is going away) yields. */
+    rc = exec_bound(h, "DELETE FROM partials WHERE url = ?1 AND cred_tag = ?2 AND id <> ?3", "tti",
+                    url, cred_tag, (int64_t)id);
+    if (!rc)
+        rc = exec_bound(h,
+                        "INSERT INTO partials(id, url, cred_tag, etag, last_modified, total,"
+                        " durable, updated) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+                        " ON CONFLICT(id) DO UPDATE SET etag = excluded.etag,"
+                        " last_modified = excluded.last_modified, total = excluded.total,"
+                        " durable = excluded.durable, updated = excluded.updated",
+                        "ittttiii", (int64_t)id, url, cred_tag, p->etag, p->last_modified, p->total,
+                        (int64_t)p->durable, now);
+    return tx_end(h, rc);
+}
+
+int db_forget_partial(db_t *db, uint64_t id)
+{
+    sqlite3 *h = db->wr;
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
+    int rc = exec_bound(h, "DELETE FROM partials WHERE id = ?1", "i", (int64_t)id);
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}
+
+int db_each_partial(db_t *db, void (*fn)(void *arg, uint64_t id, uint64_t durable), void *arg)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db->wr, "SELECT id, durable FROM partials", -1, &st, NULL) != SQLITE_OK)
+        return sq_err(db->wr, "listing partials");
+    while (sqlite3_step(st) == SQLITE_ROW)
+        fn(arg, (uint64_t)sqlite3_column_int64(st, 0), (uint64_t)sqlite3_column_int64(st, 1));
+    sqlite3_finalize(st);
+    return 0;
 }

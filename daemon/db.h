@@ -20,7 +20,17 @@ typedef struct db_record {
     uint64_t size;             /* bytes */
     const char *etag;          /* may be NULL */
     const char *last_modified; /* may be NULL */
+    uint64_t partial_id;       /* the partial row that became this blob, 0 if none */
 } db_record_t;
+
+/* A resumable partial download (tmp/<id>.part). */
+typedef struct db_partial {
+    uint64_t id;
+    char *etag;          /* may be NULL; owned (db_partial_free) when found */
+    char *last_modified; /* may be NULL; same */
+    int64_t total;       /* the whole file's length, -1 unknown */
+    uint64_t durable;    /* bytes fdatasync'ed before the row said so */
+} db_partial_t;
 
 typedef struct db_entry {
     const char *url;
@@ -48,6 +58,19 @@ int db_record_download(db_t *db, const db_record_t *rec);
 int db_each_blob(db_t *db, void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg);
 /* Start-up (or pool threads). Deletes a blob row and every entry naming it. */
 int db_forget_blob(db_t *db, const char *sha256);
+
+/* Loop thread. 0 and the URL's partial (free it with db_partial_free), or
+ * -ENOENT (or -ENOMEM). */
+int db_find_partial(db_t *db, const char *url, const char *cred_tag, db_partial_t *out);
+void db_partial_free(db_partial_t *p);
+/* Pool threads. Records (or moves forward) partial `id` of url, replacing
+ * any other partial row of the same URL; p->id is not used. */
+int db_save_partial(db_t *db, uint64_t id, const char *url, const char *cred_tag,
+                    const db_partial_t *p);
+/* Pool threads (or start-up). */
+int db_forget_partial(db_t *db, uint64_t id);
+/* Start-up only. Calls fn for every partial row. */
+int db_each_partial(db_t *db, void (*fn)(void *arg, uint64_t id, uint64_t durable), void *arg);
 
 /* Pool threads. Marks a blob (and the entry, when url is given) used now. */
 int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag);

@@ -37,9 +37,19 @@
 #define WORK_MAX_BATCHES 32        /* batches one work item takes at most */
 #define PROGRESS_INTERVAL_MS 100   /* PROGRESS at most 10 per second */
 #define WRITEBACK_CHUNK (8u << 20) /* start disk writeback every 8 MiB */
+/* A checkpoint (fdatasync, then the partials row) at most this far apart in
+ * bytes or in time. What a crash can cost is then bounded by 32 MiB (plus
+ * max_inflight) or a quarter second of transfer, whichever is more: under
+ * 1.2x of a 256 MiB file, while a fast link pays one fdatasync of data
+ * already given to writeback (WRITEBACK_CHUNK) per 32 MiB and a slow one
+ * four small ones a second. */
+#define CHECKPOINT_BYTES (32u << 20)
+#define CHECKPOINT_MS 250
+#define REHASH_CHUNK (1u << 20)
 
 typedef enum {
     JOB_QUEUED,
+    JOB_RESUMING,   /* re-hashing a recorded partial before asking for the rest */
     JOB_CONNECTING, /* request sent or being sent, no final status yet */
     JOB_BODY,
     JOB_RETRY_WAIT, /* a transient failure: waiting to try again (resuming) */
@@ -48,8 +58,8 @@ typedef enum {
     JOB_FAILED,
 } job_state_t;
 
-static const char *const state_names[] = {"queued",     "connecting", "body",  "retrying",
-                                          "committing", "done",       "failed"};
+static const char *const state_names[] = {"queued",   "resuming",   "connecting", "body",
+                                          "retrying", "committing", "done",       "failed"};
 
 typedef struct batch {
     struct batch *next;
@@ -69,6 +79,7 @@ struct jobs {
     bufpool_t pool;
     http_client_t *http;
     job_t *active;     /* jobs past QUEUED and not finished, newest first */
+    job_t *all;        /* every job not yet freed, failed ones too */
     job_t *queue_head; /* QUEUED jobs, oldest first */
     job_t *queue_tail;
     uint64_t next_id;
@@ -86,6 +97,7 @@ struct jobs {
 struct job {
     jobs_t *js;
     uint64_t id;
+    uint64_t part_id; /* its partial is tmp/<part_id>.part and partials row part_id */
     job_state_t state;
     char *key;      /* canonical URL asked for: the dedup and cache key */
     char *host_key; /* "host:port" of key, for max_per_host */
@@ -106,7 +118,8 @@ struct job {
     http_req_t *req;         /* in flight, or NULL */
     job_waiter_t *waiters;   /* doubly linked */
     unsigned nwaiters;
-    job_t *next, *prev; /* in active list or queue */
+    job_t *next, *prev;         /* in active list or queue */
+    job_t *all_next, *all_prev; /* in js->all */
     int in_active, in_queue;
 
     /* Body pipeline. */
@@ -134,6 +147,16 @@ struct job {
     uint64_t written; /* bytes written, for sync_file_range */
     uint64_t flushed; /* bytes already given to writeback */
     char *etag, *last_modified;
+
+    /* Crash safety: checkpoints of the partial and resuming one. */
+    uint64_t resume_len; /* a recorded partial's durable bytes, to re-hash first */
+    int rehash_rc;       /* outcome of the re-hash item */
+    uint64_t durable;    /* bytes fdatasync'ed and recorded (the loop's copy) */
+    uint64_t t_ckpt;     /* uv_now of the last checkpoint asked for */
+    int ckpt_want;       /* the write item in flight ends with a checkpoint */
+    db_partial_t ckpt;   /* its validators (copies) and total, owned by that item */
+    uint64_t ckpt_done;  /* what the checkpoint made durable, 0 if it did not */
+    int park;            /* on failure keep the partial for a later fetch (shutdown) */
 
     /* Commit. */
     uv_work_t commit_work;
@@ -168,6 +191,7 @@ static void jobs_start_queued(jobs_t *js);
 static void job_begin_request(job_t *job);
 static void job_error(job_t *job, const char *code, const char *msg);
 static void job_restart_from_zero(job_t *job, const char *why);
+static void job_start_rehash(job_t *job);
 
 /* ---- life and lists ------------------------------------------------------ */
 
@@ -199,6 +223,13 @@ static void job_on_timer_closed(uv_handle_t *h)
     if (--job->handles_open > 0)
         return;
     jobs_t *js = job->js;
+    if (job->all_prev)
+        job->all_prev->all_next = job->all_next;
+    else
+        js->all = job->all_next;
+    if (job->all_next)
+        job->all_next->all_prev = job->all_prev;
+    db_partial_free(&job->ckpt);
     url_free(&job->url);
     free(job->key);
     free(job->host_key);
@@ -345,7 +376,7 @@ static void write_work(uv_work_t *req)
     if (job->write_err)
         return;
     if (job->fd < 0) {
-        int rc = store_tmp_create(job->js->store, job->id, &job->fd);
+        int rc = store_tmp_create(job->js->store, job->part_id, &job->fd);
         if (rc) {
             job->write_err = rc;
             return;
@@ -366,6 +397,7 @@ static void write_work(uv_work_t *req)
             job->write_err = -errno;
             return;
         }
+        db_forget_partial(job->js->db, job->part_id); /* it described those */
     }
     batch_t *b = job->write_first;
     for (int i = 0; i < job->write_count; i++) {
@@ -385,6 +417,63 @@ static void write_work(uv_work_t *req)
                         SYNC_FILE_RANGE_WRITE);
         job->flushed = job->written;
     }
+    if (job->ckpt_want) {
+        /* Data first, then the row: the row never promises bytes that a
+         * crash could take back. A failed fdatasync may have lost pages. */
+        job->ckpt_want = 0;
+        if (fdatasync(job->fd)) {
+            job->write_err = -errno;
+            return;
+        }
+        job->ckpt.durable = job->written;
+        if (db_save_partial(job->js->db, job->part_id, job->key, "", &job->ckpt) == 0)
+            job->ckpt_done = job->written;
+    }
+}
+
+/* Reads back the first len bytes of the partial into the hash. */
+static int hash_file(int fd, uint64_t len, sha256_ctx_t *sha)
+{
+    uint8_t *buf = malloc(REHASH_CHUNK);
+    if (!buf)
+        return -ENOMEM;
+    posix_fadvise(fd, 0, (off_t)len, POSIX_FADV_SEQUENTIAL);
+    uint64_t off = 0;
+    int rc = 0;
+    while (off < len) {
+        size_t want = len - off < REHASH_CHUNK ? (size_t)(len - off) : REHASH_CHUNK;
+        ssize_t n = pread(fd, buf, want, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = n < 0 ? -errno : -ESTALE;
+            break;
+        }
+        sha256_update(sha, buf, (size_t)n);
+        off += (uint64_t)n;
+    }
+    free(buf);
+    return rc;
+}
+
+/* Owns sha and fd (it stands for both the hash and the write item). */
+static void rehash_work(uv_work_t *req)
+{
+    job_t *job = req->data;
+    jobs_t *js = job->js;
+    int fd = -1;
+    int rc = store_tmp_reopen(js->store, job->part_id, job->resume_len, &fd);
+    if (!rc)
+        rc = hash_file(fd, job->resume_len, &job->sha);
+    if (rc) {
+        if (fd >= 0)
+            close(fd);
+        db_forget_partial(js->db, job->part_id); /* what it described is not there */
+        job->rehash_rc = rc;
+        return;
+    }
+    job->fd = fd;
+    job->written = job->flushed = job->resume_len;
 }
 
 static void commit_work(uv_work_t *req)
@@ -403,11 +492,11 @@ static void commit_work(uv_work_t *req)
     }
     int rc = 0;
     if (job->fd < 0) /* an empty body: no write item ever ran */
-        rc = store_tmp_create(js->store, job->id, &job->fd);
+        rc = store_tmp_create(js->store, job->part_id, &job->fd);
     else if (job->truncate_file && ftruncate(job->fd, 0)) /* restarted, then empty */
         rc = -errno;
     if (!rc) {
-        rc = store_commit(js->store, job->fd, job->id, job->digest, &job->ro_fd);
+        rc = store_commit(js->store, job->fd, job->part_id, job->digest, &job->ro_fd);
         job->fd = -1;
     }
     if (!rc) {
@@ -418,6 +507,7 @@ static void commit_work(uv_work_t *req)
             .size = job->received,
             .etag = job->etag,
             .last_modified = job->last_modified,
+            .partial_id = job->part_id,
         };
         rc = db_record_download(js->db, &rec);
     }
@@ -427,14 +517,42 @@ static void commit_work(uv_work_t *req)
 static void discard_work(uv_work_t *req)
 {
     job_t *job = req->data;
-    store_discard(job->js->store, job->fd, job->id);
+    store_discard(job->js->store, job->fd, job->part_id);
+    job->fd = -1;
+    db_forget_partial(job->js->db, job->part_id);
+}
+
+/* A job stopped by a shutdown keeps what it wrote: one last checkpoint, and
+ * the next fetch of the URL (after a restart) resumes from it. Bytes that a
+ * restart from zero has not yet replaced, or a failed write, are not kept. */
+static void park_work(uv_work_t *req)
+{
+    job_t *job = req->data;
+    jobs_t *js = job->js;
+    if (job->fd < 0 || job->truncate_file || job->write_err || job->written == 0) {
+        discard_work(req);
+        return;
+    }
+    if (job->written > job->durable && fdatasync(job->fd) == 0) {
+        db_partial_t p = {.etag = job->etag,
+                          .last_modified = job->last_modified,
+                          .total = job->total,
+                          .durable = job->written};
+        if (db_save_partial(js->db, job->part_id, job->key, "", &p) == 0)
+            job->durable = job->written;
+    }
+    close(job->fd);
     job->fd = -1;
 }
 
 static void after_discard(uv_work_t *req, int status)
 {
+    job_t *job = req->data;
     (void)status;
-    job_free(req->data);
+    if (job->park && job->durable > 0)
+        log_info("job %llu: kept the first %llu bytes of %s to resume after the restart",
+                 (unsigned long long)job->id, (unsigned long long)job->durable, job->key);
+    job_free(job);
 }
 
 /* ---- the pipeline on the loop thread ----------------------------------- */
@@ -467,6 +585,26 @@ static void job_seal(job_t *job)
 
 static void after_hash(uv_work_t *req, int status);
 static void after_write(uv_work_t *req, int status);
+static const char *job_validator(const job_t *job);
+
+/* Whether the write item about to start (ending at byte end) should end
+ * with a checkpoint; if so hands it copies of what the row records. Only a
+ * partial with a validator can be resumed, so only such is recorded. */
+static void job_plan_checkpoint(job_t *job, uint64_t end)
+{
+    uint64_t now = uv_now(job->js->loop);
+    if (!job_validator(job) || end <= job->durable ||
+        (end - job->durable < CHECKPOINT_BYTES && now - job->t_ckpt < CHECKPOINT_MS))
+        return;
+    db_partial_free(&job->ckpt);
+    job->ckpt.etag = job->etag ? strdup(job->etag) : NULL;
+    job->ckpt.last_modified = job->last_modified ? strdup(job->last_modified) : NULL;
+    job->ckpt.total = job->total;
+    if ((job->etag && !job->ckpt.etag) || (job->last_modified && !job->ckpt.last_modified))
+        return; /* no memory: the next write item tries again */
+    job->ckpt_want = 1;
+    job->t_ckpt = now;
+}
 
 /* Hands the sealed batches from *next on to one work item. */
 static int take_batches(batch_t **next, batch_t **first)
@@ -493,6 +631,7 @@ static void submit_work(job_t *job)
         job->write_count = take_batches(&job->write_next, &job->write_first);
         job->write_busy = 1;
         job->total_hint = job->total; /* the write item's copy, handed over with it */
+        job_plan_checkpoint(job, job->write_next ? job->write_next->offset : job->sealed);
         job->tmp_made = 1;
         job->write_work.data = job;
         uv_queue_work(loop, &job->write_work, write_work, after_write);
@@ -538,7 +677,8 @@ static void job_cleanup(job_t *job)
         return;
     }
     job->commit_work.data = job;
-    uv_queue_work(job->js->loop, &job->commit_work, discard_work, after_discard);
+    uv_queue_work(job->js->loop, &job->commit_work, job->park ? park_work : discard_work,
+                  after_discard);
 }
 
 /* The one function that moves the pipeline: frees finished batches, starts
@@ -559,6 +699,7 @@ static void job_pump(job_t *job)
         sha256_init(&job->sha);
         job->received = job->sealed = job->queued_bytes = 0;
         job->written = job->flushed = job->last_done = 0;
+        job->durable = 0; /* the write item that truncates also forgets the row */
         job->total = -1;
         job->truncate_file = job->tmp_made;
         job_begin_request(job);
@@ -602,6 +743,12 @@ static void after_write(uv_work_t *req, int status)
     for (int i = 0; i < job->write_count; i++, b = b->next)
         b->written = 1;
     job->write_busy = 0;
+    if (job->ckpt_done) {
+        job->durable = job->ckpt_done;
+        job->ckpt_done = 0;
+        log_debug("job %llu: checkpoint: %llu bytes durable", (unsigned long long)job->id,
+                  (unsigned long long)job->durable);
+    }
     if (job->write_err && job->state != JOB_FAILED) {
         char msg[256];
         snprintf(msg, sizeof msg, "writing the download to the cache: %s",
@@ -976,6 +1123,9 @@ static void job_fail(job_t *job, const char *code, const char *msg)
         return;
     jobs_t *js = job->js;
     job->state = JOB_FAILED;
+    /* Stopped, not broken: what is on disk is good to resume from. Any
+     * other failure discards it (a new fetch starts afresh). */
+    job->park = strcmp(code, "shutting_down") == 0 && job_validator(job) != NULL;
     log_warn("job %llu: %s failed: %s: %s", (unsigned long long)job->id, job->key, code, msg);
     job_unlist(job);
     uv_timer_stop(&job->timer);
@@ -1040,7 +1190,93 @@ static void job_activate(job_t *job)
     js->active = job;
     js->stats.active++;
     uv_timer_start(&job->timer, on_progress_tick, PROGRESS_INTERVAL_MS, PROGRESS_INTERVAL_MS);
-    job->t_start = uv_now(js->loop);
+    job->t_start = job->t_ckpt = uv_now(js->loop);
+    if (job->resume_len)
+        job_start_rehash(job);
+    else
+        job_begin_request(job);
+}
+
+/* Whether a job not yet freed (failed ones too) still uses partial id. */
+static int part_in_use(const jobs_t *js, uint64_t id)
+{
+    for (const job_t *j = js->all; j; j = j->all_next)
+        if (j->part_id == id)
+            return 1;
+    return 0;
+}
+
+/* A partial recorded by an earlier run (or an earlier job) of this URL:
+ * the job takes it over, to re-hash and resume it when it starts. */
+static void job_adopt_partial(job_t *job)
+{
+    jobs_t *js = job->js;
+    db_partial_t p;
+    if (db_find_partial(js->db, job->key, "", &p) != 0)
+        return;
+    if (p.durable == 0 || part_in_use(js, p.id)) { /* a failed job is still removing it */
+        db_partial_free(&p);
+        return;
+    }
+    job->part_id = p.id;
+    job->resume_len = p.durable;
+    job->total = p.total;
+    job->etag = p.etag;
+    job->last_modified = p.last_modified;
+    if (!job_validator(job)) { /* never recorded so; do not trust it */
+        job->etag = (free(job->etag), NULL);
+        job->last_modified = (free(job->last_modified), NULL);
+        job->part_id = job->id;
+        job->resume_len = 0;
+        job->total = -1;
+    }
+}
+
+static void after_rehash(uv_work_t *req, int status);
+
+static void job_start_rehash(job_t *job)
+{
+    job->state = JOB_RESUMING;
+    job->hash_busy = job->write_busy = 1; /* the item owns sha and fd */
+    job->tmp_made = 1;
+    job->hash_work.data = job;
+    uv_queue_work(job->js->loop, &job->hash_work, rehash_work, after_rehash);
+}
+
+static void after_rehash(uv_work_t *req, int status)
+{
+    job_t *job = req->data;
+    (void)status;
+    job->hash_busy = job->write_busy = 0;
+    if (job->state == JOB_FAILED) {
+        job_pump(job);
+        return;
+    }
+    uint64_t len = job->resume_len;
+    if (job->rehash_rc) {
+        log_warn("job %llu: cannot resume the partial of %s (%s): downloading it all",
+                 (unsigned long long)job->id, job->key, strerror(-job->rehash_rc));
+        sha256_init(&job->sha);
+        job->resume_len = 0;
+        job->total = -1;
+        job->etag = (free(job->etag), NULL);
+        job->last_modified = (free(job->last_modified), NULL);
+        job_begin_request(job);
+        return;
+    }
+    job->received = job->sealed = job->durable = job->last_done = len;
+    log_info("job %llu: resuming %s at byte %llu of its partial (re-hashed in %.3f s)",
+             (unsigned long long)job->id, job->key, (unsigned long long)len,
+             (double)(uv_now(job->js->loop) - job->t_start) / 1000);
+    if (job->total >= 0 && len == (uint64_t)job->total) {
+        /* Every byte was there: a crash came between the last write and the
+         * commit. Nothing to ask the origin for. */
+        job->state = JOB_BODY;
+        job->body_done = 1;
+        job->t_body = uv_now(job->js->loop);
+        job_pump(job);
+        return;
+    }
     job_begin_request(job);
 }
 
@@ -1097,7 +1333,7 @@ static int start_download(jobs_t *js, url_t *u, job_waiter_t *w)
     if (!job)
         goto fail;
     job->js = js;
-    job->id = ++js->next_id;
+    job->id = job->part_id = ++js->next_id;
     job->url = *u;
     job->key = strdup(u->canonical);
     size_t hl = strlen(u->host) + 8;
@@ -1120,6 +1356,11 @@ static int start_download(jobs_t *js, url_t *u, job_waiter_t *w)
     job->handles_open = 2;
     js->live++;
     js->stats.misses++;
+    job_adopt_partial(job);
+    job->all_next = js->all;
+    if (js->all)
+        js->all->all_prev = job;
+    js->all = job;
 
     job->state = JOB_QUEUED;
     job->in_queue = 1;
@@ -1310,6 +1551,12 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
     }
     *out = js;
     return 0;
+}
+
+void jobs_set_first_id(jobs_t *js, uint64_t above)
+{
+    if (js->next_id < above)
+        js->next_id = above;
 }
 
 void jobs_stop(jobs_t *js)

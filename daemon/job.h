@@ -62,7 +62,7 @@ typedef struct jobs_stats {
 typedef struct job_info {
     uint64_t id;
     const char *url;
-    const char *state; /* queued connecting headers body committing */
+    const char *state; /* queued resuming connecting body retrying committing */
     uint64_t done;
     int64_t total; /* -1 unknown */
     uint64_t rate; /* bytes per second */
@@ -84,6 +84,10 @@ void jobs_cancel(job_waiter_t *w);
 
 void jobs_stats(const jobs_t *js, jobs_stats_t *out);
 void jobs_each(jobs_t *js, void (*fn)(void *arg, const job_info_t *info), void *arg);
+
+/* Start-up: number jobs (and so new partial files) above every partial id
+ * that the cache already records. */
+void jobs_set_first_id(jobs_t *js, uint64_t above);
 
 /* First step of a shutdown: refuse new fetches and fail every job with
  * shutting_down, so each waiter hears ERR while its session is still open. */

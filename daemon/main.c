@@ -181,6 +181,7 @@ int main(int argc, char **argv)
     }
     if ((rc = jobs_new(d.loop, &d.cfg, d.store, d.db, d.tls, &d.jobs)))
         goto out;
+    jobs_set_first_id(d.jobs, rep.max_partial_id);
     if ((rc = session_server_start(d.loop, &d.cfg, d.jobs, d.db, &d.server))) {
         jobs_shutdown(d.jobs, NULL, NULL);
         goto run_out;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct known {
     char (*sha)[65]; /* sorted digests of the rows whose file is fine */
@@ -118,6 +119,110 @@ static void walk_blobs(known_t *k, const char *root, reconcile_report_t *rep)
     closedir(top);
 }
 
+typedef struct partials {
+    store_t *store;
+    uint64_t *keep; /* ids of the partials kept, to be sorted */
+    size_t n, cap;
+    uint64_t *drop; /* rows to forget: collected first, the statement is open */
+    size_t ndrop, capdrop;
+    uint64_t max_id;
+    int err;
+} partials_t;
+
+static int push_id(uint64_t **v, size_t *n, size_t *cap, uint64_t id)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 64;
+        uint64_t *p = realloc(*v, c * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        *v = p;
+        *cap = c;
+    }
+    (*v)[(*n)++] = id;
+    return 0;
+}
+
+/* A row is kept when its file holds at least the durable bytes; the bytes
+ * after them may not have reached the disk before a crash, so they go. */
+static void check_partial(void *arg, uint64_t id, uint64_t durable)
+{
+    partials_t *p = arg;
+    char path[PATH_MAX];
+    struct stat st;
+    if (id > p->max_id)
+        p->max_id = id;
+    store_tmp_path(p->store, id, path, sizeof path);
+    int ok = stat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size >= durable &&
+             durable > 0;
+    if (ok && (uint64_t)st.st_size > durable && truncate(path, (off_t)durable) != 0)
+        ok = 0;
+    int rc =
+        ok ? push_id(&p->keep, &p->n, &p->cap, id) : push_id(&p->drop, &p->ndrop, &p->capdrop, id);
+    if (rc)
+        p->err = rc;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* "<digits>.part" naming a kept row, or 0. */
+static int is_kept_partial(const partials_t *p, const char *name)
+{
+    char *end;
+    if (name[0] < '1' || name[0] > '9')
+        return 0;
+    unsigned long long id = strtoull(name, &end, 10);
+    uint64_t key = id;
+    return strcmp(end, ".part") == 0 && p->n &&
+           bsearch(&key, p->keep, p->n, sizeof *p->keep, cmp_id) != NULL;
+}
+
+static int reconcile_partials(store_t *store, db_t *db, reconcile_report_t *rep)
+{
+    partials_t p = {.store = store};
+    int rc = db_each_partial(db, check_partial, &p);
+    if (!rc)
+        rc = p.err;
+    for (size_t i = 0; !rc && i < p.ndrop; i++) {
+        char path[PATH_MAX];
+        store_tmp_path(store, p.drop[i], path, sizeof path);
+        unlink(path); /* if it is there at all */
+        if ((rc = db_forget_partial(db, p.drop[i])) == 0)
+            rep->partials_lost++;
+    }
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/tmp", store_dir(store));
+    DIR *d = rc ? NULL : opendir(dir);
+    if (d) {
+        if (p.n)
+            qsort(p.keep, p.n, sizeof *p.keep, cmp_id);
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (e->d_name[0] == '.' || is_kept_partial(&p, e->d_name))
+                continue;
+            if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+                rep->tmp_removed++;
+        }
+        closedir(d);
+    }
+    rep->partials_kept = (unsigned)p.n;
+    rep->max_partial_id = p.max_id;
+    free(p.keep);
+    free(p.drop);
+    if (rep->tmp_removed)
+        log_info("removed %u unfinished download(s) left in tmp/ without a record",
+                 rep->tmp_removed);
+    if (rep->partials_kept || rep->partials_lost)
+        log_info("start-up check: %u partial download(s) kept for resuming, %u dropped (file "
+                 "gone or short)",
+                 rep->partials_kept, rep->partials_lost);
+    return rc;
+}
+
 int reconcile_cache(store_t *store, db_t *db, reconcile_report_t *rep)
 {
     known_t k = {.store = store};
@@ -141,5 +246,7 @@ int reconcile_cache(store_t *store, db_t *db, reconcile_report_t *rep)
     if (rep->rows_forgotten || rep->quarantined)
         log_info("start-up check: %u row(s) forgotten, %u file(s) quarantined", rep->rows_forgotten,
                  rep->quarantined);
+    if (!rc)
+        rc = reconcile_partials(store, db, rep);
     return rc;
 }

@@ -4,7 +4,10 @@
  * Rows whose blob file is gone (or has the wrong size) are forgotten, so the
  * next fetch downloads again instead of failing; files under blobs/ that no
  * row names, or that are not named like a blob, are moved to quarantine/ for
- * a person to look at, never served. Runs before the loop starts. */
+ * a person to look at, never served. Partial downloads recorded in the
+ * partials table are cut back to their durable length and kept for resuming;
+ * a row whose file is gone or short is dropped, and a file under tmp/ that no
+ * row names is removed. Runs before the loop starts. */
 #ifndef HUBD_RECONCILE_H
 #define HUBD_RECONCILE_H
 
@@ -14,6 +17,10 @@
 typedef struct reconcile_report {
     unsigned rows_forgotten; /* blob rows (and their entries) without a usable file */
     unsigned quarantined;    /* files under blobs/ that no row names */
+    unsigned partials_kept;  /* resumable partials */
+    unsigned partials_lost;  /* partial rows without (enough of) their file */
+    unsigned tmp_removed;    /* files under tmp/ that no partial row names */
+    uint64_t max_partial_id; /* new partials are numbered above this */
 } reconcile_report_t;
 
 int reconcile_cache(store_t *store, db_t *db, reconcile_report_t *report);

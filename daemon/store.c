@@ -2,7 +2,6 @@
 #include "store.h"
 #include "log.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -35,30 +34,6 @@ static int mkdir_p(const char *path, mode_t mode)
     return 0;
 }
 
-/* Partials left by a daemon that died. Nothing resumes them yet, and a new
- * job may reuse their names, so they go at start-up. */
-static void remove_stale_partials(int dir_fd)
-{
-    int fd = openat(dir_fd, "tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    unsigned n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        size_t len = strlen(e->d_name);
-        if (len > 5 && strcmp(e->d_name + len - 5, ".part") == 0 &&
-            unlinkat(dirfd(d), e->d_name, 0) == 0)
-            n++;
-    }
-    closedir(d);
-    if (n)
-        log_info("removed %u unfinished download(s) left in tmp/", n);
-}
-
 int store_open(const char *cache_dir, store_t **out)
 {
     int rc = mkdir_p(cache_dir, 0755);
@@ -80,7 +55,6 @@ int store_open(const char *cache_dir, store_t **out)
         rc = -errno;
         goto fail;
     }
-    remove_stale_partials(s->dir_fd);
     *out = s;
     return 0;
 fail:
@@ -109,24 +83,47 @@ void store_blob_path(const store_t *s, const char *hex, char *buf, size_t cap)
     snprintf(buf, cap, "%s/blobs/%.2s/%s", s->dir, hex, hex);
 }
 
-void store_tmp_path(const store_t *s, uint64_t job_id, char *buf, size_t cap)
+void store_tmp_path(const store_t *s, uint64_t id, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%s/tmp/%llu.part", s->dir, (unsigned long long)job_id);
+    snprintf(buf, cap, "%s/tmp/%llu.part", s->dir, (unsigned long long)id);
 }
 
 /* Relative names under dir_fd, so the *at() calls need no long paths. */
-static void tmp_rel(uint64_t job_id, char *buf, size_t cap)
+static void tmp_rel(uint64_t id, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "tmp/%llu.part", (unsigned long long)job_id);
+    snprintf(buf, cap, "tmp/%llu.part", (unsigned long long)id);
 }
 
-int store_tmp_create(const store_t *s, uint64_t job_id, int *fd_out)
+int store_tmp_create(const store_t *s, uint64_t id, int *fd_out)
 {
     char rel[64];
-    tmp_rel(job_id, rel, sizeof rel);
+    tmp_rel(id, rel, sizeof rel);
     int fd = openat(s->dir_fd, rel, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return -errno;
+    *fd_out = fd;
+    return 0;
+}
+
+int store_tmp_reopen(const store_t *s, uint64_t id, uint64_t keep, int *fd_out)
+{
+    char rel[64];
+    tmp_rel(id, rel, sizeof rel);
+    int fd = openat(s->dir_fd, rel, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st))
+        rc = -errno;
+    else if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < keep)
+        rc = -ESTALE; /* shorter than what the row promised: not ours to trust */
+    else if ((uint64_t)st.st_size > keep && ftruncate(fd, (off_t)keep))
+        rc = -errno;
+    if (rc) {
+        close(fd);
+        return rc;
+    }
     *fd_out = fd;
     return 0;
 }
@@ -141,10 +138,10 @@ static int fsync_dir_at(int dir_fd, const char *rel)
     return rc;
 }
 
-int store_commit(const store_t *s, int fd, uint64_t job_id, const char *hex, int *ro_fd)
+int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int *ro_fd)
 {
     char rel_tmp[64], rel_dir[16], rel_blob[96];
-    tmp_rel(job_id, rel_tmp, sizeof rel_tmp);
+    tmp_rel(id, rel_tmp, sizeof rel_tmp);
     snprintf(rel_dir, sizeof rel_dir, "blobs/%.2s", hex);
     snprintf(rel_blob, sizeof rel_blob, "%s/%s", rel_dir, hex);
     int rc = 0;
@@ -179,14 +176,14 @@ int store_commit(const store_t *s, int fd, uint64_t job_id, const char *hex, int
     *ro_fd = openat(s->dir_fd, rel_blob, O_RDONLY | O_CLOEXEC);
     return *ro_fd < 0 ? -errno : 0;
 fail:
-    store_discard(s, fd, job_id);
+    store_discard(s, fd, id);
     return rc;
 }
 
-void store_discard(const store_t *s, int fd, uint64_t job_id)
+void store_discard(const store_t *s, int fd, uint64_t id)
 {
     char rel[64];
-    tmp_rel(job_id, rel, sizeof rel);
+    tmp_rel(id, rel, sizeof rel);
     if (fd >= 0)
         close(fd);
     if (unlinkat(s->dir_fd, rel, 0) && errno != ENOENT)

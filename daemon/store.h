@@ -1,7 +1,8 @@
 /* store: the cache's files on disk.
  *
  *   <cache_dir>/blobs/ab/ab12...   complete, verified, read-only, by SHA-256
- *   <cache_dir>/tmp/<job>.part     being downloaded; never served
+ *   <cache_dir>/tmp/<id>.part      being downloaded; never served. id is a job's
+ *                                  partial id (the partials row, when recorded)
  *
  * store_open runs once at start-up on the loop thread before the loop runs.
  * Every other function does blocking file I/O and is called only from libuv
@@ -20,19 +21,23 @@ const char *store_dir(const store_t *s);
 
 /* Paths into caller buffers (PATH_MAX is enough). */
 void store_blob_path(const store_t *s, const char *hex, char *buf, size_t cap);
-void store_tmp_path(const store_t *s, uint64_t job_id, char *buf, size_t cap);
+void store_tmp_path(const store_t *s, uint64_t id, char *buf, size_t cap);
 
 /* Pool thread: create (truncate) the partial file of a job, mode 0600. */
-int store_tmp_create(const store_t *s, uint64_t job_id, int *fd_out);
+int store_tmp_create(const store_t *s, uint64_t id, int *fd_out);
+
+/* Pool thread: open an existing partial to resume it, read-write, cut to
+ * its first `keep` bytes. -ESTALE when it holds fewer than that. */
+int store_tmp_reopen(const store_t *s, uint64_t id, uint64_t keep, int *fd_out);
 
 /* Pool thread: make the partial durable and visible under its digest:
  * fsync, chmod 0444, rename into blobs/<aa>/, fsync the folder(s). Closes fd
  * in every case. On success *ro_fd is a new read-only descriptor of the blob.
  * On failure the partial is removed and nothing appears under blobs/. */
-int store_commit(const store_t *s, int fd, uint64_t job_id, const char *hex, int *ro_fd);
+int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int *ro_fd);
 
 /* Pool thread: drop a failed job's partial (fd may be -1). */
-void store_discard(const store_t *s, int fd, uint64_t job_id);
+void store_discard(const store_t *s, int fd, uint64_t id);
 
 /* Pool thread: open a blob read-only and check its size. -ENOENT when gone,
  * -EIO when its size differs from what the database says. */

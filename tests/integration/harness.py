@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -166,6 +167,23 @@ class Hubd:
 
     def tmp_files(self):
         return os.listdir(os.path.join(self.cache, "tmp"))
+
+    def query(self, sql, *args):
+        """Rows from the cache's database, read beside the running daemon
+        (WAL: a reader does not disturb it)."""
+        con = sqlite3.connect(os.path.join(self.cache, "hubd.db"), timeout=10)
+        try:
+            return con.execute(sql, args).fetchall()
+        finally:
+            con.close()
+
+    def partials(self):
+        """{url: (id, durable)} of the recorded partial downloads."""
+        return {url: (i, d) for i, url, d in self.query("SELECT id, url, durable FROM partials")}
+
+    def kill9(self):
+        """A crash: SIGKILL, reaped."""
+        self.stop(signal.SIGKILL)
 
     def wait_no_partials(self, timeout=10.0):
         """After a failed download the partial goes in a pool work item that

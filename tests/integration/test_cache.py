@@ -129,8 +129,9 @@ class CacheTest(HubTestCase):
         self.assertFalse(os.path.exists(self.hubd.socket))
         self.hubd.start()  # for tearDown
 
-    def test_sigterm_mid_download_leaves_nothing_half_written(self):
-        self.make_file("k.bin", 8 * 1024 * 1024)
+    def test_sigterm_mid_download_keeps_a_resumable_partial(self):
+        size = 8 * 1024 * 1024
+        digest = self.make_file("k.bin", size)
         url = self.origin.url("/files/k.bin?bps=%d" % (4 * 1024 * 1024))
         p = self.hubctl_bg("fetch", url)
         from harness import wait_for
@@ -141,10 +142,63 @@ class CacheTest(HubTestCase):
         # The waiter hears why before its session closes.
         self.assertEqual(p.returncode, 1, err)
         self.assertIn(b"shutting_down", err)
-        self.assertEqual(self.hubd.blob_files(), [])
-        self.assertEqual(self.hubd.tmp_files(), [])
         self.assertNotIn("handles still open", self.hubd.read_log())
+        # Nothing served-looking: no blob, no entry; the partial is recorded
+        # with exactly the bytes its file holds.
+        self.assertEqual(self.hubd.blob_files(), [])
+        self.assertEqual(self.hubd.query("SELECT count(*) FROM entries"), [(0,)])
+        (pid, durable), = self.hubd.partials().values()
+        self.assertEqual(self.hubd.tmp_files(), ["%d.part" % pid])
+        self.assertEqual(os.path.getsize(os.path.join(self.hubd.cache, "tmp", "%d.part" % pid)),
+                         durable)
+        self.assertGreater(durable, 0)
+        # After the restart the same fetch resumes where the partial ends.
         self.hubd.start()
+        r = self.hubctl("fetch", url)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(os.path.basename(r.out.strip()), digest)
+        self.assertEqual(self.origin.stats()["range_starts"]["/files/k.bin"], [durable])
+        self.assertIn("resuming %s at byte %d" % (url, durable), self.hubd.read_log())
+        self.assertEqual(self.hubd.partials(), {})
+        self.assertEqual(self.hubd.tmp_files(), [])
+
+    def test_startup_checks_recorded_partials(self):
+        # Three partials, as a crash may leave them: one whose file holds
+        # more than its row promises (cut back and kept), one whose file is
+        # shorter (dropped), one whose file is gone (dropped).
+        self.make_file("s1", 3000, seed=1)
+        self.make_file("s2", 3000, seed=2)
+        self.make_file("s3", 3000, seed=3)
+        self.assertEqual(self.hubd.stop(), 0)
+        tmp = os.path.join(self.hubd.cache, "tmp")
+        with open(os.path.join(self.root, "s1"), "rb") as f:
+            head = f.read(2500)
+        for pid, size in ((11, 2500), (12, 100)):
+            with open(os.path.join(tmp, "%d.part" % pid), "wb") as f:
+                f.write(head[:size])
+        con = __import__("sqlite3").connect(os.path.join(self.hubd.cache, "hubd.db"))
+        etag = lambda name: '"%x-%x"' % (3000, os.stat(os.path.join(self.root, name)).st_mtime_ns)
+        with con:
+            for pid, name, durable in ((11, "s1", 1000), (12, "s2", 1000), (13, "s3", 500)):
+                con.execute("INSERT INTO partials(id, url, etag, total, durable, updated)"
+                            " VALUES (?, ?, ?, 3000, ?, 0)",
+                            (pid, self.origin.url("/files/" + name), etag(name), durable))
+        con.close()
+        self.hubd.start()
+        self.assertIn("1 partial download(s) kept for resuming, 2 dropped", self.hubd.read_log())
+        self.assertEqual(self.hubd.tmp_files(), ["11.part"])
+        self.assertEqual(os.path.getsize(os.path.join(tmp, "11.part")), 1000)
+        self.assertEqual(list(self.hubd.partials().values()), [(11, 1000)])
+        # The kept one resumes from byte 1000; the others start over.
+        for name in ("s1", "s2", "s3"):
+            r = self.hubctl("fetch", "--json", self.origin.url("/files/" + name))
+            self.assertEqual(r.rc, 0, r)
+            self.assertEqual(json.loads(r.out)["sha256"], sha256_file(os.path.join(self.root, name)))
+        st = self.origin.stats()
+        self.assertEqual(st["range_starts"].get("/files/s1"), [1000])
+        self.assertNotIn("/files/s2", st["range_starts"])
+        # New jobs are numbered past the kept partial: no name is reused.
+        self.assertIn("job 14:", self.hubd.read_log())
 
     def test_sigterm_while_connecting(self):
         # The job has no partial file yet: it is freed at once, and the jobs

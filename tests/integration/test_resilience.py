@@ -28,6 +28,103 @@ class ResilienceTest(HubTestCase):
         for path in self.hubd.blob_files():
             self.assertEqual(sha256_file(path), os.path.basename(path))
 
+    def assert_invariant(self):
+        """The cache's promise after any crash: every file under blobs/
+        hashes to its name, every blob row and every entry has its file, and
+        every recorded partial holds at least the bytes its row promises."""
+        h = self.hubd
+        for path in h.blob_files():
+            self.assertEqual(sha256_file(path), os.path.basename(path), path)
+        on_disk = {os.path.basename(p) for p in h.blob_files()}
+        for sha, size in h.query("SELECT sha256, size FROM blobs"):
+            self.assertIn(sha, on_disk)
+            self.assertEqual(os.path.getsize(os.path.join(h.cache, "blobs", sha[:2], sha)), size)
+        for url, sha in h.query("SELECT url, sha256 FROM entries"):
+            self.assertIn(sha, on_disk, url)
+        for url, (pid, durable) in h.partials().items():
+            part = os.path.join(h.cache, "tmp", "%d.part" % pid)
+            self.assertGreaterEqual(os.path.getsize(part), durable, url)
+
+    def test_kill9_mid_download_resumes_from_the_recorded_partial(self):
+        size = 24 * MiB
+        digest = self.make_file("k9.bin", size)
+        url = self.origin.url("/files/k9.bin?bps=%d" % (6 * MiB))
+        p = self.hubctl_bg("fetch", url)
+        # A crash at a moment of its own: some time after the first
+        # checkpoint, not right after one.
+        wait_for(lambda: self.hubd.partials(), what="a checkpoint")
+        time.sleep(random.Random(9).uniform(0.2, 1.5))
+        self.hubd.kill9()
+        _, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 3, err)
+        (_, durable), = self.hubd.partials().values()
+        self.assertGreater(durable, 0)
+        self.hubd.start()
+        r = self.hubctl("fetch", "--json", url)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(json.loads(r.out)["sha256"], digest)
+        st = self.origin.stats()
+        self.assertEqual(len(st["range_starts"]["/files/k9.bin"]), 1)
+        self.assertGreaterEqual(st["range_starts"]["/files/k9.bin"][0], durable)
+        self.assertLess(st["bytes"]["/files/k9.bin"], 1.2 * size)
+        self.assertEqual(self.hubd.partials(), {})
+        self.assert_invariant()
+        self.assert_cache_clean()
+
+    def test_kill9_then_changed_file_starts_over(self):
+        self.make_file("ch9.bin", 8 * MiB, seed=1)
+        url = self.origin.url("/files/ch9.bin?bps=%d" % (4 * MiB))
+        p = self.hubctl_bg("fetch", url)
+        wait_for(lambda: self.hubd.partials(), what="a checkpoint")
+        self.hubd.kill9()
+        p.communicate(timeout=30)
+        # The origin's file changes while hubd is down: If-Range refuses the
+        # old partial and the whole new file comes, right.
+        time.sleep(0.01)
+        digest = self.make_file("ch9.bin", 8 * MiB, seed=2)
+        self.hubd.start()
+        r = self.hubctl("fetch", "--json", url)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(json.loads(r.out)["sha256"], digest)
+        self.assertEqual(len(self.origin.stats()["range_starts"]["/files/ch9.bin"]), 1)
+        self.assert_invariant()
+        self.assert_cache_clean()
+
+    def test_crash_loop(self):
+        # Four downloads (two clients share one), hubd killed with SIGKILL at
+        # random moments 20 times and started again; then every fetch
+        # completes with the right bytes and the cache keeps its invariant.
+        rnd = random.Random(20)
+        files = {}
+        for i, size in enumerate((3 * MiB, 5 * MiB + 11, 7 * MiB, 9 * MiB + 3)):
+            name = "cl%d.bin" % i
+            files[self.origin.url("/files/%s?bps=%d" % (name, 4 * MiB))] = \
+                (name, size, self.make_file(name, size, seed=i + 1))
+        urls = list(files)
+        for round_ in range(20):
+            clients = [self.hubctl_bg("fetch", u) for u in urls + urls[:1]]
+            time.sleep(rnd.uniform(0.05, 1.2))
+            self.hubd.kill9()
+            for c in clients:
+                out, err = c.communicate(timeout=30)
+                self.assertIn(c.returncode, (0, 3), err)  # done, or "hubd went away"
+                if c.returncode == 0:
+                    self.assertEqual(os.path.basename(out.decode().strip()),
+                                     files[urls[urls.index(c.args[-1])]][2])
+            self.assert_invariant()
+            self.hubd.start()
+        for u in urls:
+            r = self.hubctl("fetch", "--json", u)
+            self.assertEqual(r.rc, 0, r)
+            self.assertEqual(json.loads(r.out)["sha256"], files[u][2])
+        self.assert_invariant()
+        self.assertEqual(self.hubd.partials(), {})
+        self.assert_cache_clean()
+        st = self.origin.stats()["bytes"]
+        ratio = {files[u][0]: round(st.get("/files/" + files[u][0], 0) / files[u][1], 2)
+                 for u in urls}
+        print("crash loop: origin bytes / file size:", ratio)
+
     def test_resume_after_cuts(self):
         self.restart_with(retries="5", retry_delay="20ms")
         size = 8 * MiB + 123

@@ -195,7 +195,7 @@ START_TEST(db_open_creates_schema)
     struct stat st;
 
     ck_assert_int_eq(stat(path, &st), 0);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 1);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 2);
     ck_assert_int_eq(raw_int("SELECT count(*) FROM sqlite_master WHERE type = 'table'"
                              " AND name IN ('blobs', 'entries')"),
                      2);
@@ -464,7 +464,7 @@ START_TEST(db_reopen_keeps_rows)
     find_entry_is("http://h/b", "t", b, 22);
     ck_assert_int_eq(db_find_blob(db, b, &size), 0);
     ck_assert_uint_eq(size, 22);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 1);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 2);
     char *etag = raw_text("SELECT etag FROM entries WHERE url = 'http://h/a'");
     ck_assert_str_eq(etag, "\"e\"");
     free(etag);
@@ -486,17 +486,98 @@ START_TEST(db_open_refuses_newer_schema)
     db_t *other = NULL;
 
     /* A database written by a newer hubd is left alone, not "migrated". */
-    raw_exec("PRAGMA user_version = 2");
+    raw_exec("PRAGMA user_version = 3");
     db_close(db);
     db = NULL;
     ck_assert_int_eq(db_open(path, &other), -EPROTO);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 2);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 3);
 
     /* A directory that does not exist: an error, not a crash. */
     char bad[400];
     snprintf(bad, sizeof bad, "%s/missing/dir/hubd.db", dir);
     int rc = db_open(bad, &other);
     ck_assert_int_lt(rc, 0);
+}
+END_TEST
+
+/* ---- partials ------------------------------------------------------------ */
+
+static void save_partial(uint64_t id, const char *url, const char *etag, uint64_t durable)
+{
+    db_partial_t p = {.etag = (char *)etag, .total = 1000, .durable = durable};
+    ck_assert_int_eq(db_save_partial(db, id, url, "", &p), 0);
+}
+
+START_TEST(db_partial_save_find_forget)
+{
+    db_partial_t p;
+
+    ck_assert_int_eq(db_find_partial(db, "http://h/p", "", &p), -ENOENT);
+    save_partial(7, "http://h/p", "\"v1\"", 100);
+    save_partial(7, "http://h/p", "\"v1\"", 300); /* moves forward in place */
+    ck_assert_int_eq(db_find_partial(db, "http://h/p", "", &p), 0);
+    ck_assert_uint_eq(p.id, 7);
+    ck_assert_uint_eq(p.durable, 300);
+    ck_assert_int_eq(p.total, 1000);
+    ck_assert_str_eq(p.etag, "\"v1\"");
+    ck_assert_ptr_null(p.last_modified);
+    db_partial_free(&p);
+    /* Another credential tag is another partial. */
+    ck_assert_int_eq(db_find_partial(db, "http://h/p", "t", &p), -ENOENT);
+
+    /* A newer partial of the same URL replaces the older row. */
+    save_partial(9, "http://h/p", "\"v2\"", 50);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM partials"), 1);
+    ck_assert_int_eq(db_find_partial(db, "http://h/p", "", &p), 0);
+    ck_assert_uint_eq(p.id, 9);
+    db_partial_free(&p);
+
+    ck_assert_int_eq(db_forget_partial(db, 9), 0);
+    ck_assert_int_eq(db_find_partial(db, "http://h/p", "", &p), -ENOENT);
+}
+END_TEST
+
+START_TEST(db_commit_removes_its_partial)
+{
+    char a[65];
+    db_partial_t p;
+
+    make_sha(a, 0x5);
+    save_partial(3, "http://h/c", "\"x\"", 10);
+    save_partial(4, "http://h/other", "\"y\"", 10);
+    db_record_t r = {
+        .url = "http://h/c", .cred_tag = "", .sha256 = a, .size = 1000, .partial_id = 3};
+    ck_assert_int_eq(db_record_download(db, &r), 0);
+    ck_assert_int_eq(db_find_partial(db, "http://h/c", "", &p), -ENOENT);
+    ck_assert_int_eq(db_find_partial(db, "http://h/other", "", &p), 0);
+    db_partial_free(&p);
+}
+END_TEST
+
+static void count_partial(void *arg, uint64_t id, uint64_t durable)
+{
+    (void)id;
+    *(uint64_t *)arg += durable;
+}
+
+/* A cache made by the first schema gains the partials table, rows intact. */
+START_TEST(db_migrates_version_1)
+{
+    char a[65];
+    uint64_t sum = 0;
+
+    make_sha(a, 0x6);
+    record("http://h/m", "", a, 5, NULL, NULL);
+    db_close(db);
+    db = NULL;
+    raw_exec("DROP TABLE partials");
+    raw_exec("PRAGMA user_version = 1");
+    ck_assert_int_eq(db_open(path, &db), 0);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 2);
+    find_entry_is("http://h/m", "", a, 5);
+    save_partial(1, "http://h/n", "\"z\"", 42);
+    ck_assert_int_eq(db_each_partial(db, count_partial, &sum), 0);
+    ck_assert_uint_eq(sum, 42);
 }
 END_TEST
 
@@ -600,6 +681,9 @@ static Suite *db_suite(void)
     tcase_add_test(tc, db_touch_updates_accessed);
     tcase_add_test(tc, db_reopen_keeps_rows);
     tcase_add_test(tc, db_open_refuses_newer_schema);
+    tcase_add_test(tc, db_partial_save_find_forget);
+    tcase_add_test(tc, db_commit_removes_its_partial);
+    tcase_add_test(tc, db_migrates_version_1);
     /* Each commit fsyncs (synchronous=FULL). */
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
