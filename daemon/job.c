@@ -152,9 +152,12 @@ struct job {
     uint64_t resume_len; /* a recorded partial's durable bytes, to re-hash first */
     int rehash_rc;       /* outcome of the re-hash item */
     uint64_t durable;    /* bytes fdatasync'ed and recorded (the loop's copy) */
-    uint64_t t_ckpt;     /* uv_now of the last checkpoint asked for */
-    int ckpt_want;       /* the write item in flight ends with a checkpoint */
-    db_partial_t ckpt;   /* its validators (copies) and total, owned by that item */
+    uint64_t on_disk;    /* bytes written, as of the last write item back */
+    uint64_t t_ckpt;     /* uv_now of the last checkpoint started */
+    uv_work_t sync_work; /* the checkpoint item */
+    int sync_busy;       /* it is in flight (it uses fd beside the write item) */
+    int sync_err;        /* its fdatasync failed (negative errno) */
+    db_partial_t ckpt;   /* what its row records (copies), owned by that item */
     uint64_t ckpt_done;  /* what the checkpoint made durable, 0 if it did not */
     int park;            /* on failure keep the partial for a later fetch (shutdown) */
 
@@ -243,7 +246,8 @@ static void job_on_timer_closed(uv_handle_t *h)
 
 static void job_free(job_t *job)
 {
-    assert(!job->hash_busy && !job->write_busy && !job->commit_busy && !job->req && !job->waiters);
+    assert(!job->hash_busy && !job->write_busy && !job->sync_busy && !job->commit_busy &&
+           !job->req && !job->waiters);
     uv_close((uv_handle_t *)&job->timer, job_on_timer_closed);
     uv_close((uv_handle_t *)&job->retry_timer, job_on_timer_closed);
 }
@@ -417,18 +421,21 @@ static void write_work(uv_work_t *req)
                         SYNC_FILE_RANGE_WRITE);
         job->flushed = job->written;
     }
-    if (job->ckpt_want) {
-        /* Data first, then the row: the row never promises bytes that a
-         * crash could take back. A failed fdatasync may have lost pages. */
-        job->ckpt_want = 0;
-        if (fdatasync(job->fd)) {
-            job->write_err = -errno;
-            return;
-        }
-        job->ckpt.durable = job->written;
-        if (db_save_partial(job->js->db, job->part_id, job->key, "", &job->ckpt) == 0)
-            job->ckpt_done = job->written;
+}
+
+/* The checkpoint item. It runs beside the write item on the same fd (never
+ * closed or truncated while it is in flight): fdatasync makes durable at
+ * least the ckpt.durable bytes written before it started. Data first, then
+ * the row: the row never promises bytes that a crash could take back. */
+static void sync_work(uv_work_t *req)
+{
+    job_t *job = req->data;
+    if (fdatasync(job->fd)) {
+        job->sync_err = -errno; /* pages may be lost: the download is not sound */
+        return;
     }
+    if (db_save_partial(job->js->db, job->part_id, job->key, "", &job->ckpt) == 0)
+        job->ckpt_done = job->ckpt.durable;
 }
 
 /* Reads back the first len bytes of the partial into the hash. */
@@ -585,25 +592,30 @@ static void job_seal(job_t *job)
 
 static void after_hash(uv_work_t *req, int status);
 static void after_write(uv_work_t *req, int status);
+static void after_sync(uv_work_t *req, int status);
 static const char *job_validator(const job_t *job);
 
-/* Whether the write item about to start (ending at byte end) should end
- * with a checkpoint; if so hands it copies of what the row records. Only a
- * partial with a validator can be resumed, so only such is recorded. */
-static void job_plan_checkpoint(job_t *job, uint64_t end)
+/* Starts a checkpoint of what is on disk when one is due and none is in
+ * flight (and the commit is not about to make it moot). Only a partial with
+ * a validator can be resumed, so only such is recorded. */
+static void job_checkpoint(job_t *job)
 {
     uint64_t now = uv_now(job->js->loop);
-    if (!job_validator(job) || end <= job->durable ||
-        (end - job->durable < CHECKPOINT_BYTES && now - job->t_ckpt < CHECKPOINT_MS))
+    if (job->sync_busy || job->restart_pending || job->body_done || job->state == JOB_FAILED ||
+        job->state == JOB_COMMITTING || !job_validator(job) || job->on_disk <= job->durable ||
+        (job->on_disk - job->durable < CHECKPOINT_BYTES && now - job->t_ckpt < CHECKPOINT_MS))
         return;
     db_partial_free(&job->ckpt);
     job->ckpt.etag = job->etag ? strdup(job->etag) : NULL;
     job->ckpt.last_modified = job->last_modified ? strdup(job->last_modified) : NULL;
-    job->ckpt.total = job->total;
     if ((job->etag && !job->ckpt.etag) || (job->last_modified && !job->ckpt.last_modified))
-        return; /* no memory: the next write item tries again */
-    job->ckpt_want = 1;
+        return; /* no memory: try again after the next write */
+    job->ckpt.total = job->total;
+    job->ckpt.durable = job->on_disk;
     job->t_ckpt = now;
+    job->sync_busy = 1;
+    job->sync_work.data = job;
+    uv_queue_work(job->js->loop, &job->sync_work, sync_work, after_sync);
 }
 
 /* Hands the sealed batches from *next on to one work item. */
@@ -631,7 +643,6 @@ static void submit_work(job_t *job)
         job->write_count = take_batches(&job->write_next, &job->write_first);
         job->write_busy = 1;
         job->total_hint = job->total; /* the write item's copy, handed over with it */
-        job_plan_checkpoint(job, job->write_next ? job->write_next->offset : job->sealed);
         job->tmp_made = 1;
         job->write_work.data = job;
         uv_queue_work(loop, &job->write_work, write_work, after_write);
@@ -668,7 +679,8 @@ static void job_drop_batches(job_t *job)
  * partial file, then free the job. */
 static void job_cleanup(job_t *job)
 {
-    if (job->hash_busy || job->write_busy || job->commit_busy || job->cleanup_queued)
+    if (job->hash_busy || job->write_busy || job->sync_busy || job->commit_busy ||
+        job->cleanup_queued)
         return;
     job_drop_batches(job);
     job->cleanup_queued = 1;
@@ -692,14 +704,14 @@ static void job_pump(job_t *job)
     if (job->restart_pending) {
         /* Once no item of the old attempt is in flight, drop all it left and
          * start the hash and the file over; until then submit nothing. */
-        if (job->hash_busy || job->write_busy)
+        if (job->hash_busy || job->write_busy || job->sync_busy)
             return;
         job_drop_batches(job);
         job->restart_pending = 0;
         sha256_init(&job->sha);
         job->received = job->sealed = job->queued_bytes = 0;
         job->written = job->flushed = job->last_done = 0;
-        job->durable = 0; /* the write item that truncates also forgets the row */
+        job->durable = job->on_disk = 0; /* the write item that truncates forgets the row */
         job->total = -1;
         job->truncate_file = job->tmp_made;
         job_begin_request(job);
@@ -719,8 +731,9 @@ static void job_pump(job_t *job)
         if (job->req)
             http_req_set_paused(job->req, 0);
     }
+    job_checkpoint(job);
     if (job->body_done && !job->head && !job->cur && !job->hash_busy && !job->write_busy &&
-        job->state == JOB_BODY)
+        !job->sync_busy && job->state == JOB_BODY)
         job_start_commit(job);
 }
 
@@ -743,17 +756,34 @@ static void after_write(uv_work_t *req, int status)
     for (int i = 0; i < job->write_count; i++, b = b->next)
         b->written = 1;
     job->write_busy = 0;
+    job->on_disk = job->written;
+    if (job->write_err && job->state != JOB_FAILED) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "writing the download to the cache: %s",
+                 strerror(-job->write_err));
+        job_fail(job, job->write_err == -ENOSPC ? "no_space" : "io", msg);
+        return;
+    }
+    job_pump(job);
+}
+
+static void after_sync(uv_work_t *req, int status)
+{
+    job_t *job = req->data;
+    (void)status;
+    job->sync_busy = 0;
+    db_partial_free(&job->ckpt);
     if (job->ckpt_done) {
         job->durable = job->ckpt_done;
         job->ckpt_done = 0;
         log_debug("job %llu: checkpoint: %llu bytes durable", (unsigned long long)job->id,
                   (unsigned long long)job->durable);
     }
-    if (job->write_err && job->state != JOB_FAILED) {
+    if (job->sync_err && job->state != JOB_FAILED) {
         char msg[256];
-        snprintf(msg, sizeof msg, "writing the download to the cache: %s",
-                 strerror(-job->write_err));
-        job_fail(job, job->write_err == -ENOSPC ? "no_space" : "io", msg);
+        snprintf(msg, sizeof msg, "syncing the download to the cache: %s",
+                 strerror(-job->sync_err));
+        job_fail(job, "io", msg);
         return;
     }
     job_pump(job);
@@ -1264,7 +1294,7 @@ static void after_rehash(uv_work_t *req, int status)
         job_begin_request(job);
         return;
     }
-    job->received = job->sealed = job->durable = job->last_done = len;
+    job->received = job->sealed = job->durable = job->on_disk = job->last_done = len;
     log_info("job %llu: resuming %s at byte %llu of its partial (re-hashed in %.3f s)",
              (unsigned long long)job->id, job->key, (unsigned long long)len,
              (double)(uv_now(job->js->loop) - job->t_start) / 1000);
