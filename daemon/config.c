@@ -32,6 +32,12 @@ static char *default_socket(void)
 
 static char *default_cache_dir(void)
 {
+    /* systemd's CacheDirectory= says where (the first of a ':' list). */
+    const char *cd = getenv("CACHE_DIRECTORY");
+    if (cd && *cd) {
+        size_t n = strcspn(cd, ":");
+        return strndup(cd, n);
+    }
     if (geteuid() == 0)
         return strdup("/var/cache/hubd");
     const char *s = getenv("XDG_CACHE_HOME");
@@ -60,12 +66,15 @@ int config_defaults(hubd_config_t *cfg)
     cfg->keepalive_ms = 30 * 1000;
     cfg->max_redirects = 10;
     cfg->log_level = LOG_LVL_INFO;
+    cfg->socket_mode = 0660;
+    cfg->max_cache_size = 0;
+    cfg->admin_group = strdup("hubd-admin");
     cfg->socket_path = default_socket();
     cfg->cache_dir = default_cache_dir();
     /* Measured on the project machine (bench/tls_cipher_speed.c): mbedTLS
      * 2.28 decrypts ChaCha20-Poly1305 faster than AES-GCM here. */
     cfg->tls_ciphers = strdup("chacha20-poly1305,aes-128-gcm,aes-256-gcm");
-    if (!cfg->socket_path || !cfg->cache_dir || !cfg->tls_ciphers)
+    if (!cfg->socket_path || !cfg->cache_dir || !cfg->tls_ciphers || !cfg->admin_group)
         return -ENOMEM;
     return 0;
 }
@@ -178,12 +187,37 @@ static int set_size(size_t *slot, const char *value, uint64_t min, uint64_t max)
     return 0;
 }
 
+/* Permission bits in octal, owner able to read and write. */
+static int parse_mode(const char *s, unsigned *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 8);
+    if (end == s || *end || errno || *s == '-' || v > 0777 || (v & 0600) != 0600)
+        return -EINVAL;
+    *out = (unsigned)v;
+    return 0;
+}
+
 int config_set(hubd_config_t *cfg, const char *key, const char *value)
 {
     if (strcmp(key, "socket") == 0)
         return set_string(&cfg->socket_path, value);
     if (strcmp(key, "cache_dir") == 0)
         return set_string(&cfg->cache_dir, value);
+    if (strcmp(key, "socket_mode") == 0)
+        return parse_mode(value, &cfg->socket_mode);
+    if (strcmp(key, "socket_group") == 0)
+        return set_optional(&cfg->socket_group, value);
+    if (strcmp(key, "admin_group") == 0)
+        return set_optional(&cfg->admin_group, value);
+    if (strcmp(key, "max_cache_size") == 0) {
+        uint64_t v;
+        int rc = config_parse_size(value, &v);
+        if (!rc)
+            cfg->max_cache_size = v;
+        return rc ? -EINVAL : 0;
+    }
     if (strcmp(key, "read_buffer_size") == 0)
         return set_size(&cfg->read_buffer_size, value, 4096, 64u << 20);
     if (strcmp(key, "max_inflight") == 0)
@@ -270,6 +304,132 @@ int config_load_file(hubd_config_t *cfg, const char *path, char *err, size_t err
     return ctx.rc ? ctx.rc : -EINVAL;
 }
 
+static void print_size(FILE *out, const char *key, uint64_t v)
+{
+    static const char units[] = "KMGT";
+    int u = -1;
+    while (u < 3 && v && v % 1024 == 0) { /* the largest unit that is exact */
+        v /= 1024;
+        u++;
+    }
+    if (u < 0)
+        fprintf(out, "%s = %llu\n", key, (unsigned long long)v);
+    else
+        fprintf(out, "%s = %llu%c\n", key, (unsigned long long)v, units[u]);
+}
+
+static void print_ms(FILE *out, const char *key, unsigned ms)
+{
+    if (ms % 1000 == 0)
+        fprintf(out, "%s = %us\n", key, ms / 1000);
+    else
+        fprintf(out, "%s = %ums\n", key, ms);
+}
+
+static const char *level_name(int level)
+{
+    switch (level) {
+    case LOG_LVL_ERR:
+        return "error";
+    case LOG_LVL_WARN:
+        return "warning";
+    case LOG_LVL_DEBUG:
+        return "debug";
+    default:
+        return "info";
+    }
+}
+
+void config_print(const hubd_config_t *cfg, FILE *out)
+{
+    fprintf(out, "[hubd]\n");
+    fprintf(out, "socket = %s\n", cfg->socket_path);
+    fprintf(out, "socket_mode = %04o\n", cfg->socket_mode);
+    fprintf(out, "socket_group = %s\n", cfg->socket_group ? cfg->socket_group : "");
+    fprintf(out, "admin_group = %s\n", cfg->admin_group ? cfg->admin_group : "");
+    fprintf(out, "cache_dir = %s\n", cfg->cache_dir);
+    print_size(out, "max_cache_size", cfg->max_cache_size);
+    print_size(out, "read_buffer_size", cfg->read_buffer_size);
+    print_size(out, "max_inflight", cfg->max_inflight);
+    fprintf(out, "max_downloads = %u\n", cfg->max_downloads);
+    fprintf(out, "max_per_host = %u\n", cfg->max_per_host);
+    print_ms(out, "connect_timeout", cfg->connect_timeout_ms);
+    print_ms(out, "idle_timeout", cfg->idle_timeout_ms);
+    print_ms(out, "keepalive_timeout", cfg->keepalive_ms);
+    print_ms(out, "first_byte_timeout", cfg->first_byte_timeout_ms);
+    print_ms(out, "deadline", cfg->deadline_ms);
+    fprintf(out, "retries = %u\n", cfg->retries);
+    print_ms(out, "retry_delay", cfg->retry_delay_ms);
+    print_ms(out, "retry_max_delay", cfg->retry_max_delay_ms);
+    fprintf(out, "max_redirects = %u\n", cfg->max_redirects);
+    fprintf(out, "log_level = %s\n", level_name(cfg->log_level));
+    /* ca_file's default is "the system bundle", which has no spelling. */
+    if (cfg->ca_file)
+        fprintf(out, "ca_file = %s\n", cfg->ca_file);
+    fprintf(out, "ca_path = %s\n", cfg->ca_path ? cfg->ca_path : "");
+    fprintf(out, "tls_ciphers = %s\n", cfg->tls_ciphers);
+    fprintf(out, "tls_insecure_hosts = %s\n",
+            cfg->tls_insecure_hosts ? cfg->tls_insecure_hosts : "");
+}
+
+static int str_differs(const char *a, const char *b)
+{
+    return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
+}
+
+static void note_key(char *buf, size_t cap, const char *key)
+{
+    size_t n = strlen(buf);
+    snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", key);
+}
+
+void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *needs_restart,
+                          size_t cap)
+{
+    needs_restart[0] = '\0';
+    cfg->log_level = next->log_level;
+    cfg->max_cache_size = next->max_cache_size;
+    cfg->max_downloads = next->max_downloads;
+    cfg->max_per_host = next->max_per_host;
+    cfg->connect_timeout_ms = next->connect_timeout_ms;
+    cfg->idle_timeout_ms = next->idle_timeout_ms;
+    cfg->first_byte_timeout_ms = next->first_byte_timeout_ms;
+    cfg->keepalive_ms = next->keepalive_ms;
+    cfg->deadline_ms = next->deadline_ms;
+    cfg->retries = next->retries;
+    cfg->retry_delay_ms = next->retry_delay_ms;
+    cfg->retry_max_delay_ms = next->retry_max_delay_ms;
+    cfg->max_redirects = next->max_redirects;
+    if (str_differs(cfg->admin_group, next->admin_group)) {
+        char *g = next->admin_group ? strdup(next->admin_group) : NULL;
+        if (g || !next->admin_group) {
+            free(cfg->admin_group);
+            cfg->admin_group = g;
+        }
+    }
+    /* Bound at start-up: sockets, buffers, files, the TLS context. */
+    if (strcmp(cfg->socket_path, next->socket_path) != 0)
+        note_key(needs_restart, cap, "socket");
+    if (cfg->socket_mode != next->socket_mode)
+        note_key(needs_restart, cap, "socket_mode");
+    if (str_differs(cfg->socket_group, next->socket_group))
+        note_key(needs_restart, cap, "socket_group");
+    if (strcmp(cfg->cache_dir, next->cache_dir) != 0)
+        note_key(needs_restart, cap, "cache_dir");
+    if (cfg->read_buffer_size != next->read_buffer_size)
+        note_key(needs_restart, cap, "read_buffer_size");
+    if (cfg->max_inflight != next->max_inflight)
+        note_key(needs_restart, cap, "max_inflight");
+    if (str_differs(cfg->ca_file, next->ca_file))
+        note_key(needs_restart, cap, "ca_file");
+    if (str_differs(cfg->ca_path, next->ca_path))
+        note_key(needs_restart, cap, "ca_path");
+    if (strcmp(cfg->tls_ciphers, next->tls_ciphers) != 0)
+        note_key(needs_restart, cap, "tls_ciphers");
+    if (str_differs(cfg->tls_insecure_hosts, next->tls_insecure_hosts))
+        note_key(needs_restart, cap, "tls_insecure_hosts");
+}
+
 void config_free(hubd_config_t *cfg)
 {
     free(cfg->socket_path);
@@ -278,6 +438,9 @@ void config_free(hubd_config_t *cfg)
     free(cfg->ca_path);
     free(cfg->tls_ciphers);
     free(cfg->tls_insecure_hosts);
+    free(cfg->socket_group);
+    free(cfg->admin_group);
+    cfg->socket_group = cfg->admin_group = NULL;
     cfg->socket_path = cfg->cache_dir = cfg->ca_file = cfg->ca_path = NULL;
     cfg->tls_ciphers = cfg->tls_insecure_hosts = NULL;
 }

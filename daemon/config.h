@@ -7,10 +7,15 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct hubd_config {
     char *socket_path;       /* Unix socket to listen on (malloc'd) */
+    unsigned socket_mode;    /* its permission bits (0660) */
+    char *socket_group;      /* its group, NULL: the daemon's own */
+    char *admin_group;       /* members (and root) may use admin verbs; NULL: root only */
     char *cache_dir;         /* root of blobs/, tmp/, hubd.db (malloc'd) */
+    uint64_t max_cache_size; /* blobs above this are evicted, least recently used first; 0: none */
     size_t read_buffer_size; /* bytes per pooled socket read buffer */
     size_t max_inflight;     /* per job: body bytes queued for hash/write before reading stops */
     unsigned max_downloads;  /* jobs transferring at once; the rest wait queued */
@@ -32,7 +37,8 @@ typedef struct hubd_config {
 } hubd_config_t;
 
 /* Fills defaults; socket_path and cache_dir follow the environment
- * (HUBD_SOCKET, XDG_RUNTIME_DIR, XDG_CACHE_HOME, HOME, root or not). */
+ * (HUBD_SOCKET, XDG_RUNTIME_DIR, CACHE_DIRECTORY, XDG_CACHE_HOME, HOME, root
+ * or not). */
 int config_defaults(hubd_config_t *cfg);
 
 /* Reads an INI file ([hubd] section or none). Returns 0, or a negative errno
@@ -45,6 +51,17 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value);
 
 /* Parses "256K", "1M", "2G", "1T" or plain bytes. */
 int config_parse_size(const char *s, uint64_t *out);
+
+/* Writes the effective settings as an INI file that config_load_file reads
+ * back to the same values (hubd --check-config). */
+void config_print(const hubd_config_t *cfg, FILE *out);
+
+/* SIGHUP: takes from next the settings that can change while running (log
+ * level, limits, timeouts, retries, max_cache_size, admin_group); names
+ * each other setting that differs in `needs_restart` (comma-separated, ""
+ * if none). */
+void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *needs_restart,
+                          size_t cap);
 
 void config_free(hubd_config_t *cfg);
 

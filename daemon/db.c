@@ -205,8 +205,9 @@ int db_list(db_t *db, void (*fn)(void *arg, const db_entry_t *e), void *arg)
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db->rd,
-                           "SELECT e.url, e.sha256, b.size, e.created, e.accessed FROM entries e"
-                           " JOIN blobs b USING (sha256) ORDER BY e.accessed DESC, e.url",
+                           "SELECT e.url, e.sha256, b.size, e.created, e.accessed, b.pinned"
+                           " FROM entries e JOIN blobs b USING (sha256)"
+                           " ORDER BY e.accessed DESC, e.url",
                            -1, &st, NULL) != SQLITE_OK)
         return sq_err(db->rd, "list");
     while (sqlite3_step(st) == SQLITE_ROW) {
@@ -216,6 +217,7 @@ int db_list(db_t *db, void (*fn)(void *arg, const db_entry_t *e), void *arg)
             .size = (uint64_t)sqlite3_column_int64(st, 2),
             .created = sqlite3_column_int64(st, 3),
             .accessed = sqlite3_column_int64(st, 4),
+            .pinned = sqlite3_column_int(st, 5),
         };
         if (e.url && e.sha256)
             fn(arg, &e);
@@ -381,16 +383,22 @@ int db_save_partial(db_t *db, uint64_t id, const char *url, const char *cred_tag
     int rc = tx_begin(h);
     if (rc)
         return rc;
-    /* An older partial of the same URL (a job that is going away) yields. */
-    rc = exec_bound(h, "DELETE FROM partials WHERE url = ?1 AND cred_tag = ?2 AND id <> ?3", "tti",
+    /* Ids only grow: an older partial of the same URL (a job that is going
+     * away) yields to a newer one, and a newer one's row is never pushed
+     * aside by an older one's late checkpoint. The id's own row must be of
+     * this URL (ids are never reused; this is a guard, not a case). */
+    rc = exec_bound(h, "DELETE FROM partials WHERE url = ?1 AND cred_tag = ?2 AND id < ?3", "tti",
                     url, cred_tag, (int64_t)id);
     if (!rc)
         rc = exec_bound(h,
                         "INSERT INTO partials(id, url, cred_tag, etag, last_modified, total,"
-                        " durable, updated) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+                        " durable, updated) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8"
+                        " WHERE NOT EXISTS (SELECT 1 FROM partials WHERE url = ?2 AND"
+                        " cred_tag = ?3 AND id > ?1)"
                         " ON CONFLICT(id) DO UPDATE SET etag = excluded.etag,"
                         " last_modified = excluded.last_modified, total = excluded.total,"
-                        " durable = excluded.durable, updated = excluded.updated",
+                        " durable = excluded.durable, updated = excluded.updated"
+                        " WHERE url = excluded.url",
                         "ittttiii", (int64_t)id, url, cred_tag, p->etag, p->last_modified, p->total,
                         (int64_t)p->durable, now);
     return tx_end(h, rc);
@@ -410,8 +418,135 @@ int db_each_partial(db_t *db, void (*fn)(void *arg, uint64_t id, uint64_t durabl
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db->wr, "SELECT id, durable FROM partials", -1, &st, NULL) != SQLITE_OK)
         return sq_err(db->wr, "listing partials");
-    while (sqlite3_step(st) == SQLITE_ROW)
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
         fn(arg, (uint64_t)sqlite3_column_int64(st, 0), (uint64_t)sqlite3_column_int64(st, 1));
     sqlite3_finalize(st);
-    return 0;
+    /* Stopping early would make reconcile remove the files of rows it
+     * never saw. */
+    return rc == SQLITE_DONE ? 0 : sq_err(db->wr, "listing partials");
+}
+
+/* One row of integers from a statement on h. */
+static int query_u64s(sqlite3 *h, const char *sql, const char *arg, uint64_t *a, uint64_t *b)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK)
+        return sq_err(h, sql);
+    if (arg)
+        sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *a = (uint64_t)sqlite3_column_int64(st, 0);
+        if (b)
+            *b = (uint64_t)sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : sq_err(h, sql);
+}
+
+int db_cache_size(db_t *db, uint64_t *bytes, uint64_t *count)
+{
+    return query_u64s(db->rd, "SELECT coalesce(sum(size), 0), count(*) FROM blobs", NULL, bytes,
+                      count);
+}
+
+static int is_hex64(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+            return 0;
+    return n == 64;
+}
+
+int db_resolve(db_t *db, const char *url_or_sha, char sha_out[65])
+{
+    uint64_t size;
+    if (is_hex64(url_or_sha)) {
+        int rc = db_find_blob(db, url_or_sha, &size);
+        if (!rc)
+            memcpy(sha_out, url_or_sha, 65);
+        return rc;
+    }
+    return db_find_entry(db, url_or_sha, "", sha_out, &size);
+}
+
+int db_total_size(db_t *db, uint64_t *bytes)
+{
+    sqlite3 *h = db->wr;
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
+    int rc = query_u64s(h, "SELECT coalesce(sum(size), 0) FROM blobs", NULL, bytes, NULL);
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}
+
+int db_lru(db_t *db, unsigned max, const char *keep,
+           void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg)
+{
+    sqlite3 *h = db->wr;
+    sqlite3_stmt *st;
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
+    int rc = 0;
+    if (sqlite3_prepare_v2(h,
+                           "SELECT sha256, size FROM blobs WHERE pinned = 0 AND sha256 <> ?1"
+                           " ORDER BY accessed, created LIMIT ?2",
+                           -1, &st, NULL) != SQLITE_OK) {
+        rc = sq_err(h, "lru");
+    } else {
+        sqlite3_bind_text(st, 1, keep ? keep : "", -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 2, (int)max);
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            const char *sha = (const char *)sqlite3_column_text(st, 0);
+            if (sha)
+                fn(arg, sha, (uint64_t)sqlite3_column_int64(st, 1));
+        }
+        sqlite3_finalize(st);
+    }
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}
+
+int db_set_pinned(db_t *db, const char *sha256, int pinned)
+{
+    sqlite3 *h = db->wr;
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
+    int rc = exec_bound(h, "UPDATE blobs SET pinned = ?2 WHERE sha256 = ?1", "ti", sha256,
+                        (int64_t)(pinned != 0));
+    if (!rc && sqlite3_changes(h) == 0)
+        rc = -ENOENT;
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}
+
+int db_remove_entry(db_t *db, const char *url, char sha_out[65], int *blob_gone)
+{
+    sqlite3 *h = db->wr;
+    *blob_gone = 0;
+    int rc = tx_begin(h);
+    if (rc)
+        return rc;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(h, "SELECT sha256 FROM entries WHERE url = ?1 AND cred_tag = ''", -1,
+                           &st, NULL) != SQLITE_OK)
+        return tx_end(h, sq_err(h, "remove"));
+    sqlite3_bind_text(st, 1, url, -1, SQLITE_STATIC);
+    const unsigned char *sha = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
+    rc = sha && strlen((const char *)sha) == 64 ? 0 : -ENOENT;
+    if (!rc)
+        memcpy(sha_out, sha, 65);
+    sqlite3_finalize(st);
+    if (!rc)
+        rc = exec_bound(h, "DELETE FROM entries WHERE url = ?1 AND cred_tag = ''", "t", url);
+    uint64_t left = 0;
+    if (!rc)
+        rc = query_u64s(h, "SELECT count(*) FROM entries WHERE sha256 = ?1", sha_out, &left, NULL);
+    if (!rc && left == 0) {
+        rc = exec_bound(h, "DELETE FROM blobs WHERE sha256 = ?1", "t", sha_out);
+        *blob_gone = !rc;
+    }
+    rc = tx_end(h, rc);
+    if (rc)
+        *blob_gone = 0;
+    return rc;
 }

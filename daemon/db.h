@@ -36,6 +36,7 @@ typedef struct db_entry {
     const char *url;
     const char *sha256;
     uint64_t size;
+    int pinned;
     int64_t created;  /* unix seconds */
     int64_t accessed; /* unix seconds */
 } db_entry_t;
@@ -71,6 +72,25 @@ int db_save_partial(db_t *db, uint64_t id, const char *url, const char *cred_tag
 int db_forget_partial(db_t *db, uint64_t id);
 /* Start-up only. Calls fn for every partial row. */
 int db_each_partial(db_t *db, void (*fn)(void *arg, uint64_t id, uint64_t durable), void *arg);
+
+/* Loop thread. The blobs' total size and count. */
+int db_cache_size(db_t *db, uint64_t *bytes, uint64_t *count);
+/* Loop thread. A URL (its entry without credentials) or a 64-hex digest
+ * (a blob) to the blob's digest; -ENOENT when nothing matches. */
+int db_resolve(db_t *db, const char *url_or_sha, char sha_out[65]);
+
+/* Pool threads. Total size of the blobs. */
+int db_total_size(db_t *db, uint64_t *bytes);
+/* Pool threads. Up to max unpinned blobs, least recently used first, other
+ * than `keep` (may be NULL); fn gets each. */
+int db_lru(db_t *db, unsigned max, const char *keep,
+           void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg);
+/* Pool threads. -ENOENT when no such blob. */
+int db_set_pinned(db_t *db, const char *sha256, int pinned);
+/* Pool threads. Deletes url's entry (no credentials); when it was the
+ * blob's last entry, the blob row too, and *blob_gone says so. sha_out gets
+ * the blob's digest. -ENOENT when there is no such entry. */
+int db_remove_entry(db_t *db, const char *url, char sha_out[65], int *blob_gone);
 
 /* Pool threads. Marks a blob (and the entry, when url is given) used now. */
 int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag);

@@ -16,6 +16,7 @@
  * both have seen it. Above max_inflight queued bytes the job stops reading. */
 #include "job.h"
 #include "bufpool.h"
+#include "cache.h"
 #include "http.h"
 #include "log.h"
 #include "sha256.h"
@@ -23,6 +24,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stddef.h>
@@ -90,6 +92,13 @@ struct jobs {
     int shutdown_called; /* jobs_shutdown called: js may go once live is 0 */
     int starting_queued; /* inside jobs_start_queued: do not re-enter */
     int start_again;     /* jobs_start_queued was asked again meanwhile */
+    /* Eviction: one item at a time; asked again while busy, it runs again. */
+    uv_work_t evict_work;
+    int evict_busy, evict_again;
+    uint64_t evict_target, next_reserve;
+    char evict_keep[65], next_keep[65];
+    cache_evict_result_t evict_res;
+    int evict_rc;
     void (*shutdown_cb)(void *);
     void *shutdown_arg;
 };
@@ -160,6 +169,7 @@ struct job {
     db_partial_t ckpt;   /* what its row records (copies), owned by that item */
     uint64_t ckpt_done;  /* what the checkpoint made durable, 0 if it did not */
     int park;            /* on failure keep the partial for a later fetch (shutdown) */
+    atomic_int failed;   /* set with state FAILED: a checkpoint in flight records nothing */
 
     /* Commit. */
     uv_work_t commit_work;
@@ -305,6 +315,26 @@ static void waiter_link(job_t *job, job_waiter_t *w)
     job->nwaiters++;
 }
 
+static const char *const error_codes[JOBS_NERROR_CODES] = {JOBS_ERROR_CODES};
+
+const char *jobs_error_code_name(unsigned i)
+{
+    return i < JOBS_NERROR_CODES ? error_codes[i] : NULL;
+}
+
+static void count_error(jobs_t *js, const char *code)
+{
+    unsigned i = 0;
+    js->stats.errors++;
+    if (strncmp(code, "http_4", 6) == 0)
+        code = "http_4xx";
+    else if (strncmp(code, "http_5", 6) == 0)
+        code = "http_5xx";
+    while (i < JOBS_NERROR_CODES - 1 && strcmp(error_codes[i], code) != 0)
+        i++;
+    js->stats.errors_by_code[i]++;
+}
+
 /* Tells every waiter the outcome and detaches them. Each waiter with its own
  * expected digest is checked here, since it may have attached by URL to a job
  * that expected another digest, or none. */
@@ -323,7 +353,7 @@ static void job_notify_all(job_t *job, const job_result_t *res)
             r.err_msg = msg;
         }
         if (r.err_code)
-            js->stats.errors++;
+            count_error(js, r.err_code);
         else
             js->stats.bytes_served += r.size;
         w->on_finish(w, &r);
@@ -434,7 +464,10 @@ static void sync_work(uv_work_t *req)
         job->sync_err = -errno; /* pages may be lost: the download is not sound */
         return;
     }
-    if (db_save_partial(job->js->db, job->part_id, job->key, "", &job->ckpt) == 0)
+    /* A job that failed meanwhile may already have a successor for its
+     * URL: its row must not push the successor's aside. */
+    if (!atomic_load(&job->failed) &&
+        db_save_partial(job->js->db, job->part_id, job->key, "", &job->ckpt) == 0)
         job->ckpt_done = job->ckpt.durable;
 }
 
@@ -492,8 +525,11 @@ static void commit_work(uv_work_t *req)
     sha256_hex(digest, job->digest);
     job->ro_fd = -1;
     if (job->expected[0] && strcmp(job->expected, job->digest) != 0) {
-        store_discard(js->store, job->fd, job->id);
+        /* The partial (and its row) go too: resuming it would only give
+         * the same wrong bytes again. */
+        store_discard(js->store, job->fd, job->part_id);
         job->fd = -1;
+        db_forget_partial(js->db, job->part_id);
         job->commit_rc = -EBADMSG;
         return;
     }
@@ -518,6 +554,8 @@ static void commit_work(uv_work_t *req)
         };
         rc = db_record_download(js->db, &rec);
     }
+    if (rc) /* store_commit removed the partial, or it is a blob now */
+        db_forget_partial(js->db, job->part_id);
     job->commit_rc = rc;
 }
 
@@ -835,6 +873,7 @@ static void after_commit(uv_work_t *req, int status)
     };
     job_notify_all(job, &res);
     close(job->ro_fd);
+    jobs_evict(js, 0, job->digest); /* the new blob stays: its waiters were just told */
     job_free(job);
     jobs_start_queued(js);
 }
@@ -882,13 +921,18 @@ static int on_http_headers(http_req_t *req, const http_response_t *resp, void *d
         int n = resp->content_range
                     ? sscanf(resp->content_range, "bytes %llu-%llu/%llu", &start, &end, &total)
                     : 0;
-        if (n < 2 || start != job->resume_from ||
-            (job->etag && resp->etag && strcmp(job->etag, resp->etag) != 0)) {
+        if (n < 2 || start != job->resume_from || end < start ||
+            (job->etag && resp->etag && strcmp(job->etag, resp->etag) != 0) ||
+            (n == 3 && job->total >= 0 && total != (unsigned long long)job->total)) {
             job_restart_from_zero(job, "the range sent is not the one asked for");
             return HTTP_BODY_DISCARD;
         }
+        /* A range that ends before the file does is taken, and the end
+         * check in on_http_done asks for the rest. */
         job->state = JOB_BODY;
         job->total = n == 3 ? (int64_t)total : -1;
+        if (job->total > 0 && (uint64_t)job->total > job->received)
+            jobs_evict(job->js, (uint64_t)job->total - job->received, NULL);
         return HTTP_BODY_DELIVER;
     }
     if (resp->status != 200 && resp->status != 203) {
@@ -909,6 +953,8 @@ static int on_http_headers(http_req_t *req, const http_response_t *resp, void *d
     free(job->last_modified);
     job->etag = resp->etag ? strdup(resp->etag) : NULL;
     job->last_modified = resp->last_modified ? strdup(resp->last_modified) : NULL;
+    if (job->total > 0) /* make room before writing, not after */
+        jobs_evict(job->js, (uint64_t)job->total, NULL);
     return HTTP_BODY_DELIVER;
 }
 
@@ -1001,6 +1047,15 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
         job->redirect_to = NULL;
         job->redirects++;
         job_begin_request(job);
+        return;
+    }
+    if (job->total >= 0 && job->received != (uint64_t)job->total) {
+        /* A 206 that stopped short of the file's end (or a server that
+         * lied about the total): never commit a prefix as the file. */
+        char m[200];
+        snprintf(m, sizeof m, "the response ended at byte %llu of %lld",
+                 (unsigned long long)job->received, (long long)job->total);
+        job_error(job, "truncated", m);
         return;
     }
     job_seal(job);
@@ -1153,6 +1208,7 @@ static void job_fail(job_t *job, const char *code, const char *msg)
         return;
     jobs_t *js = job->js;
     job->state = JOB_FAILED;
+    atomic_store(&job->failed, 1);
     /* Stopped, not broken: what is on disk is good to resume from. Any
      * other failure discards it (a new fetch starts afresh). */
     job->park = strcmp(code, "shutting_down") == 0 && job_validator(job) != NULL;
@@ -1581,6 +1637,79 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
     }
     *out = js;
     return 0;
+}
+
+/* ---- eviction --------------------------------------------------------- */
+
+static void evict_work(uv_work_t *req)
+{
+    jobs_t *js = req->data;
+    js->evict_rc = cache_evict(js->store, js->db, js->evict_target,
+                               js->evict_keep[0] ? js->evict_keep : NULL, &js->evict_res);
+}
+
+static void evict_start(jobs_t *js, uint64_t reserve, const char *keep);
+
+static void after_evict(uv_work_t *req, int status)
+{
+    jobs_t *js = req->data;
+    (void)status;
+    js->evict_busy = 0;
+    js->stats.evicted += js->evict_res.evicted;
+    js->stats.evicted_bytes += js->evict_res.freed;
+    if (js->evict_rc)
+        log_warn("eviction stopped: %s", strerror(-js->evict_rc));
+    if (js->evict_again && !js->shutting_down) {
+        js->evict_again = 0;
+        evict_start(js, js->next_reserve, js->next_keep[0] ? js->next_keep : NULL);
+    }
+    jobs_release(js);
+}
+
+static void evict_start(jobs_t *js, uint64_t reserve, const char *keep)
+{
+    uint64_t max = js->cfg->max_cache_size;
+    js->evict_target = reserve < max ? max - reserve : 0;
+    snprintf(js->evict_keep, sizeof js->evict_keep, "%s", keep ? keep : "");
+    js->evict_busy = 1;
+    js->live++; /* jobs_shutdown waits for it */
+    js->evict_work.data = js;
+    uv_queue_work(js->loop, &js->evict_work, evict_work, after_evict);
+}
+
+void jobs_evict(jobs_t *js, uint64_t reserve, const char *keep)
+{
+    if (js->cfg->max_cache_size == 0 || js->shutting_down)
+        return;
+    if (!js->evict_busy) {
+        evict_start(js, reserve, keep);
+        return;
+    }
+    /* The run in flight may have seen an older state: run once more after
+     * it, for the largest reserve asked meanwhile. */
+    if (!js->evict_again || reserve > js->next_reserve)
+        js->next_reserve = reserve;
+    if (keep)
+        snprintf(js->next_keep, sizeof js->next_keep, "%s", keep);
+    else if (!js->evict_again)
+        js->next_keep[0] = '\0';
+    js->evict_again = 1;
+}
+
+void jobs_reload(jobs_t *js)
+{
+    jobs_evict(js, 0, NULL);
+    jobs_start_queued(js);
+}
+
+void jobs_hold(jobs_t *js)
+{
+    js->live++;
+}
+
+void jobs_unhold(jobs_t *js)
+{
+    jobs_release(js);
 }
 
 void jobs_set_first_id(jobs_t *js, uint64_t above)

@@ -52,10 +52,19 @@ struct job_waiter {
     job_waiter_t *next, *prev;
 };
 
+/* Error codes counted apart in STATS (the rest count as "other"). */
+#define JOBS_ERROR_CODES                                                                           \
+    "dns", "connect", "timeout", "tls", "tls_verify", "http_parse", "truncated", "redirect",       \
+        "hash_mismatch", "no_space", "io", "shutting_down", "internal", "bad_url",                 \
+        "unsupported_scheme", "http_4xx", "http_5xx", "other"
+#define JOBS_NERROR_CODES 18
+
 typedef struct jobs_stats {
     uint64_t hits, misses, attached;
     uint64_t bytes_from_origin, bytes_served;
     uint64_t errors;
+    uint64_t errors_by_code[JOBS_NERROR_CODES]; /* in the order of JOBS_ERROR_CODES */
+    uint64_t evicted, evicted_bytes;
     unsigned active, queued;
 } jobs_stats_t;
 
@@ -83,6 +92,21 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, job_waiter_t *w,
 void jobs_cancel(job_waiter_t *w);
 
 void jobs_stats(const jobs_t *js, jobs_stats_t *out);
+/* The name of errors_by_code[i]. */
+const char *jobs_error_code_name(unsigned i);
+
+/* Evicts down to max_cache_size less `reserve` bytes (for a download about
+ * to be written), never the blob `keep` (may be NULL); in the pool, one
+ * eviction at a time. A no-op when max_cache_size is 0. */
+void jobs_evict(jobs_t *js, uint64_t reserve, const char *keep);
+
+/* SIGHUP: settings may have changed (limits, max_cache_size). */
+void jobs_reload(jobs_t *js);
+
+/* Work of other modules in the pool that uses the cache (admin requests)
+ * holds the jobs module: jobs_shutdown completes only after the release. */
+void jobs_hold(jobs_t *js);
+void jobs_unhold(jobs_t *js);
 void jobs_each(jobs_t *js, void (*fn)(void *arg, const job_info_t *info), void *arg);
 
 /* Start-up: number jobs (and so new partial files) above every partial id

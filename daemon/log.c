@@ -3,17 +3,24 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int log_threshold = LOG_LVL_INFO; /* loop thread writes it once at start-up */
-static int log_journal;                  /* stderr is journald: prefix "<N>" */
+/* Written by the loop thread (start-up, SIGHUP), read by every thread. */
+static atomic_int log_threshold = LOG_LVL_INFO;
+static int log_journal; /* stderr is journald: prefix "<N>" */
 
 void log_init(int level)
 {
-    log_threshold = level;
+    log_set_level(level);
     log_journal = getenv("JOURNAL_STREAM") != NULL;
+}
+
+void log_set_level(int level)
+{
+    atomic_store_explicit(&log_threshold, level, memory_order_relaxed);
 }
 
 int log_level_parse(const char *name)
@@ -35,7 +42,7 @@ int log_level_parse(const char *name)
 
 void log_msg(int level, const char *fmt, ...)
 {
-    if (level > log_threshold)
+    if (level > atomic_load_explicit(&log_threshold, memory_order_relaxed))
         return;
     /* One fprintf per line: stderr is unbuffered, so a single call keeps
      * lines from pool threads and the loop thread whole. */

@@ -9,6 +9,7 @@
 enum { LOG_LVL_ERR = 3, LOG_LVL_WARN = 4, LOG_LVL_INFO = 6, LOG_LVL_DEBUG = 7 };
 
 void log_init(int level);
+void log_set_level(int level);         /* SIGHUP: any thread may be logging meanwhile */
 int log_level_parse(const char *name); /* "error"... "debug", or -EINVAL */
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

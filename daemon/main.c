@@ -4,6 +4,7 @@
 #include "job.h"
 #include "log.h"
 #include "reconcile.h"
+#include "service.h"
 #include "session.h"
 #include "sha256.h"
 #include "store.h"
@@ -20,22 +21,31 @@
 
 #define HUBD_VERSION "0.1.0"
 
+/* What the command line said; kept, since a reload re-applies it over the
+ * file (flags win). */
+typedef struct flags {
+    const char *config_file, *socket, *cache_dir, *level, *ca_file;
+    int check_config;
+    int user_mode; /* started by hubctl for one user: socket 0600 */
+} flags_t;
+
 typedef struct daemon_state {
     uv_loop_t *loop;
+    flags_t flags;
     hubd_config_t cfg;
     store_t *store;
     db_t *db;
     tls_ctx_t *tls;
     jobs_t *jobs;
     session_server_t *server;
-    uv_signal_t sigint, sigterm;
+    uv_signal_t sigint, sigterm, sighup;
     int stopping;
 } daemon_state_t;
 
 static void usage(FILE *out)
 {
     fprintf(out, "usage: hubd [--config FILE] [--socket PATH] [--cache-dir DIR] [--ca-file FILE]\n"
-                 "            [--log-level LEVEL]\n"
+                 "            [--log-level LEVEL] [--check-config]\n"
                  "\n"
                  "The hubd download cache daemon. Runs in the foreground and logs to stderr.\n"
                  "  --config FILE     read settings from an INI file (see etc/hubd.conf)\n"
@@ -46,8 +56,13 @@ static void usage(FILE *out)
                  "  --ca-file FILE    trusted CA certificates (PEM) for https:// (default: the\n"
                  "                    system bundle, /etc/ssl/certs/ca-certificates.crt)\n"
                  "  --log-level L     error, warning, info (default) or debug\n"
+                 "  --check-config    check the settings, print the effective ones, exit\n"
+                 "  --user-mode       a per-user daemon (as hubctl starts it): socket 0600\n"
+                 "                    (0: good, 2: an error, named on stderr)\n"
                  "  --version         print the version and exit\n"
-                 "SIGINT or SIGTERM stops it cleanly.\n");
+                 "SIGINT or SIGTERM stops it cleanly (running downloads keep their partials\n"
+                 "for the next start); SIGHUP re-reads the configuration file.\n"
+                 "Under systemd: socket activation (LISTEN_FDS) and Type=notify.\n");
 }
 
 static void on_signal_closed(uv_handle_t *h)
@@ -60,6 +75,7 @@ static void on_jobs_down(void *arg)
     daemon_state_t *d = arg;
     uv_close((uv_handle_t *)&d->sigint, on_signal_closed);
     uv_close((uv_handle_t *)&d->sigterm, on_signal_closed);
+    uv_close((uv_handle_t *)&d->sighup, on_signal_closed);
 }
 
 static void on_server_down(void *arg)
@@ -79,38 +95,48 @@ static void on_signal(uv_signal_t *h, int signum)
         return;
     d->stopping = 1;
     log_info("signal %d: shutting down", signum);
+    service_stopping();
     jobs_stop(d->jobs);
     session_server_close(d->server, on_server_down, d);
 }
 
-/* Settings: defaults, then the file, then flags (so flags win). */
-static int parse_args(int argc, char **argv, hubd_config_t *cfg)
+static int parse_flags(int argc, char **argv, flags_t *f)
 {
     static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},    {"socket", required_argument, NULL, 's'},
-        {"cache-dir", required_argument, NULL, 'd'}, {"log-level", required_argument, NULL, 'l'},
-        {"ca-file", required_argument, NULL, 'a'},   {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},         {NULL, 0, NULL, 0},
+        {"config", required_argument, NULL, 'c'},
+        {"socket", required_argument, NULL, 's'},
+        {"cache-dir", required_argument, NULL, 'd'},
+        {"log-level", required_argument, NULL, 'l'},
+        {"ca-file", required_argument, NULL, 'a'},
+        {"check-config", no_argument, NULL, 'k'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {"user-mode", no_argument, NULL, 'u'},
+        {NULL, 0, NULL, 0},
     };
-    const char *config_file = NULL, *socket = NULL, *cache_dir = NULL, *level = NULL;
-    const char *ca_file = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "c:s:d:l:a:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:s:d:l:a:khVu", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
-            config_file = optarg;
+            f->config_file = optarg;
             break;
         case 's':
-            socket = optarg;
+            f->socket = optarg;
             break;
         case 'd':
-            cache_dir = optarg;
+            f->cache_dir = optarg;
             break;
         case 'l':
-            level = optarg;
+            f->level = optarg;
             break;
         case 'a':
-            ca_file = optarg;
+            f->ca_file = optarg;
+            break;
+        case 'k':
+            f->check_config = 1;
+            break;
+        case 'u':
+            f->user_mode = 1;
             break;
         case 'h':
             usage(stdout);
@@ -128,38 +154,80 @@ static int parse_args(int argc, char **argv, hubd_config_t *cfg)
         usage(stderr);
         return -EINVAL;
     }
+    return 0;
+}
+
+/* Settings: defaults, then the file, then flags (so flags win). On error,
+ * err says what and where. */
+static int build_config(const flags_t *f, hubd_config_t *cfg, char *err, size_t cap)
+{
     int rc = config_defaults(cfg);
     if (rc) {
-        fprintf(stderr, "hubd: cannot work out default paths (is HOME set?)\n");
+        snprintf(err, cap, "cannot work out default paths (is HOME set?)");
         return rc;
     }
-    if (config_file) {
-        char err[600];
-        if ((rc = config_load_file(cfg, config_file, err, sizeof err))) {
-            fprintf(stderr, "hubd: %s\n", err);
-            return rc;
-        }
-    }
+    if (f->config_file && (rc = config_load_file(cfg, f->config_file, err, cap)))
+        return rc;
     const struct {
         const char *key, *value, *flag;
-    } flags[] = {{"socket", socket, "--socket"},
-                 {"cache_dir", cache_dir, "--cache-dir"},
-                 {"log_level", level, "--log-level"},
-                 {"ca_file", ca_file, "--ca-file"}};
+    } flags[] = {{"socket", f->socket, "--socket"},
+                 {"cache_dir", f->cache_dir, "--cache-dir"},
+                 {"log_level", f->level, "--log-level"},
+                 {"ca_file", f->ca_file, "--ca-file"}};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
         if (flags[i].value && config_set(cfg, flags[i].key, flags[i].value)) {
-            fprintf(stderr, "hubd: bad value '%s' for %s\n", flags[i].value, flags[i].flag);
+            snprintf(err, cap, "bad value '%s' for %s", flags[i].value, flags[i].flag);
             return -EINVAL;
         }
     }
+    if (f->user_mode) /* one user's daemon: nobody else may connect */
+        cfg->socket_mode = 0600;
     return 0;
+}
+
+/* SIGHUP: the file again, over fresh defaults, with the same flags. What
+ * can change at run time does; the rest is named in the log. A file that
+ * no longer parses changes nothing. */
+static void on_sighup(uv_signal_t *h, int signum)
+{
+    daemon_state_t *d = h->data;
+    (void)signum;
+    if (d->stopping)
+        return;
+    service_reloading();
+    hubd_config_t next;
+    char err[600], restart[300];
+    int rc = build_config(&d->flags, &next, err, sizeof err);
+    if (rc) {
+        log_err("reload refused, settings unchanged: %s", err);
+    } else {
+        config_apply_runtime(&d->cfg, &next, restart, sizeof restart);
+        log_set_level(d->cfg.log_level);
+        session_server_reload(d->server);
+        jobs_reload(d->jobs);
+        log_info("configuration reloaded%s%s%s", restart[0] ? " (changes to " : "", restart,
+                 restart[0] ? " need a restart)" : "");
+    }
+    config_free(&next);
+    service_ready();
 }
 
 int main(int argc, char **argv)
 {
     static daemon_state_t d;
-    if (parse_args(argc, argv, &d.cfg))
+    char err[600];
+    if (parse_flags(argc, argv, &d.flags))
         return 2;
+    if (build_config(&d.flags, &d.cfg, err, sizeof err)) {
+        fprintf(stderr, "hubd: %s\n", err);
+        config_free(&d.cfg);
+        return 2;
+    }
+    if (d.flags.check_config) {
+        config_print(&d.cfg, stdout);
+        config_free(&d.cfg);
+        return 0;
+    }
     log_init(d.cfg.log_level);
     signal(SIGPIPE, SIG_IGN);
 
@@ -174,7 +242,6 @@ int main(int argc, char **argv)
     reconcile_report_t rep;
     if ((rc = reconcile_cache(d.store, d.db, &rep)))
         goto out;
-    char err[600];
     if ((rc = tls_ctx_new(&d.cfg, &d.tls, err, sizeof err))) {
         log_err("TLS set-up: %s", err);
         goto out;
@@ -182,17 +249,30 @@ int main(int argc, char **argv)
     if ((rc = jobs_new(d.loop, &d.cfg, d.store, d.db, d.tls, &d.jobs)))
         goto out;
     jobs_set_first_id(d.jobs, rep.max_partial_id);
-    if ((rc = session_server_start(d.loop, &d.cfg, d.jobs, d.db, &d.server))) {
+    int listen_fd = service_listen_fd();
+    if (listen_fd < -1) {
+        log_err("systemd passed sockets hubd cannot use (it wants one Unix stream socket)");
+        rc = listen_fd;
+        jobs_shutdown(d.jobs, NULL, NULL);
+        goto run_out;
+    }
+    if ((rc = session_server_start(d.loop, &d.cfg, d.jobs, d.db, d.store, listen_fd, &d.server))) {
         jobs_shutdown(d.jobs, NULL, NULL);
         goto run_out;
     }
     uv_signal_init(d.loop, &d.sigint);
     uv_signal_init(d.loop, &d.sigterm);
-    d.sigint.data = d.sigterm.data = &d;
+    uv_signal_init(d.loop, &d.sighup);
+    d.sigint.data = d.sigterm.data = d.sighup.data = &d;
     uv_signal_start(&d.sigint, on_signal, SIGINT);
     uv_signal_start(&d.sigterm, on_signal, SIGTERM);
-    log_info("hubd %s listening on %s, cache %s, sha256 %s, read buffers %zu KiB", HUBD_VERSION,
-             d.cfg.socket_path, d.cfg.cache_dir, sha256_impl_name(), d.cfg.read_buffer_size / 1024);
+    uv_signal_start(&d.sighup, on_sighup, SIGHUP);
+    log_info("hubd %s listening on %s%s, cache %s, sha256 %s, read buffers %zu KiB", HUBD_VERSION,
+             listen_fd >= 0 ? "the socket systemd passed, " : "", d.cfg.socket_path,
+             d.cfg.cache_dir, sha256_impl_name(), d.cfg.read_buffer_size / 1024);
+    service_status("serving; cache %s (%u partial download(s) to resume)", d.cfg.cache_dir,
+                   rep.partials_kept);
+    service_ready();
 
 run_out:
     uv_run(d.loop, UV_RUN_DEFAULT);

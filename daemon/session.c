@@ -1,5 +1,6 @@
 /* session: accept, read lines, dispatch verbs, write replies, pass fds. */
 #include "session.h"
+#include "admin.h"
 #include "log.h"
 #include "proto.h"
 #include "sha256.h"
@@ -7,6 +8,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +43,15 @@ typedef struct fetch {
     char id[FETCH_ID_MAX + 1];
 } fetch_t;
 
+/* An admin request in the pool, answered with its id. */
+typedef struct pending {
+    admin_req_t *req;
+    session_t *s;
+    struct pending *next, *prev;
+    admin_op_t op;
+    char id[FETCH_ID_MAX + 1];
+} pending_t;
+
 struct session {
     uv_pipe_t pipe;
     uv_timer_t retry;           /* FD_RETRY_MS after EAGAIN on sendmsg; the drain deadline */
@@ -47,6 +59,7 @@ struct session {
     session_server_t *srv;
     session_t *next, *prev;
     fetch_t *fetches;   /* waiting FETCHes */
+    pending_t *pending; /* admin requests in flight */
     fd_msg_t *fdq_head; /* DONE lines waiting for their turn */
     fd_msg_t *fdq_tail;
     int closing;
@@ -58,6 +71,7 @@ struct session {
     proto_reader_t reader;
     char rbuf[SESSION_READ_BUF];
     uid_t uid; /* peer credentials at accept */
+    gid_t gid;
     pid_t pid;
 };
 
@@ -66,7 +80,16 @@ struct session_server {
     const hubd_config_t *cfg;
     jobs_t *jobs;
     db_t *db;
+    store_t *store;
     uv_pipe_t listener;
+    int activated; /* the socket came from systemd: not ours to remove */
+    /* Who may use admin verbs besides root: the admin group's gid and its
+     * listed members' uids, looked up at start and on reload (never per
+     * request: NSS may block). */
+    int have_admin_gid;
+    gid_t admin_gid;
+    uid_t *admin_uids;
+    size_t nadmin_uids;
     session_t *sessions;
     unsigned nsessions;
     time_t started;
@@ -378,6 +401,12 @@ static void do_fetch(session_t *s, const proto_msg_t *m)
         send_err(s, id, "bad_request", "FETCH needs url=");
         return;
     }
+    if (proto_get(m, "header")) {
+        /* Credentials need per-credential cache entries (a later issue):
+         * refusing is safer than fetching without what the client sent. */
+        send_err(s, id, "bad_request", "request headers (header=) are not supported by this hubd");
+        return;
+    }
     char sha_lc[65];
     if (sha) {
         uint8_t raw[32];
@@ -408,6 +437,145 @@ static void do_fetch(session_t *s, const proto_msg_t *m)
         free(f);
         send_err(s, id, code, msg);
     }
+}
+
+/* ---- admin verbs ---------------------------------------------------------- */
+
+/* Root, the daemon's own user (a per-user daemon's owner), or the admin
+ * group. */
+static int is_admin(const session_t *s)
+{
+    const session_server_t *srv = s->srv;
+    if (s->uid == 0 || s->uid == geteuid() || (srv->have_admin_gid && s->gid == srv->admin_gid))
+        return 1;
+    for (size_t i = 0; i < srv->nadmin_uids; i++)
+        if (srv->admin_uids[i] == s->uid)
+            return 1;
+    return 0;
+}
+
+static void pending_unlink(pending_t *p)
+{
+    session_t *s = p->s;
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        s->pending = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
+}
+
+static void send_ok_fields(session_t *s, const pending_t *p, const admin_result_t *r)
+{
+    reply_t rep;
+    reply_begin(&rep, "OK");
+    proto_add(&rep.w, "id", p->id);
+    switch (p->op) {
+    case ADMIN_RM:
+        proto_add_u64(&rep.w, "removed_blob", (uint64_t)r->removed_blob);
+        break;
+    case ADMIN_PIN:
+    case ADMIN_UNPIN:
+        break;
+    case ADMIN_GC:
+        proto_add_u64(&rep.w, "evicted", r->evict.evicted);
+        proto_add_u64(&rep.w, "freed", r->evict.freed);
+        proto_add_u64(&rep.w, "size", r->evict.size);
+        break;
+    case ADMIN_VERIFY: {
+        unsigned nbad = 0;
+        for (const cache_bad_t *b = r->bad; b; b = b->next, nbad++) {
+            reply_t line;
+            reply_begin(&line, "BAD");
+            proto_add(&line.w, "id", p->id);
+            proto_add(&line.w, "sha256", b->sha256);
+            proto_add(&line.w, "reason", b->why);
+            reply_send(s, &line);
+        }
+        proto_add_u64(&rep.w, "checked", r->checked);
+        proto_add_u64(&rep.w, "bad", nbad);
+        break;
+    }
+    }
+    reply_send(s, &rep);
+}
+
+static void on_admin_done(void *arg, const admin_result_t *r)
+{
+    pending_t *p = arg;
+    session_t *s = p->s;
+    pending_unlink(p);
+    if (r->rc == -ENOENT)
+        send_err(s, p->id, "not_found", "no such URL or blob in the cache");
+    else if (r->rc)
+        send_err(s, p->id, "io", strerror(-r->rc));
+    else
+        send_ok_fields(s, p, r);
+    free(p);
+}
+
+/* RM target=URL|SHA256, PIN/UNPIN target=URL|SHA256, GC [max_size=BYTES],
+ * VERIFY: each with id=, answered OK (or ERR) with that id. */
+static void do_admin(session_t *s, const proto_msg_t *m, admin_op_t op)
+{
+    const char *id = proto_get(m, "id");
+    const char *target = proto_get(m, "target");
+    if (!id || !valid_id(id)) {
+        send_err(s, NULL, "bad_request", "admin requests need id= (1 to 64 printable bytes)");
+        return;
+    }
+    if (!is_admin(s)) {
+        log_warn("session pid %d uid %d: %s refused: not root or in the admin group", (int)s->pid,
+                 (int)s->uid, m->verb);
+        send_err(s, id, "permission_denied",
+                 "cache administration needs root or membership of the admin group");
+        return;
+    }
+    char sha[65];
+    uint64_t size = s->srv->cfg->max_cache_size;
+    if (op == ADMIN_RM || op == ADMIN_PIN || op == ADMIN_UNPIN) {
+        if (!target || !*target) {
+            send_err(s, id, "bad_request", "needs target= (a URL or a sha256)");
+            return;
+        }
+        if (db_resolve(s->srv->db, target, sha)) {
+            send_err(s, id, "not_found", "no such URL or blob in the cache");
+            return;
+        }
+        if (op != ADMIN_RM) /* pins are on blobs */
+            target = sha;
+    } else if (op == ADMIN_GC) {
+        const char *ms = proto_get(m, "max_size");
+        if (ms && config_parse_size(ms, &size)) {
+            send_err(s, id, "bad_request", "max_size= must be a size (bytes, or with K M G T)");
+            return;
+        }
+        if (!ms && size == 0) {
+            send_err(s, id, "bad_request",
+                     "no max_cache_size is configured: give max_size= to collect down to");
+            return;
+        }
+    }
+    pending_t *p = calloc(1, sizeof *p);
+    if (!p) {
+        send_err(s, id, "internal", "out of memory");
+        return;
+    }
+    p->s = s;
+    p->op = op;
+    snprintf(p->id, sizeof p->id, "%s", id);
+    if (admin_start(s->srv->loop, s->srv->jobs, s->srv->store, s->srv->db, op, target, size,
+                    on_admin_done, p, &p->req)) {
+        free(p);
+        send_err(s, id, "internal", "out of memory");
+        return;
+    }
+    log_info("session pid %d uid %d: %s %s", (int)s->pid, (int)s->uid, m->verb,
+             target ? target : "");
+    p->next = s->pending;
+    if (s->pending)
+        s->pending->prev = p;
+    s->pending = p;
 }
 
 static void send_job_line(void *arg, const job_info_t *info)
@@ -467,6 +635,22 @@ static void do_stats(session_t *s)
     proto_add_u64(&r.w, "jobs_active", st.active);
     proto_add_u64(&r.w, "jobs_queued", st.queued);
     proto_add_u64(&r.w, "errors", st.errors);
+    /* code:count pairs, only the codes seen, in one field. */
+    char by_code[600] = "";
+    size_t n = 0;
+    for (unsigned i = 0; i < JOBS_NERROR_CODES && n < sizeof by_code; i++)
+        if (st.errors_by_code[i])
+            n +=
+                (size_t)snprintf(by_code + n, sizeof by_code - n, "%s%s:%llu", n ? "," : "",
+                                 jobs_error_code_name(i), (unsigned long long)st.errors_by_code[i]);
+    proto_add(&r.w, "errors_by_code", by_code);
+    uint64_t bytes = 0, blobs = 0;
+    db_cache_size(s->srv->db, &bytes, &blobs);
+    proto_add_u64(&r.w, "cache_bytes", bytes);
+    proto_add_u64(&r.w, "cache_blobs", blobs);
+    proto_add_u64(&r.w, "max_cache_size", s->srv->cfg->max_cache_size);
+    proto_add_u64(&r.w, "evicted", st.evicted);
+    proto_add_u64(&r.w, "evicted_bytes", st.evicted_bytes);
     proto_add_u64(&r.w, "sessions", s->srv->nsessions);
     proto_add_i64(&r.w, "uptime", (int64_t)(time(NULL) - s->srv->started));
     reply_send(s, &r);
@@ -482,6 +666,7 @@ static void send_entry(void *arg, const db_entry_t *e)
     proto_add_u64(&r.w, "size", e->size);
     proto_add_i64(&r.w, "created", e->created);
     proto_add_i64(&r.w, "accessed", e->accessed);
+    proto_add_u64(&r.w, "pinned", (uint64_t)e->pinned);
     reply_send(c->s, &r);
     c->n++;
 }
@@ -534,6 +719,16 @@ static int on_line(void *arg, const char *line, size_t len, int err)
         do_stats(s);
     else if (strcmp(m.verb, "LIST") == 0)
         do_list(s);
+    else if (strcmp(m.verb, "RM") == 0)
+        do_admin(s, &m, ADMIN_RM);
+    else if (strcmp(m.verb, "PIN") == 0)
+        do_admin(s, &m, ADMIN_PIN);
+    else if (strcmp(m.verb, "UNPIN") == 0)
+        do_admin(s, &m, ADMIN_UNPIN);
+    else if (strcmp(m.verb, "GC") == 0)
+        do_admin(s, &m, ADMIN_GC);
+    else if (strcmp(m.verb, "VERIFY") == 0)
+        do_admin(s, &m, ADMIN_VERIFY);
     else
         send_err(s, NULL, "unknown_verb", m.verb);
     return s->closing || s->broken;
@@ -565,6 +760,7 @@ static void on_listener_closed(uv_handle_t *h)
     session_server_t *srv = h->data;
     void (*cb)(void *) = srv->close_cb;
     void *arg = srv->close_arg;
+    free(srv->admin_uids);
     free(srv);
     if (cb)
         cb(arg);
@@ -601,6 +797,12 @@ static void session_close(session_t *s)
         fetch_unlink(f);
         jobs_cancel(&f->w);
         free(f);
+    }
+    while (s->pending) { /* the requests finish in the pool; nobody hears */
+        pending_t *p = s->pending;
+        pending_unlink(p);
+        admin_cancel(p->req);
+        free(p);
     }
     while (s->fdq_head) {
         fd_msg_t *m = s->fdq_head;
@@ -699,6 +901,7 @@ static void on_connection(uv_stream_t *server, int status)
     if (uv_fileno((uv_handle_t *)&s->pipe, &fd) == 0 &&
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
         s->uid = cred.uid;
+        s->gid = cred.gid;
         s->pid = cred.pid;
     }
     log_debug("session pid %d uid %d: connected", (int)s->pid, (int)s->uid);
@@ -742,8 +945,82 @@ static void make_parent_dir(const char *path)
         log_warn("cannot create %s: %s", dir, strerror(errno));
 }
 
+void session_server_reload(session_server_t *srv)
+{
+    free(srv->admin_uids);
+    srv->admin_uids = NULL;
+    srv->nadmin_uids = 0;
+    srv->have_admin_gid = 0;
+    const char *name = srv->cfg->admin_group;
+    struct group *g = name ? getgrnam(name) : NULL;
+    if (!g) {
+        if (name)
+            log_info("admin group %s does not exist: only root may administer the cache", name);
+        return;
+    }
+    srv->have_admin_gid = 1;
+    srv->admin_gid = g->gr_gid;
+    size_t n = 0;
+    while (g->gr_mem[n])
+        n++;
+    gid_t gid = g->gr_gid;
+    char **names = calloc(n + 1, sizeof *names); /* getpwnam may reuse getgrnam's buffer */
+    for (size_t i = 0; names && i < n; i++)
+        names[i] = strdup(g->gr_mem[i]);
+    srv->admin_uids = n ? calloc(n, sizeof *srv->admin_uids) : NULL;
+    for (size_t i = 0; names && srv->admin_uids && i < n; i++) {
+        struct passwd *pw = names[i] ? getpwnam(names[i]) : NULL;
+        if (pw)
+            srv->admin_uids[srv->nadmin_uids++] = pw->pw_uid;
+    }
+    for (size_t i = 0; names && i < n; i++)
+        free(names[i]);
+    free(names);
+    log_info("admin group %s (gid %u): %zu listed member(s) besides its own gid", name,
+             (unsigned)gid, srv->nadmin_uids);
+}
+
+/* Our own socket: mode through umask (never open wider than asked for a
+ * moment), then the group. */
+static int bind_own_socket(session_server_t *srv)
+{
+    const hubd_config_t *cfg = srv->cfg;
+    make_parent_dir(cfg->socket_path);
+    int rc = check_stale_socket(cfg->socket_path);
+    if (rc) {
+        if (rc == -EADDRINUSE)
+            log_err("another hubd is already listening on %s", cfg->socket_path);
+        else
+            log_err("cannot use socket path %s: %s", cfg->socket_path, strerror(-rc));
+        return rc;
+    }
+    gid_t gid = (gid_t)-1;
+    if (cfg->socket_group) {
+        struct group *g = getgrnam(cfg->socket_group);
+        if (!g) {
+            log_err("socket_group %s: no such group", cfg->socket_group);
+            return -ENOENT;
+        }
+        gid = g->gr_gid;
+    }
+    mode_t old = umask(~(mode_t)cfg->socket_mode & 0777);
+    rc = uv_pipe_bind(&srv->listener, cfg->socket_path);
+    umask(old);
+    if (rc) {
+        log_err("cannot listen on %s: %s", cfg->socket_path, uv_strerror(rc));
+        return rc;
+    }
+    if (gid != (gid_t)-1 && chown(cfg->socket_path, (uid_t)-1, gid)) {
+        rc = -errno;
+        log_err("cannot give %s to group %s: %s", cfg->socket_path, cfg->socket_group,
+                strerror(errno));
+        unlink(cfg->socket_path);
+    }
+    return rc;
+}
+
 int session_server_start(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *jobs, db_t *db,
-                         session_server_t **out)
+                         store_t *store, int listen_fd, session_server_t **out)
 {
     session_server_t *srv = calloc(1, sizeof *srv);
     if (!srv)
@@ -752,31 +1029,26 @@ int session_server_start(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *jobs
     srv->cfg = cfg;
     srv->jobs = jobs;
     srv->db = db;
+    srv->store = store;
     srv->started = time(NULL);
-    make_parent_dir(cfg->socket_path);
-    int rc = check_stale_socket(cfg->socket_path);
-    if (rc) {
-        if (rc == -EADDRINUSE)
-            log_err("another hubd is already listening on %s", cfg->socket_path);
-        else
-            log_err("cannot use socket path %s: %s", cfg->socket_path, strerror(-rc));
-        free(srv);
-        return rc;
-    }
     uv_pipe_init(loop, &srv->listener, 0);
     srv->listener.data = srv;
-    /* 0660: the owner and the group; set through umask so there is no
-     * moment at which the socket is open to everyone. */
-    mode_t old = umask(0117);
-    rc = uv_pipe_bind(&srv->listener, cfg->socket_path);
-    umask(old);
-    if (!rc)
-        rc = uv_listen((uv_stream_t *)&srv->listener, 128, on_connection);
-    if (rc) {
+    int rc;
+    if (listen_fd >= 0) {
+        srv->activated = 1;
+        rc = uv_pipe_open(&srv->listener, listen_fd);
+        if (rc)
+            log_err("cannot use the socket systemd passed: %s", uv_strerror(rc));
+    } else {
+        rc = bind_own_socket(srv);
+    }
+    if (!rc && (rc = uv_listen((uv_stream_t *)&srv->listener, 128, on_connection)) != 0)
         log_err("cannot listen on %s: %s", cfg->socket_path, uv_strerror(rc));
+    if (rc) {
         server_finish_close(srv); /* no callback set: only frees */
         return rc;
     }
+    session_server_reload(srv);
     *out = srv;
     return 0;
 }
@@ -786,7 +1058,8 @@ void session_server_close(session_server_t *srv, void (*done)(void *arg), void *
     srv->closing = 1;
     srv->close_cb = done;
     srv->close_arg = arg;
-    unlink(srv->cfg->socket_path);
+    if (!srv->activated) /* systemd's socket stays for the next start */
+        unlink(srv->cfg->socket_path);
     for (session_t *s = srv->sessions, *next; s; s = next) {
         next = s->next; /* session_drain may close and unlink s */
         session_drain(s);

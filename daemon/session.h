@@ -13,13 +13,18 @@
 #include "config.h"
 #include "db.h"
 #include "job.h"
+#include "store.h"
 
 typedef struct session_server session_server_t;
 
-/* Binds cfg->socket_path (replacing a stale socket file, refusing when
- * another daemon answers there) and starts accepting. */
+/* Starts accepting on listen_fd (a socket systemd passed) or, when it is
+ * -1, binds cfg->socket_path (replacing a stale socket file, refusing when
+ * another daemon answers there) with socket_mode and socket_group. */
 int session_server_start(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *jobs, db_t *db,
-                         session_server_t **out);
+                         store_t *store, int listen_fd, session_server_t **out);
+
+/* Start-up and SIGHUP: looks up the admin group (cfg->admin_group) again. */
+void session_server_reload(session_server_t *srv);
 
 /* Removes the socket file, lets every session send what it has queued
  * (bounded: a client that does not read is cut off after a second), closes

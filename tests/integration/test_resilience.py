@@ -90,6 +90,90 @@ class ResilienceTest(HubTestCase):
         self.assert_invariant()
         self.assert_cache_clean()
 
+    def crash_with_partial(self, name, size):
+        digest = self.make_file(name, size)
+        url = self.origin.url("/files/%s?bps=%d" % (name, 6 * MiB))
+        p = self.hubctl_bg("fetch", url)
+        wait_for(lambda: self.hubd.partials(), what="a checkpoint")
+        self.hubd.kill9()
+        p.communicate(timeout=30)
+        (pid, durable), = self.hubd.partials().values()
+        return url, digest, pid, durable
+
+    def test_bad_bytes_in_a_partial_are_dropped_not_resumed_forever(self):
+        # One flipped byte in the recorded prefix (a disk fault, or an
+        # origin that changed the file but kept its validator): the fetch
+        # with the expected digest fails once, the partial goes with it, and
+        # the next fetch downloads it all again, right.
+        url, digest, pid, durable = self.crash_with_partial("m.bin", 12 * MiB)
+        part = os.path.join(self.hubd.cache, "tmp", "%d.part" % pid)
+        with open(part, "r+b") as f:
+            f.seek(durable // 2)
+            b = f.read(1)
+            f.seek(durable // 2)
+            f.write(bytes([b[0] ^ 0xFF]))
+        self.hubd.start()
+        r = self.hubctl("fetch", "--sha256", digest, url)
+        self.assertEqual(r.rc, 4, r)
+        self.assertIn("hash_mismatch", r.err)
+        self.hubd.wait_no_partials()
+        self.assertEqual(self.hubd.partials(), {})
+        r = self.hubctl("fetch", "--sha256", digest, url)
+        self.assertEqual(r.rc, 0, r)
+        self.assert_invariant()
+
+    def test_short_206_is_never_committed_as_the_file(self):
+        # An origin that answers "Range: bytes=N-" with a valid but shorter
+        # 206 (bytes N-(N+99)/total): a prefix must not become the blob.
+        import hashlib
+        import http.server
+        import threading
+        data = random.Random(3).randbytes(8 * MiB)
+
+        class ShortRange(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                rng = self.headers.get("Range")
+                if rng:
+                    start = int(rng.split("=")[1].split("-")[0])
+                    body = data[start:start + 100]
+                    self.send_response(206)
+                    self.send_header("Content-Range",
+                                     "bytes %d-%d/%d" % (start, start + 99, len(data)))
+                else:
+                    body = data
+                    self.send_response(200)
+                self.send_header("ETag", '"v1"')
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    for i in range(0, len(body), 64 * 1024):
+                        self.wfile.write(body[i:i + 64 * 1024])
+                        if not rng:
+                            time.sleep(0.01)  # about 6 MiB/s
+                except OSError:
+                    pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ShortRange)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        url = "http://127.0.0.1:%d/f.bin" % srv.server_address[1]
+        p = self.hubctl_bg("fetch", url)
+        wait_for(lambda: self.hubd.partials(), what="a checkpoint")
+        self.hubd.kill9()
+        p.communicate(timeout=30)
+        self.hubd.start()
+        r = self.hubctl("fetch", "--json", url)
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("truncated", r.out)  # --json: the error is in the object
+        self.assertEqual(self.hubd.blob_files(), [])
+        self.assertNotIn(hashlib.sha256(data[:100]).hexdigest(), r.out)
+
     def test_crash_loop(self):
         # Four downloads (two clients share one), hubd killed with SIGKILL at
         # random moments 20 times and started again; then every fetch

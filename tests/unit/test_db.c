@@ -532,6 +532,14 @@ START_TEST(db_partial_save_find_forget)
     ck_assert_uint_eq(p.id, 9);
     db_partial_free(&p);
 
+    /* An older id's late checkpoint does not push the newer row aside. */
+    save_partial(7, "http://h/p", "\"v1\"", 400);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM partials"), 1);
+    ck_assert_int_eq(db_find_partial(db, "http://h/p", "", &p), 0);
+    ck_assert_uint_eq(p.id, 9);
+    ck_assert_uint_eq(p.durable, 50);
+    db_partial_free(&p);
+
     ck_assert_int_eq(db_forget_partial(db, 9), 0);
     ck_assert_int_eq(db_find_partial(db, "http://h/p", "", &p), -ENOENT);
 }

@@ -1,0 +1,216 @@
+/* autostart: socket choice, and starting and stopping a per-user hubd. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "autostart.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define START_WAIT_MS 10000 /* a daemon opens its cache (and re-checks it) first */
+#define STOP_WAIT_MS 15000  /* a stopping daemon drains its sessions (a second) */
+
+static int connect_unix(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path)
+        return -ENAMETOOLONG;
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+static int answers(const char *path)
+{
+    int fd = connect_unix(path);
+    if (fd < 0)
+        return 0;
+    close(fd);
+    return 1;
+}
+
+static const char *system_socket(void)
+{
+    const char *s = getenv("HUBD_SYSTEM_SOCKET");
+    return s && *s ? s : "/run/hubd/hubd.sock";
+}
+
+/* The per-user socket; its folder is created (0700) when it is ours. */
+static void user_socket(char *out, size_t cap)
+{
+    const char *run = getenv("XDG_RUNTIME_DIR");
+    if (run && *run) {
+        snprintf(out, cap, "%s/hubd.sock", run);
+        return;
+    }
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/hubd-%u", (unsigned)getuid());
+    mkdir(dir, 0700);
+    snprintf(out, cap, "%s/hubd.sock", dir);
+}
+
+static void sleep_ms(int ms)
+{
+    poll(NULL, 0, ms);
+}
+
+/* The hubd to start: $HUBD_BIN, else one installed beside hubctl (bin/ and
+ * sbin/, or the build tree's daemon/), else /usr/sbin/hubd. */
+static int find_hubd(char *out, size_t cap)
+{
+    const char *env = getenv("HUBD_BIN");
+    if (env && *env) {
+        snprintf(out, cap, "%s", env);
+        return access(out, X_OK) == 0 ? 0 : -errno;
+    }
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash)
+            *slash = '\0';
+        static const char *const rel[] = {"hubd", "../sbin/hubd", "../daemon/hubd"};
+        for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+            int n = snprintf(out, cap, "%s/%s", self, rel[i]);
+            if (n > 0 && (size_t)n < cap && access(out, X_OK) == 0)
+                return 0;
+        }
+    }
+    snprintf(out, cap, "/usr/sbin/hubd");
+    return access(out, X_OK) == 0 ? 0 : -ENOENT;
+}
+
+/* Starts hubd --user-mode in its own session, its output appended to
+ * hubd.log beside the socket, and waits until it answers. */
+static int spawn_daemon(const char *sock, int quiet)
+{
+    char hubd[PATH_MAX], log[PATH_MAX];
+    int rc = find_hubd(hubd, sizeof hubd);
+    if (rc) {
+        fprintf(stderr,
+                "hubctl: no hubd answers and none can be started: %s not found (set "
+                "HUBD_BIN)\n",
+                hubd);
+        return rc;
+    }
+    snprintf(log, sizeof log, "%s", sock);
+    char *slash = strrchr(log, '/');
+    snprintf(slash ? slash + 1 : log, sizeof log - (size_t)(slash ? slash + 1 - log : 0),
+             "hubd.log");
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid == 0) {
+        setsid(); /* no terminal signal reaches it */
+        int in = open("/dev/null", O_RDONLY);
+        int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (in >= 0)
+            dup2(in, STDIN_FILENO);
+        if (out >= 0) {
+            dup2(out, STDOUT_FILENO);
+            dup2(out, STDERR_FILENO);
+        }
+        execl(hubd, "hubd", "--user-mode", "--socket", sock, (char *)NULL);
+        _exit(127);
+    }
+    if (!quiet)
+        fprintf(stderr, "hubctl: started a per-user hubd (pid %d) on %s\n", (int)pid, sock);
+    for (int waited = 0; waited < START_WAIT_MS; waited += 20) {
+        if (answers(sock))
+            return 0;
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            /* Another hubctl may have won the race to start one. */
+            if (answers(sock))
+                return 0;
+            fprintf(stderr, "hubctl: the per-user hubd exited at once (status %d); see %s\n",
+                    WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), log);
+            return -ECHILD;
+        }
+        sleep_ms(20);
+    }
+    fprintf(stderr, "hubctl: the per-user hubd did not answer within %d s; see %s\n",
+            START_WAIT_MS / 1000, log);
+    return -ETIMEDOUT;
+}
+
+int autostart_socket(const char *explicit_path, int may_start, int quiet, char *out, size_t cap)
+{
+    const char *env = getenv("HUBD_SOCKET");
+    if (explicit_path || (env && *env)) {
+        snprintf(out, cap, "%s", explicit_path ? explicit_path : env);
+        return 0;
+    }
+    if (answers(system_socket())) {
+        snprintf(out, cap, "%s", system_socket());
+        return 0;
+    }
+    user_socket(out, cap);
+    if (!may_start || answers(out))
+        return 0;
+    return spawn_daemon(out, quiet);
+}
+
+int autostart_start(int quiet, char *out, size_t cap)
+{
+    user_socket(out, cap);
+    if (answers(out))
+        return 0;
+    return spawn_daemon(out, quiet);
+}
+
+int autostart_stop(int quiet)
+{
+    char sock[PATH_MAX];
+    user_socket(sock, sizeof sock);
+    int fd = connect_unix(sock);
+    if (fd < 0) {
+        if (!quiet)
+            fprintf(stderr, "hubctl: no per-user hubd is running on %s\n", sock);
+        return 1;
+    }
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    int rc = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) ? -errno : 0;
+    close(fd);
+    if (rc)
+        return rc;
+    if (cred.uid != getuid()) {
+        fprintf(stderr, "hubctl: the hubd on %s belongs to uid %u, not to you\n", sock,
+                (unsigned)cred.uid);
+        return -EPERM;
+    }
+    if (kill(cred.pid, SIGTERM))
+        return -errno;
+    for (int waited = 0; waited < STOP_WAIT_MS; waited += 20) {
+        if (kill(cred.pid, 0) && errno == ESRCH) {
+            if (!quiet)
+                fprintf(stderr, "hubctl: stopped the per-user hubd (pid %d)\n", (int)cred.pid);
+            return 0;
+        }
+        sleep_ms(20);
+    }
+    fprintf(stderr, "hubctl: hubd (pid %d) did not stop within %d s\n", (int)cred.pid,
+            STOP_WAIT_MS / 1000);
+    return -ETIMEDOUT;
+}

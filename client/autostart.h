@@ -1,0 +1,28 @@
+/* autostart: which socket hubctl talks to, and the per-user daemon.
+ *
+ * A system daemon, where one answers, always wins. Without one (and without
+ * --socket or HUBD_SOCKET), hubctl uses a per-user daemon on a per-user
+ * socket and cache, starting it in the background when nothing answers
+ * there, as sccache does. */
+#ifndef HUBCTL_AUTOSTART_H
+#define HUBCTL_AUTOSTART_H
+
+#include <stddef.h>
+
+/* The socket to use: explicit (--socket), else $HUBD_SOCKET, else the system
+ * socket ($HUBD_SYSTEM_SOCKET or /run/hubd/hubd.sock) if a daemon answers
+ * there, else the per-user socket ($XDG_RUNTIME_DIR/hubd.sock, or
+ * /tmp/hubd-UID/hubd.sock). With may_start, a per-user daemon is started
+ * when nothing answers on the per-user socket. Returns 0, or -errno after
+ * telling the user on stderr why no daemon could be started. */
+int autostart_socket(const char *explicit_path, int may_start, int quiet, char *out, size_t cap);
+
+/* `hubctl start`: the per-user daemon runs afterwards; out gets its socket. */
+int autostart_start(int quiet, char *out, size_t cap);
+
+/* `hubctl stop`: SIGTERM to the per-user daemon (found by SO_PEERCRED on
+ * its socket, and only if it is ours), then waits for it to go. 1 when none
+ * was running, 0 when stopped, -errno on failure. */
+int autostart_stop(int quiet);
+
+#endif

@@ -1,0 +1,82 @@
+/* admin: one pool work item per administrator request. */
+#include "admin.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct admin_req {
+    uv_work_t work;
+    jobs_t *js; /* held (jobs_hold) while the item is in flight */
+    store_t *store;
+    db_t *db;
+    admin_op_t op;
+    char *target;
+    uint64_t size;
+    admin_result_t res;
+    cache_bad_t *bad;
+    void (*done)(void *arg, const admin_result_t *r); /* NULL once cancelled */
+    void *arg;
+};
+
+static void admin_work(uv_work_t *w)
+{
+    admin_req_t *req = w->data;
+    admin_result_t *r = &req->res;
+    switch (req->op) {
+    case ADMIN_RM:
+        r->rc = cache_remove(req->store, req->db, req->target, &r->removed_blob);
+        break;
+    case ADMIN_PIN:
+    case ADMIN_UNPIN:
+        r->rc = db_set_pinned(req->db, req->target, req->op == ADMIN_PIN);
+        break;
+    case ADMIN_GC:
+        r->rc = cache_evict(req->store, req->db, req->size, NULL, &r->evict);
+        break;
+    case ADMIN_VERIFY:
+        r->rc = cache_verify(req->store, req->db, &r->checked, &req->bad);
+        r->bad = req->bad;
+        break;
+    }
+}
+
+static void after_admin(uv_work_t *w, int status)
+{
+    admin_req_t *req = w->data;
+    (void)status;
+    if (req->done)
+        req->done(req->arg, &req->res);
+    jobs_unhold(req->js);
+    cache_bad_free(req->bad);
+    free(req->target);
+    free(req);
+}
+
+int admin_start(uv_loop_t *loop, jobs_t *js, store_t *store, db_t *db, admin_op_t op,
+                const char *target, uint64_t size, void (*done)(void *arg, const admin_result_t *r),
+                void *arg, admin_req_t **out)
+{
+    admin_req_t *req = calloc(1, sizeof *req);
+    if (!req || (target && !(req->target = strdup(target)))) {
+        free(req);
+        return -ENOMEM;
+    }
+    req->js = js;
+    req->store = store;
+    req->db = db;
+    req->op = op;
+    req->size = size;
+    req->done = done;
+    req->arg = arg;
+    req->work.data = req;
+    jobs_hold(js);
+    uv_queue_work(loop, &req->work, admin_work, after_admin);
+    *out = req;
+    return 0;
+}
+
+void admin_cancel(admin_req_t *req)
+{
+    req->done = NULL;
+}

@@ -1,0 +1,202 @@
+/* cache: eviction, verification and removal, in pool threads. */
+#include "cache.h"
+#include "log.h"
+#include "sha256.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define EVICT_BATCH 64
+#define VERIFY_CHUNK (1u << 20)
+
+typedef struct victim {
+    char sha[65];
+    uint64_t size;
+} victim_t;
+
+typedef struct victims {
+    victim_t v[EVICT_BATCH];
+    unsigned n;
+} victims_t;
+
+static void add_victim(void *arg, const char *sha, uint64_t size)
+{
+    victims_t *vs = arg;
+    if (vs->n < EVICT_BATCH && strlen(sha) == 64) {
+        memcpy(vs->v[vs->n].sha, sha, 65);
+        vs->v[vs->n++].size = size;
+    }
+}
+
+/* Row first, then file: a crash in between leaves a file no row names,
+ * which start-up quarantines; never a row without its file. */
+static int drop_blob(store_t *store, db_t *db, const char *sha)
+{
+    int rc = db_forget_blob(db, sha);
+    if (rc)
+        return rc;
+    char path[PATH_MAX];
+    store_blob_path(store, sha, path, sizeof path);
+    if (unlink(path) && errno != ENOENT)
+        log_warn("cannot remove blob %s: %s", sha, strerror(errno));
+    return 0;
+}
+
+int cache_evict(store_t *store, db_t *db, uint64_t target, const char *keep,
+                cache_evict_result_t *out)
+{
+    memset(out, 0, sizeof *out);
+    int rc = db_total_size(db, &out->size);
+    while (!rc && out->size > target) {
+        victims_t vs = {.n = 0};
+        if ((rc = db_lru(db, EVICT_BATCH, keep, add_victim, &vs)) != 0 || vs.n == 0)
+            break; /* only pinned blobs (and keep) are left */
+        for (unsigned i = 0; i < vs.n && out->size > target; i++) {
+            if ((rc = drop_blob(store, db, vs.v[i].sha)) != 0)
+                break;
+            log_info("evicted blob %s (%llu bytes, least recently used)", vs.v[i].sha,
+                     (unsigned long long)vs.v[i].size);
+            out->evicted++;
+            out->freed += vs.v[i].size;
+            out->size -= vs.v[i].size < out->size ? vs.v[i].size : out->size;
+        }
+    }
+    return rc;
+}
+
+/* ---- verify ------------------------------------------------------------- */
+
+typedef struct all_blobs {
+    victim_t *v;
+    size_t n, cap;
+    int err;
+} all_blobs_t;
+
+static void collect_blob(void *arg, const char *sha, uint64_t size)
+{
+    all_blobs_t *a = arg;
+    if (a->n == a->cap) {
+        size_t c = a->cap ? a->cap * 2 : 256;
+        victim_t *p = realloc(a->v, c * sizeof *p);
+        if (!p) {
+            a->err = -ENOMEM;
+            return;
+        }
+        a->v = p;
+        a->cap = c;
+    }
+    snprintf(a->v[a->n].sha, sizeof a->v[a->n].sha, "%s", sha);
+    a->v[a->n++].size = size;
+}
+
+/* NULL when the file is whole and hashes to its name, else why not. */
+static const char *check_blob(const char *path, const victim_t *b, uint8_t *buf)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? "missing" : "unreadable";
+    struct stat st;
+    if (fstat(fd, &st) || (uint64_t)st.st_size != b->size) {
+        close(fd);
+        return "size differs";
+    }
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    sha256_ctx_t sha;
+    sha256_init(&sha);
+    ssize_t n;
+    while ((n = read(fd, buf, VERIFY_CHUNK)) > 0)
+        sha256_update(&sha, buf, (size_t)n);
+    close(fd);
+    if (n < 0)
+        return "unreadable";
+    uint8_t digest[32];
+    char hex[65];
+    sha256_final(&sha, digest);
+    sha256_hex(digest, hex);
+    return strcmp(hex, b->sha) == 0 ? NULL : "content differs";
+}
+
+static void quarantine_blob(store_t *store, const char *sha, const char *path)
+{
+    char dir[PATH_MAX], to[PATH_MAX + 80];
+    snprintf(dir, sizeof dir, "%s/quarantine", store_dir(store));
+    if (mkdir(dir, 0700) && errno != EEXIST)
+        return;
+    snprintf(to, sizeof to, "%s/%s", dir, sha);
+    if (rename(path, to) && errno != ENOENT)
+        log_warn("cannot quarantine blob %s: %s", sha, strerror(errno));
+}
+
+int cache_verify(store_t *store, db_t *db, unsigned *checked, cache_bad_t **bad)
+{
+    all_blobs_t all = {0};
+    *checked = 0;
+    *bad = NULL;
+    int rc = db_each_blob(db, collect_blob, &all);
+    if (!rc)
+        rc = all.err;
+    uint8_t *buf = rc ? NULL : malloc(VERIFY_CHUNK);
+    if (!rc && !buf)
+        rc = -ENOMEM;
+    for (size_t i = 0; !rc && i < all.n; i++) {
+        char path[PATH_MAX];
+        store_blob_path(store, all.v[i].sha, path, sizeof path);
+        const char *why = check_blob(path, &all.v[i], buf);
+        (*checked)++;
+        if (!why)
+            continue;
+        log_warn("verify: blob %s is bad (%s): quarantined and forgotten", all.v[i].sha, why);
+        quarantine_blob(store, all.v[i].sha, path);
+        cache_bad_t *b = calloc(1, sizeof *b);
+        if (b) {
+            memcpy(b->sha256, all.v[i].sha, 65);
+            snprintf(b->why, sizeof b->why, "%s", why);
+            b->next = *bad;
+            *bad = b;
+        }
+        rc = db_forget_blob(db, all.v[i].sha);
+    }
+    free(buf);
+    free(all.v);
+    return rc;
+}
+
+void cache_bad_free(cache_bad_t *bad)
+{
+    while (bad) {
+        cache_bad_t *next = bad->next;
+        free(bad);
+        bad = next;
+    }
+}
+
+int cache_remove(store_t *store, db_t *db, const char *url_or_sha, int *removed_blob)
+{
+    char sha[65];
+    *removed_blob = 0;
+    size_t n = strspn(url_or_sha, "0123456789abcdef");
+    if (n == 64 && url_or_sha[64] == '\0') {
+        int rc = drop_blob(store, db, url_or_sha);
+        if (!rc)
+            *removed_blob = 1;
+        return rc;
+    }
+    int gone = 0;
+    int rc = db_remove_entry(db, url_or_sha, sha, &gone);
+    if (rc)
+        return rc;
+    if (gone) {
+        char path[PATH_MAX];
+        store_blob_path(store, sha, path, sizeof path);
+        if (unlink(path) && errno != ENOENT)
+            log_warn("cannot remove blob %s: %s", sha, strerror(errno));
+        *removed_blob = 1;
+    }
+    return 0;
+}

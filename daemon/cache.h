@@ -1,0 +1,47 @@
+/* cache: whole-cache maintenance: eviction, verification, removal, pins.
+ *
+ * Every function here does blocking file and database work and runs in a
+ * libuv pool thread (a job's or an admin request's work item); they share
+ * nothing mutable but the database's writer connection, which serializes.
+ *
+ * Eviction is least recently used first over unpinned blobs. A blob goes
+ * with its row and entries, then its file is unlinked: a client that holds
+ * the file open (every DONE hands one out) keeps reading it. */
+#ifndef HUBD_CACHE_H
+#define HUBD_CACHE_H
+
+#include <stdint.h>
+
+#include "db.h"
+#include "store.h"
+
+typedef struct cache_evict_result {
+    unsigned evicted; /* blobs removed */
+    uint64_t freed;   /* their bytes */
+    uint64_t size;    /* the blobs' total afterwards */
+} cache_evict_result_t;
+
+/* Removes blobs until their total is at most target (or only pinned ones,
+ * and `keep`, are left). keep may be NULL. */
+int cache_evict(store_t *store, db_t *db, uint64_t target, const char *keep,
+                cache_evict_result_t *out);
+
+/* One blob that failed verification. */
+typedef struct cache_bad {
+    struct cache_bad *next;
+    char sha256[65];
+    char why[48]; /* "missing", "size differs", "content differs", ... */
+} cache_bad_t;
+
+/* Re-hashes every blob. A bad one is moved to quarantine/ (when there is a
+ * file) and forgotten with its entries; *bad lists them (free with
+ * cache_bad_free). */
+int cache_verify(store_t *store, db_t *db, unsigned *checked, cache_bad_t **bad);
+void cache_bad_free(cache_bad_t *bad);
+
+/* Removes a blob (by digest: every entry naming it) or an entry (by URL:
+ * the blob too when it was its last entry). *removed_blob says whether a
+ * blob went. -ENOENT when nothing matched. */
+int cache_remove(store_t *store, db_t *db, const char *url_or_sha, int *removed_blob);
+
+#endif
