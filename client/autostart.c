@@ -113,6 +113,18 @@ static int spawn_daemon(const char *sock, int quiet)
                 hubd);
         return rc;
     }
+    /* The user's own cache, even for root (whose system cache is another
+     * daemon's). */
+    char cache[PATH_MAX];
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg)
+        snprintf(cache, sizeof cache, "%s/hubd", xdg);
+    else if (home && *home)
+        snprintf(cache, sizeof cache, "%s/.cache/hubd", home);
+    else {
+        fprintf(stderr, "hubctl: neither XDG_CACHE_HOME nor HOME is set: no per-user cache\n");
+        return -EINVAL;
+    }
     snprintf(log, sizeof log, "%s", sock);
     char *slash = strrchr(log, '/');
     snprintf(slash ? slash + 1 : log, sizeof log - (size_t)(slash ? slash + 1 - log : 0),
@@ -130,7 +142,7 @@ static int spawn_daemon(const char *sock, int quiet)
             dup2(out, STDOUT_FILENO);
             dup2(out, STDERR_FILENO);
         }
-        execl(hubd, "hubd", "--user-mode", "--socket", sock, (char *)NULL);
+        execl(hubd, "hubd", "--user-mode", "--socket", sock, "--cache-dir", cache, (char *)NULL);
         _exit(127);
     }
     if (!quiet)

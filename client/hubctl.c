@@ -10,9 +10,11 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "autostart.h"
 #include "materialize.h"
 #include "proto.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -58,8 +60,12 @@ static const char usage_text[] =
     "Usage:\n"
     "  hubctl [--socket PATH] fetch [--sha256 HEX] [-o DEST] [-q] [--json] [--progress] URL...\n"
     "  hubctl [--socket PATH] status [--json]\n"
-    "  hubctl [--socket PATH] stats [--json]\n"
+    "  hubctl [--socket PATH] stats [--json | --prometheus]\n"
     "  hubctl [--socket PATH] ls [--json]\n"
+    "  hubctl [--socket PATH] rm|pin|unpin URL|SHA256 [--json]\n"
+    "  hubctl [--socket PATH] gc [--max-size SIZE] [--json]\n"
+    "  hubctl [--socket PATH] verify [--json]\n"
+    "  hubctl start | stop\n"
     "  hubctl --version\n"
     "\n"
     "Client of hubd, the shared download cache.\n"
@@ -68,12 +74,23 @@ static const char usage_text[] =
     "  fetch     download each URL through the cache (once, however many ask) and\n"
     "            print the path of each file, one per line, in argument order\n"
     "  status    list the running download jobs\n"
-    "  stats     print the daemon's counters\n"
+    "  stats     print the daemon's counters (--prometheus: text exposition)\n"
     "  ls        list the cached entries\n"
+    "  rm        remove a URL's entry (its blob too when no other entry names\n"
+    "            it), or a blob by SHA-256 with every entry naming it\n"
+    "  pin       keep a blob (by URL or SHA-256) from eviction; unpin undoes it\n"
+    "  gc        evict least recently used blobs down to --max-size, or to the\n"
+    "            configured max_cache_size\n"
+    "  verify    re-hash every blob; bad ones are quarantined and listed\n"
+    "  start     start a per-user hubd unless one runs; print its socket\n"
+    "  stop      stop the per-user hubd\n"
+    "rm, pin, unpin, gc and verify need root or the daemon's admin group.\n"
     "\n"
     "Options:\n"
-    "  --socket PATH  daemon socket (default: $HUBD_SOCKET, else\n"
-    "                 $XDG_RUNTIME_DIR/hubd.sock, else /run/hubd/hubd.sock)\n"
+    "  --socket PATH  daemon socket (default: $HUBD_SOCKET, else the system\n"
+    "                 daemon's /run/hubd/hubd.sock when it answers, else a\n"
+    "                 per-user daemon's $XDG_RUNTIME_DIR/hubd.sock (or\n"
+    "                 /tmp/hubd-UID/hubd.sock), started when none answers)\n"
     "  --sha256 HEX   expected SHA-256 of the file (a single URL only); a cached\n"
     "                 blob with this digest is served without any network\n"
     "  -o DEST        copy the file to DEST and print DEST; if DEST is a directory\n"
@@ -90,7 +107,7 @@ static const char usage_text[] =
     "  1  a download failed\n"
     "  2  usage error\n"
     "  3  hubd unreachable, or it closed the connection before answering\n"
-    "  4  verification failed (SHA-256 mismatch)\n"
+    "  4  verification failed (SHA-256 mismatch; verify found a bad blob)\n"
     "With several URLs the worst applies: 3, then 4, then 1.\n";
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -152,6 +169,29 @@ static int parse_u64(const char *s, uint64_t *out)
         return -EINVAL;
     *out = v;
     return 0;
+}
+
+/* A size as the config file writes it: bytes, or with K, M, G or T (powers
+ * of 1024, "MiB"/"MB" spellings too). 1 when good. */
+static int parse_size_arg(const char *s, uint64_t *out)
+{
+    if (!s || *s < '0' || *s > '9')
+        return 0;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    const char *units = "KMGT";
+    const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+    unsigned shift = u ? 10 * (unsigned)(u - units + 1) : 0;
+    if (u) {
+        end++;
+        end += *end == 'i';
+        end += *end == 'B' || *end == 'b';
+    }
+    if (errno || *end || (shift && v > (UINT64_MAX >> shift)))
+        return 0;
+    *out = (uint64_t)v << shift;
+    return 1;
 }
 
 static int is_sha256_hex(const char *s)
@@ -431,32 +471,18 @@ static void fdq_free(fdq_t *q)
 /* ---- command line ------------------------------------------------------- */
 
 typedef struct cli {
-    const char *socket;  /* --socket, NULL for the default */
-    const char *command; /* first operand: fetch, status, stats, ls */
-    const char *sha256;  /* --sha256 HEX */
-    const char *dest;    /* -o DEST */
-    int quiet;           /* -q */
-    int json;            /* --json */
-    int progress;        /* --progress */
-    const char **args;   /* operands after the command (URLs) */
-    size_t nargs;        /* entries of args */
+    const char *socket;   /* --socket, NULL for the default */
+    const char *command;  /* first operand: fetch, status, stats, ls */
+    const char *sha256;   /* --sha256 HEX */
+    const char *dest;     /* -o DEST */
+    int quiet;            /* -q */
+    int json;             /* --json */
+    int progress;         /* --progress */
+    int prometheus;       /* --prometheus (stats) */
+    const char *max_size; /* --max-size (gc) */
+    const char **args;    /* operands after the command (URLs) */
+    size_t nargs;         /* entries of args */
 } cli_t;
-
-/* Socket path precedence from PROTOCOL.md; buf holds a built one. */
-static const char *socket_path(const cli_t *c, char *buf, size_t cap)
-{
-    if (c->socket)
-        return c->socket;
-    const char *env = getenv("HUBD_SOCKET");
-    if (env && *env)
-        return env;
-    const char *run = getenv("XDG_RUNTIME_DIR");
-    if (run && *run) {
-        snprintf(buf, cap, "%s/hubd.sock", run);
-        return buf;
-    }
-    return "/run/hubd/hubd.sock";
-}
 
 /* Matches argv[*i] against an option with a value: "--name VALUE" and
  * "--name=VALUE", or "-o VALUE" and "-oVALUE" for a short one. Returns 0 if
@@ -492,18 +518,20 @@ static int cli_option(cli_t *c, int argc, char **argv, int *i)
         puts("hubctl " HUBCTL_VERSION);
         return EXIT_OK;
     }
-    int *flag = strcmp(a, "-q") == 0           ? &c->quiet
-                : strcmp(a, "--json") == 0     ? &c->json
-                : strcmp(a, "--progress") == 0 ? &c->progress
-                                               : NULL;
+    int *flag = strcmp(a, "-q") == 0             ? &c->quiet
+                : strcmp(a, "--json") == 0       ? &c->json
+                : strcmp(a, "--progress") == 0   ? &c->progress
+                : strcmp(a, "--prometheus") == 0 ? &c->prometheus
+                                                 : NULL;
     if (flag) {
         *flag = 1;
         return CLI_RUN;
     }
-    const char **slot = opt_value(argc, argv, i, "--socket", &v)   ? &c->socket
-                        : opt_value(argc, argv, i, "--sha256", &v) ? &c->sha256
-                        : opt_value(argc, argv, i, "-o", &v)       ? &c->dest
-                                                                   : NULL;
+    const char **slot = opt_value(argc, argv, i, "--socket", &v)     ? &c->socket
+                        : opt_value(argc, argv, i, "--sha256", &v)   ? &c->sha256
+                        : opt_value(argc, argv, i, "-o", &v)         ? &c->dest
+                        : opt_value(argc, argv, i, "--max-size", &v) ? &c->max_size
+                                                                     : NULL;
     if (!slot)
         return usage_error("unknown option '%s'", a);
     if (!v || !*v)
@@ -596,7 +624,12 @@ static session_t *session_new(const cli_t *c, session_msg_cb on_msg, void *arg)
     s->quiet = c->quiet;
     s->on_msg = on_msg;
     s->arg = arg;
-    snprintf(s->path, sizeof s->path, "%s", socket_path(c, buf, sizeof buf));
+    /* A failure to start a per-user daemon was told on stderr; the connect
+     * then fails and says so too. */
+    buf[0] = '\0';
+    if (autostart_socket(c->socket, 1, c->quiet, buf, sizeof buf) < 0 && !buf[0])
+        snprintf(buf, sizeof buf, "/run/hubd/hubd.sock");
+    snprintf(s->path, sizeof s->path, "%s", buf);
     proto_reader_init(&s->reader);
 
     char line[128];
@@ -1494,9 +1527,10 @@ static void print_entry(FILE *o, const proto_msg_t *m)
 {
     char size[32], when[32];
     line_t cells = {.len = 0};
-    line_add(&cells, "%-12.12s  %10s  %-16s  ", get_or(m, "sha256", "?"),
+    line_add(&cells, "%-12.12s  %10s  %-16s  %-6s  ", get_or(m, "sha256", "?"),
              human_field(m, "size", size, sizeof size),
-             time_field(m, "accessed", when, sizeof when));
+             time_field(m, "accessed", when, sizeof when),
+             str_eq(get_or(m, "pinned", "0"), "1") ? "yes" : "");
     put_clean(o, cells.buf);
     put_clean(o, get_or(m, "url", "?"));
     putc('\n', o);
@@ -1520,7 +1554,7 @@ static const listing_spec_t status_spec = {
     print_job};
 static const listing_spec_t stats_spec = {"STATS", "STATS", 0, NULL, print_stats};
 static const listing_spec_t ls_spec = {
-    "LIST", "ENTRY", 1, "SHA256              SIZE  ACCESSED          URL\n", print_entry};
+    "LIST", "ENTRY", 1, "SHA256              SIZE  ACCESSED          PINNED  URL\n", print_entry};
 
 static void listing_row(listing_t *l, const proto_msg_t *m)
 {
@@ -1595,14 +1629,210 @@ static int cmd_status(const cli_t *c)
     return cmd_listing(c, &status_spec);
 }
 
+/* Prometheus text exposition (version 0.0.4) of one STATS line. */
+static void print_prometheus(FILE *o, const proto_msg_t *m)
+{
+    static const struct {
+        const char *key, *name, *type, *help;
+    } metrics[] = {
+        {"hits", "hubd_hits_total", "counter", "Fetches answered from the cache."},
+        {"misses", "hubd_misses_total", "counter", "Fetches that started a download."},
+        {"attached", "hubd_dedup_attaches_total", "counter",
+         "Fetches that joined a download already running."},
+        {"bytes_from_origin", "hubd_origin_bytes_total", "counter",
+         "Response body bytes received from origins."},
+        {"bytes_served", "hubd_served_bytes_total", "counter", "Bytes of the files handed out."},
+        {"cache_bytes", "hubd_cache_size_bytes", "gauge", "Bytes of the blobs in the cache."},
+        {"cache_blobs", "hubd_cache_blobs", "gauge", "Blobs in the cache."},
+        {"max_cache_size", "hubd_cache_max_size_bytes", "gauge",
+         "The configured max_cache_size (0: no limit)."},
+        {"evicted", "hubd_evicted_blobs_total", "counter", "Blobs evicted."},
+        {"evicted_bytes", "hubd_evicted_bytes_total", "counter", "Bytes evicted."},
+        {"jobs_active", "hubd_jobs_active", "gauge", "Downloads transferring now."},
+        {"jobs_queued", "hubd_jobs_queued", "gauge", "Downloads waiting for a slot."},
+        {"sessions", "hubd_sessions", "gauge", "Connected clients."},
+        {"uptime", "hubd_uptime_seconds", "gauge", "Seconds since the daemon started."},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(metrics); i++) {
+        uint64_t v;
+        if (parse_u64(proto_get(m, metrics[i].key), &v) < 0)
+            continue; /* an older daemon: leave the metric out, not 0 */
+        fprintf(o, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", metrics[i].name, metrics[i].help,
+                metrics[i].name, metrics[i].type, metrics[i].name, v);
+    }
+    /* errors_by_code=code:n,code:n */
+    fputs("# HELP hubd_errors_total Fetches answered with an error, by error code.\n"
+          "# TYPE hubd_errors_total counter\n",
+          o);
+    const char *by = get_or(m, "errors_by_code", "");
+    while (*by) {
+        size_t len = strcspn(by, ",");
+        const char *colon = memchr(by, ':', len);
+        if (colon && colon > by) {
+            int nlen = (int)(colon - by);
+            fprintf(o, "hubd_errors_total{code=\"%.*s\"} %.*s\n", nlen, by,
+                    (int)(len - (size_t)nlen - 1), colon + 1);
+        }
+        by += len + (by[len] == ',');
+    }
+}
+
+static const listing_spec_t prometheus_spec = {"STATS", "STATS", 0, NULL, print_prometheus};
+
 static int cmd_stats(const cli_t *c)
 {
-    return cmd_listing(c, &stats_spec);
+    if (c->prometheus && c->json)
+        return usage_error("--json and --prometheus do not go together");
+    return cmd_listing(c, c->prometheus ? &prometheus_spec : &stats_spec);
 }
 
 static int cmd_ls(const cli_t *c)
 {
     return cmd_listing(c, &ls_spec);
+}
+
+/* ---- admin: rm, pin, unpin, gc, verify ---------------------------------- */
+
+typedef struct admin {
+    const char *verb;
+    int json;
+    FILE *out;   /* memory: printed once the answer is whole */
+    size_t nbad; /* BAD lines */
+    int rc;      /* exit code from the answer */
+} admin_t;
+
+static int admin_on_msg(void *arg, const proto_msg_t *m, int fd)
+{
+    admin_t *a = arg;
+    close_fd(fd);
+    if (str_eq(m->verb, "BAD")) {
+        if (a->json) {
+            fputs(a->nbad ? ",\n  " : "\n  ", a->out);
+            json_msg(a->out, m);
+        } else {
+            fputs("bad blob ", a->out);
+            put_clean(a->out, get_or(m, "sha256", "?"));
+            fputs(": ", a->out);
+            put_clean(a->out, get_or(m, "reason", "?"));
+            fputs(" (quarantined)\n", a->out);
+        }
+        a->nbad++;
+        return 0;
+    }
+    if (str_eq(m->verb, "ERR")) {
+        const char *code = proto_get(m, "code"), *msg = proto_get(m, "msg");
+        fprintf(stderr, "hubctl: %s: ", a->verb);
+        put_clean(stderr, code ? code : "error");
+        fputs(": ", stderr);
+        put_clean(stderr, msg ? msg : "");
+        putc('\n', stderr);
+        a->rc = EXIT_FAILED;
+        return 1;
+    }
+    if (!str_eq(m->verb, "OK"))
+        return 0;
+    a->rc = a->nbad ? EXIT_VERIFY : EXIT_OK;
+    if (a->json) {
+        fputs(a->nbad ? "\n],\n\"result\": " : "],\n\"result\": ", a->out);
+        json_msg(a->out, m);
+        fputs("}\n", a->out);
+        return 1;
+    }
+    char b1[32], b2[32];
+    if (str_eq(a->verb, "GC"))
+        fprintf(a->out, "evicted %s blob(s), %s freed; the cache holds %s\n",
+                get_or(m, "evicted", "?"), human_field(m, "freed", b1, sizeof b1),
+                human_field(m, "size", b2, sizeof b2));
+    else if (str_eq(a->verb, "VERIFY"))
+        fprintf(a->out, "checked %s blob(s), %s bad\n", get_or(m, "checked", "?"),
+                get_or(m, "bad", "?"));
+    else if (str_eq(a->verb, "PIN") || str_eq(a->verb, "UNPIN"))
+        fprintf(a->out, "%s\n", str_eq(a->verb, "PIN") ? "pinned" : "unpinned");
+    else if (str_eq(a->verb, "RM"))
+        fprintf(a->out, "removed%s\n",
+                str_eq(get_or(m, "removed_blob", "0"), "1") ? " (and its blob)" : "");
+    return 1;
+}
+
+static int cmd_admin(const cli_t *c, const char *verb)
+{
+    uint64_t size = 0;
+    if (c->max_size && !str_eq(verb, "GC"))
+        return usage_error("--max-size is an option of gc");
+    if (c->max_size && !parse_size_arg(c->max_size, &size))
+        return usage_error("bad --max-size '%s' (bytes, or with K, M, G or T)", c->max_size);
+    char *buf = NULL;
+    size_t len = 0;
+    admin_t a = {.verb = verb, .json = c->json, .out = open_memstream(&buf, &len)};
+    if (!a.out) {
+        fprintf(stderr, "hubctl: %s\n", strerror(errno));
+        return EXIT_FAILED;
+    }
+    if (c->json)
+        fputs("{\"bad\": [", a.out);
+    session_t *s = session_new(c, admin_on_msg, &a);
+    char line[PROTO_MAX_LINE];
+    proto_writer_t w;
+    proto_begin(&w, line, sizeof line, verb);
+    proto_add(&w, "id", "1");
+    if (c->nargs)
+        proto_add(&w, "target", c->args[0]);
+    if (c->max_size)
+        proto_add_u64(&w, "max_size", size);
+    int rc = session_queue_line(s, &w) ? EXIT_USAGE : session_open(s);
+    int err = rc == 0 ? session_run(s) : 0;
+    if (err < 0)
+        rc = session_report(err);
+    else if (rc == 0)
+        rc = a.rc;
+    fclose(a.out);
+    if (rc == EXIT_OK || rc == EXIT_VERIFY)
+        fwrite(buf, 1, len, stdout);
+    free(buf);
+    session_free(s);
+    return rc;
+}
+
+static int cmd_rm(const cli_t *c)
+{
+    return cmd_admin(c, "RM");
+}
+
+static int cmd_pin(const cli_t *c)
+{
+    return cmd_admin(c, "PIN");
+}
+
+static int cmd_unpin(const cli_t *c)
+{
+    return cmd_admin(c, "UNPIN");
+}
+
+static int cmd_gc(const cli_t *c)
+{
+    return cmd_admin(c, "GC");
+}
+
+static int cmd_verify(const cli_t *c)
+{
+    return cmd_admin(c, "VERIFY");
+}
+
+/* ---- the per-user daemon ------------------------------------------------- */
+
+static int cmd_start(const cli_t *c)
+{
+    char sock[PATH_MAX];
+    int rc = autostart_start(c->quiet, sock, sizeof sock);
+    if (rc < 0)
+        return EXIT_UNREACHABLE;
+    puts(sock);
+    return EXIT_OK;
+}
+
+static int cmd_stop(const cli_t *c)
+{
+    return autostart_stop(c->quiet) < 0 ? EXIT_FAILED : EXIT_OK;
 }
 
 /* ---- main --------------------------------------------------------------- */
@@ -1611,11 +1841,12 @@ static const struct {
     const char *name;
     int (*run)(const cli_t *c);
     int takes_urls; /* fetch: URLs and the fetch-only options */
+    int one_arg;    /* exactly one operand (a URL or a digest) */
 } commands[] = {
-    {"fetch", cmd_fetch, 1},
-    {"status", cmd_status, 0},
-    {"stats", cmd_stats, 0},
-    {"ls", cmd_ls, 0},
+    {"fetch", cmd_fetch, 1, 0}, {"status", cmd_status, 0, 0}, {"stats", cmd_stats, 0, 0},
+    {"ls", cmd_ls, 0, 0},       {"rm", cmd_rm, 0, 1},         {"pin", cmd_pin, 0, 1},
+    {"unpin", cmd_unpin, 0, 1}, {"gc", cmd_gc, 0, 0},         {"verify", cmd_verify, 0, 0},
+    {"start", cmd_start, 0, 0}, {"stop", cmd_stop, 0, 0},
 };
 
 static int cli_dispatch(const cli_t *c)
@@ -1625,10 +1856,14 @@ static int cli_dispatch(const cli_t *c)
             continue;
         if (commands[i].takes_urls)
             return commands[i].run(c);
-        if (c->nargs)
+        if (commands[i].one_arg && c->nargs != 1)
+            return usage_error("%s takes one URL or SHA256", c->command);
+        if (!commands[i].one_arg && c->nargs)
             return usage_error("%s takes no arguments ('%s')", c->command, c->args[0]);
-        if (c->sha256 || c->dest || c->quiet || c->progress)
-            return usage_error("--sha256, -o, -q and --progress are options of fetch");
+        if (c->sha256 || c->dest || c->progress)
+            return usage_error("--sha256, -o and --progress are options of fetch");
+        if (c->prometheus && !str_eq(c->command, "stats"))
+            return usage_error("--prometheus is an option of stats");
         return commands[i].run(c);
     }
     return usage_error("unknown command '%s'", c->command);

@@ -1,0 +1,633 @@
+"""Python client for hubd, the per-machine download cache (standard library only).
+
+    import hubd
+    path = hubd.fetch("https://example.org/model.safetensors")   # the cached blob
+    hubd.download_url_to_file(url, "model.pth", hash_prefix="5c106cde")
+    hubd.patch_torch_hub()      # torch.hub's loaders now download through hubd
+
+It speaks the line protocol of docs/PROTOCOL.md over hubd's Unix socket: one
+connection per call, ``HELLO``, then one ``FETCH``, then the replies until
+``DONE`` (which carries an open read-only descriptor of the blob) or ``ERR``.
+
+Errors: every failure that hubd reports, and every failure to reach it, raises
+:class:`HubdError`, a subclass of :class:`OSError` (like urllib's
+``URLError``, so code that already catches network errors from
+``torch.hub.download_url_to_file`` with ``except OSError`` keeps working).
+It carries ``.code`` (the protocol's error code, e.g. ``http_404``,
+``hash_mismatch``, or one of the client-side codes below), ``.msg`` and
+``.url``. Client-side codes:
+
+- ``no_daemon``: no hubd answers on any socket (and auto-start failed).
+- ``bad_request``: the request was refused before it was sent (a malformed
+  ``sha256``, a URL or header that cannot go on a protocol line); the daemon
+  uses the same code for the same mistakes.
+- ``disconnected``: hubd closed the connection before the final reply.
+- ``protocol``: hubd's reply made no sense to this client.
+
+Which socket (see :func:`_connect`): ``$HUBD_SOCKET`` if set (and nothing
+else); else the system daemon's ``/run/hubd/hubd.sock`` if it answers; else
+the per-user socket, ``$XDG_RUNTIME_DIR/hubd.sock`` or
+``/tmp/hubd-<uid>/hubd.sock``; if that does not answer either, ``hubctl
+start`` (``$HUBCTL``, else ``hubctl`` on PATH) starts a per-user daemon and
+prints its socket.
+
+Progress: with ``progress=True`` a bar is drawn on stderr whether or not
+stderr is a terminal, as torch.hub does (through ``tqdm`` when it is
+importable, else a one-line text bar redrawn with ``\\r`` at most 10 times a
+second). ``progress=False`` prints nothing.
+"""
+
+import collections
+import errno
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import uuid
+
+__all__ = ["HubdError", "fetch", "download_url_to_file", "patch_torch_hub"]
+__version__ = "0.1.0"
+
+SYSTEM_SOCKET = "/run/hubd/hubd.sock"
+
+# Protocol limits (docs/PROTOCOL.md). Checking them before sending means the
+# daemon never has to answer an ERR without an id for our FETCH line.
+LINE_MAX = 16384          # bytes, newline included
+URL_MAX = 8192            # bytes of the decoded URL
+FIELDS_MAX = 32           # key=value fields per line
+FETCH_ID = "py1"          # one FETCH per connection, so any id will do
+
+_FDS_PER_READ = 16        # room for descriptors in every recvmsg
+_READ_SIZE = 65536
+_CONNECT_TIMEOUT = 5.0    # a blocking connect waits while the backlog is full
+_START_TIMEOUT = 60.0     # for `hubctl start`
+_COPY_CHUNK = 1 << 20
+
+# Used when an ERR line has no msg (it would not fit on a line).
+_CODE_TEXT = {
+    "bad_request": "the request was malformed",
+    "line_too_long": "the request line was too long",
+    "unknown_verb": "unknown verb",
+    "proto_version": "unsupported protocol version",
+    "bad_url": "the URL does not parse",
+    "unsupported_scheme": "the URL's scheme is neither http nor https",
+    "dns": "the host name did not resolve",
+    "connect": "no address of the host accepted a connection",
+    "timeout": "connect or idle timeout expired",
+    "redirect": "too many or unusable redirects",
+    "tls_verify": "the server's certificate failed verification",
+    "tls": "the TLS handshake or a TLS record failed",
+    "http_parse": "the origin's response did not parse as HTTP/1.1",
+    "truncated": "the connection ended before the body was complete",
+    "hash_mismatch": "the SHA-256 of the download differs from the expected one",
+    "io": "the cache could not be written",
+    "shutting_down": "the daemon is stopping",
+    "internal": "internal error in hubd (see its log)",
+}
+
+
+class HubdError(OSError):
+    """A fetch that hubd refused or failed, or a daemon that could not be
+    reached. ``code`` is the machine-readable reason (see the module doc),
+    ``msg`` the human one, ``url`` the URL asked for (or None)."""
+
+    def __init__(self, code, msg, url=None):
+        if not msg:
+            msg = _CODE_TEXT.get(code, "")
+            if not msg and code.startswith("http_"):
+                msg = "the origin answered HTTP " + code[5:]
+        self.code = code
+        self.msg = msg
+        self.url = url
+        text = "%s: %s" % (code, msg)
+        if url is not None and url not in msg:
+            text += " (url: %s)" % url
+        # One argument: OSError would otherwise read (code, msg) as
+        # (errno, strerror).
+        super().__init__(text)
+
+    def __str__(self):
+        return self.args[0]
+
+
+# ---- the line codec (docs/PROTOCOL.md, "Framing") ---------------------------
+
+def _encode_value(value):
+    """Percent-encodes what PROTOCOL.md requires: space, control bytes, DEL,
+    '%' and non-ASCII. Everything else, '=' included, goes as it is."""
+    if isinstance(value, str):
+        value = value.encode("utf-8", "surrogateescape")
+    if b"\0" in value:
+        raise ValueError("a NUL byte cannot be sent (values are C strings)")
+    out = []
+    for b in value:
+        if b <= 0x20 or b >= 0x7F or b == 0x25:
+            out.append("%%%02X" % b)
+        else:
+            out.append(chr(b))
+    return "".join(out)
+
+
+def _parse_line(line):
+    """b'VERB k=v k=v' -> (verb, {key: value}); values decoded to str (bytes
+    that are not UTF-8 become surrogates, as os.fsdecode does, so a path
+    round-trips). The first occurrence of a repeated key wins. Raises
+    ValueError on a line that does not parse."""
+    parts = line.split()
+    if not parts:
+        raise ValueError("empty line")
+    verb = parts[0].decode("ascii")
+    fields = {}
+    for p in parts[1:]:
+        key, eq, value = p.partition(b"=")
+        if not eq or not key:
+            raise ValueError("field without key=: %r" % p)
+        k = key.decode("ascii")
+        if k not in fields:
+            fields[k] = urllib.parse.unquote_to_bytes(value).decode("utf-8", "surrogateescape")
+    return verb, fields
+
+
+def _build_line(verb, fields):
+    """fields: a list of (key, value) pairs, repeated keys allowed."""
+    line = " ".join([verb] + ["%s=%s" % (k, _encode_value(v)) for k, v in fields])
+    return (line + "\n").encode("ascii")
+
+
+# ---- connection --------------------------------------------------------------
+
+class _Conn:
+    """A session: a line reader over recvmsg that keeps the descriptors passed
+    with SCM_RIGHTS in a queue, in arrival order."""
+
+    def __init__(self, sock, path):
+        self.sock = sock
+        self.path = path
+        self.buf = bytearray()
+        self.fds = collections.deque()
+        self.eof = False
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def readline(self):
+        """The next line without its '\\n' (and a '\\r' before it), or None
+        at end of stream."""
+        while True:
+            i = self.buf.find(b"\n")
+            if i >= 0:
+                line = bytes(self.buf[:i])
+                del self.buf[:i + 1]
+                return line[:-1] if line.endswith(b"\r") else line
+            if self.eof:
+                return None
+            if len(self.buf) > LINE_MAX:
+                raise HubdError("protocol", "hubd sent a line longer than %d bytes" % LINE_MAX)
+            self._recv()
+
+    def _recv(self):
+        # MSG_CMSG_CLOEXEC: a descriptor must not leak into a child that
+        # another thread forks and execs meanwhile.
+        cloexec = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
+        data, anc, flags, _ = self.sock.recvmsg(
+            _READ_SIZE, socket.CMSG_SPACE(_FDS_PER_READ * 4), cloexec)
+        for level, kind, cdata in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                n = len(cdata) // 4
+                for fd in memoryview(cdata)[:n * 4].cast("i"):
+                    self.fds.append(fd)
+                    if not cloexec:
+                        os.set_inheritable(fd, False)
+        if flags & socket.MSG_CTRUNC:
+            raise HubdError("protocol", "descriptors from hubd were dropped (control data truncated)")
+        if not data:
+            self.eof = True
+        self.buf += data
+
+    def take_fd(self):
+        return self.fds.popleft() if self.fds else None
+
+    def close(self):
+        while self.fds:
+            os.close(self.fds.popleft())
+        self.sock.close()
+
+
+def _user_socket():
+    """The per-user daemon's socket: $XDG_RUNTIME_DIR/hubd.sock, else
+    /tmp/hubd-<uid>/hubd.sock."""
+    run = os.environ.get("XDG_RUNTIME_DIR")
+    if run:
+        return os.path.join(run, "hubd.sock")
+    return "/tmp/hubd-%d/hubd.sock" % os.getuid()
+
+
+def _try_connect(path):
+    """A connected socket, or the OSError that connecting raised."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(_CONNECT_TIMEOUT)
+        s.connect(path)
+        s.settimeout(None)
+        return s
+    except OSError as e:
+        s.close()
+        if isinstance(e, socket.timeout):
+            return OSError(errno.ETIMEDOUT, "connect timed out")
+        return e
+
+
+def _why(e):
+    return e.strerror or str(e)
+
+
+def _hubctl_start():
+    """Runs `hubctl start` and returns the socket path it prints, or raises
+    HubdError(no_daemon) saying why not."""
+    exe = os.environ.get("HUBCTL") or shutil.which("hubctl")
+    if not exe:
+        raise HubdError("no_daemon", "cannot start one: hubctl is not on PATH (set $HUBCTL to it)")
+    # Output goes to temporary files, not pipes: the daemon that hubctl
+    # starts might keep a copy of hubctl's stdout open, and reading a pipe to
+    # its end would then wait for the daemon to exit.
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen([exe, "start"], stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=err, close_fds=True)
+        except OSError as e:
+            raise HubdError("no_daemon", "cannot run %s start: %s" % (exe, _why(e)))
+        try:
+            rc = proc.wait(_START_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise HubdError("no_daemon", "%s start did not finish in %d s" % (exe, _START_TIMEOUT))
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode("utf-8", "surrogateescape").strip()
+        stderr = err.read().decode("utf-8", "replace").strip()
+    if rc != 0:
+        raise HubdError("no_daemon", "%s start failed (exit status %d)%s"
+                        % (exe, rc, ": " + stderr if stderr else ""))
+    if not stdout or "\n" in stdout:
+        raise HubdError("no_daemon", "%s start printed %r, not one socket path" % (exe, stdout))
+    return stdout
+
+
+def _connect():
+    """Connects to hubd. Returns a _Conn. The order is in the module doc."""
+    env = os.environ.get("HUBD_SOCKET")
+    if env:
+        s = _try_connect(env)
+        if isinstance(s, OSError):
+            raise HubdError("no_daemon", "no hubd answers on %s ($HUBD_SOCKET): %s" % (env, _why(s)))
+        return _Conn(s, env)
+    tried = []
+    for path in (SYSTEM_SOCKET, _user_socket()):
+        s = _try_connect(path)
+        if not isinstance(s, OSError):
+            return _Conn(s, path)
+        tried.append("%s (%s)" % (path, _why(s)))
+    prefix = "no hubd answers on " + ", ".join(tried)
+    try:
+        path = _hubctl_start()
+    except HubdError as e:
+        raise HubdError("no_daemon", prefix + "; " + e.msg)
+    s = _try_connect(path)
+    if isinstance(s, OSError):
+        raise HubdError("no_daemon", "%s; hubctl start said %s, which does not answer either: %s"
+                        % (prefix, path, _why(s)))
+    return _Conn(s, path)
+
+
+# ---- progress ----------------------------------------------------------------
+
+def _fmt_bytes(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return ("%d %s" % (n, unit)) if unit == "B" else ("%.1f %s" % (n, unit))
+        n /= 1024.0
+
+
+class _TextBar:
+    """`name: [#####.....]  12.0 MiB / 24.0 MiB  50%  30.1 MiB/s` on one
+    line of stderr, redrawn with '\\r' at most every 0.1 s."""
+
+    INTERVAL = 0.1
+
+    def __init__(self, name, stream):
+        self.name = name
+        self.stream = stream
+        self.last = None
+        self.width = 0
+
+    def _draw(self, text):
+        pad = " " * max(0, self.width - len(text))  # wipe a longer previous line
+        self.width = len(text)
+        self.stream.write("\r" + text + pad)
+        self.stream.flush()
+
+    def update(self, done, total, rate):
+        now = time.monotonic()
+        if self.last is not None and now - self.last < self.INTERVAL:
+            return
+        self.last = now
+        if total:
+            frac = min(1.0, done / total)
+            filled = int(frac * 20)
+            text = "%s: [%s%s] %s / %s %3d%% %s/s" % (
+                self.name, "#" * filled, "." * (20 - filled), _fmt_bytes(done),
+                _fmt_bytes(total), int(frac * 100), _fmt_bytes(rate))
+        else:
+            text = "%s: %s %s/s" % (self.name, _fmt_bytes(done), _fmt_bytes(rate))
+        self._draw(text)
+
+    def finish(self, size, source, elapsed):
+        if source == "hit":
+            how = "from the cache"
+        else:
+            how = "%s/s" % _fmt_bytes(size / elapsed if elapsed > 0 else 0)
+        self._draw("%s: [%s] %s / %s 100%% %s" % (self.name, "#" * 20, _fmt_bytes(size),
+                                                  _fmt_bytes(size), how))
+        self.stream.write("\n")
+        self.stream.flush()
+
+    def fail(self):
+        if self.last is not None:  # end our line so the error starts on its own
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class _TqdmBar:
+    """The same through tqdm, which does its own rate limiting."""
+
+    def __init__(self, tqdm, name, stream):
+        self.bar = tqdm(total=None, desc=name, unit="B", unit_scale=True, unit_divisor=1024,
+                        file=stream)
+
+    def _to(self, done, total):
+        if total is not None and self.bar.total != total:
+            self.bar.total = total
+        if done > self.bar.n:
+            self.bar.update(done - self.bar.n)
+
+    def update(self, done, total, rate):
+        self._to(done, total)
+
+    def finish(self, size, source, elapsed):
+        self._to(size, size)
+        self.bar.close()
+
+    def fail(self):
+        self.bar.close()
+
+
+def _make_bar(url, stream):
+    name = os.path.basename(urllib.parse.urlsplit(url).path) or "hubd"
+    if len(name) > 40:
+        name = name[:37] + "..."
+    try:
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            from tqdm import tqdm
+    except ImportError:
+        return _TextBar(name, stream)
+    return _TqdmBar(tqdm, name, stream)
+
+
+# ---- FETCH -------------------------------------------------------------------
+
+_Done = collections.namedtuple("_Done", "path sha256 size source fd")
+
+
+def _fetch_line(url, sha256, headers):
+    if not isinstance(url, str):
+        raise TypeError("url must be a str, not %s" % type(url).__name__)
+    try:
+        if len(url.encode("utf-8", "surrogateescape")) > URL_MAX:
+            raise HubdError("bad_request", "the URL is longer than %d bytes" % URL_MAX, url)
+        fields = [("id", FETCH_ID), ("url", url)]
+        if sha256 is not None:
+            if (not isinstance(sha256, str) or len(sha256) != 64
+                    or any(c not in "0123456789abcdefABCDEF" for c in sha256)):
+                raise HubdError("bad_request", "sha256 must be 64 hex digits, not %r" % (sha256,), url)
+            fields.append(("sha256", sha256.lower()))
+        for name, value in (headers or {}).items():
+            name, value = str(name), str(value)
+            # A header must stay one header: no CR, LF or NUL anywhere, and a
+            # name that is a plain token.
+            if (not name or any(c in name for c in ":\r\n\0 \t")
+                    or any(c in value for c in "\r\n\0")):
+                raise HubdError("bad_request", "malformed header %r: %r" % (name, value), url)
+            fields.append(("header", "%s: %s" % (name, value)))
+        if len(fields) > FIELDS_MAX:
+            raise HubdError("bad_request", "too many headers (at most %d fit on a line)"
+                            % (FIELDS_MAX - 3), url)
+        line = _build_line("FETCH", fields)
+    except ValueError as e:
+        raise HubdError("bad_request", str(e), url)
+    if len(line) > LINE_MAX:
+        raise HubdError("bad_request", "the request does not fit on a %d-byte line" % LINE_MAX, url)
+    return line
+
+
+def _fetch(url, sha256=None, headers=None, progress=True):
+    """One FETCH. Returns a _Done whose fd (an open read-only descriptor of
+    the blob, or None if hubd sent none) the caller must close."""
+    line = _fetch_line(url, sha256, headers)
+    hello = _build_line("HELLO", [("proto", "1"), ("client", "hubd-python/" + __version__)])
+    try:
+        conn = _connect()
+    except HubdError as e:
+        raise HubdError(e.code, e.msg, url) from None
+    bar = None
+    started = time.monotonic()
+    try:
+        if progress:
+            bar = _make_bar(url, sys.stderr)
+        try:
+            conn.send(hello + line)
+        except OSError as e:
+            raise HubdError("disconnected", "sending to hubd on %s: %s" % (conn.path, _why(e)), url)
+        hello_answered = False
+        while True:
+            raw = conn.readline()
+            if raw is None:
+                raise HubdError("disconnected", "hubd on %s closed the connection before "
+                                "answering" % conn.path, url)
+            # A DONE line takes the next descriptor even if it does not parse,
+            # so the queue stays in step with the lines.
+            fd = conn.take_fd() if raw.split(b" ", 1)[0] == b"DONE" else None
+            try:
+                try:
+                    verb, f = _parse_line(raw)
+                except ValueError as e:
+                    raise HubdError("protocol", "unreadable line from hubd (%s): %r" % (e, raw[:200]), url)
+                if verb == "HELLO" and not hello_answered:
+                    hello_answered = True
+                    continue
+                if verb == "ERR" and "id" not in f:
+                    if not hello_answered:
+                        # Our HELLO was refused; the session stays at
+                        # version 1, which is what we speak.
+                        hello_answered = True
+                        continue
+                    raise HubdError(f.get("code", "protocol"), f.get("msg"), url)
+                if f.get("id") != FETCH_ID:
+                    continue  # not ours (nothing else is pending on this session)
+                if verb == "ERR":
+                    raise HubdError(f.get("code", "protocol"), f.get("msg"), url)
+                if verb == "PROGRESS":
+                    if bar:
+                        total = f.get("total")
+                        bar.update(int(f.get("done", 0)), int(total) if total else None,
+                                   int(f.get("rate", 0)))
+                    continue
+                if verb == "DONE":
+                    try:
+                        done = _Done(f["path"], f["sha256"].lower(), int(f["size"]), f["source"], fd)
+                    except (KeyError, ValueError):
+                        raise HubdError("protocol", "incomplete DONE line: %r" % raw[:200], url)
+                    if sha256 is not None and done.sha256 != sha256.lower():
+                        raise HubdError("protocol", "asked for sha256 %s, hubd answered %s"
+                                        % (sha256.lower(), done.sha256), url)
+                    fd = None  # handed over to the caller
+                    if bar:
+                        bar.finish(done.size, done.source, time.monotonic() - started)
+                        bar = None
+                    return done
+                # HIT, QUEUED, ATTACHED, and verbs of later versions: nothing to do.
+            finally:
+                if fd is not None:
+                    os.close(fd)
+    except BaseException:
+        if bar:
+            bar.fail()
+        raise
+    finally:
+        conn.close()
+
+
+def fetch(url, sha256=None, headers=None, progress=True):
+    """Fetches ``url`` through hubd and returns the path of the cached blob.
+
+    The path is inside the cache: read-only, named by its SHA-256, and it may
+    be evicted later (copy it, or use :func:`download_url_to_file`, to keep
+    it). ``sha256``: the expected digest, 64 hex digits; a blob with it in the
+    cache is a hit whatever the URL, a download with another digest raises
+    ``HubdError`` code ``hash_mismatch``. ``headers``: a dict of extra request
+    headers, sent as repeated ``header=Name: value`` fields (the daemon does
+    not support them yet and answers ``bad_request``). ``progress``: draw a
+    progress bar on stderr (see the module doc). Raises :class:`HubdError`.
+    """
+    done = _fetch(url, sha256, headers, progress)
+    if done.fd is not None:
+        os.close(done.fd)
+    return done.path
+
+
+def _copy_range(src, dst, size):
+    """Copies bytes [0, size) of src to dst at the same offsets, never using
+    either descriptor's file offset (src's may be shared with other
+    clients). copy_file_range first (in-kernel, reflinks on filesystems that
+    can), then pread/pwrite."""
+    off = 0
+    use_cfr = hasattr(os, "copy_file_range")  # Python 3.8+, Linux
+    while off < size:
+        if use_cfr:
+            try:
+                n = os.copy_file_range(src, dst, size - off, off, off)
+            except OSError as e:
+                # Across filesystems, on old kernels, or where it is not
+                # supported: fall back to plain reads.
+                if e.errno in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP,
+                               errno.EPERM, errno.EIO):
+                    use_cfr = False
+                    continue
+                raise
+            if n == 0:  # some filesystems say 0 rather than an error: ask pread
+                use_cfr = False
+                continue
+        else:
+            buf = os.pread(src, min(_COPY_CHUNK, size - off), off)
+            if not buf:
+                raise HubdError("io", "the cached blob ended after %d of its %d bytes" % (off, size))
+            n = 0
+            while n < len(buf):
+                n += os.pwrite(dst, buf[n:], off + n)
+        off += n
+
+
+def download_url_to_file(url, dst, hash_prefix=None, progress=True):
+    """``torch.hub.download_url_to_file`` through hubd: the same signature
+    and behaviour.
+
+    The object at ``url`` is fetched into hubd's cache (or found there) and
+    copied from the descriptor hubd passes, so it works even if the cache
+    path is unreadable or the blob is evicted meanwhile, into a temporary
+    file ``<dst>.<hex>.partial`` beside ``dst``, which is then moved over
+    ``dst``. If ``hash_prefix`` is given and the SHA-256 hex digest does not
+    start with it, ``RuntimeError('invalid hash value (expected "...", got
+    "...")')`` is raised and ``dst`` is not touched (the digest is the one
+    hubd verified while storing the blob). Errors from hubd raise
+    :class:`HubdError` (an OSError, as urllib's errors are).
+    """
+    dst = os.path.expanduser(os.fspath(dst))
+    done = _fetch(url, None, None, progress)
+    src = done.fd
+    try:
+        if src is None:  # hubd always sends one; this is only a fallback
+            src = os.open(done.path, os.O_RDONLY | os.O_CLOEXEC)
+        if hash_prefix is not None and done.sha256[:len(hash_prefix)] != hash_prefix:
+            raise RuntimeError('invalid hash value (expected "{}", got "{}")'
+                               .format(hash_prefix, done.sha256))
+        # Like torch: a unique name beside dst, mode 0666 minus the umask
+        # (not NamedTemporaryFile's 0600).
+        for _ in range(tempfile.TMP_MAX):
+            tmp = dst + "." + uuid.uuid4().hex + ".partial"
+            try:
+                out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            except FileExistsError:
+                continue
+            break
+        else:
+            raise FileExistsError(errno.EEXIST, "No usable temporary file name found")
+        try:
+            try:
+                _copy_range(src, out, done.size)
+            finally:
+                os.close(out)
+            shutil.move(tmp, dst)
+        finally:
+            if os.path.lexists(tmp):
+                os.remove(tmp)
+    finally:
+        if src is not None:
+            os.close(src)
+
+
+def patch_torch_hub():
+    """Makes torch.hub download through hubd: replaces
+    ``torch.hub.download_url_to_file`` (which ``load_state_dict_from_url``
+    and ``torch.hub.load`` look up as a module global at each call) with
+    :func:`download_url_to_file`. Calling it again does nothing new.
+
+    Code that did ``from torch.hub import download_url_to_file`` before the
+    patch keeps its own reference to the original. Raises ImportError if
+    torch cannot be imported.
+    """
+    import importlib
+    try:
+        hub = importlib.import_module("torch.hub")
+    except ImportError as e:
+        raise ImportError("hubd.patch_torch_hub() needs PyTorch, but importing torch.hub "
+                          "failed: %s" % e) from e
+    if hub.download_url_to_file is not download_url_to_file:
+        # Kept so the original can be restored by hand if ever needed.
+        hub._hubd_original_download_url_to_file = hub.download_url_to_file
+        hub.download_url_to_file = download_url_to_file

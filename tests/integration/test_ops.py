@@ -1,0 +1,373 @@
+"""Operations: configuration checks and reload, eviction, the cache commands,
+Prometheus output, systemd activation and notification, per-user mode."""
+
+import array
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import unittest
+
+from harness import (HUBCTL, HUBD, Hubd, HubTestCase, sha256_file, stop_pid, wait_for,
+                     write_config)
+
+KiB = 1024
+MiB = 1024 * 1024
+
+
+def check_config(*args):
+    return subprocess.run([HUBD, "--check-config"] + list(args), capture_output=True, text=True)
+
+
+class ConfigTest(unittest.TestCase):
+    def setUp(self):
+        import tempfile
+        self.tmp = tempfile.mkdtemp(prefix="hubd-cfg-")
+        self.addCleanup(__import__("shutil").rmtree, self.tmp, True)
+
+    def conf(self, text):
+        path = os.path.join(self.tmp, "hubd.conf")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_check_config_prints_what_it_reads_back(self):
+        path = self.conf("[hubd]\nmax_cache_size = 10G\nretries = 3\nsocket_mode = 0600\n"
+                         "idle_timeout = 1500ms\n")
+        r = check_config("--config", path, "--socket", "/tmp/x.sock")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("max_cache_size = 10G\n", r.stdout)
+        self.assertIn("retries = 3\n", r.stdout)
+        self.assertIn("socket_mode = 0600\n", r.stdout)
+        self.assertIn("idle_timeout = 1500ms\n", r.stdout)
+        self.assertIn("socket = /tmp/x.sock\n", r.stdout)  # flags win over the file
+        # The output is itself a valid configuration with the same meaning.
+        again = check_config("--config", self.conf(r.stdout))
+        self.assertEqual(again.returncode, 0, again.stderr)
+        self.assertEqual(again.stdout, r.stdout)
+
+    def test_errors_name_file_line_and_key(self):
+        cases = [("[hubd]\nretries = 3\nbogus = 1\n", ":3: unknown key 'bogus'"),
+                 ("[hubd]\nmax_cache_size = 12X\n", ":2: bad value '12X' for key 'max_cache_size'"),
+                 ("[hubd]\nsocket_mode = 0999\n", ":2: bad value '0999' for key 'socket_mode'"),
+                 ("[other]\nretries = 1\n", ":2: unknown section [other]")]
+        for text, want in cases:
+            path = self.conf(text)
+            r = check_config("--config", path)
+            self.assertEqual(r.returncode, 2, (text, r))
+            self.assertIn(path + want, r.stderr)
+        r = check_config("--config", os.path.join(self.tmp, "missing.conf"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("No such file", r.stderr)
+
+
+def recv_fd_fetch(sock_path, url):
+    """FETCH over the raw protocol; returns (DONE fields, the passed fd)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sock_path)
+    s.sendall(b"FETCH id=1 url=%s\n" % url.encode())
+    buf, fd = b"", None
+    while b"\nDONE " not in b"\n" + buf and not buf.startswith(b"ERR"):
+        data, anc, _, _ = s.recvmsg(65536, socket.CMSG_SPACE(4))
+        for level, kind, payload in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fd = array.array("i", payload[:4])[0]
+        if not data:
+            break
+        buf += data
+    s.close()
+    line = [l for l in buf.decode().splitlines() if l.startswith("DONE ")][0]
+    return dict(kv.split("=", 1) for kv in line.split()[1:]), fd
+
+
+class OpsTest(HubTestCase):
+    def restart_with(self, **keys):
+        self.hubd.stop()
+        self.conf = write_config(os.path.join(self.tmp, "ops.conf"), **keys)
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-ops"), config=self.conf)
+
+    def fetch(self, name):
+        r = self.hubctl("fetch", "--json", self.origin.url("/files/" + name))
+        self.assertEqual(r.rc, 0, r)
+        return json.loads(r.out)
+
+    def ls(self):
+        r = self.hubctl("ls", "--json")
+        self.assertEqual(r.rc, 0, r)
+        return {e["url"].rsplit("/", 1)[1]: e for e in json.loads(r.out)}
+
+    def test_eviction_is_lru_and_spares_pinned_and_open_blobs(self):
+        self.restart_with(max_cache_size="2560K")  # room for two 1 MiB files, not three
+        for i, name in enumerate("abcd"):
+            self.make_file(name, MiB, seed=i + 1)
+        self.fetch("a")
+        time.sleep(1.1)  # accessed times are in seconds
+        self.fetch("b")
+        time.sleep(1.1)
+        self.assertEqual(self.fetch("a")["source"], "hit")  # a is now newer than b
+        time.sleep(1.1)
+        self.fetch("c")  # room is made before it is written: b goes, a stays
+        self.assertEqual(sorted(self.ls()), ["a", "c"])
+        self.assert_blobs_match_rows()
+        # A pinned blob outlives newer ones; a blob a client holds open keeps
+        # working for it after eviction.
+        r = self.hubctl("pin", self.origin.url("/files/a"))
+        self.assertEqual(r.rc, 0, r)
+        done, fd = recv_fd_fetch(self.hubd.socket, self.origin.url("/files/c"))
+        self.assertIsNotNone(fd)
+        time.sleep(1.1)
+        self.fetch("d")
+        self.assertEqual(sorted(self.ls()), ["a", "d"])
+        self.assertFalse(os.path.exists(done["path"]))
+        with os.fdopen(fd, "rb") as f:
+            data = f.read()
+        with open(os.path.join(self.root, "c"), "rb") as f:
+            self.assertEqual(data, f.read())
+        st = self.stats()
+        self.assertEqual(st["evicted"], 2)
+        self.assertLessEqual(st["cache_bytes"], 2560 * KiB)
+        self.assert_blobs_match_rows()
+
+    def assert_blobs_match_rows(self):
+        rows = {sha for sha, in self.hubd.query("SELECT sha256 FROM blobs")}
+        files = {os.path.basename(p) for p in self.hubd.blob_files()}
+        self.assertEqual(rows, files)
+        for p in self.hubd.blob_files():
+            self.assertEqual(sha256_file(p), os.path.basename(p))
+
+    def test_cache_commands(self):
+        da = self.make_file("a", 100 * KiB, seed=1)
+        db = self.make_file("b", 200 * KiB, seed=2)
+        self.fetch("a")
+        self.fetch("b")
+        # Two URLs for one blob: rm of one URL keeps the blob for the other.
+        os.link(os.path.join(self.root, "a"), os.path.join(self.root, "a2"))
+        self.fetch("a2")
+        ls = self.ls()
+        self.assertEqual(ls["a"]["pinned"], 0)
+        self.assertEqual(ls["a"]["size"], 100 * KiB)
+        r = self.hubctl("ls")
+        self.assertIn("100.0 KiB", r.out)
+        self.assertIn("PINNED", r.out)
+
+        r = self.hubctl("pin", "--json", da)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.ls()["a"]["pinned"], 1)
+        r = self.hubctl("unpin", self.origin.url("/files/a"))
+        self.assertEqual((r.rc, r.out), (0, "unpinned\n"))
+        self.assertEqual(self.ls()["a"]["pinned"], 0)
+
+        r = self.hubctl("rm", self.origin.url("/files/a"))
+        self.assertEqual((r.rc, r.out), (0, "removed\n"), r)
+        self.assertEqual(sorted(self.ls()), ["a2", "b"])
+        r = self.hubctl("rm", "--json", da)  # by digest: every entry naming it
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(json.loads(r.out)["result"]["removed_blob"], 1)
+        self.assertEqual(sorted(self.ls()), ["b"])
+        r = self.hubctl("rm", self.origin.url("/files/nothing"))
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("not_found", r.err)
+        self.assertEqual(self.fetch("a")["source"], "download")  # gone means gone
+
+        # verify finds a blob corrupted behind hubd's back, quarantines it
+        # and forgets it; the next fetch downloads it again.
+        path = os.path.join(self.hubd.cache, "blobs", db[:2], db)
+        os.chmod(path, 0o644)
+        with open(path, "r+b") as f:
+            f.seek(1000)
+            f.write(b"X")
+        r = self.hubctl("verify", "--json")
+        self.assertEqual(r.rc, 4, r)
+        out = json.loads(r.out)
+        self.assertEqual(out["result"]["checked"], 2)
+        self.assertEqual([(b["sha256"], b["reason"]) for b in out["bad"]],
+                         [(db, "content differs")])
+        self.assertTrue(os.path.exists(os.path.join(self.hubd.cache, "quarantine", db)))
+        self.assertNotIn("b", self.ls())
+        time.sleep(1.1)  # accessed times are in seconds: b is now the newest
+        self.assertEqual(self.fetch("b")["sha256"], db)
+        r = self.hubctl("verify")
+        self.assertEqual((r.rc, r.out), (0, "checked 2 blob(s), 0 bad\n"))
+
+        r = self.hubctl("gc", "--max-size", "250K")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("evicted 1 blob(s), 100.0 KiB freed", r.out)
+        self.assertEqual(sorted(self.ls()), ["b"])  # a was the older access
+        r = self.hubctl("gc")  # no max_cache_size configured, none given
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("max_size", r.err)
+
+    def test_admin_verbs_need_root_or_the_admin_group(self):
+        self.restart_with(socket_mode="0666")
+        for d in (self.tmp, self.hubd.workdir):  # let another user reach the socket
+            os.chmod(d, 0o755)
+        digest = self.make_file("a", 1000)
+        self.fetch("a")
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        for args in (["rm", digest], ["pin", digest], ["gc", "--max-size", "0"], ["verify"]):
+            p = subprocess.run(nobody + self.hubctl_args(*args), capture_output=True, text=True)
+            self.assertEqual(p.returncode, 1, (args, p))
+            self.assertIn("permission_denied", p.stderr)
+        # Users still fetch and list.
+        p = subprocess.run(nobody + self.hubctl_args("ls"), capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p)
+        self.assertEqual(len(self.ls()), 1)
+
+    def test_stats_prometheus(self):
+        self.make_file("a", 5000)
+        self.fetch("a")
+        self.fetch("a")
+        r = self.hubctl("fetch", self.origin.url("/status/404"))
+        self.assertEqual(r.rc, 1)
+        r = self.hubctl("stats", "--prometheus")
+        self.assertEqual(r.rc, 0, r)
+        samples, types = {}, {}
+        for line in r.out.splitlines():
+            if line.startswith("# TYPE "):
+                _, _, name, kind = line.split()
+                types[name] = kind
+                continue
+            if line.startswith("#"):
+                self.assertTrue(line.startswith("# HELP "), line)
+                continue
+            m = re.fullmatch(r'([a-z_]+)(\{code="([a-z0-9_]+)"\})? (\d+)', line)
+            self.assertIsNotNone(m, line)
+            samples[(m.group(1), m.group(3))] = int(m.group(4))
+            self.assertIn(m.group(1), types)
+        self.assertEqual(samples[("hubd_hits_total", None)], 1)
+        self.assertEqual(samples[("hubd_misses_total", None)], 2)
+        self.assertEqual(samples[("hubd_cache_size_bytes", None)], 5000)
+        self.assertEqual(samples[("hubd_errors_total", "http_4xx")], 1)
+        self.assertEqual(types["hubd_hits_total"], "counter")
+        self.assertEqual(types["hubd_cache_size_bytes"], "gauge")
+
+    def test_sighup_reloads_what_can_change(self):
+        self.restart_with(max_cache_size="0")
+        for i, name in enumerate("abc"):
+            self.make_file(name, MiB, seed=i + 1)
+        self.fetch("a")
+        time.sleep(1.1)
+        self.fetch("b")
+        write_config(self.conf, max_cache_size="1M", read_buffer_size="128K")
+        os.kill(self.hubd.proc.pid, signal.SIGHUP)
+        wait_for(lambda: "configuration reloaded" in self.hubd.read_log(), what="the reload")
+        self.assertIn("changes to read_buffer_size need a restart", self.hubd.read_log())
+        # The new limit applies at once: down to 1 MiB, the older blob goes.
+        wait_for(lambda: self.stats()["cache_bytes"] <= MiB, what="the eviction")
+        self.assertEqual(sorted(self.ls()), ["b"])
+        # A file that no longer parses changes nothing; hubd goes on.
+        with open(self.conf, "a") as f:
+            f.write("nonsense = 1\n")
+        os.kill(self.hubd.proc.pid, signal.SIGHUP)
+        wait_for(lambda: "reload refused" in self.hubd.read_log(), what="the refusal")
+        self.assertIn("unknown key 'nonsense'", self.hubd.read_log())
+        self.assertEqual(self.stats()["max_cache_size"], MiB)
+        self.fetch("c")
+
+
+class ServiceTest(HubTestCase):
+    """hubd under systemd's protocols, with the real tools: socket activation
+    by systemd-socket-activate, and a notify socket of our own."""
+
+    def test_socket_activation_and_notify(self):
+        self.hubd.stop()
+        sock = os.path.join(self.tmp, "activated.sock")
+        notify_path = os.path.join(self.tmp, "notify")
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        notify.bind(notify_path)
+        self.addCleanup(notify.close)
+        cache = os.path.join(self.tmp, "svc-cache")
+        log = open(os.path.join(self.tmp, "svc.log"), "wb")
+        self.addCleanup(log.close)
+        # It passes the launched process only the variables named with -E.
+        proc = subprocess.Popen(["systemd-socket-activate", "-l", sock,
+                                 "-E", "NOTIFY_SOCKET=" + notify_path,
+                                 "-E", "CACHE_DIRECTORY=" + cache, HUBD, "--log-level",
+                                 "debug", "--config", write_config(
+                                     os.path.join(self.tmp, "svc.conf"))],
+                                stdout=log, stderr=log)
+        self.addCleanup(stop_pid, proc)
+        wait_for(lambda: os.path.exists(sock), what="the listening socket")
+        # hubd starts on the first connection, on the socket it was given.
+        self.make_file("a", 3000)
+        r = subprocess.run([HUBCTL, "--socket", sock, "fetch", self.origin.url("/files/a")],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertTrue(r.stdout.startswith(cache + "/blobs/"), r.stdout)  # CACHE_DIRECTORY
+        notify.settimeout(10)
+        msgs = []
+        while not any("READY=1" in m for m in msgs):
+            msgs.append(notify.recv(4096).decode())
+        self.assertTrue(any(m.startswith("STATUS=serving") for m in msgs), msgs)
+        self.assertEqual(stop_pid(proc), 0)
+        while not any("STOPPING=1" in m for m in msgs):
+            msgs.append(notify.recv(4096).decode())
+        with open(os.path.join(self.tmp, "svc.log"), "rb") as f:
+            text = f.read().decode()
+        self.assertIn("the socket systemd passed", text)
+        self.assertNotIn("runtime error", text)
+        self.assertTrue(os.path.exists(sock), "the passed socket is systemd's to remove")
+        self.hubd.start()  # the fixture's clean exit check
+
+
+class PerUserTest(HubTestCase):
+    def user_env(self, system_socket):
+        env = dict(os.environ)
+        env.pop("HUBD_SOCKET", None)
+        run = os.path.join(self.tmp, "run")
+        os.makedirs(run, 0o700, exist_ok=True)
+        env.update(XDG_RUNTIME_DIR=run, HOME=os.path.join(self.tmp, "home"),
+                   HUBD_SYSTEM_SOCKET=system_socket, HUBD_BIN=HUBD)
+        env.pop("XDG_CACHE_HOME", None)
+        return env
+
+    def run_ctl(self, env, *args):
+        return subprocess.run([HUBCTL] + list(args), env=env, capture_output=True, text=True,
+                              timeout=60)
+
+    def test_autostart_and_stop(self):
+        env = self.user_env(os.path.join(self.tmp, "no-system.sock"))
+        digest = self.make_file("a", 4000)
+        r = self.run_ctl(env, "fetch", self.origin.url("/files/a"))
+        self.assertEqual(r.returncode, 0, r)
+        m = re.search(r"started a per-user hubd \(pid (\d+)\)", r.stderr)
+        self.assertIsNotNone(m, r.stderr)
+        pid = int(m.group(1))
+        self.addCleanup(lambda: os.kill(pid, signal.SIGKILL) if os.path.exists(
+            "/proc/%d" % pid) else None)
+        home_cache = os.path.join(self.tmp, "home", ".cache", "hubd")
+        self.assertEqual(r.stdout.strip(), os.path.join(home_cache, "blobs", digest[:2], digest))
+        sock = os.path.join(self.tmp, "run", "hubd.sock")
+        self.assertEqual(os.stat(sock).st_mode & 0o777, 0o600)
+        # The next command finds it running: no second daemon.
+        r = self.run_ctl(env, "fetch", "--json", self.origin.url("/files/a"))
+        self.assertEqual(json.loads(r.stdout)["source"], "hit")
+        self.assertNotIn("started", r.stderr)
+        r = self.run_ctl(env, "start")
+        self.assertEqual((r.returncode, r.stdout), (0, sock + "\n"))
+        # Its owner may administer it.
+        r = self.run_ctl(env, "verify")
+        self.assertEqual(r.returncode, 0, r)
+        r = self.run_ctl(env, "stop")
+        self.assertEqual(r.returncode, 0, r)
+        self.assertFalse(os.path.exists("/proc/%d" % pid) and
+                         open("/proc/%d/stat" % pid).read().split()[2] != "Z")
+        r = self.run_ctl(env, "stop")
+        self.assertEqual(r.returncode, 0, r)
+        self.assertIn("no per-user hubd is running", r.stderr)
+
+    def test_a_system_daemon_wins(self):
+        env = self.user_env(self.hubd.socket)  # the fixture's hubd plays the system one
+        self.make_file("a", 4000)
+        r = self.run_ctl(env, "fetch", self.origin.url("/files/a"))
+        self.assertEqual(r.returncode, 0, r)
+        self.assertNotIn("per-user", r.stderr)
+        self.assertTrue(r.stdout.startswith(self.hubd.cache), r.stdout)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "run", "hubd.sock")))
+
+
+if __name__ == "__main__":
+    unittest.main()
