@@ -267,9 +267,9 @@ int main(int argc, char **argv)
     uv_signal_start(&d.sigint, on_signal, SIGINT);
     uv_signal_start(&d.sigterm, on_signal, SIGTERM);
     uv_signal_start(&d.sighup, on_sighup, SIGHUP);
-    log_info("hubd %s listening on %s%s, cache %s, sha256 %s, read buffers %zu KiB", HUBD_VERSION,
-             listen_fd >= 0 ? "the socket systemd passed, " : "", d.cfg.socket_path,
-             d.cfg.cache_dir, sha256_impl_name(), d.cfg.read_buffer_size / 1024);
+    log_info("hubd %s listening on %s, cache %s, sha256 %s, read buffers %zu KiB", HUBD_VERSION,
+             listen_fd >= 0 ? "the socket systemd passed" : d.cfg.socket_path, d.cfg.cache_dir,
+             sha256_impl_name(), d.cfg.read_buffer_size / 1024);
     service_status("serving; cache %s (%u partial download(s) to resume)", d.cfg.cache_dir,
                    rep.partials_kept);
     service_ready();

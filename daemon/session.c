@@ -955,7 +955,9 @@ void session_server_reload(session_server_t *srv)
     struct group *g = name ? getgrnam(name) : NULL;
     if (!g) {
         if (name)
-            log_info("admin group %s does not exist: only root may administer the cache", name);
+            log_warn("admin group %s does not exist: only root (and hubd's own user) may "
+                     "administer the cache",
+                     name);
         return;
     }
     srv->have_admin_gid = 1;

@@ -149,8 +149,38 @@ START_TEST(config_shipped_file_documents_defaults)
     ck_assert_str_eq(cfg.tls_ciphers, def.tls_ciphers);
     ck_assert_ptr_null(cfg.ca_path);
     ck_assert_ptr_null(cfg.tls_insecure_hosts);
+    ck_assert_uint_eq(cfg.socket_mode, def.socket_mode);
+    ck_assert_ptr_null(cfg.socket_group);
+    ck_assert_str_eq(cfg.admin_group, def.admin_group);
+    ck_assert_uint_eq(cfg.max_cache_size, def.max_cache_size);
     config_free(&def);
     config_free(&cfg);
+}
+END_TEST
+
+/* SIGHUP: run-time keys move over, the others are named. */
+START_TEST(config_reload_splits_runtime_and_restart_keys)
+{
+    hubd_config_t cur, next;
+    char restart[300];
+    ck_assert_int_eq(config_defaults(&cur), 0);
+    ck_assert_int_eq(config_defaults(&next), 0);
+    ck_assert_int_eq(config_set(&next, "max_cache_size", "2G"), 0);
+    ck_assert_int_eq(config_set(&next, "retries", "9"), 0);
+    ck_assert_int_eq(config_set(&next, "admin_group", "wheel"), 0);
+    ck_assert_int_eq(config_set(&next, "read_buffer_size", "64K"), 0);
+    ck_assert_int_eq(config_set(&next, "socket_mode", "0600"), 0);
+    config_apply_runtime(&cur, &next, restart, sizeof restart);
+    ck_assert_uint_eq(cur.max_cache_size, 2ull << 30);
+    ck_assert_uint_eq(cur.retries, 9);
+    ck_assert_str_eq(cur.admin_group, "wheel");
+    ck_assert_uint_eq(cur.read_buffer_size, 256 * 1024); /* unchanged: needs a restart */
+    ck_assert_str_eq(restart, "socket_mode, read_buffer_size");
+    config_apply_runtime(&cur, &cur, restart, sizeof restart);
+    ck_assert_str_eq(restart, "");
+    ck_assert_int_eq(config_set(&cur, "socket_mode", "0400"), -EINVAL); /* owner cannot write */
+    config_free(&cur);
+    config_free(&next);
 }
 END_TEST
 
@@ -163,6 +193,7 @@ int main(void)
     tcase_add_test(tc, config_file_sets_keys);
     tcase_add_test(tc, config_file_errors_name_file_line_key);
     tcase_add_test(tc, config_shipped_file_documents_defaults);
+    tcase_add_test(tc, config_reload_splits_runtime_and_restart_keys);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
