@@ -249,17 +249,9 @@ int main(int argc, char **argv)
     if ((rc = jobs_new(d.loop, &d.cfg, d.store, d.db, d.tls, &d.jobs)))
         goto out;
     jobs_set_first_id(d.jobs, rep.max_partial_id);
-    int listen_fd = service_listen_fd();
-    if (listen_fd < -1) {
-        log_err("systemd passed sockets hubd cannot use (it wants one Unix stream socket)");
-        rc = listen_fd;
-        jobs_shutdown(d.jobs, NULL, NULL);
-        goto run_out;
-    }
-    if ((rc = session_server_start(d.loop, &d.cfg, d.jobs, d.db, d.store, listen_fd, &d.server))) {
-        jobs_shutdown(d.jobs, NULL, NULL);
-        goto run_out;
-    }
+    /* Signals are caught before the socket exists: a SIGTERM sent as soon as
+     * the socket answers must find its handler (not the default action).
+     * They run only once uv_run does, when d.server is set. */
     uv_signal_init(d.loop, &d.sigint);
     uv_signal_init(d.loop, &d.sigterm);
     uv_signal_init(d.loop, &d.sighup);
@@ -267,6 +259,19 @@ int main(int argc, char **argv)
     uv_signal_start(&d.sigint, on_signal, SIGINT);
     uv_signal_start(&d.sigterm, on_signal, SIGTERM);
     uv_signal_start(&d.sighup, on_sighup, SIGHUP);
+    int listen_fd = service_listen_fd();
+    if (listen_fd < -1) {
+        log_err("systemd passed sockets hubd cannot use (it wants one Unix stream socket)");
+        rc = listen_fd;
+        d.stopping = 1;
+        jobs_shutdown(d.jobs, on_jobs_down, &d);
+        goto run_out;
+    }
+    if ((rc = session_server_start(d.loop, &d.cfg, d.jobs, d.db, d.store, listen_fd, &d.server))) {
+        d.stopping = 1; /* on_jobs_down closes the signal handles */
+        jobs_shutdown(d.jobs, on_jobs_down, &d);
+        goto run_out;
+    }
     log_info("hubd %s listening on %s, cache %s, sha256 %s, read buffers %zu KiB", HUBD_VERSION,
              listen_fd >= 0 ? "the socket systemd passed" : d.cfg.socket_path, d.cfg.cache_dir,
              sha256_impl_name(), d.cfg.read_buffer_size / 1024);
