@@ -13,24 +13,8 @@
 # Needs dpkg-dev (dpkg-shlibdeps) and file, from scripts/install-deps.sh.
 set -eu
 
-if [ $# -ne 2 ]; then
-    echo "usage: $0 BUILD_DIR SOURCE_DIR" >&2
-    exit 2
-fi
-build=$(cd "$1" && pwd)
-src=$(cd "$2" && pwd)
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/hubd-deb.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' HUP INT PIPE TERM
-
-fail() {
-    echo "FAIL: $*" >&2
-    exit 1
-}
-ok() {
-    echo "ok: $*"
-}
+. "$(dirname "$0")/lib.sh"
+pkg_setup deb "$@"
 
 for c in cpack dpkg-deb dpkg-shlibdeps file groff; do
     command -v "$c" >/dev/null || fail "$c not found (scripts/install-deps.sh installs it)"

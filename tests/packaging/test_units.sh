@@ -16,24 +16,8 @@
 # and bad values are only warnings to it, with exit status 0.
 set -eu
 
-if [ $# -ne 2 ]; then
-    echo "usage: $0 BUILD_DIR SOURCE_DIR" >&2
-    exit 2
-fi
-build=$(cd "$1" && pwd)
-src=$(cd "$2" && pwd)
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/hubd-units.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' HUP INT PIPE TERM
-
-fail() {
-    echo "FAIL: $*" >&2
-    exit 1
-}
-ok() {
-    echo "ok: $*"
-}
+. "$(dirname "$0")/lib.sh"
+pkg_setup units "$@"
 
 command -v systemd-analyze >/dev/null || fail "systemd-analyze not found (Debian package systemd)"
 command -v man >/dev/null || fail "man not found (Debian package man-db)"
