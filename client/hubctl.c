@@ -58,7 +58,8 @@ enum {
 
 static const char usage_text[] =
     "Usage:\n"
-    "  hubctl [--socket PATH] fetch [--sha256 HEX] [-o DEST] [-q] [--json] [--progress] URL...\n"
+    "  hubctl [--socket PATH] fetch [--sha256 HEX] [-H 'Name: value']... [-o DEST] [-q] [--json]\n"
+    "                                [--progress] URL...\n"
     "  hubctl [--socket PATH] status [--json]\n"
     "  hubctl [--socket PATH] stats [--json | --prometheus]\n"
     "  hubctl [--socket PATH] ls [--json]\n"
@@ -91,6 +92,10 @@ static const char usage_text[] =
     "                 daemon's /run/hubd/hubd.sock when it answers, else a\n"
     "                 per-user daemon's $XDG_RUNTIME_DIR/hubd.sock (or\n"
     "                 /tmp/hubd-UID/hubd.sock), started when none answers)\n"
+    "  -H, --header 'Name: value'\n"
+    "                 a request header for the origin (repeatable), e.g. a token;\n"
+    "                 it goes to the first origin only, and a file fetched with\n"
+    "                 Authorization or Cookie is served only to the same ones\n"
     "  --sha256 HEX   expected SHA-256 of the file (a single URL only); a cached\n"
     "                 blob with this digest is served without any network\n"
     "  -o DEST        copy the file to DEST and print DEST; if DEST is a directory\n"
@@ -480,8 +485,10 @@ typedef struct cli {
     int progress;         /* --progress */
     int prometheus;       /* --prometheus (stats) */
     const char *max_size; /* --max-size (gc) */
-    const char **args;    /* operands after the command (URLs) */
-    size_t nargs;         /* entries of args */
+    const char **headers; /* -H, in order (fetch) */
+    size_t nheaders;
+    const char **args; /* operands after the command (URLs) */
+    size_t nargs;      /* entries of args */
 } cli_t;
 
 /* Matches argv[*i] against an option with a value: "--name VALUE" and
@@ -527,6 +534,12 @@ static int cli_option(cli_t *c, int argc, char **argv, int *i)
         *flag = 1;
         return CLI_RUN;
     }
+    if (opt_value(argc, argv, i, "-H", &v) || opt_value(argc, argv, i, "--header", &v)) {
+        if (!v || !strchr(v, ':'))
+            return usage_error("-H needs 'Name: value'");
+        c->headers[c->nheaders++] = v;
+        return CLI_RUN;
+    }
     const char **slot = opt_value(argc, argv, i, "--socket", &v)     ? &c->socket
                         : opt_value(argc, argv, i, "--sha256", &v)   ? &c->sha256
                         : opt_value(argc, argv, i, "-o", &v)         ? &c->dest
@@ -545,6 +558,7 @@ static int cli_parse(int argc, char **argv, cli_t *c)
 {
     memset(c, 0, sizeof *c);
     c->args = xcalloc((size_t)argc, sizeof *c->args);
+    c->headers = xcalloc((size_t)argc, sizeof *c->headers);
     int only_operands = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -1385,8 +1399,10 @@ static int fetch_queue(const fetch_t *f, session_t *s, size_t i)
     proto_add(&w, "url", f->req[i].url);
     if (f->sha256[0])
         proto_add(&w, "sha256", f->sha256);
+    for (size_t h = 0; h < f->cli->nheaders; h++)
+        proto_add(&w, "header", f->cli->headers[h]);
     if (session_queue_line(s, &w) < 0)
-        return usage_error("URL too long once encoded: '%.60s...'", f->req[i].url);
+        return usage_error("URL (and headers) too long once encoded: '%.60s...'", f->req[i].url);
     return 0;
 }
 
@@ -1860,8 +1876,8 @@ static int cli_dispatch(const cli_t *c)
             return usage_error("%s takes one URL or SHA256", c->command);
         if (!commands[i].one_arg && c->nargs)
             return usage_error("%s takes no arguments ('%s')", c->command, c->args[0]);
-        if (c->sha256 || c->dest || c->progress)
-            return usage_error("--sha256, -o and --progress are options of fetch");
+        if (c->sha256 || c->dest || c->progress || c->nheaders)
+            return usage_error("--sha256, -o, -H and --progress are options of fetch");
         if (c->prometheus && !str_eq(c->command, "stats"))
             return usage_error("--prometheus is an option of stats");
         return commands[i].run(c);
@@ -1890,5 +1906,6 @@ int main(int argc, char **argv)
     if (rc == CLI_RUN)
         rc = cli_dispatch(&c);
     free(c.args);
+    free(c.headers);
     return finish_stdout(rc);
 }

@@ -252,6 +252,8 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value)
         return set_string(&cfg->tls_ciphers, value);
     if (strcmp(key, "tls_insecure_hosts") == 0)
         return set_optional(&cfg->tls_insecure_hosts, value);
+    if (strcmp(key, "secret_headers") == 0)
+        return set_optional(&cfg->secret_headers, value);
     if (strcmp(key, "log_level") == 0) {
         int lvl = log_level_parse(value);
         if (lvl < 0)
@@ -370,6 +372,7 @@ void config_print(const hubd_config_t *cfg, FILE *out)
     fprintf(out, "tls_ciphers = %s\n", cfg->tls_ciphers);
     fprintf(out, "tls_insecure_hosts = %s\n",
             cfg->tls_insecure_hosts ? cfg->tls_insecure_hosts : "");
+    fprintf(out, "secret_headers = %s\n", cfg->secret_headers ? cfg->secret_headers : "");
 }
 
 static int str_differs(const char *a, const char *b)
@@ -428,6 +431,8 @@ void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *n
         note_key(needs_restart, cap, "tls_ciphers");
     if (str_differs(cfg->tls_insecure_hosts, next->tls_insecure_hosts))
         note_key(needs_restart, cap, "tls_insecure_hosts");
+    if (str_differs(cfg->secret_headers, next->secret_headers))
+        note_key(needs_restart, cap, "secret_headers");
 }
 
 void config_free(hubd_config_t *cfg)
@@ -440,7 +445,8 @@ void config_free(hubd_config_t *cfg)
     free(cfg->tls_insecure_hosts);
     free(cfg->socket_group);
     free(cfg->admin_group);
-    cfg->socket_group = cfg->admin_group = NULL;
+    free(cfg->secret_headers);
+    cfg->socket_group = cfg->admin_group = cfg->secret_headers = NULL;
     cfg->socket_path = cfg->cache_dir = cfg->ca_file = cfg->ca_path = NULL;
     cfg->tls_ciphers = cfg->tls_insecure_hosts = NULL;
 }

@@ -34,6 +34,7 @@ typedef struct hubd_config {
     char *ca_path;                  /* folder of PEM CA certificates, or NULL */
     char *tls_ciphers;              /* AEADs offered, fastest first (malloc'd) */
     char *tls_insecure_hosts;       /* hosts whose certificates are not checked, or NULL */
+    char *secret_headers;           /* more request header names that are credentials, or NULL */
 } hubd_config_t;
 
 /* Fills defaults; socket_path and cache_dir follow the environment

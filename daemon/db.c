@@ -12,11 +12,12 @@
 #define DB_SCHEMA_VERSION 2
 
 struct db {
-    sqlite3 *rd;              /* loop thread only */
-    sqlite3 *wr;              /* pool threads only (serialized mode) */
-    sqlite3_stmt *find_entry; /* on rd */
-    sqlite3_stmt *find_blob;  /* on rd */
-    sqlite3_stmt *find_part;  /* on rd */
+    sqlite3 *rd;                 /* loop thread only */
+    sqlite3 *wr;                 /* pool threads only (serialized mode) */
+    sqlite3_stmt *find_entry;    /* on rd */
+    sqlite3_stmt *find_blob;     /* on rd */
+    sqlite3_stmt *find_part;     /* on rd */
+    sqlite3_stmt *find_blob_for; /* on rd */
 };
 
 /* Version 1. entries are keyed by (url, cred_tag) so that a response fetched
@@ -144,7 +145,11 @@ int db_open(const char *path, db_t **out)
         sqlite3_prepare_v2(db->rd,
                            "SELECT id, etag, last_modified, total, durable FROM partials"
                            " WHERE url = ?1 AND cred_tag = ?2",
-                           -1, &db->find_part, NULL) != SQLITE_OK) {
+                           -1, &db->find_part, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db->rd,
+                           "SELECT b.size FROM blobs b WHERE b.sha256 = ?1 AND EXISTS (SELECT 1"
+                           " FROM entries e WHERE e.sha256 = b.sha256 AND e.cred_tag IN ('', ?2))",
+                           -1, &db->find_blob_for, NULL) != SQLITE_OK) {
         rc = sq_err(db->rd, "prepare");
         goto fail;
     }
@@ -162,6 +167,7 @@ void db_close(db_t *db)
     sqlite3_finalize(db->find_entry);
     sqlite3_finalize(db->find_blob);
     sqlite3_finalize(db->find_part);
+    sqlite3_finalize(db->find_blob_for);
     sqlite3_close(db->rd);
     sqlite3_close(db->wr);
     free(db);
@@ -191,6 +197,21 @@ int db_find_blob(db_t *db, const char *sha256, uint64_t *size_out)
 {
     sqlite3_stmt *st = db->find_blob;
     sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
+    int rc = -ENOENT;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *size_out = (uint64_t)sqlite3_column_int64(st, 0);
+        rc = 0;
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc;
+}
+
+int db_find_blob_for(db_t *db, const char *sha256, const char *cred_tag, uint64_t *size_out)
+{
+    sqlite3_stmt *st = db->find_blob_for;
+    sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, cred_tag, -1, SQLITE_STATIC);
     int rc = -ENOENT;
     if (sqlite3_step(st) == SQLITE_ROW) {
         *size_out = (uint64_t)sqlite3_column_int64(st, 0);

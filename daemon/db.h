@@ -50,6 +50,10 @@ int db_find_entry(db_t *db, const char *url, const char *cred_tag, char sha_out[
                   uint64_t *size_out);
 /* Loop thread. 0 and the blob's size, or -ENOENT. */
 int db_find_blob(db_t *db, const char *sha256, uint64_t *size_out);
+/* Loop thread. Like db_find_blob, but only a blob that some entry without
+ * credentials, or with these (cred_tag), names: a digest alone must not
+ * open a gated file to whoever knows it. */
+int db_find_blob_for(db_t *db, const char *sha256, const char *cred_tag, uint64_t *size_out);
 /* Loop thread. Calls fn for each entry, most recently accessed first. */
 int db_list(db_t *db, void (*fn)(void *arg, const db_entry_t *e), void *arg);
 

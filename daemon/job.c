@@ -87,6 +87,7 @@ struct jobs {
     uint64_t next_id;
     unsigned live; /* jobs and hits not yet freed */
     jobs_stats_t stats;
+    cred_secret_t secret; /* keys credential tags */
     int shutting_down;
     int http_closing;    /* http_client_close called: js goes in its callback */
     int shutdown_called; /* jobs_shutdown called: js may go once live is 0 */
@@ -124,6 +125,7 @@ struct job {
     uv_timer_t retry_timer;  /* backoff before the next attempt */
     int handles_open;        /* timers not yet closed */
     char expected[65];       /* the creator's expected digest, "" if none */
+    char cred_tag[65];       /* its credentials' tag: entries and partials are keyed by it */
     http_req_t *req;         /* in flight, or NULL */
     job_waiter_t *waiters;   /* doubly linked */
     unsigned nwaiters;
@@ -192,6 +194,7 @@ struct job_hit {
     job_waiter_t *w; /* NULL once the waiter left */
     char *url;       /* canonical */
     char sha[65];
+    char cred_tag[65];
     uint64_t size;
     int by_entry; /* found through the URL's entry (touch it too) */
     int fd;
@@ -467,7 +470,7 @@ static void sync_work(uv_work_t *req)
     /* A job that failed meanwhile may already have a successor for its
      * URL: its row must not push the successor's aside. */
     if (!atomic_load(&job->failed) &&
-        db_save_partial(job->js->db, job->part_id, job->key, "", &job->ckpt) == 0)
+        db_save_partial(job->js->db, job->part_id, job->key, job->cred_tag, &job->ckpt) == 0)
         job->ckpt_done = job->ckpt.durable;
 }
 
@@ -545,7 +548,7 @@ static void commit_work(uv_work_t *req)
     if (!rc) {
         db_record_t rec = {
             .url = job->key,
-            .cred_tag = "",
+            .cred_tag = job->cred_tag,
             .sha256 = job->digest,
             .size = job->received,
             .etag = job->etag,
@@ -583,7 +586,7 @@ static void park_work(uv_work_t *req)
                           .last_modified = job->last_modified,
                           .total = job->total,
                           .durable = job->written};
-        if (db_save_partial(js->db, job->part_id, job->key, "", &p) == 0)
+        if (db_save_partial(js->db, job->part_id, job->key, job->cred_tag, &p) == 0)
             job->durable = job->written;
     }
     close(job->fd);
@@ -1298,7 +1301,7 @@ static void job_adopt_partial(job_t *job)
 {
     jobs_t *js = job->js;
     db_partial_t p;
-    if (db_find_partial(js->db, job->key, "", &p) != 0)
+    if (db_find_partial(js->db, job->key, job->cred_tag, &p) != 0)
         return;
     if (p.durable == 0 || part_in_use(js, p.id)) { /* a failed job is still removing it */
         db_partial_free(&p);
@@ -1391,13 +1394,16 @@ static void jobs_start_queued(jobs_t *js)
     js->starting_queued = 0;
 }
 
-static job_t *job_find(jobs_t *js, const char *key, const char *sha)
+/* A running job for the same URL or expected digest, and the same
+ * credentials: a request without them must never share a gated download. */
+static job_t *job_find(jobs_t *js, const char *key, const char *sha, const char *cred_tag)
 {
     job_t *lists[2] = {js->active, js->queue_head};
     for (int i = 0; i < 2; i++)
         for (job_t *j = lists[i]; j; j = j->next)
-            if (strcmp(j->key, key) == 0 ||
-                (sha && j->expected[0] && strcmp(j->expected, sha) == 0))
+            if (strcmp(j->cred_tag, cred_tag) == 0 &&
+                (strcmp(j->key, key) == 0 ||
+                 (sha && j->expected[0] && strcmp(j->expected, sha) == 0)))
                 return j;
     return NULL;
 }
@@ -1406,9 +1412,11 @@ static job_t *job_find(jobs_t *js, const char *key, const char *sha)
  * queues a new job. Takes u. Returns 0, or -ENOMEM with no callback made. */
 static int start_download(jobs_t *js, url_t *u, job_waiter_t *w)
 {
-    job_t *job = job_find(js, u->canonical, w->expected[0] ? w->expected : NULL);
+    job_t *job = job_find(js, u->canonical, w->expected[0] ? w->expected : NULL, w->cred_tag);
     if (job) {
         url_free(u);
+        free(w->cred_block); /* the job has the same credentials already */
+        w->cred_block = NULL;
         js->stats.attached++;
         w->kind = FETCH_ATTACHED;
         waiter_link(job, w);
@@ -1432,6 +1440,9 @@ static int start_download(jobs_t *js, url_t *u, job_waiter_t *w)
     }
     snprintf(job->host_key, hl, "%s:%u", u->host, u->port);
     memcpy(job->expected, w->expected, sizeof job->expected);
+    memcpy(job->cred_tag, w->cred_tag, sizeof job->cred_tag);
+    job->cred_headers = w->cred_block; /* the job sends them to the first origin */
+    w->cred_block = NULL;
     job->fd = -1;
     job->ro_fd = -1;
     job->total = -1;
@@ -1477,7 +1488,7 @@ static void hit_work(uv_work_t *req)
     jobs_t *js = hit->js;
     hit->rc = store_open_blob(js->store, hit->sha, hit->size, &hit->fd);
     if (!hit->rc)
-        db_touch(js->db, hit->sha, hit->by_entry ? hit->url : NULL, "");
+        db_touch(js->db, hit->sha, hit->by_entry ? hit->url : NULL, hit->cred_tag);
 }
 
 static void after_hit(uv_work_t *req, int status)
@@ -1512,6 +1523,10 @@ static void after_hit(uv_work_t *req, int status)
             w->on_finish(w, &res);
         }
     }
+    if (w && !w->job) { /* served (or failed) without a job: the headers are done with */
+        free(w->cred_block);
+        w->cred_block = NULL;
+    }
     if (hit->rc == 0)
         close(hit->fd);
     free(hit->url);
@@ -1521,8 +1536,13 @@ static void after_hit(uv_work_t *req, int status)
 
 /* ---- public -------------------------------------------------------------- */
 
-int jobs_fetch(jobs_t *js, const char *url, const char *sha256, job_waiter_t *w, const char **code,
-               const char **msg)
+void jobs_set_secret(jobs_t *js, const cred_secret_t *secret)
+{
+    js->secret = *secret;
+}
+
+int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *const *headers,
+               size_t nheaders, job_waiter_t *w, const char **code, const char **msg)
 {
     url_t u;
     const char *why = NULL;
@@ -1540,16 +1560,25 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, job_waiter_t *w,
     }
     if (sha256)
         snprintf(w->expected, sizeof w->expected, "%s", sha256);
+    rc = cred_build(&js->secret, headers, nheaders, js->cfg->secret_headers, &w->cred_block,
+                    w->cred_tag, &why);
+    if (rc) {
+        url_free(&u);
+        *code = rc == -EINVAL ? "bad_request" : "internal";
+        *msg = rc == -EINVAL ? why : "cannot build the request headers";
+        return -EINVAL;
+    }
 
-    /* A blob with the expected digest, whatever its URL; else this URL's
-     * entry. Both are confirmed by opening the file in the pool. */
+    /* A blob with the expected digest, whatever its URL, that the
+     * request's credentials (or none) got; else this URL's entry for those
+     * credentials. Both are confirmed by opening the file in the pool. */
     char sha[65];
     uint64_t size = 0;
     int by_entry = 0;
-    int found = sha256 && db_find_blob(js->db, sha256, &size) == 0;
+    int found = sha256 && db_find_blob_for(js->db, sha256, w->cred_tag, &size) == 0;
     if (found) {
         memcpy(sha, w->expected, sizeof sha);
-    } else if (db_find_entry(js->db, u.canonical, "", sha, &size) == 0 &&
+    } else if (db_find_entry(js->db, u.canonical, w->cred_tag, sha, &size) == 0 &&
                (!sha256 || strcmp(sha, sha256) == 0)) {
         found = by_entry = 1;
     }
@@ -1561,6 +1590,8 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, job_waiter_t *w,
     if (!hit) { /* a miss (or no memory to serve the hit: download instead) */
         if (start_download(js, &u, w) == 0)
             return 0;
+        free(w->cred_block);
+        w->cred_block = NULL;
         *code = "internal";
         *msg = "out of memory";
         return -ENOMEM;
@@ -1569,6 +1600,7 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, job_waiter_t *w,
     hit->js = js;
     hit->w = w;
     memcpy(hit->sha, sha, sizeof sha);
+    memcpy(hit->cred_tag, w->cred_tag, sizeof hit->cred_tag);
     hit->size = size;
     hit->by_entry = by_entry;
     hit->fd = -1;
@@ -1581,6 +1613,8 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, job_waiter_t *w,
 
 void jobs_cancel(job_waiter_t *w)
 {
+    free(w->cred_block);
+    w->cred_block = NULL;
     if (w->hit) {
         w->hit->w = NULL;
         w->hit = NULL;

@@ -18,6 +18,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "cred.h"
 #include "db.h"
 #include "store.h"
 #include "tls.h"
@@ -49,6 +50,8 @@ struct job_waiter {
     job_hit_t *hit;    /* the cache look-up in flight, or NULL */
     fetch_kind_t kind; /* what on_start said */
     char expected[65]; /* this waiter's expected digest, "" if none */
+    char cred_tag[65]; /* its credential tag, "" without secret headers */
+    char *cred_block;  /* its header lines, until a new job takes them */
     job_waiter_t *next, *prev;
 };
 
@@ -81,11 +84,16 @@ typedef struct job_info {
 int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db, tls_ctx_t *tls,
              jobs_t **out);
 
-/* Starts a fetch. sha256 is NULL or 64 lowercase hex digits. Returns 0, or
- * -EINVAL (bad URL, unsupported scheme, stopping) or -ENOMEM with *code and
- * *msg set, and then no callback comes. */
-int jobs_fetch(jobs_t *js, const char *url, const char *sha256, job_waiter_t *w, const char **code,
-               const char **msg);
+/* Starts a fetch. sha256 is NULL or 64 lowercase hex digits; headers are
+ * the client's "Name: value" request headers (cred.h checks them). A fetch
+ * with credentials shares jobs and entries only with the same credentials.
+ * Returns 0, or -EINVAL (bad URL or header, unsupported scheme, stopping)
+ * or -ENOMEM with *code and *msg set, and then no callback comes. */
+int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *const *headers,
+               size_t nheaders, job_waiter_t *w, const char **code, const char **msg);
+
+/* Start-up: the per-cache secret of credential tags. */
+void jobs_set_secret(jobs_t *js, const cred_secret_t *secret);
 
 /* The waiter leaves (its client went away): no more callbacks for it. The
  * job keeps running for the others, and for the cache. */

@@ -249,6 +249,15 @@ int main(int argc, char **argv)
     if ((rc = jobs_new(d.loop, &d.cfg, d.store, d.db, d.tls, &d.jobs)))
         goto out;
     jobs_set_first_id(d.jobs, rep.max_partial_id);
+    cred_secret_t secret;
+    if ((rc = cred_secret_load(d.cfg.cache_dir, &secret))) {
+        log_err("the cache's secret (%s/secret, 32 bytes, mode 0600): %s", d.cfg.cache_dir,
+                strerror(-rc));
+        jobs_shutdown(d.jobs, NULL, NULL);
+        uv_run(d.loop, UV_RUN_DEFAULT);
+        goto out;
+    }
+    jobs_set_secret(d.jobs, &secret);
     /* Signals are caught before the socket exists: a SIGTERM sent as soon as
      * the socket answers must find its handler (not the default action).
      * They run only once uv_run does, when d.server is set. */

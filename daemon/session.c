@@ -401,11 +401,16 @@ static void do_fetch(session_t *s, const proto_msg_t *m)
         send_err(s, id, "bad_request", "FETCH needs url=");
         return;
     }
-    if (proto_get(m, "header")) {
-        /* Credentials need per-credential cache entries (a later issue):
-         * refusing is safer than fetching without what the client sent. */
-        send_err(s, id, "bad_request", "request headers (header=) are not supported by this hubd");
-        return;
+    const char *headers[CRED_MAX_HEADERS + 1];
+    size_t nheaders = 0;
+    for (size_t i = 0; i < m->nfields; i++) {
+        if (strcmp(m->fields[i].key, "header") != 0)
+            continue;
+        if (nheaders == CRED_MAX_HEADERS) {
+            send_err(s, id, "bad_request", "at most 16 headers");
+            return;
+        }
+        headers[nheaders++] = m->fields[i].value;
     }
     char sha_lc[65];
     if (sha) {
@@ -432,7 +437,7 @@ static void do_fetch(session_t *s, const proto_msg_t *m)
         s->fetches->prev = f;
     s->fetches = f;
     const char *code, *msg;
-    if (jobs_fetch(s->srv->jobs, url, sha ? sha_lc : NULL, &f->w, &code, &msg)) {
+    if (jobs_fetch(s->srv->jobs, url, sha ? sha_lc : NULL, headers, nheaders, &f->w, &code, &msg)) {
         fetch_unlink(f);
         free(f);
         send_err(s, id, code, msg);

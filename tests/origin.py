@@ -109,6 +109,12 @@ answered normally (they have no body to cut, reset or stall).
               request that starts past N, or a body that stops at or before
               N (cut, truncate, end of file), does not stall. On /chunked the
               stall may fall inside a chunk (its size line already sent).
+  require_auth=H
+              (any path) answer 401 unless the request carries
+              "Authorization: Bearer T" where H is the start (8 or more hex
+              digits) of T's SHA-256, so the token itself is not in the URL. Every counted request's
+              Authorization header ("" when absent) is listed per path in
+              /stats "auth", so tests can see what reached which origin.
   etag=per_request
               (/files, /chunked) every such request gets a new version of
               the validators: ETag '"<size>-<mtime_ns>-<v>"' (all in hex) and
@@ -139,6 +145,7 @@ that resumed an earlier session (by ticket or session id).
 import argparse
 import email.utils
 import fcntl
+import hashlib
 import json
 import os
 import signal
@@ -186,6 +193,7 @@ class Stats:
         self._bytes = {}
         self._ranges = {}
         self._range_starts = {}
+        self._auth = {}
         self._versions = {}  # etag=per_request; never zeroed (see the docstring)
         self._connections = 0
         self._generation = 0  # bumped by reset(), so connections count anew
@@ -193,7 +201,7 @@ class Stats:
         self._resumed = 0
         self.tls = False
 
-    def count_request(self, key, conn, range_header=None):
+    def count_request(self, key, conn, range_header=None, auth=None):
         """Counts a request, and its connection if that is new to us.
 
         conn is the handler: one per TCP connection, however many requests
@@ -207,6 +215,7 @@ class Stats:
         with self._lock:
             ordinal = self._requests.get(key, 0) + 1
             self._requests[key] = ordinal
+            self._auth.setdefault(key, []).append(auth or "")
             if range_header is not None:
                 self._ranges[key] = self._ranges.get(key, 0) + 1
                 self._range_starts.setdefault(key, []).append(range_start(range_header))
@@ -237,6 +246,7 @@ class Stats:
             self._bytes.clear()
             self._ranges.clear()
             self._range_starts.clear()
+            self._auth.clear()
             self._connections = 0
             self._generation += 1
             self._handshakes = 0
@@ -255,6 +265,7 @@ class Stats:
                 "resumed": self._resumed,
                 "ranges": dict(self._ranges),
                 "range_starts": {k: list(v) for k, v in self._range_starts.items()},
+                "auth": {k: list(v) for k, v in self._auth.items()},
             }
 
 
@@ -416,12 +427,18 @@ class Handler(BaseHTTPRequestHandler):
         self.raw_query = url.query
         self.ordinal = 0  # this request's number for its path (see the docstring)
         if self.key not in UNCOUNTED:
-            self.ordinal = self.server.stats.count_request(self.key, self, self.headers.get("Range"))
+            self.ordinal = self.server.stats.count_request(self.key, self, self.headers.get("Range"),
+                                                           self.headers.get("Authorization"))
         self.discard_request_body()
         try:
             delay = int_option(self.query, "delay_ms")
             if delay:
                 time.sleep(delay / 1000.0)
+            want = self.query.get("require_auth")
+            got = self.headers.get("Authorization", "")
+            if want and not (got.startswith("Bearer ") and len(want[-1]) >= 8 and hashlib.sha256(
+                    got[7:].encode()).hexdigest().startswith(want[-1])):
+                return self.send_text(401, "unauthorized\n", {"WWW-Authenticate": "Bearer"})
             self.route(url.path)
         except GONE:
             self.close_connection = True

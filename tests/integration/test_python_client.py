@@ -143,17 +143,21 @@ class PythonClientTest(IsolatedEnv, HubTestCase):
         self.assertIn(url, str(cm.exception))
         self.assertIn("404", cm.exception.msg)
 
-    def test_headers_are_refused_as_bad_request(self):
-        self.make_file("hd.bin", 1000)
-        try:
-            path = hubd.fetch(self.origin.url("/files/hd.bin"),
-                              headers={"Authorization": "Bearer secret token"}, progress=False)
-        except hubd.HubdError as e:
-            self.assertEqual(e.code, "bad_request", str(e))
-            self.assertIn("header", e.msg.lower())
-        else:
-            self.fail("hubd ignored the header= fields and fetched %s without them" % path)
-        self.assertEqual(self.origin.requests_for("/files/hd.bin"), 0)
+    def test_headers_reach_the_origin(self):
+        digest = self.make_file("hd.bin", 1000)
+        url = self.origin.url("/files/hd.bin?require_auth=%s"
+                              % hashlib.sha256(b"tok").hexdigest()[:16])
+        path = hubd.fetch(url, headers={"Authorization": "Bearer tok"}, progress=False)
+        self.assertEqual(os.path.basename(path), digest)
+        self.assertEqual(self.origin.stats()["auth"]["/files/hd.bin"], ["Bearer tok"])
+        # Without the token the cached entry is not for this request.
+        with self.assertRaises(hubd.HubdError) as cm:
+            hubd.fetch(url, progress=False)
+        self.assertEqual(cm.exception.code, "http_401")
+        # A header that is hubd's to send is refused by the daemon.
+        with self.assertRaises(hubd.HubdError) as cm:
+            hubd.fetch(url, headers={"Range": "bytes=0-"}, progress=False)
+        self.assertEqual(cm.exception.code, "bad_request")
 
     def test_malformed_requests_refused_before_sending(self):
         url = self.origin.url("/files/x")

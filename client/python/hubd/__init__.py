@@ -423,7 +423,9 @@ def _fetch_line(url, sha256, headers):
             # name that is a plain token.
             if (not name or any(c in name for c in ":\r\n\0 \t")
                     or any(c in value for c in "\r\n\0")):
-                raise HubdError("bad_request", "malformed header %r: %r" % (name, value), url)
+                # The value may be a token: never in a message.
+                raise HubdError("bad_request", "malformed header %r (name or value)" % (name,),
+                                url)
             fields.append(("header", "%s: %s" % (name, value)))
         if len(fields) > FIELDS_MAX:
             raise HubdError("bad_request", "too many headers (at most %d fit on a line)"
@@ -521,8 +523,11 @@ def fetch(url, sha256=None, headers=None, progress=True):
     it). ``sha256``: the expected digest, 64 hex digits; a blob with it in the
     cache is a hit whatever the URL, a download with another digest raises
     ``HubdError`` code ``hash_mismatch``. ``headers``: a dict of extra request
-    headers, sent as repeated ``header=Name: value`` fields (the daemon does
-    not support them yet and answers ``bad_request``). ``progress``: draw a
+    headers (a token for a gated file), sent as repeated ``header=Name:
+    value`` fields: they go to the first origin only, and a file fetched with
+    Authorization or Cookie is served only to requests with the same ones
+    (the daemon refuses headers that are its own to send, such as Host or
+    Range, with ``bad_request``). ``progress``: draw a
     progress bar on stderr (see the module doc). Raises :class:`HubdError`.
     """
     done = _fetch(url, sha256, headers, progress)

@@ -1,0 +1,39 @@
+/* cred: request headers from clients, and the credential tag of a fetch.
+ *
+ * A client may send request headers with a FETCH (a token for a gated
+ * model). They are checked here (names are tokens; no CR, LF or NUL; no
+ * header that is hubd's to set: Host, Content-Length, Transfer-Encoding,
+ * Connection, Range and the like; bounded count and size), then go to the
+ * first origin only (job.c drops them on a redirect to another origin).
+ * Secret ones (Authorization, Proxy-Authorization, Cookie, and what the
+ * config names) make the fetch's credential tag: HMAC-SHA256 under a
+ * per-cache secret of their names and values. An entry fetched with
+ * credentials is served only to requests with the same tag; the secret
+ * values themselves are never stored, logged or echoed. */
+#ifndef HUBD_CRED_H
+#define HUBD_CRED_H
+
+#include <stddef.h>
+
+#define CRED_MAX_HEADERS 16
+#define CRED_MAX_HEADER_LEN 4096 /* one "Name: value" */
+#define CRED_MAX_TOTAL 8192      /* all of them */
+
+typedef struct cred_secret {
+    unsigned char key[32];
+} cred_secret_t;
+
+/* Start-up: reads <cache_dir>/secret, creating it (0600, from getrandom)
+ * the first time. A secret of another size or mode is an error. */
+int cred_secret_load(const char *cache_dir, cred_secret_t *out);
+
+/* Checks the headers ("Name: value" each) and builds the lines to send
+ * ("Name: value\r\n"..., malloc'd into *block, NULL when there are none)
+ * and the tag ("" without secret headers, else 64 hex digits). secret_names
+ * is the config's comma-separated list of extra secret header names (may
+ * be NULL). On a bad header returns -EINVAL with why (which never quotes a
+ * value). */
+int cred_build(const cred_secret_t *secret, const char *const *headers, size_t n,
+               const char *secret_names, char **block, char tag[65], const char **why);
+
+#endif

@@ -1,0 +1,190 @@
+"""Security: credentials never leak and never cross users, headers are
+checked, hostile clients do not hurt others."""
+
+import hashlib
+import json
+import os
+import random
+import socket
+import subprocess
+import time
+import unittest
+
+from harness import Hubd, HubTestCase, Origin, wait_for
+
+TOKEN = "tok-7f3a9c1e5b2d4068a1c3e5f7091b2d4f"  # unique: searched for byte by byte
+
+
+def needs(token):
+    """The origin's require_auth value for a token (not the token itself)."""
+    return hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
+def all_bytes_under(root):
+    """(path, content) of every regular file below root."""
+    for d, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(d, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                with open(path, "rb") as f:
+                    yield path, f.read()
+
+
+class CredentialTest(HubTestCase):
+    def gated(self, name, size=3000, seed=1):
+        digest = self.make_file(name, size, seed=seed)
+        return self.origin.url("/files/%s?require_auth=%s" % (name, needs(TOKEN))), digest
+
+    def fetch(self, *args):
+        r = self.hubctl("fetch", "--json", *args)
+        return r, (json.loads(r.out) if r.out.strip() else None)
+
+    def test_token_is_never_stored_or_logged(self):
+        url, digest = self.gated("g.bin")
+        r, res = self.fetch("-H", "Authorization: Bearer " + TOKEN, url)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(res["sha256"], digest)
+        for args in (["status", "--json"], ["ls", "--json"], ["stats", "--json"]):
+            self.assertNotIn(TOKEN, self.hubctl(*args).out)
+        # A failing fetch with the token: not in the error either.
+        r, res = self.fetch("-H", "Authorization: Bearer " + TOKEN,
+                            self.origin.url("/status/403"))
+        self.assertEqual(r.rc, 1)
+        self.assertNotIn(TOKEN, r.out + r.err)
+        self.assertEqual(self.hubd.stop(), 0)
+        for path, data in all_bytes_under(self.hubd.workdir):  # cache, db, WAL, secret, log
+            self.assertNotIn(TOKEN.encode(), data, path)
+        secret = os.path.join(self.hubd.cache, "secret")
+        self.assertEqual(os.stat(secret).st_mode & 0o777, 0o600)
+        self.assertEqual(os.path.getsize(secret), 32)
+        self.hubd.start()
+
+    def test_entries_are_per_credential(self):
+        url, digest = self.gated("g.bin")
+        auth = "Authorization: Bearer " + TOKEN
+        r, res = self.fetch("-H", auth, url)
+        self.assertEqual((r.rc, res["source"]), (0, "download"), r)
+        # The same token again: a hit. Spelled differently, still the same.
+        r, res = self.fetch("-H", auth, url)
+        self.assertEqual(res["source"], "hit")
+        r, res = self.fetch("-H", "authorization:   Bearer " + TOKEN, url)
+        self.assertEqual(res["source"], "hit")
+        # No token, or another one: not A's entry; the origin is asked and says no.
+        r, res = self.fetch(url)
+        self.assertEqual(r.rc, 1, r)
+        self.assertEqual(res["code"], "http_401")
+        r, res = self.fetch("-H", "Authorization: Bearer other", url)
+        self.assertEqual(res["code"], "http_401")
+        # Nor by digest: knowing a gated file's sha256 opens nothing.
+        r, res = self.fetch("--sha256", digest, self.origin.url("/files/g.bin?require_auth=x"))
+        self.assertEqual(res["code"], "http_401", r)
+        self.assertEqual(self.origin.stats()["auth"]["/files/g.bin"],
+                         ["Bearer " + TOKEN, "", "Bearer other", ""])
+        # A file fetched without credentials is shared with everyone.
+        pub = self.make_file("p.bin", 2000, seed=2)
+        self.fetch(self.origin.url("/files/p.bin"))
+        r, res = self.fetch("-H", auth, self.origin.url("/files/p.bin"))
+        self.assertEqual(res["source"], "download")  # a credentialed request is its own entry
+        r, res = self.fetch("--sha256", pub, "-H", "Authorization: Bearer x",
+                            self.origin.url("/files/elsewhere"))
+        self.assertEqual((res["source"], res["sha256"]), ("hit", pub))  # public bytes by digest
+
+    def test_concurrent_requests_share_only_with_the_same_credentials(self):
+        url, digest = self.gated("slow.bin", 2 << 20)
+        url += "&bps=%d" % (4 << 20)
+        a = self.hubctl_bg("fetch", "--json", "-H", "Authorization: Bearer " + TOKEN, url)
+        wait_for(lambda: self.origin.requests_for("/files/slow.bin") == 1, what="the download")
+        b = self.hubctl_bg("fetch", "--json", url)  # no token: must not attach
+        out_b, _ = b.communicate(timeout=30)
+        out_a, _ = a.communicate(timeout=30)
+        self.assertEqual(json.loads(out_a)["sha256"], digest)
+        self.assertEqual(json.loads(out_b)["code"], "http_401")
+
+    def test_credentials_go_to_the_first_origin_only(self):
+        other = Origin(self.root, name=".port2")
+        self.addCleanup(other.stop)
+        self.make_file("r.bin", 1000)
+        auth = "Authorization: Bearer " + TOKEN
+        # Same origin: the header follows the redirect.
+        r = self.hubctl("fetch", "-H", auth, self.origin.url("/redirect/1/files/r.bin"))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.origin.stats()["auth"]["/files/r.bin"], ["Bearer " + TOKEN])
+        # Another port: it does not.
+        target = other.url("/files/r.bin")
+        r = self.hubctl("fetch", "-H", auth, "-H", "Cookie: session=" + TOKEN,
+                        self.origin.url("/redirect-to?url=" + target))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(other.stats()["auth"]["/files/r.bin"], [""])
+
+    def test_bad_headers_are_refused_and_the_session_goes_on(self):
+        self.make_file("h.bin", 1000)
+        url = self.origin.url("/files/h.bin")
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(self.hubd.socket)
+        f = s.makefile("rwb")
+        bad = ["Host: evil", "Content-Length: 5", "Transfer-Encoding: chunked", "Connection: close",
+               "Range: bytes=0-", "X-A: 1%0D%0AX-Injected: 2", "X-A: 1%0AX-B: 2",
+               "Bad Name: v", "NoColon", ":empty-name", "X-Long: " + "a" * 5000]
+        for i, h in enumerate(bad):
+            f.write(b"FETCH id=%d url=%s header=%s\n" % (i, url.encode(),
+                                                        h.replace(" ", "%20").encode()))
+        f.write(b"FETCH id=ok url=%s header=X-Trace:%%20fine\n" % url.encode())
+        f.flush()
+        got = {}
+        while "ok" not in got or got["ok"].startswith("QUEUED") or got["ok"].startswith("PROGRESS"):
+            line = f.readline().decode()
+            self.assertTrue(line, "the session was closed")
+            fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+            got[fields.get("id")] = line
+        s.close()
+        for i in range(len(bad)):
+            self.assertIn("code=bad_request", got[str(i)], bad[i])
+        self.assertTrue(got["ok"].startswith("DONE"), got["ok"])
+        self.assertEqual(self.origin.requests_for("/files/h.bin"), 1)
+
+
+class HostileClientTest(HubTestCase):
+    def test_random_protocol_lines_leave_the_daemon_serving(self):
+        rnd = random.Random(10000)
+        verbs = [b"FETCH", b"STATUS", b"STATS", b"LIST", b"HELLO", b"RM", b"GC", b"PIN", b"X"]
+        keys = [b"id", b"url", b"sha256", b"header", b"target", b"proto", b"max_size", b"zz"]
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(self.hubd.socket)
+        s.setblocking(False)
+        sent = 0
+        out = bytearray()
+        for i in range(10000):
+            kind = rnd.random()
+            if kind < 0.3:  # random bytes, newline-ended
+                line = bytes(rnd.randrange(1, 256) for _ in range(rnd.randrange(0, 80)))
+                line = line.replace(b"\n", b"") + b"\n"
+            else:
+                fields = [rnd.choice(keys) + b"=" + bytes(rnd.choice(b"abc%0A%00:/ =")
+                                                         for _ in range(rnd.randrange(0, 30)))
+                          for _ in range(rnd.randrange(0, 6))]
+                line = b" ".join([rnd.choice(verbs)] + fields) + b"\n"
+            # Keep fetches off the network: no real URL is ever formed.
+            out += line.replace(b"http", b"hxxp")
+            sent += 1
+            while out:
+                try:
+                    n = s.send(out)
+                    del out[:n]
+                except BlockingIOError:
+                    try:
+                        while s.recv(65536):  # drain replies so neither side blocks
+                            pass
+                    except BlockingIOError:
+                        pass
+                    except ConnectionError:
+                        break
+        s.close()
+        # Whatever that session got, hubd serves the next client.
+        self.make_file("ok.bin", 1000)
+        r = self.hubctl("fetch", self.origin.url("/files/ok.bin"))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.stats()["misses"], 1)  # no random line reached an origin
+
+
+if __name__ == "__main__":
+    unittest.main()
