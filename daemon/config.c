@@ -1,6 +1,7 @@
 /* config: defaults, INI file (libinih), and key=value setters. */
 #include "config.h"
 #include "log.h"
+#include "netpolicy.h"
 
 #include <errno.h>
 #include <ini.h>
@@ -69,12 +70,16 @@ int config_defaults(hubd_config_t *cfg)
     cfg->socket_mode = 0660;
     cfg->max_cache_size = 0;
     cfg->admin_group = strdup("hubd-admin");
+    /* Link-local (where cloud metadata services answer: 169.254.169.254,
+     * fd00:ec2::254, Alibaba's 100.100.100.200) and "this network". */
+    cfg->deny_networks = strdup(DEFAULT_DENY_NETWORKS);
     cfg->socket_path = default_socket();
     cfg->cache_dir = default_cache_dir();
     /* Measured on the project machine (bench/tls_cipher_speed.c): mbedTLS
      * 2.28 decrypts ChaCha20-Poly1305 faster than AES-GCM here. */
     cfg->tls_ciphers = strdup("chacha20-poly1305,aes-128-gcm,aes-256-gcm");
-    if (!cfg->socket_path || !cfg->cache_dir || !cfg->tls_ciphers || !cfg->admin_group)
+    if (!cfg->socket_path || !cfg->cache_dir || !cfg->tls_ciphers || !cfg->admin_group ||
+        !cfg->deny_networks)
         return -ENOMEM;
     return 0;
 }
@@ -254,6 +259,15 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value)
         return set_optional(&cfg->tls_insecure_hosts, value);
     if (strcmp(key, "secret_headers") == 0)
         return set_optional(&cfg->secret_headers, value);
+    if (strcmp(key, "deny_networks") == 0 || strcmp(key, "allow_networks") == 0) {
+        if (netpolicy_check_networks(value))
+            return -EINVAL;
+        return set_optional(key[0] == 'd' ? &cfg->deny_networks : &cfg->allow_networks, value);
+    }
+    if (strcmp(key, "allow_hosts") == 0)
+        return set_optional(&cfg->allow_hosts, value);
+    if (strcmp(key, "deny_hosts") == 0)
+        return set_optional(&cfg->deny_hosts, value);
     if (strcmp(key, "log_level") == 0) {
         int lvl = log_level_parse(value);
         if (lvl < 0)
@@ -373,6 +387,10 @@ void config_print(const hubd_config_t *cfg, FILE *out)
     fprintf(out, "tls_insecure_hosts = %s\n",
             cfg->tls_insecure_hosts ? cfg->tls_insecure_hosts : "");
     fprintf(out, "secret_headers = %s\n", cfg->secret_headers ? cfg->secret_headers : "");
+    fprintf(out, "deny_networks = %s\n", cfg->deny_networks ? cfg->deny_networks : "");
+    fprintf(out, "allow_networks = %s\n", cfg->allow_networks ? cfg->allow_networks : "");
+    fprintf(out, "allow_hosts = %s\n", cfg->allow_hosts ? cfg->allow_hosts : "");
+    fprintf(out, "deny_hosts = %s\n", cfg->deny_hosts ? cfg->deny_hosts : "");
 }
 
 static int str_differs(const char *a, const char *b)
@@ -433,6 +451,14 @@ void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *n
         note_key(needs_restart, cap, "tls_insecure_hosts");
     if (str_differs(cfg->secret_headers, next->secret_headers))
         note_key(needs_restart, cap, "secret_headers");
+    if (str_differs(cfg->deny_networks, next->deny_networks))
+        note_key(needs_restart, cap, "deny_networks");
+    if (str_differs(cfg->allow_networks, next->allow_networks))
+        note_key(needs_restart, cap, "allow_networks");
+    if (str_differs(cfg->allow_hosts, next->allow_hosts))
+        note_key(needs_restart, cap, "allow_hosts");
+    if (str_differs(cfg->deny_hosts, next->deny_hosts))
+        note_key(needs_restart, cap, "deny_hosts");
 }
 
 void config_free(hubd_config_t *cfg)
@@ -446,7 +472,25 @@ void config_free(hubd_config_t *cfg)
     free(cfg->socket_group);
     free(cfg->admin_group);
     free(cfg->secret_headers);
+    free(cfg->deny_networks);
+    free(cfg->allow_networks);
+    free(cfg->allow_hosts);
+    free(cfg->deny_hosts);
     cfg->socket_group = cfg->admin_group = cfg->secret_headers = NULL;
+    cfg->deny_networks = cfg->allow_networks = cfg->allow_hosts = cfg->deny_hosts = NULL;
     cfg->socket_path = cfg->cache_dir = cfg->ca_file = cfg->ca_path = NULL;
     cfg->tls_ciphers = cfg->tls_insecure_hosts = NULL;
+}
+
+/* Fuzzing (tests/fuzz/fuzz_config.c): config_load_file's parse of text in
+ * memory, with the same per-key handler; errors name "<string>:LINE". */
+int config_load_string(hubd_config_t *cfg, const char *text, char *err, size_t errlen)
+{
+    char why[512] = "syntax error";
+    struct ini_ctx ctx = {cfg, why, sizeof why, 0};
+    int line = ini_parse_string(text, on_ini_key, &ctx);
+    if (line == 0)
+        return 0;
+    snprintf(err, errlen, "<string>:%d: %s", line, why);
+    return ctx.rc ? ctx.rc : -EINVAL;
 }

@@ -9,6 +9,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* What deny_networks is by default. */
+#define DEFAULT_DENY_NETWORKS                                                                      \
+    "169.254.0.0/16, fe80::/10, fd00:ec2::254/128, 100.100.100.200/32, 0.0.0.0/8, ::/128"
+
 typedef struct hubd_config {
     char *socket_path;       /* Unix socket to listen on (malloc'd) */
     unsigned socket_mode;    /* its permission bits (0660) */
@@ -35,6 +39,10 @@ typedef struct hubd_config {
     char *tls_ciphers;              /* AEADs offered, fastest first (malloc'd) */
     char *tls_insecure_hosts;       /* hosts whose certificates are not checked, or NULL */
     char *secret_headers;           /* more request header names that are credentials, or NULL */
+    char *deny_networks;            /* CIDRs never connected to (metadata, link-local), or NULL */
+    char *allow_networks;           /* exceptions to deny_networks, or NULL */
+    char *allow_hosts;              /* if set, the only hosts fetched from ("*.x" for subdomains) */
+    char *deny_hosts;               /* hosts never fetched from, or NULL */
 } hubd_config_t;
 
 /* Fills defaults; socket_path and cache_dir follow the environment
@@ -65,5 +73,8 @@ void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *n
                           size_t cap);
 
 void config_free(hubd_config_t *cfg);
+
+/* config_load_file on INI text in memory (for the fuzzer, tests/fuzz). */
+int config_load_string(hubd_config_t *cfg, const char *text, char *err, size_t errlen);
 
 #endif

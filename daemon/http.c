@@ -56,7 +56,8 @@ struct http_client {
     void (*close_cb)(void *);
     void *close_arg;
     llhttp_settings_t settings;
-    tls_ctx_t *tls; /* shared TLS configuration; not owned */
+    tls_ctx_t *tls;            /* shared TLS configuration; not owned */
+    const netpolicy_t *policy; /* NULL: no limits; not owned */
 };
 
 struct http_conn {
@@ -72,6 +73,8 @@ struct http_conn {
     int tcp_open;            /* tcp initialised and not yet closed */
     int pending;             /* close callbacks and DNS answers still to come */
     int last_err;            /* last connect error (libuv code) for the message */
+    int denied;              /* resolved addresses the network policy refused */
+    char denied_addr[64];    /* the first of them, for the message */
     llhttp_t parser;
     http_req_t *req;         /* the request this connection serves, or NULL */
     buf_t *rbuf;             /* buffer reads land in; one reference held */
@@ -1005,9 +1008,26 @@ static void on_connect(uv_connect_t *cr, int status)
 static void conn_try_next(http_conn_t *conn)
 {
     conn->ai_cur = conn->ai_cur ? conn->ai_cur->ai_next : conn->ai;
-    while (conn->ai_cur && conn->ai_cur->ai_family != AF_INET &&
-           conn->ai_cur->ai_family != AF_INET6)
+    /* Every address we would connect to is checked, after DNS: a name
+     * that resolves to a denied address is refused like the address. */
+    const netpolicy_t *policy = conn->client->policy;
+    while (conn->ai_cur &&
+           ((conn->ai_cur->ai_family != AF_INET && conn->ai_cur->ai_family != AF_INET6) ||
+            (policy && !netpolicy_addr_ok(policy, conn->ai_cur->ai_addr)))) {
+        if ((conn->ai_cur->ai_family == AF_INET || conn->ai_cur->ai_family == AF_INET6) &&
+            conn->denied++ == 0)
+            uv_ip_name(conn->ai_cur->ai_addr, conn->denied_addr, sizeof conn->denied_addr);
         conn->ai_cur = conn->ai_cur->ai_next;
+    }
+    if (!conn->ai_cur && conn->denied && !conn->last_err) {
+        char msg[400];
+        snprintf(msg, sizeof msg,
+                 "%s resolves only to addresses the network policy denies (%s): see "
+                 "deny_networks",
+                 conn->req ? conn->req->host : "the host", conn->denied_addr);
+        conn_fail(conn, "forbidden", msg);
+        return;
+    }
     if (!conn->ai_cur) {
         conn_fail_uv(conn, conn->last_err == UV_ETIMEDOUT ? "timeout" : "connect",
                      "cannot connect to", conn->last_err ? conn->last_err : UV_ECONNREFUSED);
@@ -1087,6 +1107,8 @@ static void req_connect_new(http_req_t *req)
 int http_request(http_client_t *c, const url_t *u, const char *extra_headers,
                  const http_req_cbs_t *cbs, void *data, http_req_t **out)
 {
+    if (c->policy && !netpolicy_host_ok(c->policy, u->host))
+        return -EACCES; /* checked for every hop: job.c asks anew after a redirect */
     http_req_t *req = calloc(1, sizeof *req);
     if (!req)
         return -ENOMEM;
@@ -1172,6 +1194,11 @@ void http_req_abort(http_req_t *req)
     req_free(req);
 }
 
+void http_client_set_policy(http_client_t *c, const netpolicy_t *policy)
+{
+    c->policy = policy;
+}
+
 int http_client_new(uv_loop_t *loop, const hubd_config_t *cfg, bufpool_t *pool, tls_ctx_t *tls,
                     http_client_t **out)
 {
@@ -1205,4 +1232,71 @@ void http_client_close(http_client_t *c, void (*done)(void *arg), void *arg)
         conn_close(c->idle);
     if (c->nconns == 0)
         client_free(c);
+}
+
+/* ---- fuzzing (tests/fuzz/fuzz_http.c) ---------------------------------- */
+
+/* One response through the production read path of a plain connection:
+ * on_alloc and on_read (hence conn_feed, llhttp with the client's settings
+ * and every parser callback above) for each read of reads[i] bytes (the rest
+ * of data as a last read), then an EOF if the request is still open. The
+ * connection is a real, socket-less one on a private loop, which only runs
+ * the close callbacks at the end: no I/O. Returns 0, or -1 if setting up
+ * failed. Added for the fuzzer only; nothing in hubd calls it. */
+int http_fuzz_response(const uint8_t *data, size_t len, const size_t *reads, size_t nreads,
+                       const http_req_cbs_t *cbs, void *cbdata)
+{
+    uv_loop_t loop;
+    hubd_config_t cfg = {.idle_timeout_ms = 60000, .keepalive_ms = 30000};
+    bufpool_t pool;
+    http_client_t *c = NULL;
+    if (uv_loop_init(&loop))
+        return -1;
+    bufpool_init(&pool, 4096, 4); /* the smallest read_buffer_size: buffers fill up and turn */
+    http_req_t *req = calloc(1, sizeof *req);
+    http_conn_t *conn = calloc(1, sizeof *conn);
+    if (!req || !conn || http_client_new(&loop, &cfg, &pool, NULL, &c)) {
+        free(req);
+        free(conn);
+        uv_loop_close(&loop);
+        return -1;
+    }
+    req->client = c;
+    req->cbs = *cbs;
+    req->data = cbdata;
+    c->nconns = 1; /* as req_connect_new */
+    conn->client = c;
+    snprintf(conn->key, sizeof conn->key, "http://fuzz.invalid:80");
+    uv_timer_init(&loop, &conn->timer);
+    conn->timer.data = conn;
+    uv_tcp_init(&loop, &conn->tcp); /* no socket: reads come from data below */
+    conn->tcp.data = conn;
+    conn->tcp_open = 1;
+    llhttp_init(&conn->parser, HTTP_RESPONSE, &c->settings);
+    conn->parser.data = conn;
+    conn->state = CONN_ACTIVE;
+    conn->req = req;
+    req->conn = conn;
+    size_t off = 0;
+    for (size_t i = 0; conn->req && off < len; i++) {
+        size_t want = i < nreads && reads[i] ? reads[i] : len - off;
+        uv_buf_t b;
+        on_alloc((uv_handle_t *)&conn->tcp, 65536, &b);
+        size_t n = want < b.len ? want : b.len; /* a read fills at most the room offered */
+        if (n > len - off)
+            n = len - off;
+        if (b.base)
+            memcpy(b.base, data + off, n);
+        off += n;
+        on_read((uv_stream_t *)&conn->tcp, b.base ? (ssize_t)n : UV_ENOBUFS, &b);
+    }
+    if (conn->req) {
+        uv_buf_t b = uv_buf_init(NULL, 0);
+        on_read((uv_stream_t *)&conn->tcp, UV_EOF, &b);
+    }
+    http_client_close(c, free, NULL); /* free(NULL): nothing to tell */
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    bufpool_destroy(&pool);
+    return 0;
 }

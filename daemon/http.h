@@ -18,6 +18,7 @@
 
 #include "bufpool.h"
 #include "config.h"
+#include "netpolicy.h"
 #include "tls.h"
 #include "url.h"
 
@@ -57,7 +58,13 @@ int http_client_new(uv_loop_t *loop, const hubd_config_t *cfg, bufpool_t *pool, 
  * must have ended (on_done) or been aborted before. */
 void http_client_close(http_client_t *c, void (*done)(void *arg), void *arg);
 
-/* Starts GET u. extra_headers: "Name: value\r\n" lines or NULL. */
+/* The network policy every request (host) and connection (address)
+ * follows; NULL: none. Not owned. */
+void http_client_set_policy(http_client_t *c, const netpolicy_t *policy);
+
+/* Starts GET u. extra_headers: "Name: value\r\n" lines or NULL. Returns
+ * -EACCES when the policy forbids u's host (no callback then); an address
+ * the policy forbids fails the request with code "forbidden". */
 int http_request(http_client_t *c, const url_t *u, const char *extra_headers,
                  const http_req_cbs_t *cbs, void *data, http_req_t **out);
 
@@ -67,5 +74,13 @@ void http_req_set_paused(http_req_t *req, int paused);
 
 /* Ends the request now; its connection is closed, no callback follows. */
 void http_req_abort(http_req_t *req);
+
+/* Fuzzing only (tests/fuzz/fuzz_http.c): feeds data as one response, read
+ * by read (reads[i] bytes each, the rest as a last read; then EOF), through
+ * the same parser settings, callbacks and read path as a plain connection,
+ * with no socket. cbs must not pause, abort is fine. Returns 0, -1 if
+ * setting up failed. */
+int http_fuzz_response(const uint8_t *data, size_t len, const size_t *reads, size_t nreads,
+                       const http_req_cbs_t *cbs, void *cbdata);
 
 #endif

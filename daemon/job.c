@@ -1092,7 +1092,15 @@ static void job_begin_request(job_t *job)
     if (!rc)
         rc = http_request(job->js->http, &job->url, hdrs, &job_http_cbs, job, &job->req);
     free(hdrs);
-    if (rc) {
+    if (rc == -EACCES) {
+        char msg[400];
+        job->req = NULL;
+        snprintf(msg, sizeof msg,
+                 "the network policy does not allow the host %s (allow_hosts, "
+                 "deny_hosts)",
+                 job->url.host);
+        job_fail(job, "forbidden", msg);
+    } else if (rc) {
         job->req = NULL;
         job_fail(job, "internal", "cannot start the request");
     }
@@ -1535,6 +1543,11 @@ static void after_hit(uv_work_t *req, int status)
 }
 
 /* ---- public -------------------------------------------------------------- */
+
+void jobs_set_policy(jobs_t *js, const netpolicy_t *policy)
+{
+    http_client_set_policy(js->http, policy);
+}
 
 void jobs_set_secret(jobs_t *js, const cred_secret_t *secret)
 {

@@ -20,6 +20,7 @@
 #include "config.h"
 #include "cred.h"
 #include "db.h"
+#include "netpolicy.h"
 #include "store.h"
 #include "tls.h"
 
@@ -59,8 +60,8 @@ struct job_waiter {
 #define JOBS_ERROR_CODES                                                                           \
     "dns", "connect", "timeout", "tls", "tls_verify", "http_parse", "truncated", "redirect",       \
         "hash_mismatch", "no_space", "io", "shutting_down", "internal", "bad_url",                 \
-        "unsupported_scheme", "http_4xx", "http_5xx", "other"
-#define JOBS_NERROR_CODES 18
+        "unsupported_scheme", "http_4xx", "http_5xx", "forbidden", "bad_request", "other"
+#define JOBS_NERROR_CODES 20
 
 typedef struct jobs_stats {
     uint64_t hits, misses, attached;
@@ -91,6 +92,9 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
  * or -ENOMEM with *code and *msg set, and then no callback comes. */
 int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *const *headers,
                size_t nheaders, job_waiter_t *w, const char **code, const char **msg);
+
+/* Start-up: the network policy of every request and connection. */
+void jobs_set_policy(jobs_t *js, const netpolicy_t *policy);
 
 /* Start-up: the per-cache secret of credential tags. */
 void jobs_set_secret(jobs_t *js, const cred_secret_t *secret);

@@ -3,6 +3,7 @@
 #include "db.h"
 #include "job.h"
 #include "log.h"
+#include "netpolicy.h"
 #include "reconcile.h"
 #include "service.h"
 #include "session.h"
@@ -36,6 +37,7 @@ typedef struct daemon_state {
     store_t *store;
     db_t *db;
     tls_ctx_t *tls;
+    netpolicy_t *policy;
     jobs_t *jobs;
     session_server_t *server;
     uv_signal_t sigint, sigterm, sighup;
@@ -258,6 +260,13 @@ int main(int argc, char **argv)
         goto out;
     }
     jobs_set_secret(d.jobs, &secret);
+    if ((rc = netpolicy_new(&d.cfg, &d.policy))) {
+        log_err("network policy: %s", strerror(-rc));
+        jobs_shutdown(d.jobs, NULL, NULL);
+        uv_run(d.loop, UV_RUN_DEFAULT);
+        goto out;
+    }
+    jobs_set_policy(d.jobs, d.policy);
     /* Signals are caught before the socket exists: a SIGTERM sent as soon as
      * the socket answers must find its handler (not the default action).
      * They run only once uv_run does, when d.server is set. */
@@ -296,6 +305,7 @@ run_out:
         log_info("stopped");
 out:
     tls_ctx_free(d.tls);
+    netpolicy_free(d.policy);
     db_close(d.db);
     store_close(d.store);
     config_free(&d.cfg);

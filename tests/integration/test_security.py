@@ -143,6 +143,53 @@ class CredentialTest(HubTestCase):
         self.assertEqual(self.origin.requests_for("/files/h.bin"), 1)
 
 
+class NetworkPolicyTest(HubTestCase):
+    def restart_with(self, **keys):
+        from harness import write_config
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "np.conf"), **keys)
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-np"), config=conf)
+
+    def fetch_code(self, url):
+        r = self.hubctl("fetch", "--json", url)
+        self.assertEqual(r.rc, 1, r)
+        res = json.loads(r.out)
+        return res["code"], res.get("message", "")
+
+    def test_metadata_and_link_local_are_denied_by_default(self):
+        t = time.monotonic()
+        for url in ("http://169.254.169.254/latest/meta-data/", "http://[fe80::1]:8080/x",
+                    "http://100.100.100.200/", "http://0.0.0.0:%d/" % self.origin.port,
+                    "http://[::ffff:169.254.169.254]/"):
+            code, msg = self.fetch_code(url)
+            self.assertEqual(code, "forbidden", (url, msg))
+            self.assertIn("network policy", msg)
+        self.assertLess(time.monotonic() - t, 5)  # refused, not timed out
+
+    def test_every_resolved_address_and_every_hop_is_checked(self):
+        self.restart_with(deny_networks="127.0.0.0/8, ::1/128")
+        self.make_file("a", 100)
+        # A name that resolves to a denied address (DNS rebinding's shape).
+        code, msg = self.fetch_code("http://localhost:%d/files/a" % self.origin.port)
+        self.assertEqual(code, "forbidden")
+        self.assertIn("resolves only to addresses", msg)
+        self.assertEqual(self.origin.stats()["total_requests"], 0)
+
+    def test_redirect_hops_are_checked(self):
+        self.make_file("a", 100)
+        code, _ = self.fetch_code(self.origin.url("/redirect-to?url=http://169.254.169.254/x"))
+        self.assertEqual(code, "forbidden")
+        self.restart_with(allow_hosts="127.0.0.1")
+        self.assertEqual(self.hubctl("fetch", self.origin.url("/files/a")).rc, 0)
+        code, msg = self.fetch_code(self.origin.url(
+            "/redirect-to?url=http://localhost:%d/files/a" % self.origin.port))
+        self.assertEqual(code, "forbidden")
+        self.assertIn("localhost", msg)
+        self.restart_with(deny_hosts="localhost")
+        code, _ = self.fetch_code("http://localhost:%d/files/a" % self.origin.port)
+        self.assertEqual(code, "forbidden")
+
+
 class HostileClientTest(HubTestCase):
     def test_random_protocol_lines_leave_the_daemon_serving(self):
         rnd = random.Random(10000)

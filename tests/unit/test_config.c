@@ -153,6 +153,9 @@ START_TEST(config_shipped_file_documents_defaults)
     ck_assert_ptr_null(cfg.socket_group);
     ck_assert_str_eq(cfg.admin_group, def.admin_group);
     ck_assert_uint_eq(cfg.max_cache_size, def.max_cache_size);
+    ck_assert_str_eq(cfg.deny_networks, def.deny_networks);
+    ck_assert_ptr_null(cfg.allow_networks);
+    ck_assert_ptr_null(cfg.allow_hosts);
     config_free(&def);
     config_free(&cfg);
 }

@@ -1,0 +1,195 @@
+/* netpolicy: host lists and CIDR lists, matched on the loop thread. */
+#include "netpolicy.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct cidr {
+    uint8_t addr[16]; /* IPv4 as IPv4-mapped IPv6 */
+    unsigned bits;    /* prefix length over the 128 bits */
+} cidr_t;
+
+typedef struct cidr_list {
+    cidr_t *v;
+    size_t n;
+} cidr_list_t;
+
+struct netpolicy {
+    cidr_list_t deny, allow;
+    char *allow_hosts, *deny_hosts; /* copies of the config lists, or NULL */
+};
+
+static void map_v4(const uint8_t v4[4], uint8_t out[16])
+{
+    memset(out, 0, 10);
+    out[10] = out[11] = 0xff;
+    memcpy(out + 12, v4, 4);
+}
+
+/* One "addr[/bits]" of n bytes at s. */
+static int parse_cidr(const char *s, size_t n, cidr_t *out)
+{
+    char buf[64];
+    if (n == 0 || n >= sizeof buf)
+        return -EINVAL;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    char *slash = strchr(buf, '/');
+    long bits = -1;
+    if (slash) {
+        char *end;
+        *slash = '\0';
+        bits = strtol(slash + 1, &end, 10);
+        if (end == slash + 1 || *end || bits < 0)
+            return -EINVAL;
+    }
+    uint8_t v4[4];
+    if (inet_pton(AF_INET, buf, v4) == 1) {
+        if (bits > 32)
+            return -EINVAL;
+        map_v4(v4, out->addr);
+        out->bits = 96 + (unsigned)(bits < 0 ? 32 : bits);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, buf, out->addr) == 1) {
+        if (bits > 128)
+            return -EINVAL;
+        out->bits = (unsigned)(bits < 0 ? 128 : bits);
+        return 0;
+    }
+    return -EINVAL;
+}
+
+/* Calls fn on each trimmed, non-empty item of a comma-separated list. */
+static int each_item(const char *list, int (*fn)(void *arg, const char *s, size_t n), void *arg)
+{
+    for (const char *p = list; p && *p;) {
+        p += strspn(p, " \t,");
+        size_t n = strcspn(p, ",");
+        size_t t = n;
+        while (t && (p[t - 1] == ' ' || p[t - 1] == '\t'))
+            t--;
+        if (t) {
+            int rc = fn(arg, p, t);
+            if (rc)
+                return rc;
+        }
+        p += n;
+    }
+    return 0;
+}
+
+static int check_one(void *arg, const char *s, size_t n)
+{
+    cidr_t c;
+    (void)arg;
+    return parse_cidr(s, n, &c);
+}
+
+int netpolicy_check_networks(const char *list)
+{
+    return each_item(list, check_one, NULL);
+}
+
+static int add_one(void *arg, const char *s, size_t n)
+{
+    cidr_list_t *l = arg;
+    cidr_t *v = realloc(l->v, (l->n + 1) * sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    l->v = v;
+    return parse_cidr(s, n, &l->v[l->n++]);
+}
+
+int netpolicy_new(const hubd_config_t *cfg, netpolicy_t **out)
+{
+    netpolicy_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    int rc = each_item(cfg->deny_networks, add_one, &p->deny);
+    if (!rc)
+        rc = each_item(cfg->allow_networks, add_one, &p->allow);
+    if (!rc && cfg->allow_hosts && !(p->allow_hosts = strdup(cfg->allow_hosts)))
+        rc = -ENOMEM;
+    if (!rc && cfg->deny_hosts && !(p->deny_hosts = strdup(cfg->deny_hosts)))
+        rc = -ENOMEM;
+    if (rc) {
+        netpolicy_free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+void netpolicy_free(netpolicy_t *p)
+{
+    if (!p)
+        return;
+    free(p->deny.v);
+    free(p->allow.v);
+    free(p->allow_hosts);
+    free(p->deny_hosts);
+    free(p);
+}
+
+typedef struct host_match {
+    const char *host;
+    size_t len;
+} host_match_t;
+
+/* "example.org" matches itself; "*.example.org" its subdomains. Returns 1
+ * (stop: matched) or 0. */
+static int match_host(void *arg, const char *pat, size_t n)
+{
+    const host_match_t *h = arg;
+    if (n > 2 && pat[0] == '*' && pat[1] == '.') {
+        size_t sn = n - 1; /* ".example.org" */
+        return h->len > sn && strncasecmp(h->host + h->len - sn, pat + 1, sn) == 0;
+    }
+    return h->len == n && strncasecmp(h->host, pat, n) == 0;
+}
+
+static int in_list(const char *list, const char *host)
+{
+    host_match_t h = {host, strlen(host)};
+    return each_item(list, match_host, &h) == 1;
+}
+
+int netpolicy_host_ok(const netpolicy_t *p, const char *host)
+{
+    if (p->deny_hosts && in_list(p->deny_hosts, host))
+        return 0;
+    if (p->allow_hosts && *p->allow_hosts)
+        return in_list(p->allow_hosts, host);
+    return 1;
+}
+
+static int in_cidrs(const cidr_list_t *l, const uint8_t a[16])
+{
+    for (size_t i = 0; i < l->n; i++) {
+        unsigned bits = l->v[i].bits, whole = bits / 8, rest = bits % 8;
+        if (memcmp(a, l->v[i].addr, whole) != 0)
+            continue;
+        if (rest && ((a[whole] ^ l->v[i].addr[whole]) & (uint8_t)(0xff << (8 - rest))))
+            continue;
+        return 1;
+    }
+    return 0;
+}
+
+int netpolicy_addr_ok(const netpolicy_t *p, const struct sockaddr *sa)
+{
+    uint8_t a[16];
+    if (sa->sa_family == AF_INET)
+        map_v4((const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr, a);
+    else if (sa->sa_family == AF_INET6)
+        memcpy(a, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16); /* mapped stays mapped */
+    else
+        return 0;
+    return !in_cidrs(&p->deny, a) || in_cidrs(&p->allow, a);
+}
