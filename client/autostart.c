@@ -54,18 +54,31 @@ static const char *system_socket(void)
     return s && *s ? s : "/run/hubd/hubd.sock";
 }
 
-/* The per-user socket; its folder is created (0700) when it is ours. */
-static void user_socket(char *out, size_t cap)
+/* The per-user socket. Without XDG_RUNTIME_DIR (a private 0700 folder
+ * systemd makes) it lives in /tmp/hubd-UID, which anyone could have made
+ * first to put their own daemon there: it must be a real folder of ours,
+ * 0700. Returns 0, or -EPERM after saying why. */
+static int user_socket(char *out, size_t cap)
 {
     const char *run = getenv("XDG_RUNTIME_DIR");
     if (run && *run) {
         snprintf(out, cap, "%s/hubd.sock", run);
-        return;
+        return 0;
     }
     char dir[64];
+    struct stat st;
     snprintf(dir, sizeof dir, "/tmp/hubd-%u", (unsigned)getuid());
-    mkdir(dir, 0700);
+    if (mkdir(dir, 0700) && errno != EEXIST)
+        return -errno;
+    if (lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077)) {
+        fprintf(stderr,
+                "hubctl: %s is not a private folder of yours (owner, mode 0700): "
+                "refusing to use a daemon there; remove it or set XDG_RUNTIME_DIR\n",
+                dir);
+        return -EPERM;
+    }
     snprintf(out, cap, "%s/hubd.sock", dir);
+    return 0;
 }
 
 static void sleep_ms(int ms)
@@ -135,35 +148,39 @@ static int spawn_daemon(const char *sock, int quiet)
     if (pid == 0) {
         setsid(); /* no terminal signal reaches it */
         int in = open("/dev/null", O_RDONLY);
-        int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        int out = open(log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
         if (in >= 0)
             dup2(in, STDIN_FILENO);
         if (out >= 0) {
             dup2(out, STDOUT_FILENO);
             dup2(out, STDERR_FILENO);
         }
+        /* Nothing of ours but the three standard streams goes along. */
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
         execl(hubd, "hubd", "--user-mode", "--socket", sock, "--cache-dir", cache, (char *)NULL);
         _exit(127);
     }
     if (!quiet)
         fprintf(stderr, "hubctl: started a per-user hubd (pid %d) on %s\n", (int)pid, sock);
+    int status = 0, exited = 0;
     for (int waited = 0; waited < START_WAIT_MS; waited += 20) {
         if (answers(sock))
-            return 0;
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            /* Another hubctl may have won the race to start one. */
-            if (answers(sock))
-                return 0;
-            fprintf(stderr, "hubctl: the per-user hubd exited at once (status %d); see %s\n",
-                    WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), log);
-            return -ECHILD;
-        }
+            return 0; /* ours, or one another hubctl started at the same time */
+        if (!exited && waitpid(pid, &status, WNOHANG) == pid)
+            exited = 1; /* it lost the race for the cache, or failed: see below */
         sleep_ms(20);
     }
-    fprintf(stderr, "hubctl: the per-user hubd did not answer within %d s; see %s\n",
-            START_WAIT_MS / 1000, log);
-    return -ETIMEDOUT;
+    if (!exited) {
+        kill(pid, SIGTERM);
+        waitpid(pid, &status, 0);
+        fprintf(stderr, "hubctl: the per-user hubd did not answer within %d s; see %s\n",
+                START_WAIT_MS / 1000, log);
+        return -ETIMEDOUT;
+    }
+    fprintf(stderr, "hubctl: the per-user hubd exited (status %d); see %s\n",
+            WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), log);
+    return -ECHILD;
 }
 
 int autostart_socket(const char *explicit_path, int may_start, int quiet, char *out, size_t cap)
@@ -177,24 +194,26 @@ int autostart_socket(const char *explicit_path, int may_start, int quiet, char *
         snprintf(out, cap, "%s", system_socket());
         return 0;
     }
-    user_socket(out, cap);
-    if (!may_start || answers(out))
-        return 0;
+    int rc = user_socket(out, cap);
+    if (rc || !may_start || answers(out))
+        return rc;
     return spawn_daemon(out, quiet);
 }
 
 int autostart_start(int quiet, char *out, size_t cap)
 {
-    user_socket(out, cap);
-    if (answers(out))
-        return 0;
+    int rc = user_socket(out, cap);
+    if (rc || answers(out))
+        return rc;
     return spawn_daemon(out, quiet);
 }
 
 int autostart_stop(int quiet)
 {
     char sock[PATH_MAX];
-    user_socket(sock, sizeof sock);
+    int rc = user_socket(sock, sizeof sock);
+    if (rc)
+        return rc;
     int fd = connect_unix(sock);
     if (fd < 0) {
         if (!quiet)
@@ -203,7 +222,7 @@ int autostart_stop(int quiet)
     }
     struct ucred cred;
     socklen_t len = sizeof cred;
-    int rc = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) ? -errno : 0;
+    rc = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) ? -errno : 0;
     close(fd);
     if (rc)
         return rc;

@@ -1737,6 +1737,13 @@ static int admin_on_msg(void *arg, const proto_msg_t *m, int fd)
     }
     if (str_eq(m->verb, "ERR")) {
         const char *code = proto_get(m, "code"), *msg = proto_get(m, "msg");
+        if (a->json) { /* the whole answer is this error */
+            fclose(a->out);
+            a->out = NULL;
+            fputs("{\"ok\": false, \"error\": ", stdout);
+            json_msg(stdout, m);
+            fputs("}\n", stdout);
+        }
         fprintf(stderr, "hubctl: %s: ", a->verb);
         put_clean(stderr, code ? code : "error");
         fputs(": ", stderr);
@@ -1801,8 +1808,9 @@ static int cmd_admin(const cli_t *c, const char *verb)
         rc = session_report(err);
     else if (rc == 0)
         rc = a.rc;
-    fclose(a.out);
-    if (rc == EXIT_OK || rc == EXIT_VERIFY)
+    if (a.out)
+        fclose(a.out);
+    if ((rc == EXIT_OK || rc == EXIT_VERIFY) && a.out)
         fwrite(buf, 1, len, stdout);
     free(buf);
     session_free(s);

@@ -19,6 +19,13 @@ struct admin_req {
     void *arg;
 };
 
+static unsigned in_flight; /* loop thread only */
+
+int admin_busy(void)
+{
+    return in_flight > 0;
+}
+
 static void admin_work(uv_work_t *w)
 {
     admin_req_t *req = w->data;
@@ -45,6 +52,7 @@ static void after_admin(uv_work_t *w, int status)
 {
     admin_req_t *req = w->data;
     (void)status;
+    in_flight--;
     if (req->done)
         req->done(req->arg, &req->res);
     jobs_unhold(req->js);
@@ -69,6 +77,7 @@ int admin_start(uv_loop_t *loop, jobs_t *js, store_t *store, db_t *db, admin_op_
     req->size = size;
     req->done = done;
     req->arg = arg;
+    in_flight++;
     req->work.data = req;
     jobs_hold(js);
     uv_queue_work(loop, &req->work, admin_work, after_admin);

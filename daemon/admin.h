@@ -33,6 +33,10 @@ int admin_start(uv_loop_t *loop, jobs_t *js, store_t *store, db_t *db, admin_op_
                 const char *target, uint64_t size, void (*done)(void *arg, const admin_result_t *r),
                 void *arg, admin_req_t **out);
 
+/* Whether a request is in the pool (one at a time: a whole-cache walk must
+ * not take every pool thread from the downloads). */
+int admin_busy(void);
+
 /* No done() for this request any more. */
 void admin_cancel(admin_req_t *req);
 

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,18 +35,34 @@ static void add_victim(void *arg, const char *sha, uint64_t size)
     }
 }
 
-/* Row first, then file: a crash in between leaves a file no row names,
- * which start-up quarantines; never a row without its file. */
-static int drop_blob(store_t *store, db_t *db, const char *sha)
+static atomic_int cancelled; /* a shutdown: long walks stop early */
+
+void cache_cancel_all(void)
 {
-    int rc = db_forget_blob(db, sha);
-    if (rc)
-        return rc;
-    char path[PATH_MAX];
-    store_blob_path(store, sha, path, sizeof path);
-    if (unlink(path) && errno != ENOENT)
-        log_warn("cannot remove blob %s: %s", sha, strerror(errno));
-    return 0;
+    atomic_store(&cancelled, 1);
+}
+
+/* Row first, then file: a crash in between leaves a file no row names,
+ * which start-up quarantines; never a row without its file. Both under the
+ * writer's lock, so a commit of the same content cannot slip its rename
+ * between them (and lose its file). */
+static int drop_blob(store_t *store, db_t *db, const char *sha, int unless_pinned)
+{
+    db_lock(db);
+    int rc = db_forget_blob(db, sha, unless_pinned);
+    if (!rc) {
+        char path[PATH_MAX];
+        store_blob_path(store, sha, path, sizeof path);
+        if (unlink(path) && errno != ENOENT)
+            log_warn("cannot remove blob %s: %s", sha, strerror(errno));
+    }
+    db_unlock(db);
+    return rc;
+}
+
+int cache_drop(store_t *store, db_t *db, const char *sha256)
+{
+    return drop_blob(store, db, sha256, 1);
 }
 
 int cache_evict(store_t *store, db_t *db, uint64_t target, const char *keep,
@@ -53,19 +70,28 @@ int cache_evict(store_t *store, db_t *db, uint64_t target, const char *keep,
 {
     memset(out, 0, sizeof *out);
     int rc = db_total_size(db, &out->size);
-    while (!rc && out->size > target) {
+    while (!rc && out->size > target && !atomic_load(&cancelled)) {
         victims_t vs = {.n = 0};
         if ((rc = db_lru(db, EVICT_BATCH, keep, add_victim, &vs)) != 0 || vs.n == 0)
             break; /* only pinned blobs (and keep) are left */
+        unsigned dropped = 0;
         for (unsigned i = 0; i < vs.n && out->size > target; i++) {
-            if ((rc = drop_blob(store, db, vs.v[i].sha)) != 0)
+            rc = drop_blob(store, db, vs.v[i].sha, 1);
+            if (rc == -EBUSY || rc == -ENOENT) { /* pinned or removed meanwhile */
+                rc = 0;
+                continue;
+            }
+            if (rc)
                 break;
+            dropped++;
             log_info("evicted blob %s (%llu bytes, least recently used)", vs.v[i].sha,
                      (unsigned long long)vs.v[i].size);
             out->evicted++;
             out->freed += vs.v[i].size;
             out->size -= vs.v[i].size < out->size ? vs.v[i].size : out->size;
         }
+        if (!dropped && !rc) /* nothing of this batch could go: do not spin */
+            break;
     }
     return rc;
 }
@@ -110,11 +136,13 @@ static const char *check_blob(const char *path, const victim_t *b, uint8_t *buf)
     sha256_ctx_t sha;
     sha256_init(&sha);
     ssize_t n;
-    while ((n = read(fd, buf, VERIFY_CHUNK)) > 0)
+    while ((n = read(fd, buf, VERIFY_CHUNK)) > 0 && !atomic_load(&cancelled))
         sha256_update(&sha, buf, (size_t)n);
     close(fd);
     if (n < 0)
         return "unreadable";
+    if (atomic_load(&cancelled))
+        return NULL; /* not checked to the end: not reported bad either */
     uint8_t digest[32];
     char hex[65];
     sha256_final(&sha, digest);
@@ -144,7 +172,7 @@ int cache_verify(store_t *store, db_t *db, unsigned *checked, cache_bad_t **bad)
     uint8_t *buf = rc ? NULL : malloc(VERIFY_CHUNK);
     if (!rc && !buf)
         rc = -ENOMEM;
-    for (size_t i = 0; !rc && i < all.n; i++) {
+    for (size_t i = 0; !rc && i < all.n && !atomic_load(&cancelled); i++) {
         char path[PATH_MAX];
         store_blob_path(store, all.v[i].sha, path, sizeof path);
         const char *why = check_blob(path, &all.v[i], buf);
@@ -160,7 +188,9 @@ int cache_verify(store_t *store, db_t *db, unsigned *checked, cache_bad_t **bad)
             b->next = *bad;
             *bad = b;
         }
-        rc = db_forget_blob(db, all.v[i].sha);
+        rc = db_forget_blob(db, all.v[i].sha, 0);
+        if (rc == -ENOENT) /* removed meanwhile */
+            rc = 0;
     }
     free(buf);
     free(all.v);
@@ -182,21 +212,21 @@ int cache_remove(store_t *store, db_t *db, const char *url_or_sha, int *removed_
     *removed_blob = 0;
     size_t n = strspn(url_or_sha, "0123456789abcdef");
     if (n == 64 && url_or_sha[64] == '\0') {
-        int rc = drop_blob(store, db, url_or_sha);
+        int rc = drop_blob(store, db, url_or_sha, 0);
         if (!rc)
             *removed_blob = 1;
         return rc;
     }
     int gone = 0;
+    db_lock(db);
     int rc = db_remove_entry(db, url_or_sha, sha, &gone);
-    if (rc)
-        return rc;
-    if (gone) {
+    if (!rc && gone) {
         char path[PATH_MAX];
         store_blob_path(store, sha, path, sizeof path);
         if (unlink(path) && errno != ENOENT)
             log_warn("cannot remove blob %s: %s", sha, strerror(errno));
         *removed_blob = 1;
     }
-    return 0;
+    db_unlock(db);
+    return rc;
 }

@@ -39,6 +39,13 @@ typedef struct cache_bad {
 int cache_verify(store_t *store, db_t *db, unsigned *checked, cache_bad_t **bad);
 void cache_bad_free(cache_bad_t *bad);
 
+/* Removes one blob unless it is pinned (-EBUSY then). */
+int cache_drop(store_t *store, db_t *db, const char *sha256);
+
+/* A shutdown: evictions and verifications in flight stop at the next blob
+ * (or chunk), so the daemon exits in bounded time. */
+void cache_cancel_all(void);
+
 /* Removes a blob (by digest: every entry naming it) or an entry (by URL:
  * the blob too when it was its last entry). *removed_blob says whether a
  * blob went. -ENOENT when nothing matched. */

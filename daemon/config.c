@@ -216,11 +216,11 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value)
         return set_optional(&cfg->socket_group, value);
     if (strcmp(key, "admin_group") == 0)
         return set_optional(&cfg->admin_group, value);
-    if (strcmp(key, "max_cache_size") == 0) {
+    if (strcmp(key, "max_cache_size") == 0 || strcmp(key, "max_file_size") == 0) {
         uint64_t v;
         int rc = config_parse_size(value, &v);
         if (!rc)
-            cfg->max_cache_size = v;
+            *(key[4] == 'c' ? &cfg->max_cache_size : &cfg->max_file_size) = v;
         return rc ? -EINVAL : 0;
     }
     if (strcmp(key, "read_buffer_size") == 0)
@@ -365,6 +365,7 @@ void config_print(const hubd_config_t *cfg, FILE *out)
     fprintf(out, "admin_group = %s\n", cfg->admin_group ? cfg->admin_group : "");
     fprintf(out, "cache_dir = %s\n", cfg->cache_dir);
     print_size(out, "max_cache_size", cfg->max_cache_size);
+    print_size(out, "max_file_size", cfg->max_file_size);
     print_size(out, "read_buffer_size", cfg->read_buffer_size);
     print_size(out, "max_inflight", cfg->max_inflight);
     fprintf(out, "max_downloads = %u\n", cfg->max_downloads);
@@ -410,6 +411,7 @@ void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *n
     needs_restart[0] = '\0';
     cfg->log_level = next->log_level;
     cfg->max_cache_size = next->max_cache_size;
+    cfg->max_file_size = next->max_file_size;
     cfg->max_downloads = next->max_downloads;
     cfg->max_per_host = next->max_per_host;
     cfg->connect_timeout_ms = next->connect_timeout_ms;

@@ -20,6 +20,7 @@ typedef struct hubd_config {
     char *admin_group;       /* members (and root) may use admin verbs; NULL: root only */
     char *cache_dir;         /* root of blobs/, tmp/, hubd.db (malloc'd) */
     uint64_t max_cache_size; /* blobs above this are evicted, least recently used first; 0: none */
+    uint64_t max_file_size;  /* a download longer than this fails (too_large); 0: none */
     size_t read_buffer_size; /* bytes per pooled socket read buffer */
     size_t max_inflight;     /* per job: body bytes queued for hash/write before reading stops */
     unsigned max_downloads;  /* jobs transferring at once; the rest wait queued */

@@ -271,6 +271,8 @@ static int exec_bound(sqlite3 *h, const char *sql, const char *types, ...)
     return rc == SQLITE_DONE ? 0 : sq_err(h, sql);
 }
 
+static int query_u64s(sqlite3 *h, const char *sql, const char *arg, uint64_t *a, uint64_t *b);
+
 /* A write transaction on the writer connection. It holds the connection's
  * mutex from begin to end, so another pool thread cannot interleave its
  * statements into it. */
@@ -333,16 +335,33 @@ int db_each_blob(db_t *db, void (*fn)(void *arg, const char *sha256, uint64_t si
     return 0;
 }
 
-int db_forget_blob(db_t *db, const char *sha256)
+int db_forget_blob(db_t *db, const char *sha256, int unless_pinned)
 {
     sqlite3 *h = db->wr;
     int rc = tx_begin(h);
     if (rc)
         return rc;
-    rc = exec_bound(h, "DELETE FROM entries WHERE sha256 = ?1", "t", sha256);
+    /* Inside the write transaction a PIN cannot come between the check and
+     * the deletes. Entries first: they refer to the blob. */
+    uint64_t pinned = 0;
+    rc = query_u64s(h, "SELECT pinned FROM blobs WHERE sha256 = ?1", sha256, &pinned, NULL);
+    if (!rc && unless_pinned && pinned)
+        rc = -EBUSY;
+    if (!rc)
+        rc = exec_bound(h, "DELETE FROM entries WHERE sha256 = ?1", "t", sha256);
     if (!rc)
         rc = exec_bound(h, "DELETE FROM blobs WHERE sha256 = ?1", "t", sha256);
     return tx_end(h, rc);
+}
+
+void db_lock(db_t *db)
+{
+    sqlite3_mutex_enter(sqlite3_db_mutex(db->wr));
+}
+
+void db_unlock(db_t *db)
+{
+    sqlite3_mutex_leave(sqlite3_db_mutex(db->wr));
 }
 
 int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag)
@@ -511,7 +530,7 @@ int db_lru(db_t *db, unsigned max, const char *keep,
     int rc = 0;
     if (sqlite3_prepare_v2(h,
                            "SELECT sha256, size FROM blobs WHERE pinned = 0 AND sha256 <> ?1"
-                           " ORDER BY accessed, created LIMIT ?2",
+                           " ORDER BY accessed, created, rowid LIMIT ?2",
                            -1, &st, NULL) != SQLITE_OK) {
         rc = sq_err(h, "lru");
     } else {

@@ -61,8 +61,16 @@ int db_list(db_t *db, void (*fn)(void *arg, const db_entry_t *e), void *arg);
 int db_record_download(db_t *db, const db_record_t *rec);
 /* Start-up only. Calls fn for every blob row. */
 int db_each_blob(db_t *db, void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg);
-/* Start-up (or pool threads). Deletes a blob row and every entry naming it. */
-int db_forget_blob(db_t *db, const char *sha256);
+/* Start-up (or pool threads). Deletes a blob row and every entry naming it;
+ * with unless_pinned, only an unpinned blob (-EBUSY if pinned). -ENOENT
+ * when there is no such blob. */
+int db_forget_blob(db_t *db, const char *sha256, int unless_pinned);
+
+/* Pool threads. Holds the writer connection (recursive) across a file
+ * operation and the rows that describe it, so that a commit (rename, then
+ * row) and a removal (row, then unlink) of the same blob never interleave. */
+void db_lock(db_t *db);
+void db_unlock(db_t *db);
 
 /* Loop thread. 0 and the URL's partial (free it with db_partial_free), or
  * -ENOENT (or -ENOMEM). */

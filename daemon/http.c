@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define HTTP_MAX_HEADER_BYTES (64 * 1024) /* whole header section */
+#define HTTP_MAX_HEADERS 128              /* header lines in one response */
 #define HTTP_MAX_VALUE 8192               /* one header value we keep */
 #define HTTP_MAX_IDLE 32                  /* pooled idle connections, all origins */
 #define HTTP_DISCARD_MAX (64 * 1024)      /* larger unwanted bodies close the connection */
@@ -118,6 +120,7 @@ struct http_req {
     int message_done; /* on_message_complete for a final status */
     int status;
     size_t header_bytes; /* header section size so far */
+    unsigned nheaders;   /* header lines so far */
     char field[64];      /* the header name being read, lower-cased */
     size_t field_len;    /* may exceed sizeof field: then it is not ours */
     char *value;         /* the header value being read (HTTP_MAX_VALUE) */
@@ -390,6 +393,7 @@ static int on_message_begin(llhttp_t *p)
     if (!req)
         return -1;
     req->header_bytes = 0;
+    req->nheaders = 0;
     req->field_len = req->value_len = 0;
     return 0;
 }
@@ -438,8 +442,16 @@ static int on_header_value_complete(llhttp_t *p)
     if (!req)
         return -1;
     char **slot = NULL;
+    if (++req->nheaders > HTTP_MAX_HEADERS)
+        return parse_fail(p, "http_parse", "more than 128 response header lines");
     if (req->field_len < sizeof req->field) {
         req->field[req->field_len] = '\0';
+        /* We ask for identity; a body encoded anyway is not the file, and
+         * hubd never decompresses what a server sends. */
+        if (strcmp(req->field, "content-encoding") == 0 && req->value_len < HTTP_MAX_VALUE &&
+            !(req->value_len == 8 && strncasecmp(req->value, "identity", 8) == 0))
+            return parse_fail(p, "http_parse",
+                              "the response has a Content-Encoding (hubd asks for identity)");
         if (strcmp(req->field, "location") == 0)
             slot = &req->location;
         else if (strcmp(req->field, "etag") == 0)

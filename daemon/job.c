@@ -208,6 +208,7 @@ static void job_begin_request(job_t *job);
 static void job_error(job_t *job, const char *code, const char *msg);
 static void job_restart_from_zero(job_t *job, const char *why);
 static void job_start_rehash(job_t *job);
+static void jobs_drop_oversized(jobs_t *js, const char *sha, uint64_t size);
 
 /* ---- life and lists ------------------------------------------------------ */
 
@@ -541,6 +542,7 @@ static void commit_work(uv_work_t *req)
         rc = store_tmp_create(js->store, job->part_id, &job->fd);
     else if (job->truncate_file && ftruncate(job->fd, 0)) /* restarted, then empty */
         rc = -errno;
+    db_lock(js->db); /* rename and row together: see cache.c's drop_blob */
     if (!rc) {
         rc = store_commit(js->store, job->fd, job->part_id, job->digest, &job->ro_fd);
         job->fd = -1;
@@ -557,6 +559,7 @@ static void commit_work(uv_work_t *req)
         };
         rc = db_record_download(js->db, &rec);
     }
+    db_unlock(js->db);
     if (rc) /* store_commit removed the partial, or it is a blob now */
         db_forget_partial(js->db, job->part_id);
     job->commit_rc = rc;
@@ -876,7 +879,10 @@ static void after_commit(uv_work_t *req, int status)
     };
     job_notify_all(job, &res);
     close(job->ro_fd);
-    jobs_evict(js, 0, job->digest); /* the new blob stays: its waiters were just told */
+    if (js->cfg->max_cache_size && job->received > js->cfg->max_cache_size)
+        jobs_drop_oversized(js, job->digest, job->received);
+    else
+        jobs_evict(js, 0, job->digest); /* the new blob stays: its waiters were just told */
     job_free(job);
     jobs_start_queued(js);
 }
@@ -886,6 +892,20 @@ static void after_commit(uv_work_t *req, int status)
 static int is_redirect(int status)
 {
     return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+/* max_file_size: a length announced (or reached) above it fails the job
+ * before it fills the disk. Returns 1 when it did. */
+static int job_too_large(job_t *job, int64_t size)
+{
+    uint64_t max = job->js->cfg->max_file_size;
+    if (!max || size < 0 || (uint64_t)size <= max)
+        return 0;
+    char msg[160];
+    snprintf(msg, sizeof msg, "the file is larger than max_file_size (%llu bytes)",
+             (unsigned long long)max);
+    job_fail(job, "too_large", msg);
+    return 1;
 }
 
 static int on_http_headers(http_req_t *req, const http_response_t *resp, void *data)
@@ -934,6 +954,8 @@ static int on_http_headers(http_req_t *req, const http_response_t *resp, void *d
          * check in on_http_done asks for the rest. */
         job->state = JOB_BODY;
         job->total = n == 3 ? (int64_t)total : -1;
+        if (job_too_large(job, job->total))
+            return HTTP_BODY_DISCARD;
         if (job->total > 0 && (uint64_t)job->total > job->received)
             jobs_evict(job->js, (uint64_t)job->total - job->received, NULL);
         return HTTP_BODY_DELIVER;
@@ -956,6 +978,8 @@ static int on_http_headers(http_req_t *req, const http_response_t *resp, void *d
     free(job->last_modified);
     job->etag = resp->etag ? strdup(resp->etag) : NULL;
     job->last_modified = resp->last_modified ? strdup(resp->last_modified) : NULL;
+    if (job_too_large(job, job->total))
+        return HTTP_BODY_DISCARD;
     if (job->total > 0) /* make room before writing, not after */
         jobs_evict(job->js, (uint64_t)job->total, NULL);
     return HTTP_BODY_DELIVER;
@@ -967,6 +991,8 @@ static void on_http_body(http_req_t *req, buf_t *buf, const char *p, size_t n, v
     jobs_t *js = job->js;
     js->stats.bytes_from_origin += n;
     job->received += n;
+    if (job_too_large(job, (int64_t)job->received)) /* chunked, or a lying length */
+        return;
     job->queued_bytes += n;
     batch_t *b = job->cur;
     if (!b && !(b = job->cur = calloc(1, sizeof *b))) {
@@ -1697,6 +1723,46 @@ static void evict_work(uv_work_t *req)
 
 static void evict_start(jobs_t *js, uint64_t reserve, const char *keep);
 
+/* A blob larger than the whole cache may hold: its waiters have it (each
+ * DONE passed an fd), then it goes, instead of every other blob. */
+typedef struct drop_req {
+    uv_work_t work;
+    jobs_t *js;
+    char sha[65];
+    int rc;
+} drop_req_t;
+
+static void drop_work(uv_work_t *w)
+{
+    drop_req_t *d = w->data;
+    d->rc = cache_drop(d->js->store, d->js->db, d->sha);
+}
+
+static void after_drop(uv_work_t *w, int status)
+{
+    drop_req_t *d = w->data;
+    (void)status;
+    if (d->rc == 0) {
+        d->js->stats.evicted++;
+        log_info("blob %s is larger than max_cache_size: handed out, not kept", d->sha);
+    }
+    jobs_release(d->js);
+    free(d);
+}
+
+static void jobs_drop_oversized(jobs_t *js, const char *sha, uint64_t size)
+{
+    drop_req_t *d = calloc(1, sizeof *d);
+    log_debug("blob %s: %llu bytes, over max_cache_size", sha, (unsigned long long)size);
+    if (!d)
+        return; /* it stays until the next eviction */
+    d->js = js;
+    snprintf(d->sha, sizeof d->sha, "%s", sha);
+    d->work.data = d;
+    js->live++;
+    uv_queue_work(js->loop, &d->work, drop_work, after_drop);
+}
+
 static void after_evict(uv_work_t *req, int status)
 {
     jobs_t *js = req->data;
@@ -1728,6 +1794,8 @@ void jobs_evict(jobs_t *js, uint64_t reserve, const char *keep)
 {
     if (js->cfg->max_cache_size == 0 || js->shutting_down)
         return;
+    if (reserve > js->cfg->max_cache_size)
+        return; /* it cannot fit whatever goes: emptying the cache would not help */
     if (!js->evict_busy) {
         evict_start(js, reserve, keep);
         return;
@@ -1768,6 +1836,7 @@ void jobs_set_first_id(jobs_t *js, uint64_t above)
 void jobs_stop(jobs_t *js)
 {
     js->shutting_down = 1;
+    cache_cancel_all();
     while (js->queue_head)
         job_fail(js->queue_head, "shutting_down", "hubd is stopping");
     while (js->active)

@@ -60,8 +60,9 @@ struct job_waiter {
 #define JOBS_ERROR_CODES                                                                           \
     "dns", "connect", "timeout", "tls", "tls_verify", "http_parse", "truncated", "redirect",       \
         "hash_mismatch", "no_space", "io", "shutting_down", "internal", "bad_url",                 \
-        "unsupported_scheme", "http_4xx", "http_5xx", "forbidden", "bad_request", "other"
-#define JOBS_NERROR_CODES 20
+        "unsupported_scheme", "http_4xx", "http_5xx", "forbidden", "bad_request", "too_large",     \
+        "other"
+#define JOBS_NERROR_CODES 21
 
 typedef struct jobs_stats {
     uint64_t hits, misses, attached;

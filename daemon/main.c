@@ -232,6 +232,9 @@ int main(int argc, char **argv)
     }
     log_init(d.cfg.log_level);
     signal(SIGPIPE, SIG_IGN);
+    /* A reload asked for during a long start-up (reconciling a big cache)
+     * must not kill the daemon; the loop's handler takes over later. */
+    signal(SIGHUP, SIG_IGN);
 
     d.loop = uv_default_loop();
     char db_path[PATH_MAX];

@@ -233,7 +233,7 @@ int reconcile_cache(store_t *store, db_t *db, reconcile_report_t *rep)
     for (size_t i = 0; !rc && i < k.nforget; i++) {
         log_warn("blob %s is listed but its file is gone or the wrong size: forgotten",
                  k.forget[i]);
-        if ((rc = db_forget_blob(db, k.forget[i])) == 0)
+        if ((rc = db_forget_blob(db, k.forget[i], 0)) == 0)
             rep->rows_forgotten++;
     }
     if (!rc) {

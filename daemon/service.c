@@ -12,8 +12,10 @@ int service_listen_fd(void)
     /* unset_environment=1: a child (there is none today) must not think the
      * sockets are its own. */
     int n = sd_listen_fds(1);
-    if (n <= 0)
-        return n < 0 ? n : -1;
+    if (n < 0)
+        return -EINVAL; /* LISTEN_FDS that do not parse; -1 would read as "none" */
+    if (n == 0)
+        return -1;
     if (n > 1 || sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_STREAM, 1, NULL, 0) <= 0)
         return -EINVAL;
     return SD_LISTEN_FDS_START;

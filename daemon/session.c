@@ -4,6 +4,7 @@
 #include "log.h"
 #include "proto.h"
 #include "sha256.h"
+#include "url.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -536,14 +537,30 @@ static void do_admin(session_t *s, const proto_msg_t *m, admin_op_t op)
                  "cache administration needs root or membership of the admin group");
         return;
     }
-    char sha[65];
+    char sha[65], canon[65];
+    url_t u = {0};
     uint64_t size = s->srv->cfg->max_cache_size;
+    if (admin_busy()) {
+        /* One at a time: a whole-cache walk must not take every pool thread
+         * from the downloads. */
+        send_err(s, id, "busy", "another cache administration request is running; try again");
+        return;
+    }
     if (op == ADMIN_RM || op == ADMIN_PIN || op == ADMIN_UNPIN) {
         if (!target || !*target) {
             send_err(s, id, "bad_request", "needs target= (a URL or a sha256)");
             return;
         }
+        /* As FETCH keys them: a digest in lower case, a URL canonical. */
+        uint8_t raw[32];
+        if (strlen(target) == 64 && sha256_parse_hex(target, raw) == 0) {
+            sha256_hex(raw, canon);
+            target = canon;
+        } else if (url_parse(target, &u, NULL) == 0) {
+            target = u.canonical;
+        }
         if (db_resolve(s->srv->db, target, sha)) {
+            url_free(&u);
             send_err(s, id, "not_found", "no such URL or blob in the cache");
             return;
         }
@@ -562,21 +579,19 @@ static void do_admin(session_t *s, const proto_msg_t *m, admin_op_t op)
         }
     }
     pending_t *p = calloc(1, sizeof *p);
-    if (!p) {
+    if (!p || admin_start(s->srv->loop, s->srv->jobs, s->srv->store, s->srv->db, op, target, size,
+                          on_admin_done, p, &p->req)) {
+        free(p);
+        url_free(&u);
         send_err(s, id, "internal", "out of memory");
         return;
     }
     p->s = s;
     p->op = op;
     snprintf(p->id, sizeof p->id, "%s", id);
-    if (admin_start(s->srv->loop, s->srv->jobs, s->srv->store, s->srv->db, op, target, size,
-                    on_admin_done, p, &p->req)) {
-        free(p);
-        send_err(s, id, "internal", "out of memory");
-        return;
-    }
     log_info("session pid %d uid %d: %s %s", (int)s->pid, (int)s->uid, m->verb,
              target ? target : "");
+    url_free(&u);
     p->next = s->pending;
     if (s->pending)
         s->pending->prev = p;
@@ -903,12 +918,17 @@ static void on_connection(uv_stream_t *server, int status)
     uv_os_fd_t fd;
     struct ucred cred;
     socklen_t cl = sizeof cred;
-    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) == 0 &&
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
-        s->uid = cred.uid;
-        s->gid = cred.gid;
-        s->pid = cred.pid;
+    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0) {
+        /* Without the peer's credentials nothing can be decided about it
+         * (and a zeroed uid would read as root). */
+        log_warn("accept: cannot read the peer's credentials: closed");
+        session_close(s);
+        return;
     }
+    s->uid = cred.uid;
+    s->gid = cred.gid;
+    s->pid = cred.pid;
     log_debug("session pid %d uid %d: connected", (int)s->pid, (int)s->uid);
     if (srv->closing) { /* raced with shutdown: nothing to serve */
         session_close(s);

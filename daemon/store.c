@@ -8,12 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 struct store {
-    char *dir;  /* cache_dir, absolute or as given */
-    int dir_fd; /* open cache_dir; blobs/ and tmp/ are resolved relative to it */
+    char *dir;   /* cache_dir, absolute or as given */
+    int dir_fd;  /* open cache_dir; blobs/ and tmp/ are resolved relative to it */
+    int lock_fd; /* <cache_dir>/lock, flock'ed for the daemon's life */
 };
 
 static int mkdir_p(const char *path, mode_t mode)
@@ -44,10 +46,28 @@ int store_open(const char *cache_dir, store_t **out)
     store_t *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
+    s->lock_fd = -1;
     s->dir = strdup(cache_dir);
     s->dir_fd = open(cache_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (!s->dir || s->dir_fd < 0) {
         rc = s->dir ? -errno : -ENOMEM;
+        goto fail;
+    }
+    /* One daemon per cache: a second one would cut the first one's partials
+     * back at start-up while they are being written. Taken before anything
+     * is touched; the kernel drops it when the process ends, crash or not. */
+    s->lock_fd = openat(s->dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (s->lock_fd < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB)) {
+        rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+        if (rc == -EBUSY) {
+            log_err("another hubd is using the cache dir %s", cache_dir);
+            store_close(s);
+            return rc;
+        }
         goto fail;
     }
     if ((mkdirat(s->dir_fd, "blobs", 0755) && errno != EEXIST) ||
@@ -69,6 +89,8 @@ void store_close(store_t *s)
         return;
     if (s->dir_fd >= 0)
         close(s->dir_fd);
+    if (s->lock_fd >= 0)
+        close(s->lock_fd);
     free(s->dir);
     free(s);
 }

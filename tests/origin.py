@@ -53,8 +53,9 @@ Endpoints (every one answers GET and HEAD):
                          "Content-Length: 5", then the line "Bad Header" (no
                          colon), then the body "hello"; the connection is
                          closed after it (FIN; in TLS mode after close_notify).
-  /bigheaders?n=N        200 with N header lines "X-Filler-<i>: aaa..." of
-                         exactly 1000 bytes each, CRLF included (default 100,
+  /bigheaders?n=N[&len=L] 200 with N header lines "X-Filler-<i>: aaa..." of
+                         exactly L bytes each (18..1000, default 1000), CRLF
+                         included (N: default 100,
                          at most 100000), then Content-Length and a 3-byte
                          body "ok\n"; the connection is kept alive.
   /stats                 JSON counters (see Stats.snapshot); not counted.
@@ -68,6 +69,7 @@ path):
   truncate=N  announce the real length but close after N body bytes (in
               TLS mode without a close_notify; see /eof for that path)
   norange=1   ignore Range and If-Range: always 200 with the whole file
+  encoding=E  (/files) add "Content-Encoding: E" (the body stays the file)
   retry_after=N   on /status, and on the failures of fail_first: add a
               Retry-After: N header
 
@@ -668,15 +670,18 @@ class Handler(BaseHTTPRequestHandler):
     def serve_bigheaders(self):
         """200 with n header lines of 1000 bytes each (CRLF included)."""
         n = int_option(self.query, "n", 100)
+        size = int_option(self.query, "len", 1000)
         if n is None or n > BIGHEADERS_MAX:
             return self.send_text(400, "n must be 0..%d\n" % BIGHEADERS_MAX)
+        if size is None or not 18 <= size <= 1000:
+            return self.send_text(400, "len must be 18..1000\n")
         self.log_request(200)
         head = [b"HTTP/1.1 200 OK\r\n", b"Content-Type: text/plain; charset=utf-8\r\n"]
         self.wfile.write(b"".join(head))
         batch = []
         for i in range(n):
             name = b"X-Filler-%06d: " % i
-            batch.append(name + b"a" * (1000 - len(name) - 2) + b"\r\n")
+            batch.append(name + b"a" * (size - len(name) - 2) + b"\r\n")
             if len(batch) == 1024:
                 self.wfile.write(b"".join(batch))
                 batch = []
@@ -754,6 +759,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send_response(206 if rng else 200)
             self.send_header("Content-Type", "application/octet-stream")
             self.send_header("ETag", etag)
+            if self.query.get("encoding"):
+                self.send_header("Content-Encoding", self.query["encoding"][-1])
             self.send_header("Last-Modified", last_modified)
             if not chunked:
                 self.send_header("Accept-Ranges", "none" if norange else "bytes")

@@ -162,6 +162,19 @@ class CacheTest(HubTestCase):
         self.assertEqual(self.hubd.partials(), {})
         self.assertEqual(self.hubd.tmp_files(), [])
 
+    def test_one_daemon_per_cache(self):
+        # A second hubd on the same cache (another socket) stops before it
+        # touches anything: it would cut the first one's partials back.
+        import subprocess
+        from harness import HUBD
+        r = subprocess.run([HUBD, "--socket", os.path.join(self.tmp, "second.sock"),
+                            "--cache-dir", self.hubd.cache], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn("another hubd is using the cache dir", r.stderr)
+        self.make_file("one.bin", 1000)
+        self.assertEqual(self.hubctl("fetch", self.origin.url("/files/one.bin")).rc, 0)
+
     def test_startup_checks_recorded_partials(self):
         # Three partials, as a crash may leave them: one whose file holds
         # more than its row promises (cut back and kept), one whose file is

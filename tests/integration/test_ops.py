@@ -200,6 +200,28 @@ class OpsTest(HubTestCase):
         self.assertEqual(r.rc, 1, r)
         self.assertIn("max_size", r.err)
 
+    def test_targets_are_normalised_and_oversized_blobs_not_kept(self):
+        self.restart_with(max_cache_size="1M")
+        small = self.make_file("s", 300 * KiB, seed=1)
+        big = self.make_file("big", 2 * MiB, seed=2)
+        self.fetch("s")
+        # Named as a user might: upper-case digest, scheme in capitals.
+        r = self.hubctl("pin", small.upper())
+        self.assertEqual(r.rc, 0, r)
+        r = self.hubctl("unpin", self.origin.url("/files/s").replace("http://", "HTTP://"))
+        self.assertEqual(r.rc, 0, r)
+        # A file larger than the whole cache is handed out, then not kept;
+        # the other blobs are not sacrificed for it.
+        done, fd = recv_fd_fetch(self.hubd.socket, self.origin.url("/files/big"))
+        with os.fdopen(fd, "rb") as f:
+            self.assertEqual(len(f.read()), 2 * MiB)
+        wait_for(lambda: not os.path.exists(done["path"]), what="the oversized blob to go")
+        self.assertEqual(done["sha256"], big)
+        self.assertEqual(sorted(self.ls()), ["s"])
+        r = self.hubctl("rm", "--json", "0" * 64)
+        self.assertEqual(r.rc, 1, r)
+        self.assertEqual(json.loads(r.out)["error"]["code"], "not_found")
+
     def test_admin_verbs_need_root_or_the_admin_group(self):
         self.restart_with(socket_mode="0666")
         for d in (self.tmp, self.hubd.workdir):  # let another user reach the socket
@@ -358,6 +380,23 @@ class PerUserTest(HubTestCase):
         r = self.run_ctl(env, "stop")
         self.assertEqual(r.returncode, 0, r)
         self.assertIn("no per-user hubd is running", r.stderr)
+
+    def test_a_planted_tmp_folder_is_refused(self):
+        # Without XDG_RUNTIME_DIR the per-user socket is in /tmp/hubd-UID:
+        # another user who made that folder first must not get our fetches.
+        d = "/tmp/hubd-%d" % os.getuid()
+        if os.path.lexists(d):
+            self.skipTest(d + " exists already")
+        os.mkdir(d)
+        self.addCleanup(os.rmdir, d)
+        os.chmod(d, 0o777)
+        os.chown(d, 65534, 65534)
+        env = self.user_env(os.path.join(self.tmp, "no-system.sock"))
+        del env["XDG_RUNTIME_DIR"]
+        r = self.run_ctl(env, "start")
+        self.assertNotEqual(r.returncode, 0, r)
+        self.assertIn("not a private folder of yours", r.stderr)
+        self.assertEqual(os.listdir(d), [])
 
     def test_a_system_daemon_wins(self):
         env = self.user_env(self.hubd.socket)  # the fixture's hubd plays the system one

@@ -190,6 +190,35 @@ class NetworkPolicyTest(HubTestCase):
         self.assertEqual(code, "forbidden")
 
 
+class ServerLimitsTest(HubTestCase):
+    """What a server sends is bounded: header lines, encodings, file size."""
+
+    def restart_with(self, **keys):
+        from harness import write_config
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "lim.conf"), **keys)
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-lim"), config=conf)
+
+    def code(self, url):
+        r = self.hubctl("fetch", "--json", url)
+        self.assertEqual(r.rc, 1, r)
+        return json.loads(r.out)["code"]
+
+    def test_header_count_and_encodings_and_size(self):
+        self.assertEqual(self.code(self.origin.url("/bigheaders?n=200&len=20")), "http_parse")
+        r = self.hubctl("fetch", self.origin.url("/bigheaders?n=100&len=20"))
+        self.assertEqual(r.rc, 0, r)  # 100 small headers are fine
+        self.make_file("z.bin", 5000)
+        self.assertEqual(self.code(self.origin.url("/files/z.bin?encoding=gzip")), "http_parse")
+        r = self.hubctl("fetch", self.origin.url("/files/z.bin?encoding=identity"))
+        self.assertEqual(r.rc, 0, r)
+        self.restart_with(max_file_size="4K")
+        self.assertEqual(self.code(self.origin.url("/files/z.bin?x=1")), "too_large")
+        self.assertEqual(self.code(self.origin.url("/chunked/z.bin")), "too_large")  # no length
+        self.assertEqual(self.hubd.blob_files(), [])
+        self.hubd.wait_no_partials()
+
+
 class HostileClientTest(HubTestCase):
     def test_random_protocol_lines_leave_the_daemon_serving(self):
         rnd = random.Random(10000)

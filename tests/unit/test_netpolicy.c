@@ -99,7 +99,7 @@ END_TEST
 START_TEST(bad_lists_are_refused)
 {
     static const char *const bad[] = {"10.0.0.0/33", "fe80::/129", "10.0.0.0/", "10.0.0/8",
-                                      "example.org", "::1/-1", "1.2.3.4/8x"};
+                                      "example.org", "::1/-1",     "1.2.3.4/8x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         ck_assert_msg(netpolicy_check_networks(bad[i]) == -EINVAL, "%s", bad[i]);
     ck_assert_int_eq(netpolicy_check_networks(" 10.0.0.0/8 ,, ::1 "), 0);

@@ -226,6 +226,22 @@ def _user_socket():
     return "/tmp/hubd-%d/hubd.sock" % os.getuid()
 
 
+def _private_dir_ok(path):
+    """Whether the folder of a per-user socket is really the user's: in
+    /tmp anyone could have made /tmp/hubd-<uid> first, with their own daemon
+    in it. True also when it does not exist yet (hubctl start makes it)."""
+    import stat
+    d = os.path.dirname(path)
+    if os.environ.get("XDG_RUNTIME_DIR") and d == os.environ["XDG_RUNTIME_DIR"]:
+        return True
+    try:
+        st = os.lstat(d)
+    except FileNotFoundError:
+        return True
+    return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
+            and not st.st_mode & 0o077)
+
+
 def _try_connect(path):
     """A connected socket, or the OSError that connecting raised."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -288,6 +304,9 @@ def _connect():
         return _Conn(s, env)
     tried = []
     for path in (SYSTEM_SOCKET, _user_socket()):
+        if path != SYSTEM_SOCKET and not _private_dir_ok(path):
+            raise HubdError("no_daemon", "%s is not a private folder of yours (owner, mode "
+                            "0700): refusing to use a daemon there" % os.path.dirname(path))
         s = _try_connect(path)
         if not isinstance(s, OSError):
             return _Conn(s, path)
