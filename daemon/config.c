@@ -68,6 +68,8 @@ int config_defaults(hubd_config_t *cfg)
     cfg->max_redirects = 10;
     cfg->log_level = LOG_LVL_INFO;
     cfg->socket_mode = 0660;
+    cfg->max_requests_per_user = 1024;
+    cfg->max_jobs_per_user = 8;
     cfg->max_cache_size = 0;
     cfg->admin_group = strdup("hubd-admin");
     /* Link-local (where cloud metadata services answer: 169.254.169.254,
@@ -216,6 +218,14 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value)
         return set_optional(&cfg->socket_group, value);
     if (strcmp(key, "admin_group") == 0)
         return set_optional(&cfg->admin_group, value);
+    if (strcmp(key, "allow_users") == 0)
+        return set_optional(&cfg->allow_users, value);
+    if (strcmp(key, "allow_groups") == 0)
+        return set_optional(&cfg->allow_groups, value);
+    if (strcmp(key, "max_requests_per_user") == 0)
+        return parse_uint(value, 0, 1000000, &cfg->max_requests_per_user);
+    if (strcmp(key, "max_jobs_per_user") == 0)
+        return parse_uint(value, 0, 10000, &cfg->max_jobs_per_user);
     if (strcmp(key, "max_cache_size") == 0 || strcmp(key, "max_file_size") == 0) {
         uint64_t v;
         int rc = config_parse_size(value, &v);
@@ -363,6 +373,10 @@ void config_print(const hubd_config_t *cfg, FILE *out)
     fprintf(out, "socket_mode = %04o\n", cfg->socket_mode);
     fprintf(out, "socket_group = %s\n", cfg->socket_group ? cfg->socket_group : "");
     fprintf(out, "admin_group = %s\n", cfg->admin_group ? cfg->admin_group : "");
+    fprintf(out, "allow_users = %s\n", cfg->allow_users ? cfg->allow_users : "");
+    fprintf(out, "allow_groups = %s\n", cfg->allow_groups ? cfg->allow_groups : "");
+    fprintf(out, "max_requests_per_user = %u\n", cfg->max_requests_per_user);
+    fprintf(out, "max_jobs_per_user = %u\n", cfg->max_jobs_per_user);
     fprintf(out, "cache_dir = %s\n", cfg->cache_dir);
     print_size(out, "max_cache_size", cfg->max_cache_size);
     print_size(out, "max_file_size", cfg->max_file_size);
@@ -405,6 +419,18 @@ static void note_key(char *buf, size_t cap, const char *key)
     snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", key);
 }
 
+/* *slot becomes a copy of next (NULL too); kept as it was without memory. */
+static void take_string(char **slot, const char *next)
+{
+    if (!str_differs(*slot, next))
+        return;
+    char *v = next ? strdup(next) : NULL;
+    if (v || !next) {
+        free(*slot);
+        *slot = v;
+    }
+}
+
 void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *needs_restart,
                           size_t cap)
 {
@@ -423,13 +449,11 @@ void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *n
     cfg->retry_delay_ms = next->retry_delay_ms;
     cfg->retry_max_delay_ms = next->retry_max_delay_ms;
     cfg->max_redirects = next->max_redirects;
-    if (str_differs(cfg->admin_group, next->admin_group)) {
-        char *g = next->admin_group ? strdup(next->admin_group) : NULL;
-        if (g || !next->admin_group) {
-            free(cfg->admin_group);
-            cfg->admin_group = g;
-        }
-    }
+    cfg->max_requests_per_user = next->max_requests_per_user;
+    cfg->max_jobs_per_user = next->max_jobs_per_user;
+    take_string(&cfg->allow_users, next->allow_users);
+    take_string(&cfg->allow_groups, next->allow_groups);
+    take_string(&cfg->admin_group, next->admin_group);
     /* Bound at start-up: sockets, buffers, files, the TLS context. */
     if (strcmp(cfg->socket_path, next->socket_path) != 0)
         note_key(needs_restart, cap, "socket");
@@ -474,6 +498,9 @@ void config_free(hubd_config_t *cfg)
     free(cfg->socket_group);
     free(cfg->admin_group);
     free(cfg->secret_headers);
+    free(cfg->allow_users);
+    free(cfg->allow_groups);
+    cfg->allow_users = cfg->allow_groups = NULL;
     free(cfg->deny_networks);
     free(cfg->allow_networks);
     free(cfg->allow_hosts);

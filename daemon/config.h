@@ -14,11 +14,15 @@
     "169.254.0.0/16, fe80::/10, fd00:ec2::254/128, 100.100.100.200/32, 0.0.0.0/8, ::/128"
 
 typedef struct hubd_config {
-    char *socket_path;       /* Unix socket to listen on (malloc'd) */
-    unsigned socket_mode;    /* its permission bits (0660) */
-    char *socket_group;      /* its group, NULL: the daemon's own */
-    char *admin_group;       /* members (and root) may use admin verbs; NULL: root only */
-    char *cache_dir;         /* root of blobs/, tmp/, hubd.db (malloc'd) */
+    char *socket_path;    /* Unix socket to listen on (malloc'd) */
+    unsigned socket_mode; /* its permission bits (0660) */
+    char *socket_group;   /* its group, NULL: the daemon's own */
+    char *admin_group;    /* members (and root) may use admin verbs; NULL: root only */
+    char *allow_users;    /* if set (or allow_groups), only these may connect (and root) */
+    char *allow_groups;
+    unsigned max_requests_per_user; /* waiting FETCHes of one uid; 0: no limit */
+    unsigned max_jobs_per_user;     /* downloads transferring for one uid at once; 0: no limit */
+    char *cache_dir;                /* root of blobs/, tmp/, hubd.db (malloc'd) */
     uint64_t max_cache_size; /* blobs above this are evicted, least recently used first; 0: none */
     uint64_t max_file_size;  /* a download longer than this fails (too_large); 0: none */
     size_t read_buffer_size; /* bytes per pooled socket read buffer */

@@ -126,6 +126,7 @@ struct job {
     int handles_open;        /* timers not yet closed */
     char expected[65];       /* the creator's expected digest, "" if none */
     char cred_tag[65];       /* its credentials' tag: entries and partials are keyed by it */
+    uid_t owner;             /* the uid whose request created it */
     http_req_t *req;         /* in flight, or NULL */
     job_waiter_t *waiters;   /* doubly linked */
     unsigned nwaiters;
@@ -1302,6 +1303,14 @@ static unsigned active_for_host(jobs_t *js, const char *host_key)
     return n;
 }
 
+static unsigned active_for_owner(jobs_t *js, uid_t uid)
+{
+    unsigned n = 0;
+    for (job_t *j = js->active; j; j = j->next)
+        n += j->owner == uid;
+    return n;
+}
+
 static void job_activate(job_t *job)
 {
     jobs_t *js = job->js;
@@ -1416,7 +1425,11 @@ static void jobs_start_queued(jobs_t *js)
         js->start_again = 0;
         job_t *job = js->queue_head;
         while (job && js->stats.active < js->cfg->max_downloads && !js->shutting_down) {
-            if (active_for_host(js, job->host_key) >= js->cfg->max_per_host) {
+            /* A full host, or a user at max_jobs_per_user, waits without
+             * holding up the others behind it in the queue. */
+            unsigned per_user = js->cfg->max_jobs_per_user;
+            if (active_for_host(js, job->host_key) >= js->cfg->max_per_host ||
+                (per_user && active_for_owner(js, job->owner) >= per_user)) {
                 job = job->next;
                 continue;
             }
@@ -1475,6 +1488,7 @@ static int start_download(jobs_t *js, url_t *u, job_waiter_t *w)
     snprintf(job->host_key, hl, "%s:%u", u->host, u->port);
     memcpy(job->expected, w->expected, sizeof job->expected);
     memcpy(job->cred_tag, w->cred_tag, sizeof job->cred_tag);
+    job->owner = w->uid;
     job->cred_headers = w->cred_block; /* the job sends them to the first origin */
     w->cred_block = NULL;
     job->fd = -1;

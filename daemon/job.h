@@ -15,6 +15,7 @@
 #define HUBD_JOB_H
 
 #include <stdint.h>
+#include <sys/types.h>
 #include <uv.h>
 
 #include "config.h"
@@ -46,6 +47,7 @@ struct job_waiter {
     void (*on_start)(job_waiter_t *w, fetch_kind_t kind, uint64_t job_id);
     void (*on_progress)(job_waiter_t *w, uint64_t done, int64_t total, uint64_t rate);
     void (*on_finish)(job_waiter_t *w, const job_result_t *res);
+    uid_t uid; /* who asks: a new job counts toward this uid's max_jobs_per_user */
     /* Private to job.c. */
     job_t *job;        /* the job waited on, or NULL */
     job_hit_t *hit;    /* the cache look-up in flight, or NULL */

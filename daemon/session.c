@@ -25,8 +25,31 @@
 #define FD_RETRY_MS 20                   /* socket full while passing an fd: try again */
 #define FETCH_ID_MAX 64
 #define DRAIN_MS 1000 /* shutdown: time a client gets to read its replies */
+/* A client that does not read its replies stops being read (backpressure)
+ * above READ_PAUSE_QUEUE queued bytes, until they are below READ_RESUME_QUEUE. */
+#define READ_PAUSE_QUEUE (1u << 20)
+#define READ_RESUME_QUEUE (256u << 10)
+#define MAX_DISCARDED (1u << 20) /* bytes of one overlong line before the client is cut off */
+#define MAX_LONG_LINES 16        /* overlong lines a session may send */
 
 typedef struct session session_t;
+
+/* A set of principals: groups (by gid, and their listed members by uid)
+ * and users. */
+typedef struct idset {
+    gid_t *gids;
+    size_t ngids;
+    uid_t *uids;
+    size_t nuids;
+} idset_t;
+
+struct user_count {
+    uid_t uid;
+    unsigned waiting;
+};
+
+static void idset_free(idset_t *set);
+static struct user_count *user_count(session_server_t *srv, uid_t uid, int create);
 
 /* A DONE line that must leave with its fd, queued until libuv's write queue
  * is empty (so the fd rides on the right byte). */
@@ -73,6 +96,10 @@ struct session {
     char rbuf[SESSION_READ_BUF];
     uid_t uid; /* peer credentials at accept */
     gid_t gid;
+    int read_paused;  /* replies queue up: not reading requests meanwhile */
+    size_t discarded; /* bytes of the overlong line being skipped */
+    unsigned long_lines;
+    int cut; /* flooding: closed once the current read is handled */
     pid_t pid;
 };
 
@@ -84,13 +111,15 @@ struct session_server {
     store_t *store;
     uv_pipe_t listener;
     int activated; /* the socket came from systemd: not ours to remove */
-    /* Who may use admin verbs besides root: the admin group's gid and its
-     * listed members' uids, looked up at start and on reload (never per
-     * request: NSS may block). */
-    int have_admin_gid;
-    gid_t admin_gid;
-    uid_t *admin_uids;
-    size_t nadmin_uids;
+    /* Who may use admin verbs besides root and who may connect at all:
+     * gids and uids, looked up at start and on reload (never per request:
+     * NSS may block). */
+    idset_t admins;
+    idset_t allowed;
+    int restricted; /* allow_users or allow_groups is set */
+    /* Waiting FETCHes per uid (max_requests_per_user). */
+    struct user_count *users;
+    size_t nusers;
     session_t *sessions;
     unsigned nsessions;
     time_t started;
@@ -109,6 +138,8 @@ typedef struct wreq {
 } wreq_t;
 
 static void on_written(uv_write_t *req, int status);
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b);
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b);
 
 static int send_copy(session_t *s, const char *line, size_t len)
 {
@@ -232,12 +263,18 @@ static void on_written(uv_write_t *req, int status)
     free(req);
     if (status == UV_ECANCELED || s->closing)
         return;
-    if (status < 0)
+    if (status < 0) {
         session_fail(s, "write", status);
-    else if (s->draining)
+    } else if (s->draining) {
         drain_step(s);
-    else
+    } else {
         flush_fd_queue(s);
+        if (s->read_paused && !s->closing &&
+            uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) < READ_RESUME_QUEUE) {
+            s->read_paused = 0;
+            uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
+        }
+    }
 }
 
 static void session_send_fd(session_t *s, const char *line, size_t len, int fd)
@@ -311,6 +348,9 @@ static void send_err(session_t *s, const char *id, const char *code, const char 
 static void fetch_unlink(fetch_t *f)
 {
     session_t *s = f->s;
+    struct user_count *u = user_count(s->srv, s->uid, 0);
+    if (u && u->waiting)
+        u->waiting--;
     if (f->prev)
         f->prev->next = f->next;
     else
@@ -432,6 +472,19 @@ static void do_fetch(session_t *s, const proto_msg_t *m)
     f->w.on_start = fetch_on_start;
     f->w.on_progress = fetch_on_progress;
     f->w.on_finish = fetch_on_finish;
+    /* One user cannot fill the daemon with waiting requests. */
+    struct user_count *u = user_count(s->srv, s->uid, 1);
+    unsigned max = s->srv->cfg->max_requests_per_user;
+    if (!u || (max && u->waiting >= max)) {
+        free(f);
+        char m[160];
+        snprintf(m, sizeof m, "uid %u has %u requests waiting already (max_requests_per_user)",
+                 (unsigned)s->uid, u ? u->waiting : 0);
+        send_err(s, id, "too_many_requests", m);
+        return;
+    }
+    u->waiting++;
+    f->w.uid = s->uid;
     /* Linked before jobs_fetch: on_start may come from inside it. */
     f->next = s->fetches;
     if (s->fetches)
@@ -449,15 +502,36 @@ static void do_fetch(session_t *s, const proto_msg_t *m)
 
 /* Root, the daemon's own user (a per-user daemon's owner), or the admin
  * group. */
-static int is_admin(const session_t *s)
+static int idset_has(const idset_t *set, uid_t uid, gid_t gid)
 {
-    const session_server_t *srv = s->srv;
-    if (s->uid == 0 || s->uid == geteuid() || (srv->have_admin_gid && s->gid == srv->admin_gid))
-        return 1;
-    for (size_t i = 0; i < srv->nadmin_uids; i++)
-        if (srv->admin_uids[i] == s->uid)
+    for (size_t i = 0; i < set->ngids; i++)
+        if (set->gids[i] == gid)
+            return 1;
+    for (size_t i = 0; i < set->nuids; i++)
+        if (set->uids[i] == uid)
             return 1;
     return 0;
+}
+
+static int is_admin(const session_t *s)
+{
+    return s->uid == 0 || s->uid == geteuid() || idset_has(&s->srv->admins, s->uid, s->gid);
+}
+
+/* The uid's waiting-request counter, created at 0 when asked to. */
+static struct user_count *user_count(session_server_t *srv, uid_t uid, int create)
+{
+    for (size_t i = 0; i < srv->nusers; i++)
+        if (srv->users[i].uid == uid)
+            return &srv->users[i];
+    if (!create)
+        return NULL;
+    struct user_count *u = realloc(srv->users, (srv->nusers + 1) * sizeof *u);
+    if (!u)
+        return NULL;
+    srv->users = u;
+    srv->users[srv->nusers] = (struct user_count){.uid = uid, .waiting = 0};
+    return &srv->users[srv->nusers++];
 }
 
 static void pending_unlink(pending_t *p)
@@ -720,7 +794,9 @@ static int on_line(void *arg, const char *line, size_t len, int err)
     session_t *s = arg;
     if (err) {
         send_err(s, NULL, "line_too_long", "a line exceeded 16384 bytes");
-        return s->closing || s->broken;
+        if (++s->long_lines > MAX_LONG_LINES)
+            s->cut = 1;
+        return s->closing || s->broken || s->cut;
     }
     if (len == 0 || (len == 1 && line[0] == '\r'))
         return 0;         /* blank lines are harmless: socat users press enter */
@@ -773,6 +849,21 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
         return;
     }
     proto_reader_feed(&s->reader, b->base, (size_t)nread, on_line, s);
+    if (s->closing)
+        return;
+    /* An endless line, or line after overlong line: a client that is not
+     * speaking the protocol is cut off; others are not affected. */
+    s->discarded = s->reader.discarding ? s->discarded + (size_t)nread : 0;
+    if (s->cut || s->discarded > MAX_DISCARDED) {
+        log_warn("session pid %d uid %d: cut off (overlong lines)", (int)s->pid, (int)s->uid);
+        session_close(s);
+        return;
+    }
+    if (!s->read_paused &&
+        uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) > READ_PAUSE_QUEUE) {
+        s->read_paused = 1;
+        uv_read_stop(st);
+    }
 }
 
 static void on_listener_closed(uv_handle_t *h)
@@ -780,7 +871,9 @@ static void on_listener_closed(uv_handle_t *h)
     session_server_t *srv = h->data;
     void (*cb)(void *) = srv->close_cb;
     void *arg = srv->close_arg;
-    free(srv->admin_uids);
+    idset_free(&srv->admins);
+    idset_free(&srv->allowed);
+    free(srv->users);
     free(srv);
     if (cb)
         cb(arg);
@@ -929,7 +1022,17 @@ static void on_connection(uv_stream_t *server, int status)
     s->uid = cred.uid;
     s->gid = cred.gid;
     s->pid = cred.pid;
-    log_debug("session pid %d uid %d: connected", (int)s->pid, (int)s->uid);
+    log_info("session pid %d uid %d gid %d: connected", (int)s->pid, (int)s->uid, (int)s->gid);
+    if (srv->restricted && s->uid != 0 && s->uid != geteuid() &&
+        !idset_has(&srv->allowed, s->uid, s->gid)) {
+        log_warn("session pid %d uid %d: refused (not in allow_users or allow_groups)", (int)s->pid,
+                 (int)s->uid);
+        send_err(s, NULL, "permission_denied",
+                 "this hubd serves only the users and groups "
+                 "it is configured for (allow_users, allow_groups)");
+        session_drain(s);
+        return;
+    }
     if (srv->closing) { /* raced with shutdown: nothing to serve */
         session_close(s);
         return;
@@ -970,41 +1073,94 @@ static void make_parent_dir(const char *path)
         log_warn("cannot create %s: %s", dir, strerror(errno));
 }
 
-void session_server_reload(session_server_t *srv)
+static void idset_free(idset_t *set)
 {
-    free(srv->admin_uids);
-    srv->admin_uids = NULL;
-    srv->nadmin_uids = 0;
-    srv->have_admin_gid = 0;
-    const char *name = srv->cfg->admin_group;
-    struct group *g = name ? getgrnam(name) : NULL;
-    if (!g) {
-        if (name)
-            log_warn("admin group %s does not exist: only root (and hubd's own user) may "
-                     "administer the cache",
-                     name);
-        return;
+    free(set->gids);
+    free(set->uids);
+    memset(set, 0, sizeof *set);
+}
+
+static void idset_add_uid(idset_t *set, uid_t uid)
+{
+    uid_t *v = realloc(set->uids, (set->nuids + 1) * sizeof *v);
+    if (v) {
+        set->uids = v;
+        set->uids[set->nuids++] = uid;
     }
-    srv->have_admin_gid = 1;
-    srv->admin_gid = g->gr_gid;
+}
+
+/* A group: its gid (a peer's primary group) and its listed members. */
+static int idset_add_group(idset_t *set, const char *name)
+{
+    struct group *g = getgrnam(name);
+    if (!g)
+        return -ENOENT;
+    gid_t *v = realloc(set->gids, (set->ngids + 1) * sizeof *v);
+    if (v) {
+        set->gids = v;
+        set->gids[set->ngids++] = g->gr_gid;
+    }
     size_t n = 0;
     while (g->gr_mem[n])
         n++;
-    gid_t gid = g->gr_gid;
     char **names = calloc(n + 1, sizeof *names); /* getpwnam may reuse getgrnam's buffer */
     for (size_t i = 0; names && i < n; i++)
         names[i] = strdup(g->gr_mem[i]);
-    srv->admin_uids = n ? calloc(n, sizeof *srv->admin_uids) : NULL;
-    for (size_t i = 0; names && srv->admin_uids && i < n; i++) {
+    for (size_t i = 0; names && i < n; i++) {
         struct passwd *pw = names[i] ? getpwnam(names[i]) : NULL;
         if (pw)
-            srv->admin_uids[srv->nadmin_uids++] = pw->pw_uid;
-    }
-    for (size_t i = 0; names && i < n; i++)
+            idset_add_uid(set, pw->pw_uid);
         free(names[i]);
+    }
     free(names);
-    log_info("admin group %s (gid %u): %zu listed member(s) besides its own gid", name,
-             (unsigned)gid, srv->nadmin_uids);
+    return 0;
+}
+
+/* A user: a name, or a numeric uid. */
+static int idset_add_user(idset_t *set, const char *name)
+{
+    char *end;
+    unsigned long v = strtoul(name, &end, 10);
+    if (*name && !*end) {
+        idset_add_uid(set, (uid_t)v);
+        return 0;
+    }
+    struct passwd *pw = getpwnam(name);
+    if (!pw)
+        return -ENOENT;
+    idset_add_uid(set, pw->pw_uid);
+    return 0;
+}
+
+/* Each name of a comma-separated list into the set; unknown ones logged. */
+static void idset_add_list(idset_t *set, const char *list, int groups, const char *key)
+{
+    for (const char *p = list; p && *p;) {
+        p += strspn(p, " ,");
+        size_t n = strcspn(p, " ,");
+        if (n) {
+            char name[256];
+            snprintf(name, sizeof name, "%.*s", (int)n, p);
+            if ((groups ? idset_add_group(set, name) : idset_add_user(set, name)) != 0)
+                log_warn("%s: no such %s '%s'", key, groups ? "group" : "user", name);
+        }
+        p += n;
+    }
+}
+
+void session_server_reload(session_server_t *srv)
+{
+    const hubd_config_t *cfg = srv->cfg;
+    idset_free(&srv->admins);
+    idset_free(&srv->allowed);
+    if (cfg->admin_group && idset_add_group(&srv->admins, cfg->admin_group) != 0)
+        log_warn("admin group %s does not exist: only root (and hubd's own user) may "
+                 "administer the cache",
+                 cfg->admin_group);
+    idset_add_list(&srv->allowed, cfg->allow_users, 0, "allow_users");
+    idset_add_list(&srv->allowed, cfg->allow_groups, 1, "allow_groups");
+    srv->restricted =
+        (cfg->allow_users && *cfg->allow_users) || (cfg->allow_groups && *cfg->allow_groups);
 }
 
 /* Our own socket: mode through umask (never open wider than asked for a

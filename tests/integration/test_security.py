@@ -219,7 +219,103 @@ class ServerLimitsTest(HubTestCase):
         self.hubd.wait_no_partials()
 
 
+class AccessTest(HubTestCase):
+    def restart_with(self, **keys):
+        from harness import write_config
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "acc.conf"), socket_mode="0666", **keys)
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-acc"), config=conf)
+        for d in (self.tmp, self.hubd.workdir):  # let another user reach the socket
+            os.chmod(d, 0o755)
+
+    def as_nobody(self, *args):
+        return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+                              + self.hubctl_args(*args), capture_output=True, text=True,
+                              timeout=60)
+
+    def test_sessions_are_logged_with_peer_credentials(self):
+        self.hubctl("stats")
+        self.assertRegex(self.hubd.read_log(), r"session pid \d+ uid 0 gid 0: connected")
+
+    def test_allow_list(self):
+        self.make_file("a", 1000)
+        self.restart_with(allow_users="root, 1234", allow_groups="")
+        r = self.as_nobody("fetch", self.origin.url("/files/a"))
+        self.assertNotEqual(r.returncode, 0, r)
+        self.assertIn("permission_denied", r.stderr + r.stdout)
+        self.assertIn("refused (not in allow_users", self.hubd.read_log())
+        self.assertEqual(self.origin.requests_for("/files/a"), 0)
+        self.restart_with(allow_users="65534")
+        r = self.as_nobody("fetch", self.origin.url("/files/a"))
+        self.assertEqual(r.returncode, 0, r)
+
+    def test_per_user_limits(self):
+        self.restart_with(max_requests_per_user="2", max_jobs_per_user="1")
+        for name in "abc":
+            self.make_file(name, 1 << 20)
+        slow = [self.hubctl_bg("fetch", self.origin.url("/files/%s?bps=%d" % (n, 1 << 20)))
+                for n in "ab"]
+        wait_for(lambda: len(self.status()) == 2, what="two jobs")
+        states = sorted(j["state"] for j in self.status())
+        self.assertEqual(states[1], "queued")  # one transfer at a time for this uid
+        r = self.hubctl("fetch", self.origin.url("/files/c"))
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("too_many_requests", r.err)
+        # Another user is not held up by this one's queue.
+        r = self.as_nobody("fetch", self.origin.url("/files/c"))
+        self.assertEqual(r.returncode, 0, r)
+        for p in slow:
+            self.assertEqual(p.wait(timeout=30), 0)
+
+    def status(self):
+        r = self.hubctl("status", "--json")
+        return json.loads(r.out) if r.rc == 0 else []
+
+
 class HostileClientTest(HubTestCase):
+    def test_an_endless_line_is_cut_off(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(self.hubd.socket)
+        s.settimeout(10)
+        closed = False
+        try:
+            for _ in range(64):  # 4 MiB without a newline
+                s.sendall(b"A" * 65536)
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+        if not closed:
+            data = b""
+            try:
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+            except ConnectionResetError:
+                pass
+            self.assertIn(b"line_too_long", data)
+        s.close()
+        self.assertIn("cut off (overlong lines)", self.hubd.read_log())
+        self.assertEqual(self.hubctl("stats").rc, 0)
+
+    def test_a_client_that_does_not_read_is_not_read_either(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(self.hubd.socket)
+        s.setblocking(False)
+        sent = 0
+        deadline = time.monotonic() + 10
+        line = b"STATS\n" * 1000
+        while time.monotonic() < deadline:
+            try:
+                sent += s.send(line)
+            except BlockingIOError:
+                break  # hubd stopped reading us: the socket buffers are full
+        self.assertLess(time.monotonic(), deadline, "hubd kept reading a client that never reads")
+        rss = int(open("/proc/%d/statm" % self.hubd.proc.pid).read().split()[1]) * 4096
+        self.assertLess(rss, 200 << 20)
+        self.assertEqual(self.hubctl("stats").rc, 0)  # others are served meanwhile
+        s.close()
+
     def test_random_protocol_lines_leave_the_daemon_serving(self):
         rnd = random.Random(10000)
         verbs = [b"FETCH", b"STATUS", b"STATS", b"LIST", b"HELLO", b"RM", b"GC", b"PIN", b"X"]

@@ -154,6 +154,11 @@ START_TEST(config_shipped_file_documents_defaults)
     ck_assert_str_eq(cfg.admin_group, def.admin_group);
     ck_assert_uint_eq(cfg.max_cache_size, def.max_cache_size);
     ck_assert_str_eq(cfg.deny_networks, def.deny_networks);
+    ck_assert_uint_eq(cfg.max_requests_per_user, def.max_requests_per_user);
+    ck_assert_uint_eq(cfg.max_jobs_per_user, def.max_jobs_per_user);
+    ck_assert_uint_eq(cfg.max_file_size, def.max_file_size);
+    ck_assert_ptr_null(cfg.allow_users);
+    ck_assert_ptr_null(cfg.allow_groups);
     ck_assert_ptr_null(cfg.allow_networks);
     ck_assert_ptr_null(cfg.allow_hosts);
     config_free(&def);
