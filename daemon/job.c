@@ -545,7 +545,8 @@ static void commit_work(uv_work_t *req)
         rc = -errno;
     db_lock(js->db); /* rename and row together: see cache.c's drop_blob */
     if (!rc) {
-        rc = store_commit(js->store, job->fd, job->part_id, job->digest, &job->ro_fd);
+        rc = store_commit(js->store, job->fd, job->part_id, job->digest, job->cred_tag[0] != 0,
+                          &job->ro_fd);
         job->fd = -1;
     }
     if (!rc) {

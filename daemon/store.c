@@ -160,7 +160,8 @@ static int fsync_dir_at(int dir_fd, const char *rel)
     return rc;
 }
 
-int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int *ro_fd)
+int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int private_blob,
+                 int *ro_fd)
 {
     char rel_tmp[64], rel_dir[16], rel_blob[96];
     tmp_rel(id, rel_tmp, sizeof rel_tmp);
@@ -170,7 +171,14 @@ int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int *ro
 
     /* Data first, then the name: after a crash the blob either is absent or
      * holds every byte. */
-    if (fsync(fd) || fchmod(fd, 0444)) {
+    /* A blob fetched with credentials is readable by hubd alone (clients get
+     * it through the fd); unless the same bytes are public already. */
+    mode_t mode = 0444;
+    struct stat st;
+    if (private_blob &&
+        !(fstatat(s->dir_fd, rel_blob, &st, AT_SYMLINK_NOFOLLOW) == 0 && (st.st_mode & 0044)))
+        mode = 0400;
+    if (fsync(fd) || fchmod(fd, mode)) {
         rc = -errno;
         goto fail;
     }

@@ -31,10 +31,12 @@ int store_tmp_create(const store_t *s, uint64_t id, int *fd_out);
 int store_tmp_reopen(const store_t *s, uint64_t id, uint64_t keep, int *fd_out);
 
 /* Pool thread: make the partial durable and visible under its digest:
- * fsync, chmod 0444, rename into blobs/<aa>/, fsync the folder(s). Closes fd
+ * fsync, chmod 0444 (0400 for a private blob: fetched with credentials, and
+ * not public already), rename into blobs/<aa>/, fsync the folder(s). Closes fd
  * in every case. On success *ro_fd is a new read-only descriptor of the blob.
  * On failure the partial is removed and nothing appears under blobs/. */
-int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int *ro_fd);
+int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int private_blob,
+                 int *ro_fd);
 
 /* Pool thread: drop a failed job's partial (fd may be -1). */
 void store_discard(const store_t *s, int fd, uint64_t id);

@@ -44,6 +44,14 @@ class CredentialTest(HubTestCase):
         r, res = self.fetch("-H", "Authorization: Bearer " + TOKEN, url)
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(res["sha256"], digest)
+        # A gated file is readable by hubd alone; its owner gets it through
+        # the fd that DONE passes (-o copies from it).
+        self.assertEqual(os.stat(res["path"]).st_mode & 0o777, 0o400)
+        dest = os.path.join(self.tmp, "copy.bin")
+        r2 = self.hubctl("fetch", "-H", "Authorization: Bearer " + TOKEN, "-o", dest, url)
+        self.assertEqual(r2.rc, 0, r2)
+        with open(dest, "rb") as f, open(os.path.join(self.root, "g.bin"), "rb") as g:
+            self.assertEqual(f.read(), g.read())
         for args in (["status", "--json"], ["ls", "--json"], ["stats", "--json"]):
             self.assertNotIn(TOKEN, self.hubctl(*args).out)
         # A failing fetch with the token: not in the error either.

@@ -544,7 +544,9 @@ def fetch(url, sha256=None, headers=None, progress=True):
     ``HubdError`` code ``hash_mismatch``. ``headers``: a dict of extra request
     headers (a token for a gated file), sent as repeated ``header=Name:
     value`` fields: they go to the first origin only, and a file fetched with
-    Authorization or Cookie is served only to requests with the same ones
+    Authorization or Cookie is served only to requests with the same ones,
+    and its cache path is readable by hubd alone (use
+    :func:`download_url_to_file`, which copies through the passed fd)
     (the daemon refuses headers that are its own to send, such as Host or
     Range, with ``bad_request``). ``progress``: draw a
     progress bar on stderr (see the module doc). Raises :class:`HubdError`.
