@@ -1548,6 +1548,10 @@ static void after_hit(uv_work_t *req, int status)
     job_waiter_t *w = hit->w;
     if (w)
         w->hit = NULL;
+    if (w && hit->rc == 0) { /* served without a job: its headers are not needed */
+        free(w->cred_block);
+        w->cred_block = NULL;
+    }
     if (w && hit->rc == 0 && js->shutting_down) {
         job_result_t res = {.err_code = "shutting_down", .err_msg = "hubd is stopping", .fd = -1};
         w->on_start(w, FETCH_HIT, 0);
@@ -1569,12 +1573,10 @@ static void after_hit(uv_work_t *req, int status)
         url_t u;
         if (url_parse(hit->url, &u, NULL) != 0 || start_download(js, &u, w) != 0) {
             job_result_t res = {.err_code = "internal", .err_msg = "out of memory", .fd = -1};
+            free(w->cred_block); /* before on_finish: the waiter may be freed in it */
+            w->cred_block = NULL;
             w->on_finish(w, &res);
         }
-    }
-    if (w && !w->job) { /* served (or failed) without a job: the headers are done with */
-        free(w->cred_block);
-        w->cred_block = NULL;
     }
     if (hit->rc == 0)
         close(hit->fd);
