@@ -307,7 +307,8 @@ class ServiceTest(HubTestCase):
         # It passes the launched process only the variables named with -E.
         proc = subprocess.Popen(["systemd-socket-activate", "-l", sock,
                                  "-E", "NOTIFY_SOCKET=" + notify_path,
-                                 "-E", "CACHE_DIRECTORY=" + cache, HUBD, "--log-level",
+                                 "-E", "CACHE_DIRECTORY=" + cache,
+                                 "-E", "JOURNAL_STREAM=8:12345", HUBD, "--log-level",
                                  "debug", "--config", write_config(
                                      os.path.join(self.tmp, "svc.conf"))],
                                 stdout=log, stderr=log)
@@ -330,6 +331,13 @@ class ServiceTest(HubTestCase):
         with open(os.path.join(self.tmp, "svc.log"), "rb") as f:
             text = f.read().decode()
         self.assertIn("the socket systemd passed", text)
+        # Under journald every line carries its syslog priority.
+        lines = [l for l in text.splitlines() if l and not l.startswith("Listening")
+                 and not l.startswith("Communication") and not l.startswith("Execing")]
+        self.assertTrue(lines)
+        for l in lines:
+            self.assertRegex(l, r"^<[3-7]>", l)
+        self.assertIn("<6>hubd 0.1.0 listening", text)
         self.assertNotIn("runtime error", text)
         self.assertTrue(os.path.exists(sock), "the passed socket is systemd's to remove")
         self.hubd.start()  # the fixture's clean exit check
