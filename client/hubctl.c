@@ -92,10 +92,12 @@ static const char usage_text[] =
     "                 daemon's /run/hubd/hubd.sock when it answers, else a\n"
     "                 per-user daemon's $XDG_RUNTIME_DIR/hubd.sock (or\n"
     "                 /tmp/hubd-UID/hubd.sock), started when none answers)\n"
-    "  -H, --header 'Name: value'\n"
+    "  -H, --header 'Name: value' | @FILE\n"
     "                 a request header for the origin (repeatable), e.g. a token;\n"
-    "                 it goes to the first origin only, and a file fetched with\n"
-    "                 Authorization or Cookie is served only to the same ones\n"
+    "                 @FILE (@- for stdin) reads one per line and keeps a token\n"
+    "                 out of the process list; headers go to the first origin\n"
+    "                 only, and a file fetched with headers is served only to\n"
+    "                 requests with the same ones\n"
     "  --sha256 HEX   expected SHA-256 of the file (a single URL only); a cached\n"
     "                 blob with this digest is served without any network\n"
     "  -o DEST        copy the file to DEST and print DEST; if DEST is a directory\n"
@@ -485,7 +487,7 @@ typedef struct cli {
     int progress;         /* --progress */
     int prometheus;       /* --prometheus (stats) */
     const char *max_size; /* --max-size (gc) */
-    const char **headers; /* -H, in order (fetch) */
+    char **headers;       /* -H, in order (fetch); copies, freed at exit */
     size_t nheaders;
     const char **args; /* operands after the command (URLs) */
     size_t nargs;      /* entries of args */
@@ -512,6 +514,39 @@ static int opt_value(int argc, char **argv, int *i, const char *name, const char
     return 1;
 }
 
+static void add_header(cli_t *c, const char *h)
+{
+    c->headers = xrealloc(c->headers, (c->nheaders + 1) * sizeof *c->headers);
+    c->headers[c->nheaders++] = xstrdup(h);
+}
+
+/* -H @FILE (or @- for stdin): one "Name: value" per line, blank lines and
+ * lines starting with '#' skipped. */
+static int read_header_file(cli_t *c, const char *path)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    if (!f)
+        return usage_error("-H @%s: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int rc = CLI_RUN;
+    while (rc == CLI_RUN && (n = getline(&line, &cap, f)) >= 0) {
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = '\0';
+        if (n == 0 || line[0] == '#')
+            continue;
+        if (!strchr(line, ':'))
+            rc = usage_error("-H @%s: a line is not 'Name: value'", path);
+        else
+            add_header(c, line);
+    }
+    free(line);
+    if (f != stdin)
+        fclose(f);
+    return rc;
+}
+
 /* Handles the option at argv[*i]. Returns CLI_RUN to go on, or an exit code
  * (help and version end the program successfully, here). */
 static int cli_option(cli_t *c, int argc, char **argv, int *i)
@@ -535,9 +570,11 @@ static int cli_option(cli_t *c, int argc, char **argv, int *i)
         return CLI_RUN;
     }
     if (opt_value(argc, argv, i, "-H", &v) || opt_value(argc, argv, i, "--header", &v)) {
+        if (v && v[0] == '@') /* from a file: a token on the command line is in ps */
+            return read_header_file(c, v + 1);
         if (!v || !strchr(v, ':'))
-            return usage_error("-H needs 'Name: value'");
-        c->headers[c->nheaders++] = v;
+            return usage_error("-H needs 'Name: value' or @FILE");
+        add_header(c, v);
         return CLI_RUN;
     }
     const char **slot = opt_value(argc, argv, i, "--socket", &v)     ? &c->socket
@@ -558,7 +595,7 @@ static int cli_parse(int argc, char **argv, cli_t *c)
 {
     memset(c, 0, sizeof *c);
     c->args = xcalloc((size_t)argc, sizeof *c->args);
-    c->headers = xcalloc((size_t)argc, sizeof *c->headers);
+    c->headers = NULL;
     int only_operands = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -1914,6 +1951,8 @@ int main(int argc, char **argv)
     if (rc == CLI_RUN)
         rc = cli_dispatch(&c);
     free(c.args);
+    for (size_t i = 0; i < c.nheaders; i++)
+        free(c.headers[i]);
     free(c.headers);
     return finish_stdout(rc);
 }

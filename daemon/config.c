@@ -267,8 +267,6 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value)
         return set_string(&cfg->tls_ciphers, value);
     if (strcmp(key, "tls_insecure_hosts") == 0)
         return set_optional(&cfg->tls_insecure_hosts, value);
-    if (strcmp(key, "secret_headers") == 0)
-        return set_optional(&cfg->secret_headers, value);
     if (strcmp(key, "deny_networks") == 0 || strcmp(key, "allow_networks") == 0) {
         if (netpolicy_check_networks(value))
             return -EINVAL;
@@ -401,7 +399,6 @@ void config_print(const hubd_config_t *cfg, FILE *out)
     fprintf(out, "tls_ciphers = %s\n", cfg->tls_ciphers);
     fprintf(out, "tls_insecure_hosts = %s\n",
             cfg->tls_insecure_hosts ? cfg->tls_insecure_hosts : "");
-    fprintf(out, "secret_headers = %s\n", cfg->secret_headers ? cfg->secret_headers : "");
     fprintf(out, "deny_networks = %s\n", cfg->deny_networks ? cfg->deny_networks : "");
     fprintf(out, "allow_networks = %s\n", cfg->allow_networks ? cfg->allow_networks : "");
     fprintf(out, "allow_hosts = %s\n", cfg->allow_hosts ? cfg->allow_hosts : "");
@@ -475,8 +472,6 @@ void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *n
         note_key(needs_restart, cap, "tls_ciphers");
     if (str_differs(cfg->tls_insecure_hosts, next->tls_insecure_hosts))
         note_key(needs_restart, cap, "tls_insecure_hosts");
-    if (str_differs(cfg->secret_headers, next->secret_headers))
-        note_key(needs_restart, cap, "secret_headers");
     if (str_differs(cfg->deny_networks, next->deny_networks))
         note_key(needs_restart, cap, "deny_networks");
     if (str_differs(cfg->allow_networks, next->allow_networks))
@@ -497,7 +492,6 @@ void config_free(hubd_config_t *cfg)
     free(cfg->tls_insecure_hosts);
     free(cfg->socket_group);
     free(cfg->admin_group);
-    free(cfg->secret_headers);
     free(cfg->allow_users);
     free(cfg->allow_groups);
     cfg->allow_users = cfg->allow_groups = NULL;
@@ -505,7 +499,7 @@ void config_free(hubd_config_t *cfg)
     free(cfg->allow_networks);
     free(cfg->allow_hosts);
     free(cfg->deny_hosts);
-    cfg->socket_group = cfg->admin_group = cfg->secret_headers = NULL;
+    cfg->socket_group = cfg->admin_group = NULL;
     cfg->deny_networks = cfg->allow_networks = cfg->allow_hosts = cfg->deny_hosts = NULL;
     cfg->socket_path = cfg->cache_dir = cfg->ca_file = cfg->ca_path = NULL;
     cfg->tls_ciphers = cfg->tls_insecure_hosts = NULL;

@@ -43,7 +43,6 @@ typedef struct hubd_config {
     char *ca_path;                  /* folder of PEM CA certificates, or NULL */
     char *tls_ciphers;              /* AEADs offered, fastest first (malloc'd) */
     char *tls_insecure_hosts;       /* hosts whose certificates are not checked, or NULL */
-    char *secret_headers;           /* more request header names that are credentials, or NULL */
     char *deny_networks;            /* CIDRs never connected to (metadata, link-local), or NULL */
     char *allow_networks;           /* exceptions to deny_networks, or NULL */
     char *allow_hosts;              /* if set, the only hosts fetched from ("*.x" for subdomains) */

@@ -81,29 +81,9 @@ static int is_reserved(const char *name, size_t n)
            !(n == 19 && strncasecmp(name, "proxy-authorization", 19) == 0);
 }
 
-static int is_secret(const char *name, size_t n, const char *extra)
-{
-    static const char *const secret[] = {"authorization", "proxy-authorization", "cookie"};
-    for (size_t i = 0; i < sizeof secret / sizeof secret[0]; i++)
-        if (strlen(secret[i]) == n && strncasecmp(name, secret[i], n) == 0)
-            return 1;
-    for (const char *p = extra; p && *p;) {
-        p += strspn(p, " ,");
-        size_t len = strcspn(p, ",");
-        size_t trim = len;
-        while (trim && p[trim - 1] == ' ')
-            trim--;
-        if (trim == n && strncasecmp(p, name, n) == 0)
-            return 1;
-        p += len;
-    }
-    return 0;
-}
-
 typedef struct parsed {
     const char *name, *value;
     size_t nlen, vlen;
-    int secret;
 } parsed_t;
 
 static int cmp_parsed(const void *a, const void *b)
@@ -118,7 +98,7 @@ static int cmp_parsed(const void *a, const void *b)
     return c ? c : (x->vlen > y->vlen) - (x->vlen < y->vlen);
 }
 
-static int check_header(const char *h, parsed_t *p, const char *secret_names, const char **why)
+static int check_header(const char *h, parsed_t *p, const char **why)
 {
     size_t len = strlen(h);
     const char *colon = strchr(h, ':');
@@ -155,15 +135,14 @@ static int check_header(const char *h, parsed_t *p, const char *secret_names, co
                "Proxy-* (but Proxy-Authorization) are hubd's to send";
         return -EINVAL;
     }
-    p->secret = is_secret(p->name, p->nlen, secret_names);
     return 0;
 }
 
-int cred_build(const cred_secret_t *secret, const char *const *headers, size_t n,
-               const char *secret_names, char **block, char tag[65], const char **why)
+int cred_build(const cred_secret_t *secret, const char *const *headers, size_t n, char **block,
+               char tag[65], const char **why)
 {
     parsed_t p[CRED_MAX_HEADERS];
-    size_t total = 0, nsecret = 0;
+    size_t total = 0;
     *block = NULL;
     tag[0] = '\0';
     if (n > CRED_MAX_HEADERS) {
@@ -171,11 +150,10 @@ int cred_build(const cred_secret_t *secret, const char *const *headers, size_t n
         return -EINVAL;
     }
     for (size_t i = 0; i < n; i++) {
-        int rc = check_header(headers[i], &p[i], secret_names, why);
+        int rc = check_header(headers[i], &p[i], why);
         if (rc)
             return rc;
         total += p[i].nlen + p[i].vlen + 4;
-        nsecret += (size_t)p[i].secret;
     }
     if (total > CRED_MAX_TOTAL) {
         *why = "the headers together are longer than 8192 bytes";
@@ -189,19 +167,17 @@ int cred_build(const cred_secret_t *secret, const char *const *headers, size_t n
     for (size_t i = 0; i < n; i++)
         o += sprintf(o, "%.*s: %.*s\r\n", (int)p[i].nlen, p[i].name, (int)p[i].vlen, p[i].value);
     *block = b;
-    if (nsecret == 0)
-        return 0;
-    /* The tag: HMAC over the secret headers in a canonical order (names in
-     * lower case), so the same credentials give the same tag however the
-     * client orders or spells them. */
+    /* The tag: HMAC over every header in a canonical order (names in lower
+     * case), so the same headers give the same tag however the client
+     * orders or spells them. Every header counts, not only Authorization
+     * and Cookie: PRIVATE-TOKEN, X-Api-Key and the like are credentials
+     * too, and any header may change what the origin sends. */
     qsort(p, n, sizeof *p, cmp_parsed);
     const mbedtls_md_info_t *md = mbedtls_md_info_from_type(MBEDTLS_MD_SHA256);
     mbedtls_md_context_t ctx;
     mbedtls_md_init(&ctx);
     int rc = mbedtls_md_setup(&ctx, md, 1) || mbedtls_md_hmac_starts(&ctx, secret->key, 32);
     for (size_t i = 0; !rc && i < n; i++) {
-        if (!p[i].secret)
-            continue;
         char lower[CRED_MAX_HEADER_LEN];
         for (size_t k = 0; k < p[i].nlen; k++)
             lower[k] = (char)((p[i].name[k] >= 'A' && p[i].name[k] <= 'Z') ? p[i].name[k] + 32

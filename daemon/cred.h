@@ -5,11 +5,11 @@
  * header that is hubd's to set: Host, Content-Length, Transfer-Encoding,
  * Connection, Range and the like; bounded count and size), then go to the
  * first origin only (job.c drops them on a redirect to another origin).
- * Secret ones (Authorization, Proxy-Authorization, Cookie, and what the
- * config names) make the fetch's credential tag: HMAC-SHA256 under a
- * per-cache secret of their names and values. An entry fetched with
- * credentials is served only to requests with the same tag; the secret
- * values themselves are never stored, logged or echoed. */
+ * All of them (a token may hide in any header: Authorization, Cookie,
+ * PRIVATE-TOKEN, X-Api-Key...) make the fetch's credential tag: HMAC-SHA256
+ * under a per-cache secret of their names and values. An entry fetched
+ * with headers is served only to requests with the same tag; the values
+ * themselves are never stored, logged or echoed. */
 #ifndef HUBD_CRED_H
 #define HUBD_CRED_H
 
@@ -28,12 +28,11 @@ typedef struct cred_secret {
 int cred_secret_load(const char *cache_dir, cred_secret_t *out);
 
 /* Checks the headers ("Name: value" each) and builds the lines to send
- * ("Name: value\r\n"..., malloc'd into *block, NULL when there are none)
- * and the tag ("" without secret headers, else 64 hex digits). secret_names
- * is the config's comma-separated list of extra secret header names (may
- * be NULL). On a bad header returns -EINVAL with why (which never quotes a
- * value). */
-int cred_build(const cred_secret_t *secret, const char *const *headers, size_t n,
-               const char *secret_names, char **block, char tag[65], const char **why);
+ * ("Name: value
+"..., malloc'd into *block, NULL when there are none)
+ * and the tag ("" without headers, else 64 hex digits). On a bad header
+ * returns -EINVAL with why (which never quotes a value). */
+int cred_build(const cred_secret_t *secret, const char *const *headers, size_t n, char **block,
+               char tag[65], const char **why);
 
 #endif

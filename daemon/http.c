@@ -448,7 +448,7 @@ static int on_header_value_complete(llhttp_t *p)
         req->field[req->field_len] = '\0';
         /* We ask for identity; a body encoded anyway is not the file, and
          * hubd never decompresses what a server sends. */
-        if (strcmp(req->field, "content-encoding") == 0 && req->value_len < HTTP_MAX_VALUE &&
+        if (strcmp(req->field, "content-encoding") == 0 &&
             !(req->value_len == 8 && strncasecmp(req->value, "identity", 8) == 0))
             return parse_fail(p, "http_parse",
                               "the response has a Content-Encoding (hubd asks for identity)");
@@ -479,6 +479,8 @@ static int on_headers_complete(llhttp_t *p)
     if (!req)
         return -1;
     req->status = llhttp_get_status_code(p);
+    if (req->status < 100 || req->status > 599) /* llhttp takes any 3 digits */
+        return parse_fail(p, "http_parse", "the response's status is not an HTTP status");
     if (req->status < 200) /* 1xx: informational, the real response follows */
         return 0;
     http_response_t resp = {
@@ -511,6 +513,8 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
     http_req_t *req = parser_req(p);
     if (!req)
         return -1;
+    if (req->status < 200) /* a 1xx has no body: these bytes are not the file */
+        return parse_fail(p, "http_parse", "an informational response with a body");
     if (!req->discard)
         req->cbs.on_body(req, conn->rbuf, at, n, req->data);
     return req->aborted ? -1 : 0;

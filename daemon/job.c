@@ -114,8 +114,8 @@ struct job {
     url_t url;      /* current hop */
     unsigned redirects;
     char *redirect_to;       /* Location of a 3xx being drained */
-    char *cred_headers;      /* "Name: value\r\n" lines for the first origin only (issue 6 sets
-                                them); dropped on a redirect to another origin */
+    char *cred_headers;      /* the client's "Name: value\r\n" lines: sent only to the origin
+                                of the URL asked for (job_begin_request checks every hop) */
     int http_status;         /* an error status whose body is being drained */
     unsigned retry_after_ms; /* Retry-After of that status, 0 if none */
     unsigned attempts;       /* failed attempts so far */
@@ -1066,12 +1066,6 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
         }
         log_debug("job %llu: redirect %u to %s", (unsigned long long)job->id, job->redirects + 1,
                   next.canonical);
-        if (job->cred_headers && !url_same_origin(&job->url, &next)) {
-            /* Credentials are for the origin they were given for: never
-             * forwarded to another host, port or scheme. */
-            free(job->cred_headers);
-            job->cred_headers = NULL;
-        }
         url_free(&job->url);
         job->url = next;
         free(job->redirect_to);
@@ -1111,7 +1105,16 @@ static void job_begin_request(job_t *job)
     job->state = JOB_CONNECTING;
     job->resume_from = job->received; /* all of it is sealed, or the job restarted */
     char *hdrs = NULL;
-    const char *cred = job->cred_headers ? job->cred_headers : "";
+    /* Credentials are for the origin they were given for: never sent to
+     * another scheme, host or port a redirect leads to. They are kept, not
+     * dropped: a retry goes back to the first origin, which needs them. */
+    const char *cred = "";
+    url_t first;
+    if (job->cred_headers && url_parse(job->key, &first, NULL) == 0) {
+        if (url_same_origin(&job->url, &first))
+            cred = job->cred_headers;
+        url_free(&first);
+    }
     const char *validator = job_validator(job);
     int n = job->resume_from > 0 ? asprintf(&hdrs, "Range: bytes=%llu-\r\nIf-Range: %s\r\n%s",
                                             (unsigned long long)job->resume_from, validator, cred)
@@ -1471,6 +1474,17 @@ static int start_download(jobs_t *js, url_t *u, job_waiter_t *w)
         w->on_start(w, FETCH_ATTACHED, job->id);
         return 0;
     }
+    /* A client that asks and hangs up leaves its job running: so the jobs
+     * one uid created (queued or transferring) are bounded too. */
+    unsigned max = js->cfg->max_requests_per_user, mine = 0;
+    job_t *lists[2] = {js->active, js->queue_head};
+    for (int i = 0; max && i < 2; i++)
+        for (job_t *j = lists[i]; j; j = j->next)
+            mine += j->owner == w->uid;
+    if (max && mine >= max) {
+        url_free(u);
+        return -EAGAIN;
+    }
     job = calloc(1, sizeof *job);
     if (!job)
         goto fail;
@@ -1571,8 +1585,14 @@ static void after_hit(uv_work_t *req, int status)
         log_warn("blob %s listed but not usable (%s): fetching again", hit->sha,
                  strerror(-hit->rc));
         url_t u;
-        if (url_parse(hit->url, &u, NULL) != 0 || start_download(js, &u, w) != 0) {
-            job_result_t res = {.err_code = "internal", .err_msg = "out of memory", .fd = -1};
+        int rc = -EINVAL;
+        if (!js->shutting_down && url_parse(hit->url, &u, NULL) == 0)
+            rc = start_download(js, &u, w);
+        if (rc) { /* a shutdown, a full queue for this uid, or no memory */
+            job_result_t res = {.err_code = js->shutting_down ? "shutting_down" : "internal",
+                                .err_msg = js->shutting_down ? "hubd is stopping"
+                                                             : "cannot start the download again",
+                                .fd = -1};
             free(w->cred_block); /* before on_finish: the waiter may be freed in it */
             w->cred_block = NULL;
             w->on_finish(w, &res);
@@ -1616,8 +1636,7 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *cons
     }
     if (sha256)
         snprintf(w->expected, sizeof w->expected, "%s", sha256);
-    rc = cred_build(&js->secret, headers, nheaders, js->cfg->secret_headers, &w->cred_block,
-                    w->cred_tag, &why);
+    rc = cred_build(&js->secret, headers, nheaders, &w->cred_block, w->cred_tag, &why);
     if (rc) {
         url_free(&u);
         *code = rc == -EINVAL ? "bad_request" : "internal";
@@ -1644,13 +1663,15 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *cons
         hit = NULL;
     }
     if (!hit) { /* a miss (or no memory to serve the hit: download instead) */
-        if (start_download(js, &u, w) == 0)
+        rc = start_download(js, &u, w);
+        if (rc == 0)
             return 0;
         free(w->cred_block);
         w->cred_block = NULL;
-        *code = "internal";
-        *msg = "out of memory";
-        return -ENOMEM;
+        *code = rc == -EAGAIN ? "too_many_requests" : "internal";
+        *msg = rc == -EAGAIN ? "this uid has max_requests_per_user downloads running or queued"
+                             : "out of memory";
+        return rc;
     }
     url_free(&u);
     hit->js = js;

@@ -147,6 +147,8 @@ typedef struct host_match {
 static int match_host(void *arg, const char *pat, size_t n)
 {
     const host_match_t *h = arg;
+    if (n > 1 && pat[n - 1] == '.')
+        n--;
     if (n > 2 && pat[0] == '*' && pat[1] == '.') {
         size_t sn = n - 1; /* ".example.org" */
         return h->len > sn && strncasecmp(h->host + h->len - sn, pat + 1, sn) == 0;
@@ -157,6 +159,8 @@ static int match_host(void *arg, const char *pat, size_t n)
 static int in_list(const char *list, const char *host)
 {
     host_match_t h = {host, strlen(host)};
+    if (h.len > 1 && host[h.len - 1] == '.') /* "host." is the same name to DNS */
+        h.len--;
     return each_item(list, match_host, &h) == 1;
 }
 
@@ -182,14 +186,43 @@ static int in_cidrs(const cidr_list_t *l, const uint8_t a[16])
     return 0;
 }
 
+static int denied(const netpolicy_t *p, const uint8_t a[16])
+{
+    return in_cidrs(&p->deny, a) && !in_cidrs(&p->allow, a);
+}
+
+/* The IPv4 address some IPv6 forms carry and that the network may route
+ * to it: IPv4-compatible ::a.b.c.d, SIIT ::ffff:0:a.b.c.d, NAT64
+ * 64:ff9b::a.b.c.d and 64:ff9b:1::/48 (as /96), 6to4 2002:AABB:CCDD::.
+ * 1 and the mapped form in out, or 0. */
+static int embedded_v4(const uint8_t a[16], uint8_t out[16])
+{
+    static const uint8_t zero[12] = {0};
+    static const uint8_t siit[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0};
+    static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
+    static const uint8_t nat64_local[6] = {0, 0x64, 0xff, 0x9b, 0, 1};
+    if ((memcmp(a, zero, 12) == 0 && !(a[12] == 0 && a[13] == 0 && a[14] == 0 && a[15] <= 1)) ||
+        memcmp(a, siit, 12) == 0 || memcmp(a, nat64, 12) == 0 || memcmp(a, nat64_local, 6) == 0) {
+        map_v4(a + 12, out);
+        return 1;
+    }
+    if (a[0] == 0x20 && a[1] == 0x02) {
+        map_v4(a + 2, out);
+        return 1;
+    }
+    return 0;
+}
+
 int netpolicy_addr_ok(const netpolicy_t *p, const struct sockaddr *sa)
 {
-    uint8_t a[16];
+    uint8_t a[16], v4[16];
     if (sa->sa_family == AF_INET)
         map_v4((const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr, a);
     else if (sa->sa_family == AF_INET6)
         memcpy(a, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16); /* mapped stays mapped */
     else
         return 0;
-    return !in_cidrs(&p->deny, a) || in_cidrs(&p->allow, a);
+    if (denied(p, a))
+        return 0;
+    return !(embedded_v4(a, v4) && denied(p, v4));
 }

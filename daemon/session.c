@@ -30,7 +30,11 @@
 #define READ_PAUSE_QUEUE (1u << 20)
 #define READ_RESUME_QUEUE (256u << 10)
 #define MAX_DISCARDED (1u << 20) /* bytes of one overlong line before the client is cut off */
-#define MAX_LONG_LINES 16        /* overlong lines a session may send */
+/* DONE lines waiting to pass their fd: each holds a descriptor, so a
+ * client that does not read is not read either past this many. */
+#define READ_PAUSE_FDS 16
+#define READ_RESUME_FDS 4
+#define MAX_LONG_LINES 16 /* overlong lines a session may send */
 
 typedef struct session session_t;
 
@@ -85,6 +89,7 @@ struct session {
     fetch_t *fetches;   /* waiting FETCHes */
     pending_t *pending; /* admin requests in flight */
     fd_msg_t *fdq_head; /* DONE lines waiting for their turn */
+    unsigned nfdq;      /* their number */
     fd_msg_t *fdq_tail;
     int closing;
     int draining;            /* shutdown: no more requests, replies flushing */
@@ -140,6 +145,7 @@ typedef struct wreq {
 static void on_written(uv_write_t *req, int status);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b);
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b);
+static void maybe_resume_reading(session_t *s);
 
 static int send_copy(session_t *s, const char *line, size_t len)
 {
@@ -234,8 +240,10 @@ static void flush_fd_queue(session_t *s)
         s->fdq_head = m->next;
         if (!s->fdq_head)
             s->fdq_tail = NULL;
+        s->nfdq--;
         close(m->fd);
         free(m);
+        maybe_resume_reading(s);
         if (rc < 0) {
             session_fail(s, "passing an fd", rc);
             return;
@@ -244,6 +252,17 @@ static void flush_fd_queue(session_t *s)
 }
 
 static void drain_step(session_t *s);
+
+/* Backpressure released: the client has read enough of its replies. */
+static void maybe_resume_reading(session_t *s)
+{
+    if (s->read_paused && !s->closing && !s->draining && !s->broken &&
+        uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) < READ_RESUME_QUEUE &&
+        s->nfdq < READ_RESUME_FDS) {
+        s->read_paused = 0;
+        uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
+    }
+}
 
 /* The session's one timer: a deferred close, a drain step, or an fd retry. */
 static void on_session_timer(uv_timer_t *t)
@@ -269,11 +288,7 @@ static void on_written(uv_write_t *req, int status)
         drain_step(s);
     } else {
         flush_fd_queue(s);
-        if (s->read_paused && !s->closing &&
-            uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) < READ_RESUME_QUEUE) {
-            s->read_paused = 0;
-            uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
-        }
+        maybe_resume_reading(s);
     }
 }
 
@@ -300,6 +315,7 @@ static void session_send_fd(session_t *s, const char *line, size_t len, int fd)
     else
         s->fdq_head = m;
     s->fdq_tail = m;
+    s->nfdq++;
     flush_fd_queue(s);
 }
 
@@ -860,7 +876,8 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
         return;
     }
     if (!s->read_paused &&
-        uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) > READ_PAUSE_QUEUE) {
+        (uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) > READ_PAUSE_QUEUE ||
+         s->nfdq > READ_PAUSE_FDS)) {
         s->read_paused = 1;
         uv_read_stop(st);
     }

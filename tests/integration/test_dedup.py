@@ -101,7 +101,10 @@ class DedupTest(HubTestCase):
         wait_for(lambda: self.origin.requests_for("/files/l.bin") == 1, what="the download")
         os.kill(p.pid, signal.SIGKILL)
         p.wait()
-        wait_for(lambda: len(self.hubd.blob_files()) == 1, timeout=30, what="the commit")
+        # The file is renamed into blobs/ just before its row is written:
+        # wait for the row, which is what a hit goes by.
+        wait_for(lambda: self.hubd.query("SELECT count(*) FROM entries") == [(1,)], timeout=30,
+                 what="the commit")
         r = self.hubctl("fetch", "--json", url)
         self.assertEqual(json.loads(r.out)["source"], "hit")
         self.assertEqual(json.loads(r.out)["sha256"], digest)

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import time
 import unittest
+import urllib.parse
 
 from harness import Hubd, HubTestCase, Origin, wait_for
 
@@ -97,6 +98,22 @@ class CredentialTest(HubTestCase):
                             self.origin.url("/files/elsewhere"))
         self.assertEqual((res["source"], res["sha256"]), ("hit", pub))  # public bytes by digest
 
+    def test_any_header_makes_a_private_entry(self):
+        # Tokens hide in many headers (PRIVATE-TOKEN, X-Api-Key...): every
+        # header keys the entry, and -H @FILE keeps them out of argv.
+        self.make_file("p.bin", 2000)
+        hdr = os.path.join(self.tmp, "token.hdr")
+        with open(hdr, "w") as f:
+            f.write("# a comment\nPRIVATE-TOKEN: %s\n\n" % TOKEN)
+        r, res = self.fetch("-H", "@" + hdr, self.origin.url("/files/p.bin"))
+        self.assertEqual((r.rc, res["source"]), (0, "download"), r)
+        self.assertEqual(os.stat(res["path"]).st_mode & 0o777, 0o400)
+        r, res = self.fetch(self.origin.url("/files/p.bin"))
+        self.assertEqual(res["source"], "download")  # not the PRIVATE-TOKEN entry
+        r, res = self.fetch("-H", "@" + hdr, self.origin.url("/files/p.bin"))
+        self.assertEqual(res["source"], "hit")
+        self.assertEqual(self.origin.requests_for("/files/p.bin"), 2)
+
     def test_concurrent_requests_share_only_with_the_same_credentials(self):
         url, digest = self.gated("slow.bin", 2 << 20)
         url += "&bps=%d" % (4 << 20)
@@ -123,6 +140,26 @@ class CredentialTest(HubTestCase):
                         self.origin.url("/redirect-to?url=" + target))
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(other.stats()["auth"]["/files/r.bin"], [""])
+
+    def test_a_retry_after_a_redirect_elsewhere_keeps_the_token_for_the_first(self):
+        # A gated host that redirects to a CDN (another port here): the CDN
+        # never gets the token; a retry goes back to the gated host, which
+        # gets it again.
+        from harness import write_config
+        self.hubd.stop()
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-retry"), config=write_config(
+            os.path.join(self.tmp, "retry.conf"), retries="3", retry_delay="20ms"))
+        cdn = Origin(self.root, name=".port3")
+        self.addCleanup(cdn.stop)
+        digest = self.make_file("c.bin", 200000)
+        target = cdn.url("/files/c.bin?cut=50000")
+        url = self.origin.url("/redirect-to?require_auth=%s&url=%s" % (
+            needs(TOKEN), urllib.parse.quote(target, safe="")))
+        r = self.hubctl("fetch", "--json", "-H", "Authorization: Bearer " + TOKEN, url)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(json.loads(r.out)["sha256"], digest)
+        self.assertEqual(set(self.origin.stats()["auth"]["/redirect-to"]), {"Bearer " + TOKEN})
+        self.assertEqual(set(cdn.stats()["auth"]["/files/c.bin"]), {""})
 
     def test_bad_headers_are_refused_and_the_session_goes_on(self):
         self.make_file("h.bin", 1000)
@@ -225,6 +262,44 @@ class ServerLimitsTest(HubTestCase):
         self.assertEqual(self.code(self.origin.url("/chunked/z.bin")), "too_large")  # no length
         self.assertEqual(self.hubd.blob_files(), [])
         self.hubd.wait_no_partials()
+
+
+class RawServer:
+    """A one-shot TCP server on loopback that answers every connection with
+    the same raw bytes, then closes it (for responses origin.py will not
+    send). Stopped by the test's cleanup."""
+
+    def __init__(self, test, response):
+        import threading
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.response = response
+        threading.Thread(target=self.serve, daemon=True).start()
+        test.addCleanup(self.sock.close)
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(self.response)
+
+
+class ResponseShapeTest(HubTestCase):
+    def test_a_status_below_100_is_not_informational(self):
+        # Found by fuzz_http: llhttp takes any three digits, and the body of
+        # "099" used to reach the file before the real response's headers.
+        srv = RawServer(self, b"HTTP/1.1 099 X\r\nContent-Length: 8\r\n\r\nINJECTED"
+                              b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello")
+        r = self.hubctl("fetch", "--json", "http://127.0.0.1:%d/f" % srv.port)
+        self.assertEqual(r.rc, 1, r)
+        self.assertEqual(json.loads(r.out)["code"], "http_parse")
+        self.assertEqual(self.hubd.blob_files(), [])
 
 
 class AccessTest(HubTestCase):

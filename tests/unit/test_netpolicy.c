@@ -56,6 +56,14 @@ START_TEST(defaults_deny_link_local_and_metadata)
     ck_assert_int_eq(netpolicy_addr_ok(p, addr("::")), 0);
     /* The IPv4 range written as IPv4-mapped IPv6 is the same address. */
     ck_assert_int_eq(netpolicy_addr_ok(p, addr("::ffff:169.254.169.254")), 0);
+    /* Other IPv6 forms that carry an IPv4 address a network may route to. */
+    ck_assert_int_eq(netpolicy_addr_ok(p, addr("::169.254.169.254")), 0);
+    ck_assert_int_eq(netpolicy_addr_ok(p, addr("::ffff:0:169.254.169.254")), 0);
+    ck_assert_int_eq(netpolicy_addr_ok(p, addr("64:ff9b::a9fe:a9fe")), 0);
+    ck_assert_int_eq(netpolicy_addr_ok(p, addr("64:ff9b:1::a9fe:a9fe")), 0);
+    ck_assert_int_eq(netpolicy_addr_ok(p, addr("2002:a9fe:a9fe::1")), 0);
+    ck_assert_int_eq(netpolicy_addr_ok(p, addr("64:ff9b::808:808")), 1);
+    ck_assert_int_eq(netpolicy_addr_ok(p, addr("2002:808:808::1")), 1);
     ck_assert_int_eq(netpolicy_addr_ok(p, addr("169.255.0.1")), 1);
     ck_assert_int_eq(netpolicy_addr_ok(p, addr("127.0.0.1")), 1);
     ck_assert_int_eq(netpolicy_addr_ok(p, addr("::1")), 1);
@@ -90,7 +98,9 @@ START_TEST(host_lists)
     ck_assert_int_eq(netpolicy_host_ok(p, "eu.cdn.example"), 1);
     ck_assert_int_eq(netpolicy_host_ok(p, "cdn.example"), 0);
     ck_assert_int_eq(netpolicy_host_ok(p, "evilcdn.example"), 0);
-    ck_assert_int_eq(netpolicy_host_ok(p, "bad.cdn.example"), 0); /* deny wins */
+    ck_assert_int_eq(netpolicy_host_ok(p, "bad.cdn.example"), 0);  /* deny wins */
+    ck_assert_int_eq(netpolicy_host_ok(p, "bad.cdn.example."), 0); /* the same name */
+    ck_assert_int_eq(netpolicy_host_ok(p, "models.example."), 1);
     ck_assert_int_eq(netpolicy_host_ok(p, "other.example"), 0);
     netpolicy_free(p);
 }
