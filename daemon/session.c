@@ -34,6 +34,10 @@
  * client that does not read is not read either past this many. */
 #define READ_PAUSE_FDS 16
 #define READ_RESUME_FDS 4
+/* Waiting FETCHes of one session past which it is not read: a hit holds an
+ * open blob fd from its pool item to its DONE. */
+#define READ_PAUSE_FETCHES 64
+#define READ_RESUME_FETCHES 32
 #define MAX_LONG_LINES 16 /* overlong lines a session may send */
 
 typedef struct session session_t;
@@ -90,6 +94,7 @@ struct session {
     pending_t *pending; /* admin requests in flight */
     fd_msg_t *fdq_head; /* DONE lines waiting for their turn */
     unsigned nfdq;      /* their number */
+    unsigned nfetches;  /* waiting FETCHes */
     fd_msg_t *fdq_tail;
     int closing;
     int draining;            /* shutdown: no more requests, replies flushing */
@@ -258,7 +263,7 @@ static void maybe_resume_reading(session_t *s)
 {
     if (s->read_paused && !s->closing && !s->draining && !s->broken &&
         uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) < READ_RESUME_QUEUE &&
-        s->nfdq < READ_RESUME_FDS) {
+        s->nfdq < READ_RESUME_FDS && s->nfetches < READ_RESUME_FETCHES) {
         s->read_paused = 0;
         uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
     }
@@ -367,6 +372,7 @@ static void fetch_unlink(fetch_t *f)
     struct user_count *u = user_count(s->srv, s->uid, 0);
     if (u && u->waiting)
         u->waiting--;
+    s->nfetches--;
     if (f->prev)
         f->prev->next = f->next;
     else
@@ -424,6 +430,7 @@ static void fetch_on_finish(job_waiter_t *w, const job_result_t *res)
             session_send_fd(s, r.buf, (size_t)n, res->fd);
     }
     free(f);
+    maybe_resume_reading(s);
 }
 
 /* ---- verbs ---------------------------------------------------------------- */
@@ -500,6 +507,7 @@ static void do_fetch(session_t *s, const proto_msg_t *m)
         return;
     }
     u->waiting++;
+    s->nfetches++;
     f->w.uid = s->uid;
     /* Linked before jobs_fetch: on_start may come from inside it. */
     f->next = s->fetches;
@@ -877,7 +885,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     }
     if (!s->read_paused &&
         (uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) > READ_PAUSE_QUEUE ||
-         s->nfdq > READ_PAUSE_FDS)) {
+         s->nfdq > READ_PAUSE_FDS || s->nfetches > READ_PAUSE_FETCHES)) {
         s->read_paused = 1;
         uv_read_stop(st);
     }

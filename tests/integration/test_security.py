@@ -350,6 +350,25 @@ class AccessTest(HubTestCase):
         for p in slow:
             self.assertEqual(p.wait(timeout=30), 0)
 
+    def test_hanging_up_does_not_escape_the_limits(self):
+        # A client that asks and closes leaves its job running: the jobs one
+        # uid created count as well.
+        self.restart_with(max_requests_per_user="3", max_jobs_per_user="1")
+        codes = []
+        for i in range(6):
+            self.make_file("h%d" % i, 1 << 20, seed=i + 1)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(self.hubd.socket)
+            f = s.makefile("rwb")
+            f.write(b"FETCH id=1 url=%s\n" % self.origin.url(
+                "/files/h%d?bps=%d" % (i, 256 << 10)).encode())
+            f.flush()
+            codes.append(f.readline().split()[0].decode())
+            s.close()
+        self.assertEqual(codes[:3], ["QUEUED"] * 3)
+        self.assertEqual(codes[3:], ["ERR"] * 3)
+        self.assertLessEqual(len(self.status()), 3)
+
     def status(self):
         r = self.hubctl("status", "--json")
         return json.loads(r.out) if r.rc == 0 else []
@@ -397,6 +416,27 @@ class HostileClientTest(HubTestCase):
         rss = int(open("/proc/%d/statm" % self.hubd.proc.pid).read().split()[1]) * 4096
         self.assertLess(rss, 200 << 20)
         self.assertEqual(self.hubctl("stats").rc, 0)  # others are served meanwhile
+        s.close()
+
+    def test_hits_for_a_client_that_does_not_read_do_not_pile_up_fds(self):
+        # Each DONE passes a blob fd: queued ones count in the backpressure.
+        self.make_file("c.bin", 1000)
+        url = self.origin.url("/files/c.bin")
+        self.assertEqual(self.hubctl("fetch", url).rc, 0)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(self.hubd.socket)
+        s.setblocking(False)
+        lines = b"".join(b"FETCH id=%d url=%s\n" % (i, url.encode()) for i in range(6000))
+        deadline = time.monotonic() + 5
+        while lines and time.monotonic() < deadline:
+            try:
+                lines = lines[s.send(lines):]
+            except BlockingIOError:
+                time.sleep(0.01)
+        time.sleep(0.5)
+        nfds = len(os.listdir("/proc/%d/fd" % self.hubd.proc.pid))
+        self.assertLess(nfds, 600)
+        self.assertEqual(self.hubctl("fetch", url).rc, 0)  # others are served
         s.close()
 
     def test_random_protocol_lines_leave_the_daemon_serving(self):
