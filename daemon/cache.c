@@ -46,16 +46,20 @@ void cache_cancel_all(void)
  * which start-up quarantines; never a row without its file. Both under the
  * writer's lock, so a commit of the same content cannot slip its rename
  * between them (and lose its file). */
+static void unlink_blob(store_t *store, const char *sha)
+{
+    char path[PATH_MAX];
+    store_blob_path(store, sha, path, sizeof path);
+    if (unlink(path) && errno != ENOENT)
+        log_warn("cannot remove blob %s: %s", sha, strerror(errno));
+}
+
 static int drop_blob(store_t *store, db_t *db, const char *sha, int unless_pinned)
 {
     db_lock(db);
     int rc = db_forget_blob(db, sha, unless_pinned);
-    if (!rc) {
-        char path[PATH_MAX];
-        store_blob_path(store, sha, path, sizeof path);
-        if (unlink(path) && errno != ENOENT)
-            log_warn("cannot remove blob %s: %s", sha, strerror(errno));
-    }
+    if (!rc)
+        unlink_blob(store, sha);
     db_unlock(db);
     return rc;
 }
@@ -221,10 +225,7 @@ int cache_remove(store_t *store, db_t *db, const char *url_or_sha, int *removed_
     db_lock(db);
     int rc = db_remove_entry(db, url_or_sha, sha, &gone);
     if (!rc && gone) {
-        char path[PATH_MAX];
-        store_blob_path(store, sha, path, sizeof path);
-        if (unlink(path) && errno != ENOENT)
-            log_warn("cannot remove blob %s: %s", sha, strerror(errno));
+        unlink_blob(store, sha);
         *removed_blob = 1;
     }
     db_unlock(db);

@@ -193,10 +193,12 @@ int db_find_entry(db_t *db, const char *url, const char *cred_tag, char sha_out[
     return rc;
 }
 
-int db_find_blob(db_t *db, const char *sha256, uint64_t *size_out)
+/* Runs a prepared size look-up with one or two text parameters. */
+static int find_size(sqlite3_stmt *st, const char *a, const char *b, uint64_t *size_out)
 {
-    sqlite3_stmt *st = db->find_blob;
-    sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 1, a, -1, SQLITE_STATIC);
+    if (b)
+        sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC);
     int rc = -ENOENT;
     if (sqlite3_step(st) == SQLITE_ROW) {
         *size_out = (uint64_t)sqlite3_column_int64(st, 0);
@@ -207,19 +209,14 @@ int db_find_blob(db_t *db, const char *sha256, uint64_t *size_out)
     return rc;
 }
 
+int db_find_blob(db_t *db, const char *sha256, uint64_t *size_out)
+{
+    return find_size(db->find_blob, sha256, NULL, size_out);
+}
+
 int db_find_blob_for(db_t *db, const char *sha256, const char *cred_tag, uint64_t *size_out)
 {
-    sqlite3_stmt *st = db->find_blob_for;
-    sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, cred_tag, -1, SQLITE_STATIC);
-    int rc = -ENOENT;
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        *size_out = (uint64_t)sqlite3_column_int64(st, 0);
-        rc = 0;
-    }
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    return rc;
+    return find_size(db->find_blob_for, sha256, cred_tag, size_out);
 }
 
 int db_list(db_t *db, void (*fn)(void *arg, const db_entry_t *e), void *arg)

@@ -9,6 +9,7 @@
 # Needs clang and libclang-rt-14-dev (scripts/install-deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 
 secs=${1:-30}
 case $secs in
@@ -50,16 +51,8 @@ fuzz_one() {
 }
 
 echo "== fuzz each target for $secs s ($jobs at a time)"
-running=0
-for t in $targets; do
-    fuzz_one "$t" &
-    running=$((running + 1))
-    if [ "$running" -ge "$jobs" ]; then
-        wait -n || true
-        running=$((running - 1))
-    fi
-done
-wait
+# shellcheck disable=SC2086  # $targets is a word list
+run_parallel "$jobs" fuzz_one $targets
 
 failed=""
 for t in $targets; do

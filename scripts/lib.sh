@@ -1,4 +1,4 @@
-# Shell helpers shared by scripts/demo.sh and bench/bench.sh (sourced).
+# Shell helpers shared by the scripts and bench/bench.sh (sourced).
 
 # Stops a child process by pid: SIGTERM, up to 5 s for it to exit, SIGKILL.
 stop_pid() {
@@ -10,4 +10,20 @@ stop_pid() {
     done
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
+}
+
+# run_parallel JOBS FN ITEM...: FN ITEM for each item, JOBS at a time, in the
+# background; returns when all are done (FN records its own outcome).
+run_parallel() {
+    local jobs=$1 fn=$2 running=0 item
+    shift 2
+    for item in "$@"; do
+        "$fn" "$item" &
+        running=$((running + 1))
+        if [ "$running" -ge "$jobs" ]; then
+            wait -n || true
+            running=$((running - 1))
+        fi
+    done
+    wait
 }

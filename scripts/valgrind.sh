@@ -12,6 +12,7 @@
 # reason (SKIP below), rather than weakened.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 
 # Every module but the packaging tests (no hubd there), longest first so the
 # last ones to start are short: about 4 minutes on 2 cores.
@@ -73,16 +74,8 @@ run_module() {
 }
 
 echo "== integration tests under valgrind memcheck: $modules ($jobs at a time)"
-running=0
-for m in $modules; do
-    run_module "$m" &
-    running=$((running + 1))
-    if [ "$running" -ge "$jobs" ]; then
-        wait -n || true
-        running=$((running - 1))
-    fi
-done
-wait
+# shellcheck disable=SC2086  # $modules is a word list
+run_parallel "$jobs" run_module $modules
 
 failed=""
 for m in $modules; do
