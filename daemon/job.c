@@ -531,10 +531,11 @@ static void commit_work(uv_work_t *req)
     job->ro_fd = -1;
     if (job->expected[0] && strcmp(job->expected, job->digest) != 0) {
         /* The partial (and its row) go too: resuming it would only give
-         * the same wrong bytes again. */
+         * the same wrong bytes again. Row first: a crash between the two
+         * leaves an unrecorded file, which the start-up check removes. */
+        db_forget_partial(js->db, job->part_id);
         store_discard(js->store, job->fd, job->part_id);
         job->fd = -1;
-        db_forget_partial(js->db, job->part_id);
         job->commit_rc = -EBADMSG;
         return;
     }
@@ -570,9 +571,9 @@ static void commit_work(uv_work_t *req)
 static void discard_work(uv_work_t *req)
 {
     job_t *job = req->data;
+    db_forget_partial(job->js->db, job->part_id); /* row first, as in commit_work */
     store_discard(job->js->store, job->fd, job->part_id);
     job->fd = -1;
-    db_forget_partial(job->js->db, job->part_id);
 }
 
 /* A job stopped by a shutdown keeps what it wrote: one last checkpoint, and

@@ -28,10 +28,15 @@ class ResilienceTest(HubTestCase):
         for path in self.hubd.blob_files():
             self.assertEqual(sha256_file(path), os.path.basename(path))
 
-    def assert_invariant(self):
+    def assert_invariant(self, crashed=False):
         """The cache's promise after any crash: every file under blobs/
         hashes to its name, every blob row and every entry has its file, and
-        every recorded partial holds at least the bytes its row promises."""
+        every recorded partial holds at least the bytes its row promises.
+        crashed: the daemon was just killed and has not started again. Then
+        a partial row may have lost its file, in one window only: a finished
+        download renamed into blobs/ and not yet recorded (the transaction
+        that records it drops the row). The start-up check drops such rows;
+        a later call without crashed=True checks that it did."""
         h = self.hubd
         for path in h.blob_files():
             self.assertEqual(sha256_file(path), os.path.basename(path), path)
@@ -43,6 +48,8 @@ class ResilienceTest(HubTestCase):
             self.assertIn(sha, on_disk, url)
         for url, (pid, durable) in h.partials().items():
             part = os.path.join(h.cache, "tmp", "%d.part" % pid)
+            if crashed and not os.path.exists(part):
+                continue
             self.assertGreaterEqual(os.path.getsize(part), durable, url)
 
     def test_kill9_mid_download_resumes_from_the_recorded_partial(self):
@@ -195,8 +202,9 @@ class ResilienceTest(HubTestCase):
                 if c.returncode == 0:
                     self.assertEqual(os.path.basename(out.decode().strip()),
                                      files[urls[urls.index(c.args[-1])]][2])
-            self.assert_invariant()
+            self.assert_invariant(crashed=True)
             self.hubd.start()
+            self.assert_invariant()  # after the start-up check
         for u in urls:
             r = self.hubctl("fetch", "--json", u)
             self.assertEqual(r.rc, 0, r)
