@@ -450,6 +450,41 @@ int db_forget_partial(db_t *db, uint64_t id)
     return rc;
 }
 
+int db_get_partial(db_t *db, uint64_t id, char **url, char **cred_tag, db_partial_t *out)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db->wr,
+                           "SELECT url, cred_tag, etag, last_modified, total, durable"
+                           " FROM partials WHERE id = ?1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return sq_err(db->wr, "reading a partial");
+    sqlite3_bind_int64(st, 1, (int64_t)id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        memset(out, 0, sizeof *out);
+        out->id = id;
+        *url = dup_col(st, 0);
+        *cred_tag = dup_col(st, 1);
+        out->etag = dup_col(st, 2);
+        out->last_modified = dup_col(st, 3);
+        out->total = sqlite3_column_int64(st, 4);
+        out->durable = (uint64_t)sqlite3_column_int64(st, 5);
+        rc = 0;
+        if (!*url || !*cred_tag || (sqlite3_column_type(st, 2) != SQLITE_NULL && !out->etag) ||
+            (sqlite3_column_type(st, 3) != SQLITE_NULL && !out->last_modified)) {
+            db_partial_free(out);
+            free(*url);
+            free(*cred_tag);
+            *url = *cred_tag = NULL;
+            rc = -ENOMEM;
+        }
+    } else {
+        rc = rc == SQLITE_DONE ? -ENOENT : sq_err(db->wr, "reading a partial");
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int db_each_partial(db_t *db, void (*fn)(void *arg, uint64_t id, uint64_t durable), void *arg)
 {
     sqlite3_stmt *st;

@@ -82,6 +82,9 @@ int db_save_partial(db_t *db, uint64_t id, const char *url, const char *cred_tag
                     const db_partial_t *p);
 /* Pool threads (or start-up). */
 int db_forget_partial(db_t *db, uint64_t id);
+/* Start-up only. Partial `id` with its URL and credential tag (owned:
+ * free the three with db_partial_free and free); -ENOENT when no such row. */
+int db_get_partial(db_t *db, uint64_t id, char **url, char **cred_tag, db_partial_t *out);
 /* Start-up only. Calls fn for every partial row. */
 int db_each_partial(db_t *db, void (*fn)(void *arg, uint64_t id, uint64_t durable), void *arg);
 

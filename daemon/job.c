@@ -563,8 +563,13 @@ static void commit_work(uv_work_t *req)
         rc = db_record_download(js->db, &rec);
     }
     db_unlock(js->db);
-    if (rc) /* store_commit removed the partial, or it is a blob now */
+    if (rc) /* no recorded blob came of it: nothing to resume either */
         db_forget_partial(js->db, job->part_id);
+    /* The row is gone (recorded or forgotten): now the partial's name can
+     * go, never before (store_commit says why), and its fd if a step
+     * before store_commit failed. */
+    store_discard(js->store, job->fd, job->part_id);
+    job->fd = -1;
     job->commit_rc = rc;
 }
 

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +12,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* A file under tmp/ with a second name: a commit cut short (store_commit). */
+typedef struct linked_part {
+    dev_t dev;
+    ino_t ino;
+    uint64_t id;
+} linked_part_t;
+
 typedef struct known {
     char (*sha)[65]; /* sorted digests of the rows whose file is fine */
     size_t n, cap;
     store_t *store;
+    db_t *db;
+    linked_part_t *links; /* tmp/<id>.part files with more than one name */
+    size_t nlinks, caplinks;
     char (*forget)[65]; /* rows to drop: collected first, the statement is open */
     size_t nforget, capforget;
     int err;
@@ -82,6 +93,97 @@ static int quarantine(const char *root, const char *rel)
     return 0;
 }
 
+/* "<digits>.part" to its id, or 0. */
+static uint64_t part_id(const char *name)
+{
+    char *end;
+    if (name[0] < '1' || name[0] > '9')
+        return 0;
+    unsigned long long id = strtoull(name, &end, 10);
+    return strcmp(end, ".part") == 0 ? (uint64_t)id : 0;
+}
+
+/* Lists the partial files that are also named under blobs/ (or anywhere):
+ * a crash came between a commit's link and the transaction that records
+ * it, or between that transaction and the unlink of the tmp name. */
+static void find_linked_parts(known_t *k, const char *root)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/tmp", root);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *e;
+    struct stat st;
+    while ((e = readdir(d)) != NULL) {
+        uint64_t id = part_id(e->d_name);
+        if (!id || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode) ||
+            st.st_nlink < 2)
+            continue;
+        if (k->nlinks == k->caplinks) {
+            size_t c = k->caplinks ? k->caplinks * 2 : 8;
+            linked_part_t *p = realloc(k->links, c * sizeof *p);
+            if (!p) {
+                k->err = -ENOMEM;
+                break;
+            }
+            k->links = p;
+            k->caplinks = c;
+        }
+        k->links[k->nlinks++] = (linked_part_t){.dev = st.st_dev, .ino = st.st_ino, .id = id};
+    }
+    closedir(d);
+}
+
+/* An unrecorded blob that is the same file as partial `id`'s: the download
+ * finished, was linked into blobs/, and the crash came before its row. Its
+ * bytes were hashed on the way in and made durable before the link, as for
+ * any commit; the row says whose they are. Records the entry and drops the
+ * row (one transaction), then the tmp name. 0 when recorded. */
+static int adopt(known_t *k, const char *sha, const struct stat *st, uint64_t id)
+{
+    char *url = NULL, *cred = NULL;
+    db_partial_t p;
+    int rc = db_get_partial(k->db, id, &url, &cred, &p);
+    if (rc)
+        return rc;
+    if (p.total >= 0 && (uint64_t)p.total != (uint64_t)st->st_size) {
+        rc = -EIO; /* not what the row describes: left to quarantine */
+    } else {
+        db_record_t rec = {.url = url,
+                           .cred_tag = cred,
+                           .sha256 = sha,
+                           .size = (uint64_t)st->st_size,
+                           .etag = p.etag,
+                           .last_modified = p.last_modified,
+                           .partial_id = id};
+        rc = db_record_download(k->db, &rec);
+    }
+    if (!rc) {
+        char path[PATH_MAX];
+        store_tmp_path(k->store, id, path, sizeof path);
+        unlink(path);
+        log_info("recorded the download of %s (blob %s), finished just before a crash", url, sha);
+    }
+    db_partial_free(&p);
+    free(url);
+    free(cred);
+    return rc;
+}
+
+/* 0 when blobs/<dir>/<name> was a commit cut short and is recorded now. */
+static int try_adopt(known_t *k, int dir_fd, const char *name)
+{
+    struct stat st;
+    if (!k->nlinks || fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode) ||
+        st.st_nlink < 2)
+        return -ENOENT;
+    for (size_t i = 0; i < k->nlinks; i++)
+        if (k->links[i].dev == st.st_dev && k->links[i].ino == st.st_ino)
+            return adopt(k, name, &st, k->links[i].id);
+    return -ENOENT;
+}
+
 /* Walks blobs/: two-letter folders of files named by their digest. */
 static void walk_blobs(known_t *k, const char *root, reconcile_report_t *rep)
 {
@@ -106,9 +208,14 @@ static void walk_blobs(known_t *k, const char *root, reconcile_report_t *rep)
         while ((e = readdir(dir)) != NULL) {
             if (e->d_name[0] == '.')
                 continue;
-            if (is_blob_name(d->d_name, e->d_name) && k->n &&
-                bsearch(e->d_name, k->sha, k->n, sizeof *k->sha, cmp_sha))
-                continue;
+            if (is_blob_name(d->d_name, e->d_name)) {
+                if (k->n && bsearch(e->d_name, k->sha, k->n, sizeof *k->sha, cmp_sha))
+                    continue;
+                if (try_adopt(k, dirfd(dir), e->d_name) == 0) {
+                    rep->recovered++;
+                    continue;
+                }
+            }
             char rel[PATH_MAX];
             snprintf(rel, sizeof rel, "%s/%s", d->d_name, e->d_name);
             if (quarantine(root, rel) == 0)
@@ -153,8 +260,10 @@ static void check_partial(void *arg, uint64_t id, uint64_t durable)
     if (id > p->max_id)
         p->max_id = id;
     store_tmp_path(p->store, id, path, sizeof path);
-    int ok = stat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size >= durable &&
-             durable > 0;
+    /* A file with a second name (a commit not adopted above) is never cut:
+     * that would cut the other name's bytes too. Its row goes. */
+    int ok = stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
+             (uint64_t)st.st_size >= durable && durable > 0;
     if (ok && (uint64_t)st.st_size > durable && truncate(path, (off_t)durable) != 0)
         ok = 0;
     int rc =
@@ -172,13 +281,8 @@ static int cmp_id(const void *a, const void *b)
 /* "<digits>.part" naming a kept row, or 0. */
 static int is_kept_partial(const partials_t *p, const char *name)
 {
-    char *end;
-    if (name[0] < '1' || name[0] > '9')
-        return 0;
-    unsigned long long id = strtoull(name, &end, 10);
-    uint64_t key = id;
-    return strcmp(end, ".part") == 0 && p->n &&
-           bsearch(&key, p->keep, p->n, sizeof *p->keep, cmp_id) != NULL;
+    uint64_t key = part_id(name);
+    return key && p->n && bsearch(&key, p->keep, p->n, sizeof *p->keep, cmp_id) != NULL;
 }
 
 static int reconcile_partials(store_t *store, db_t *db, reconcile_report_t *rep)
@@ -225,7 +329,7 @@ static int reconcile_partials(store_t *store, db_t *db, reconcile_report_t *rep)
 
 int reconcile_cache(store_t *store, db_t *db, reconcile_report_t *rep)
 {
-    known_t k = {.store = store};
+    known_t k = {.store = store, .db = db};
     memset(rep, 0, sizeof *rep);
     int rc = db_each_blob(db, check_row, &k);
     if (!rc)
@@ -239,13 +343,18 @@ int reconcile_cache(store_t *store, db_t *db, reconcile_report_t *rep)
     if (!rc) {
         if (k.n) /* qsort and bsearch want a real array, even for none */
             qsort(k.sha, k.n, sizeof *k.sha, cmp_sha);
-        walk_blobs(&k, store_dir(store), rep);
+        find_linked_parts(&k, store_dir(store));
+        rc = k.err;
     }
+    if (!rc)
+        walk_blobs(&k, store_dir(store), rep);
     free(k.sha);
     free(k.forget);
-    if (rep->rows_forgotten || rep->quarantined)
-        log_info("start-up check: %u row(s) forgotten, %u file(s) quarantined", rep->rows_forgotten,
-                 rep->quarantined);
+    free(k.links);
+    if (rep->rows_forgotten || rep->quarantined || rep->recovered)
+        log_info("start-up check: %u row(s) forgotten, %u file(s) quarantined, %u finished "
+                 "download(s) recorded",
+                 rep->rows_forgotten, rep->quarantined, rep->recovered);
     if (!rc)
         rc = reconcile_partials(store, db, rep);
     return rc;

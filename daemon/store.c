@@ -160,6 +160,12 @@ static int fsync_dir_at(int dir_fd, const char *rel)
     return rc;
 }
 
+/* linkat errors after which a rename does the job. */
+static int link_unusable(int err)
+{
+    return err == EEXIST || err == EPERM || err == ENOTSUP || err == EOPNOTSUPP || err == EMLINK;
+}
+
 int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int private_blob,
                  int *ro_fd)
 {
@@ -193,11 +199,18 @@ int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int pri
         rc = -errno;
         goto fail;
     }
-    if (renameat(s->dir_fd, rel_tmp, s->dir_fd, rel_blob)) {
+    /* A second name, not a move: until the caller has recorded the blob
+     * and dropped tmp/<id>.part, the two names are one file, so a crash in
+     * between leaves the partials row pointing at the finished bytes, and
+     * start-up records them (reconcile.c). Where the blob exists already
+     * (the same bytes from another URL: replaced, as its mode may change)
+     * or the file system has no hard links, a rename. */
+    if (linkat(s->dir_fd, rel_tmp, s->dir_fd, rel_blob, 0) &&
+        (!link_unusable(errno) || renameat(s->dir_fd, rel_tmp, s->dir_fd, rel_blob))) {
         rc = -errno;
         goto fail;
     }
-    /* The rename lives in the folder's metadata: fsync it, and blobs/ too
+    /* The new name lives in the folder's metadata: fsync it, and blobs/ too
      * when the two-letter folder is new. */
     if ((rc = fsync_dir_at(s->dir_fd, rel_dir)) != 0)
         return rc; /* the blob is complete; only its durability is in doubt */
@@ -206,8 +219,9 @@ int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int pri
     *ro_fd = openat(s->dir_fd, rel_blob, O_RDONLY | O_CLOEXEC);
     return *ro_fd < 0 ? -errno : 0;
 fail:
-    store_discard(s, fd, id);
-    return rc;
+    if (fd >= 0)
+        close(fd);
+    return rc; /* the caller drops the row, then the partial (store_discard) */
 }
 
 void store_discard(const store_t *s, int fd, uint64_t id)

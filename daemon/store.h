@@ -32,13 +32,18 @@ int store_tmp_reopen(const store_t *s, uint64_t id, uint64_t keep, int *fd_out);
 
 /* Pool thread: make the partial durable and visible under its digest:
  * fsync, chmod 0444 (0400 for a private blob: fetched with credentials, and
- * not public already), rename into blobs/<aa>/, fsync the folder(s). Closes fd
- * in every case. On success *ro_fd is a new read-only descriptor of the blob.
- * On failure the partial is removed and nothing appears under blobs/. */
+ * not public already), hard-link into blobs/<aa>/ (rename where that cannot
+ * be), fsync the folder(s). Closes fd in every case. On success *ro_fd is a
+ * new read-only descriptor of the blob, and tmp/<id>.part may still name it
+ * too. Either way the caller then records the blob (or, on failure, drops
+ * the partial's row) and only then the partial's name (store_discard with fd
+ * -1), so that no row ever names a missing file. On failure before the new
+ * name nothing appears under blobs/. */
 int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int private_blob,
                  int *ro_fd);
 
-/* Pool thread: drop a failed job's partial (fd may be -1). */
+/* Pool thread: drop a failed job's partial, or a committed one's tmp name
+ * (fd may be -1; a name already gone is fine). */
 void store_discard(const store_t *s, int fd, uint64_t id);
 
 /* Pool thread: open a blob read-only and check its size. -ENOENT when gone,

@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import sqlite3
 import unittest
 
 from harness import HubTestCase, sha256_file
@@ -82,6 +83,56 @@ class CacheTest(HubTestCase):
         # The forgotten URL downloads again.
         r = json.loads(self.hubctl("fetch", "--json", self.origin.url("/files/g1")).out)
         self.assertEqual((r["source"], r["sha256"]), ("download", d1))
+
+    def cut_commit_short(self, name, total_delta=0):
+        """Fetches a file, stops hubd, and leaves the cache as a crash
+        between a commit's link into blobs/ and its transaction would: the
+        blob has no row, tmp/7.part is the same file, and the partials row
+        (durable: half) names the URL. Returns (url, digest, blob path)."""
+        size = 300000
+        digest = self.make_file(name, size)
+        url = self.origin.url("/files/" + name)
+        res = json.loads(self.hubctl("fetch", "--json", url).out)
+        self.assertEqual(self.hubd.stop(), 0)
+        (etag, lm), = self.hubd.query("SELECT etag, last_modified FROM entries")
+        con = sqlite3.connect(os.path.join(self.hubd.cache, "hubd.db"))
+        with con:
+            con.execute("DELETE FROM entries")
+            con.execute("DELETE FROM blobs")
+            con.execute("INSERT INTO partials(id, url, cred_tag, etag, last_modified, total,"
+                        " durable, updated) VALUES (7, ?, '', ?, ?, ?, ?, 0)",
+                        (url, etag, lm, size + total_delta, size // 2))
+        con.close()
+        os.link(res["path"], os.path.join(self.hubd.cache, "tmp", "7.part"))
+        return url, digest, res["path"]
+
+    def test_a_commit_cut_short_by_a_crash_is_recorded_at_start(self):
+        url, digest, blob = self.cut_commit_short("cc.bin")
+        self.hubd.start()
+        self.assertIn("1 finished download(s) recorded", self.hubd.read_log())
+        r, res = self.fetch_json(url)
+        self.assertEqual((res["source"], res["sha256"]), ("hit", digest), r)
+        self.assertEqual(self.origin.requests_for("/files/cc.bin"), 1)
+        # Recorded whole: not cut back to the row's durable half, one name.
+        self.assertEqual(sha256_file(blob), digest)
+        self.assertEqual(os.stat(blob).st_nlink, 1)
+        self.assertEqual(self.hubd.tmp_files(), [])
+        self.assertEqual(self.hubd.partials(), {})
+
+    def test_a_linked_partial_that_does_not_match_is_not_cut(self):
+        # The row says another length: not adopted. The blob goes to
+        # quarantine whole (the partial's row must not cut the shared file
+        # back to its durable half), the row and the tmp name go.
+        url, digest, blob = self.cut_commit_short("cd.bin", total_delta=1)
+        self.hubd.start()
+        self.assertIn("0 row(s) forgotten, 1 file(s) quarantined, 0 finished", self.hubd.read_log())
+        kept = os.path.join(self.hubd.cache, "quarantine", "%s-%s" % (digest[:2], digest))
+        self.assertEqual(sha256_file(kept), digest)
+        self.assertEqual(self.hubd.tmp_files(), [])
+        self.assertEqual(self.hubd.partials(), {})
+        self.assertEqual(self.hubd.blob_files(), [])
+        r, res = self.fetch_json(url)
+        self.assertEqual((res["source"], res["sha256"]), ("download", digest), r)
 
     def test_missing_blob_is_fetched_again(self):
         self.make_file("g.bin", 100000)

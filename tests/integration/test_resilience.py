@@ -28,15 +28,12 @@ class ResilienceTest(HubTestCase):
         for path in self.hubd.blob_files():
             self.assertEqual(sha256_file(path), os.path.basename(path))
 
-    def assert_invariant(self, crashed=False):
+    def assert_invariant(self):
         """The cache's promise after any crash: every file under blobs/
         hashes to its name, every blob row and every entry has its file, and
-        every recorded partial holds at least the bytes its row promises.
-        crashed: the daemon was just killed and has not started again. Then
-        a partial row may have lost its file, in one window only: a finished
-        download renamed into blobs/ and not yet recorded (the transaction
-        that records it drops the row). The start-up check drops such rows;
-        a later call without crashed=True checks that it did."""
+        every recorded partial has its file, with at least the bytes its row
+        promises (a finished download keeps its tmp name until the
+        transaction that records it has dropped the row: store_commit)."""
         h = self.hubd
         for path in h.blob_files():
             self.assertEqual(sha256_file(path), os.path.basename(path), path)
@@ -48,8 +45,7 @@ class ResilienceTest(HubTestCase):
             self.assertIn(sha, on_disk, url)
         for url, (pid, durable) in h.partials().items():
             part = os.path.join(h.cache, "tmp", "%d.part" % pid)
-            if crashed and not os.path.exists(part):
-                continue
+            self.assertTrue(os.path.exists(part), (url, pid))
             self.assertGreaterEqual(os.path.getsize(part), durable, url)
 
     def test_kill9_mid_download_resumes_from_the_recorded_partial(self):
@@ -202,9 +198,9 @@ class ResilienceTest(HubTestCase):
                 if c.returncode == 0:
                     self.assertEqual(os.path.basename(out.decode().strip()),
                                      files[urls[urls.index(c.args[-1])]][2])
-            self.assert_invariant(crashed=True)
+            self.assert_invariant()
             self.hubd.start()
-            self.assert_invariant()  # after the start-up check
+            self.assert_invariant()  # and after the start-up check
         for u in urls:
             r = self.hubctl("fetch", "--json", u)
             self.assertEqual(r.rc, 0, r)

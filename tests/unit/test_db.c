@@ -545,6 +545,30 @@ START_TEST(db_partial_save_find_forget)
 }
 END_TEST
 
+/* The start-up check reads a partial by id, with its URL and tag. */
+START_TEST(db_partial_get_by_id)
+{
+    db_partial_t p;
+    char *url = NULL, *tag = NULL;
+
+    ck_assert_int_eq(db_get_partial(db, 5, &url, &tag, &p), -ENOENT);
+    db_partial_t in = {
+        .last_modified = "Tue, 01 Dec 2026 10:00:00 GMT", .total = -1, .durable = 64};
+    ck_assert_int_eq(db_save_partial(db, 5, "http://h/g", "0123abcd", &in), 0);
+    ck_assert_int_eq(db_get_partial(db, 5, &url, &tag, &p), 0);
+    ck_assert_str_eq(url, "http://h/g");
+    ck_assert_str_eq(tag, "0123abcd");
+    ck_assert_uint_eq(p.id, 5);
+    ck_assert_ptr_null(p.etag);
+    ck_assert_str_eq(p.last_modified, "Tue, 01 Dec 2026 10:00:00 GMT");
+    ck_assert_int_eq(p.total, -1);
+    ck_assert_uint_eq(p.durable, 64);
+    db_partial_free(&p);
+    free(url);
+    free(tag);
+}
+END_TEST
+
 START_TEST(db_commit_removes_its_partial)
 {
     char a[65];
@@ -690,6 +714,7 @@ static Suite *db_suite(void)
     tcase_add_test(tc, db_reopen_keeps_rows);
     tcase_add_test(tc, db_open_refuses_newer_schema);
     tcase_add_test(tc, db_partial_save_find_forget);
+    tcase_add_test(tc, db_partial_get_by_id);
     tcase_add_test(tc, db_commit_removes_its_partial);
     tcase_add_test(tc, db_migrates_version_1);
     /* Each commit fsyncs (synchronous=FULL). */
