@@ -483,6 +483,12 @@ static int on_headers_complete(llhttp_t *p)
         return parse_fail(p, "http_parse", "the response's status is not an HTTP status");
     if (req->status < 200) /* 1xx: informational, the real response follows */
         return 0;
+    /* llhttp reads Content-Length as a uint64; lengths are int64 from here
+     * on, with -1 for unknown. A larger one would turn negative (found by
+     * fuzz_http), and no file is that large anyway. */
+    if ((p->flags & F_CONTENT_LENGTH) && !(p->flags & F_CHUNKED) &&
+        p->content_length > (uint64_t)INT64_MAX)
+        return parse_fail(p, "http_parse", "the response's Content-Length is too large");
     http_response_t resp = {
         .status = req->status,
         .content_length = (p->flags & F_CONTENT_LENGTH) ? (int64_t)p->content_length : -1,

@@ -302,6 +302,18 @@ class ResponseShapeTest(HubTestCase):
         self.assertEqual(self.hubd.blob_files(), [])
 
 
+    def test_a_content_length_beyond_int64_is_refused(self):
+        # Found by fuzz_http: llhttp reads the length as a uint64, which
+        # turned negative ("unknown") on its way to the job.
+        srv = RawServer(self, b"HTTP/1.1 200 OK\r\nContent-Length: 10248191152060862009\r\n"
+                              b"\r\nhello")
+        r = self.hubctl("fetch", "--json", "http://127.0.0.1:%d/f" % srv.port)
+        self.assertEqual(r.rc, 1, r)
+        self.assertEqual(json.loads(r.out)["code"], "http_parse")
+        self.assertIn("Content-Length is too large", json.loads(r.out)["message"])
+        self.assertEqual(self.hubd.blob_files(), [])
+
+
 class AccessTest(HubTestCase):
     def restart_with(self, **keys):
         from harness import write_config
