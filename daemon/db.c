@@ -380,26 +380,32 @@ static char *dup_col(sqlite3_stmt *st, int i)
     return t ? strdup((const char *)t) : NULL;
 }
 
+/* A partial from the row's columns etag, last_modified, total, durable,
+ * the first at column `col`. 0 or -ENOMEM (then out holds nothing). */
+static int partial_from_row(sqlite3_stmt *st, int col, uint64_t id, db_partial_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->id = id;
+    out->etag = dup_col(st, col);
+    out->last_modified = dup_col(st, col + 1);
+    out->total = sqlite3_column_int64(st, col + 2);
+    out->durable = (uint64_t)sqlite3_column_int64(st, col + 3);
+    if ((sqlite3_column_type(st, col) != SQLITE_NULL && !out->etag) ||
+        (sqlite3_column_type(st, col + 1) != SQLITE_NULL && !out->last_modified)) {
+        db_partial_free(out);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
 int db_find_partial(db_t *db, const char *url, const char *cred_tag, db_partial_t *out)
 {
     sqlite3_stmt *st = db->find_part;
     sqlite3_bind_text(st, 1, url, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, cred_tag, -1, SQLITE_STATIC);
     int rc = -ENOENT;
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        memset(out, 0, sizeof *out);
-        out->id = (uint64_t)sqlite3_column_int64(st, 0);
-        out->etag = dup_col(st, 1);
-        out->last_modified = dup_col(st, 2);
-        out->total = sqlite3_column_int64(st, 3);
-        out->durable = (uint64_t)sqlite3_column_int64(st, 4);
-        rc = 0;
-        if ((sqlite3_column_type(st, 1) != SQLITE_NULL && !out->etag) ||
-            (sqlite3_column_type(st, 2) != SQLITE_NULL && !out->last_modified)) {
-            db_partial_free(out);
-            rc = -ENOMEM;
-        }
-    }
+    if (sqlite3_step(st) == SQLITE_ROW)
+        rc = partial_from_row(st, 1, (uint64_t)sqlite3_column_int64(st, 0), out);
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     return rc;
@@ -461,22 +467,17 @@ int db_get_partial(db_t *db, uint64_t id, char **url, char **cred_tag, db_partia
     sqlite3_bind_int64(st, 1, (int64_t)id);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
-        memset(out, 0, sizeof *out);
-        out->id = id;
         *url = dup_col(st, 0);
         *cred_tag = dup_col(st, 1);
-        out->etag = dup_col(st, 2);
-        out->last_modified = dup_col(st, 3);
-        out->total = sqlite3_column_int64(st, 4);
-        out->durable = (uint64_t)sqlite3_column_int64(st, 5);
-        rc = 0;
-        if (!*url || !*cred_tag || (sqlite3_column_type(st, 2) != SQLITE_NULL && !out->etag) ||
-            (sqlite3_column_type(st, 3) != SQLITE_NULL && !out->last_modified)) {
+        rc = partial_from_row(st, 2, id, out);
+        if (!rc && (!*url || !*cred_tag)) {
             db_partial_free(out);
+            rc = -ENOMEM;
+        }
+        if (rc) {
             free(*url);
             free(*cred_tag);
             *url = *cred_tag = NULL;
-            rc = -ENOMEM;
         }
     } else {
         rc = rc == SQLITE_DONE ? -ENOENT : sq_err(db->wr, "reading a partial");

@@ -31,18 +31,34 @@ typedef struct known {
     int err;
 } known_t;
 
+/* Room for one more element in the array *v of n elements (cap allocated). */
+static int grow(void **v, size_t n, size_t *cap, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : 64;
+    void *p = realloc(*v, c * elem);
+    if (!p)
+        return -ENOMEM;
+    *v = p;
+    *cap = c;
+    return 0;
+}
+
+/* <root>/<name>, opened as a folder, or NULL. */
+static DIR *open_in(const char *root, const char *name)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", root, name);
+    return opendir(path);
+}
+
 static int push(char (**v)[65], size_t *n, size_t *cap, const char *sha)
 {
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 256;
-        char(*p)[65] = realloc(*v, c * sizeof **v);
-        if (!p)
-            return -ENOMEM;
-        *v = p;
-        *cap = c;
-    }
-    snprintf((*v)[(*n)++], 65, "%s", sha);
-    return 0;
+    int rc = grow((void **)v, *n, cap, sizeof **v);
+    if (!rc)
+        snprintf((*v)[(*n)++], 65, "%s", sha);
+    return rc;
 }
 
 static void check_row(void *arg, const char *sha, uint64_t size)
@@ -108,9 +124,7 @@ static uint64_t part_id(const char *name)
  * it, or between that transaction and the unlink of the tmp name. */
 static void find_linked_parts(known_t *k, const char *root)
 {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/tmp", root);
-    DIR *d = opendir(path);
+    DIR *d = open_in(root, "tmp");
     if (!d)
         return;
     struct dirent *e;
@@ -120,16 +134,8 @@ static void find_linked_parts(known_t *k, const char *root)
         if (!id || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode) ||
             st.st_nlink < 2)
             continue;
-        if (k->nlinks == k->caplinks) {
-            size_t c = k->caplinks ? k->caplinks * 2 : 8;
-            linked_part_t *p = realloc(k->links, c * sizeof *p);
-            if (!p) {
-                k->err = -ENOMEM;
-                break;
-            }
-            k->links = p;
-            k->caplinks = c;
-        }
+        if ((k->err = grow((void **)&k->links, k->nlinks, &k->caplinks, sizeof *k->links)))
+            break;
         k->links[k->nlinks++] = (linked_part_t){.dev = st.st_dev, .ino = st.st_ino, .id = id};
     }
     closedir(d);
@@ -187,9 +193,7 @@ static int try_adopt(known_t *k, int dir_fd, const char *name)
 /* Walks blobs/: two-letter folders of files named by their digest. */
 static void walk_blobs(known_t *k, const char *root, reconcile_report_t *rep)
 {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/blobs", root);
-    DIR *top = opendir(path);
+    DIR *top = open_in(root, "blobs");
     if (!top)
         return;
     struct dirent *d;
@@ -238,16 +242,10 @@ typedef struct partials {
 
 static int push_id(uint64_t **v, size_t *n, size_t *cap, uint64_t id)
 {
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 64;
-        uint64_t *p = realloc(*v, c * sizeof *p);
-        if (!p)
-            return -ENOMEM;
-        *v = p;
-        *cap = c;
-    }
-    (*v)[(*n)++] = id;
-    return 0;
+    int rc = grow((void **)v, *n, cap, sizeof **v);
+    if (!rc)
+        (*v)[(*n)++] = id;
+    return rc;
 }
 
 /* A row is kept when its file holds at least the durable bytes; the bytes
@@ -298,9 +296,7 @@ static int reconcile_partials(store_t *store, db_t *db, reconcile_report_t *rep)
         if ((rc = db_forget_partial(db, p.drop[i])) == 0)
             rep->partials_lost++;
     }
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/tmp", store_dir(store));
-    DIR *d = rc ? NULL : opendir(dir);
+    DIR *d = rc ? NULL : open_in(store_dir(store), "tmp");
     if (d) {
         if (p.n)
             qsort(p.keep, p.n, sizeof *p.keep, cmp_id);

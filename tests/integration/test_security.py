@@ -291,27 +291,28 @@ class RawServer:
 
 
 class ResponseShapeTest(HubTestCase):
-    def test_a_status_below_100_is_not_informational(self):
-        # Found by fuzz_http: llhttp takes any three digits, and the body of
-        # "099" used to reach the file before the real response's headers.
-        srv = RawServer(self, b"HTTP/1.1 099 X\r\nContent-Length: 8\r\n\r\nINJECTED"
-                              b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello")
+    def assert_http_parse(self, response):
+        """A fetch from a server that sends `response` fails with http_parse
+        and stores nothing; returns the error's message."""
+        srv = RawServer(self, response)
         r = self.hubctl("fetch", "--json", "http://127.0.0.1:%d/f" % srv.port)
         self.assertEqual(r.rc, 1, r)
         self.assertEqual(json.loads(r.out)["code"], "http_parse")
         self.assertEqual(self.hubd.blob_files(), [])
+        return json.loads(r.out)["message"]
 
+    def test_a_status_below_100_is_not_informational(self):
+        # Found by fuzz_http: llhttp takes any three digits, and the body of
+        # "099" used to reach the file before the real response's headers.
+        self.assert_http_parse(b"HTTP/1.1 099 X\r\nContent-Length: 8\r\n\r\nINJECTED"
+                               b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello")
 
     def test_a_content_length_beyond_int64_is_refused(self):
         # Found by fuzz_http: llhttp reads the length as a uint64, which
         # turned negative ("unknown") on its way to the job.
-        srv = RawServer(self, b"HTTP/1.1 200 OK\r\nContent-Length: 10248191152060862009\r\n"
-                              b"\r\nhello")
-        r = self.hubctl("fetch", "--json", "http://127.0.0.1:%d/f" % srv.port)
-        self.assertEqual(r.rc, 1, r)
-        self.assertEqual(json.loads(r.out)["code"], "http_parse")
-        self.assertIn("Content-Length is too large", json.loads(r.out)["message"])
-        self.assertEqual(self.hubd.blob_files(), [])
+        msg = self.assert_http_parse(b"HTTP/1.1 200 OK\r\n"
+                                     b"Content-Length: 10248191152060862009\r\n\r\nhello")
+        self.assertIn("Content-Length is too large", msg)
 
 
 class AccessTest(HubTestCase):
