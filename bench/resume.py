@@ -29,20 +29,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("HUBD_BIN", os.path.join(ROOT, "build", "daemon", "hubd"))
 os.environ.setdefault("HUBCTL_BIN", os.path.join(ROOT, "build", "client", "hubctl"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-from harness import HUBCTL, Hubd, Origin, sha256_file, wait_for, write_config  # noqa: E402
+from harness import HUBCTL, Hubd, Origin, wait_for, write_config, write_random_file  # noqa: E402
 
 MiB = 1024 * 1024
-
-
-def make_file(path, size, seed):
-    rnd = random.Random(seed)
-    with open(path, "wb") as f:
-        left = size
-        while left:
-            n = min(left, 4 * MiB)
-            f.write(rnd.randbytes(n))
-            left -= n
-    return sha256_file(path)
 
 
 def fetch(hubd, url, digest):
@@ -139,7 +128,7 @@ def main():
     try:
         root = os.path.join(work, "root")
         os.mkdir(root)
-        digest = make_file(os.path.join(root, "f.bin"), size, seed)
+        digest = write_random_file(os.path.join(root, "f.bin"), size, seed)
         origin = Origin(root)
         print("hubd resume bench: %d MiB file, seed %d" % (a.size_mib, seed))
         bench_cuts(work, origin, size, a.cuts, rnd, digest)

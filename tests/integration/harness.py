@@ -42,6 +42,19 @@ def sha256_file(path):
             h.update(b)
 
 
+def write_random_file(path, size, seed=1):
+    """size pseudo-random bytes (the same for the same seed) into path;
+    returns their sha256."""
+    rnd = __import__("random").Random(seed)
+    with open(path, "wb") as f:
+        left = size
+        while left:
+            n = min(left, 1 << 20)
+            f.write(rnd.randbytes(n))
+            left -= n
+    return sha256_file(path)
+
+
 def wait_for(pred, timeout=10.0, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -256,15 +269,7 @@ class HubTestCase(unittest.TestCase):
 
     def make_file(self, name, size, seed=1):
         """A file of pseudo-random bytes in the origin's root; returns its sha256."""
-        path = os.path.join(self.root, name)
-        rnd = __import__("random").Random(seed)
-        with open(path, "wb") as f:
-            left = size
-            while left:
-                n = min(left, 1 << 20)
-                f.write(rnd.randbytes(n))
-                left -= n
-        return sha256_file(path)
+        return write_random_file(os.path.join(self.root, name), size, seed)
 
     def hubctl_args(self, *args):
         return [HUBCTL, "--socket", self.hubd.socket] + list(args)
