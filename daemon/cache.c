@@ -46,20 +46,12 @@ void cache_cancel_all(void)
  * which start-up quarantines; never a row without its file. Both under the
  * writer's lock, so a commit of the same content cannot slip its rename
  * between them (and lose its file). */
-static void unlink_blob(store_t *store, const char *sha)
-{
-    char path[PATH_MAX];
-    store_blob_path(store, sha, path, sizeof path);
-    if (unlink(path) && errno != ENOENT)
-        log_warn("cannot remove blob %s: %s", sha, strerror(errno));
-}
-
 static int drop_blob(store_t *store, db_t *db, const char *sha, int unless_pinned)
 {
     db_lock(db);
     int rc = db_forget_blob(db, sha, unless_pinned);
     if (!rc)
-        unlink_blob(store, sha);
+        store_unlink_blob(store, sha);
     db_unlock(db);
     return rc;
 }
@@ -165,6 +157,19 @@ static void quarantine_blob(store_t *store, const char *sha, const char *path)
         log_warn("cannot quarantine blob %s: %s", sha, strerror(errno));
 }
 
+int cache_quarantine(store_t *store, db_t *db, const char *sha256, const char *why)
+{
+    char path[PATH_MAX];
+    store_blob_path(store, sha256, path, sizeof path);
+    db_lock(db);
+    int rc = db_forget_blob(db, sha256, 0); /* row first, as drop_blob */
+    if (!rc || rc == -ENOENT)
+        quarantine_blob(store, sha256, path);
+    db_unlock(db);
+    log_warn("blob %s: %s: quarantined and forgotten", sha256, why);
+    return rc;
+}
+
 int cache_verify(store_t *store, db_t *db, unsigned *checked, cache_bad_t **bad)
 {
     all_blobs_t all = {0};
@@ -225,7 +230,7 @@ int cache_remove(store_t *store, db_t *db, const char *url_or_sha, int *removed_
     db_lock(db);
     int rc = db_remove_entry(db, url_or_sha, sha, &gone);
     if (!rc && gone) {
-        unlink_blob(store, sha);
+        store_unlink_blob(store, sha);
         *removed_blob = 1;
     }
     db_unlock(db);

@@ -39,6 +39,11 @@ typedef struct cache_bad {
 int cache_verify(store_t *store, db_t *db, unsigned *checked, cache_bad_t **bad);
 void cache_bad_free(cache_bad_t *bad);
 
+/* A blob whose bytes are not what its name says (changed on disk): its row
+ * and entries are forgotten and its file moved to quarantine/ for a person
+ * to look at. Takes the writer's lock (recursive: callers may hold it). */
+int cache_quarantine(store_t *store, db_t *db, const char *sha256, const char *why);
+
 /* Removes one blob unless it is pinned (-EBUSY then). */
 int cache_drop(store_t *store, db_t *db, const char *sha256);
 

@@ -64,6 +64,15 @@ int config_defaults(hubd_config_t *cfg)
     cfg->retry_delay_ms = 500;
     cfg->retry_max_delay_ms = 30 * 1000;
     cfg->deadline_ms = 0;
+    /* Slow drips end by default: a server that takes a minute for its
+     * headers, or sends less than 1 KiB/s for a minute, is dropped (and
+     * retried, as any timeout). */
+    cfg->header_timeout_ms = 60 * 1000;
+    cfg->low_speed_limit = 1024;
+    cfg->low_speed_time_ms = 60 * 1000;
+    cfg->min_free_space = 1ull << 30;
+    cfg->min_free_percent = 0;
+    cfg->verify_interval_ms = 30u * 24 * 3600 * 1000;
     cfg->keepalive_ms = 30 * 1000;
     cfg->max_redirects = 10;
     cfg->log_level = LOG_LVL_INFO;
@@ -130,7 +139,10 @@ int config_parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
-/* Durations: plain seconds, or with an "ms" or "s" suffix. */
+static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out);
+
+/* Durations: plain seconds, or with a suffix "ms", "s", "m", "h" or "d";
+ * at most 49 days (milliseconds in an unsigned). */
 static int parse_ms(const char *s, unsigned *out)
 {
     char *end;
@@ -138,14 +150,58 @@ static int parse_ms(const char *s, unsigned *out)
     unsigned long v = strtoul(s, &end, 10);
     if (end == s || errno || *s == '-')
         return -EINVAL;
-    unsigned long mult = 1000;
-    if (strcmp(end, "ms") == 0)
-        mult = 1;
-    else if (*end != '\0' && strcmp(end, "s") != 0)
+    static const struct {
+        const char *suffix;
+        unsigned long mult;
+    } units[] = {{"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(end, units[i].suffix) != 0)
+            continue;
+        if (v > UINT_MAX / units[i].mult)
+            return -ERANGE;
+        *out = (unsigned)(v * units[i].mult);
+        return 0;
+    }
+    return -EINVAL;
+}
+
+/* A timeout that 0 would turn into "fail at once" (every download would
+ * fail): at least 1 ms. */
+static int parse_timeout(const char *s, unsigned *out)
+{
+    unsigned v;
+    int rc = parse_ms(s, &v);
+    if (rc)
+        return rc;
+    if (v == 0)
+        return -EDOM;
+    *out = v;
+    return 0;
+}
+
+/* min_free_space: a size, or a share of the file system ("5%"). */
+static int parse_free(hubd_config_t *cfg, const char *s)
+{
+    size_t n = strlen(s);
+    if (n > 1 && s[n - 1] == '%') {
+        char num[16];
+        unsigned pct;
+        if (n - 1 >= sizeof num)
+            return -EINVAL;
+        memcpy(num, s, n - 1);
+        num[n - 1] = '\0';
+        int rc = parse_uint(num, 0, 50, &pct);
+        if (rc)
+            return rc;
+        cfg->min_free_percent = pct;
+        cfg->min_free_space = 0;
+        return 0;
+    }
+    uint64_t v;
+    if (config_parse_size(s, &v))
         return -EINVAL;
-    if (v > UINT_MAX / mult)
-        return -ERANGE;
-    *out = (unsigned)(v * mult);
+    cfg->min_free_space = v;
+    cfg->min_free_percent = 0;
     return 0;
 }
 
@@ -242,11 +298,11 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value)
     if (strcmp(key, "max_per_host") == 0)
         return parse_uint(value, 1, 10000, &cfg->max_per_host);
     if (strcmp(key, "connect_timeout") == 0)
-        return parse_ms(value, &cfg->connect_timeout_ms);
+        return parse_timeout(value, &cfg->connect_timeout_ms);
     if (strcmp(key, "idle_timeout") == 0)
-        return parse_ms(value, &cfg->idle_timeout_ms);
+        return parse_timeout(value, &cfg->idle_timeout_ms);
     if (strcmp(key, "first_byte_timeout") == 0)
-        return parse_ms(value, &cfg->first_byte_timeout_ms);
+        return parse_timeout(value, &cfg->first_byte_timeout_ms);
     if (strcmp(key, "retries") == 0)
         return parse_uint(value, 0, 100, &cfg->retries);
     if (strcmp(key, "retry_delay") == 0)
@@ -255,6 +311,21 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value)
         return parse_ms(value, &cfg->retry_max_delay_ms);
     if (strcmp(key, "deadline") == 0)
         return parse_ms(value, &cfg->deadline_ms);
+    if (strcmp(key, "header_timeout") == 0)
+        return parse_timeout(value, &cfg->header_timeout_ms);
+    if (strcmp(key, "low_speed_limit") == 0) {
+        uint64_t v;
+        if (config_parse_size(value, &v) || v > UINT_MAX)
+            return -EINVAL;
+        cfg->low_speed_limit = (unsigned)v;
+        return 0;
+    }
+    if (strcmp(key, "low_speed_time") == 0)
+        return parse_ms(value, &cfg->low_speed_time_ms);
+    if (strcmp(key, "min_free_space") == 0)
+        return parse_free(cfg, value);
+    if (strcmp(key, "verify_interval") == 0)
+        return parse_ms(value, &cfg->verify_interval_ms);
     if (strcmp(key, "keepalive_timeout") == 0)
         return parse_ms(value, &cfg->keepalive_ms);
     if (strcmp(key, "max_redirects") == 0)
@@ -304,6 +375,11 @@ static int on_ini_key(void *user, const char *section, const char *name, const c
     int rc = config_set(ctx->cfg, name, value);
     if (rc == -ENOENT)
         snprintf(ctx->err, ctx->errlen, "unknown key '%s'", name);
+    else if (rc == -EDOM)
+        snprintf(ctx->err, ctx->errlen,
+                 "bad value '%s' for key '%s': a timeout of 0 would fail every download "
+                 "(give at least 1ms)",
+                 value, name);
     else if (rc)
         snprintf(ctx->err, ctx->errlen, "bad value '%s' for key '%s'", value, name);
     ctx->rc = rc;
@@ -387,6 +463,14 @@ void config_print(const hubd_config_t *cfg, FILE *out)
     print_ms(out, "keepalive_timeout", cfg->keepalive_ms);
     print_ms(out, "first_byte_timeout", cfg->first_byte_timeout_ms);
     print_ms(out, "deadline", cfg->deadline_ms);
+    print_ms(out, "header_timeout", cfg->header_timeout_ms);
+    fprintf(out, "low_speed_limit = %u\n", cfg->low_speed_limit);
+    print_ms(out, "low_speed_time", cfg->low_speed_time_ms);
+    if (cfg->min_free_percent)
+        fprintf(out, "min_free_space = %u%%\n", cfg->min_free_percent);
+    else
+        print_size(out, "min_free_space", cfg->min_free_space);
+    print_ms(out, "verify_interval", cfg->verify_interval_ms);
     fprintf(out, "retries = %u\n", cfg->retries);
     print_ms(out, "retry_delay", cfg->retry_delay_ms);
     print_ms(out, "retry_max_delay", cfg->retry_max_delay_ms);
@@ -442,6 +526,12 @@ void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *n
     cfg->first_byte_timeout_ms = next->first_byte_timeout_ms;
     cfg->keepalive_ms = next->keepalive_ms;
     cfg->deadline_ms = next->deadline_ms;
+    cfg->header_timeout_ms = next->header_timeout_ms;
+    cfg->low_speed_limit = next->low_speed_limit;
+    cfg->low_speed_time_ms = next->low_speed_time_ms;
+    cfg->min_free_space = next->min_free_space;
+    cfg->min_free_percent = next->min_free_percent;
+    cfg->verify_interval_ms = next->verify_interval_ms;
     cfg->retries = next->retries;
     cfg->retry_delay_ms = next->retry_delay_ms;
     cfg->retry_max_delay_ms = next->retry_max_delay_ms;

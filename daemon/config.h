@@ -36,17 +36,23 @@ typedef struct hubd_config {
     unsigned retry_delay_ms;        /* first backoff; doubles per attempt, with jitter */
     unsigned retry_max_delay_ms;    /* backoff (and honoured Retry-After) cap */
     unsigned deadline_ms;           /* whole fetch, all attempts; 0: none */
-    unsigned keepalive_ms;          /* an idle pooled connection is closed after this */
-    unsigned max_redirects;         /* redirects followed per fetch */
-    int log_level;                  /* LOG_LVL_* */
-    char *ca_file;                  /* PEM bundle of trusted CAs, NULL: the system's */
-    char *ca_path;                  /* folder of PEM CA certificates, or NULL */
-    char *tls_ciphers;              /* AEADs offered, fastest first (malloc'd) */
-    char *tls_insecure_hosts;       /* hosts whose certificates are not checked, or NULL */
-    char *deny_networks;            /* CIDRs never connected to (metadata, link-local), or NULL */
-    char *allow_networks;           /* exceptions to deny_networks, or NULL */
-    char *allow_hosts;              /* if set, the only hosts fetched from ("*.x" for subdomains) */
-    char *deny_hosts;               /* hosts never fetched from, or NULL */
+    unsigned header_timeout_ms;     /* request sent, final response headers not all in: fail */
+    unsigned low_speed_limit;       /* bytes/s a body must average over low_speed_time; 0: off */
+    unsigned low_speed_time_ms;     /* the window of low_speed_limit; 0: off */
+    uint64_t min_free_space;        /* bytes the cache's file system keeps free, unless... */
+    unsigned min_free_percent;      /* ...this share of it is set instead (non-zero) */
+    unsigned verify_interval_ms; /* each blob is re-hashed in the background this often; 0: never */
+    unsigned keepalive_ms;       /* an idle pooled connection is closed after this */
+    unsigned max_redirects;      /* redirects followed per fetch */
+    int log_level;               /* LOG_LVL_* */
+    char *ca_file;               /* PEM bundle of trusted CAs, NULL: the system's */
+    char *ca_path;               /* folder of PEM CA certificates, or NULL */
+    char *tls_ciphers;           /* AEADs offered, fastest first (malloc'd) */
+    char *tls_insecure_hosts;    /* hosts whose certificates are not checked, or NULL */
+    char *deny_networks;         /* CIDRs never connected to (metadata, link-local), or NULL */
+    char *allow_networks;        /* exceptions to deny_networks, or NULL */
+    char *allow_hosts;           /* if set, the only hosts fetched from ("*.x" for subdomains) */
+    char *deny_hosts;            /* hosts never fetched from, or NULL */
 } hubd_config_t;
 
 /* Fills defaults; socket_path and cache_dir follow the environment

@@ -9,10 +9,11 @@
 #include <string.h>
 #include <time.h>
 
-#define DB_SCHEMA_VERSION 2
+#define DB_SCHEMA_VERSION 3
 
 struct db {
     sqlite3 *rd;                 /* loop thread only */
+    uint64_t seq;                /* last use sequence number given out; under wr's mutex */
     sqlite3 *wr;                 /* pool threads only (serialized mode) */
     sqlite3_stmt *find_entry;    /* on rd */
     sqlite3_stmt *find_blob;     /* on rd */
@@ -56,15 +57,50 @@ static const char *const schema_v2 = "CREATE TABLE partials ("
                                      "  updated       INTEGER NOT NULL,"
                                      "  UNIQUE (url, cred_tag));";
 
+/* Logs a failed statement; a full disk is -ENOSPC (ERR code=no_space),
+ * anything else -EIO. */
 static int sq_err(sqlite3 *h, const char *what)
 {
     log_err("sqlite: %s: %s", what, h ? sqlite3_errmsg(h) : "out of memory");
-    return -EIO;
+    return h && sqlite3_errcode(h) == SQLITE_FULL ? -ENOSPC : -EIO;
 }
 
 /* busy_ms: how long a statement may wait for another connection's lock. The
  * writer (pool threads) waits long; the reader runs on the loop thread and
  * must not: in WAL mode a reader never needs to wait, so it gets little. */
+/* Version 3. Least recently used is decided by a use sequence (seq), not
+ * by the wall clock, which an admin or NTP may set back: eviction order
+ * must not invert then. Each row gets the next number when it is recorded
+ * or used; `accessed` stays, for people. A blob also keeps the identity of
+ * its file as committed (inode, mtime and ctime in ns), checked on every
+ * hit, and when it was last re-hashed (background verification). Entries
+ * list the uids that asked for them (requesters), so a signed URL's query
+ * string is shown to them and to admins only. */
+static const char *const schema_v3 =
+    "ALTER TABLE blobs ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE blobs ADD COLUMN ino INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE blobs ADD COLUMN mtime_ns INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE blobs ADD COLUMN ctime_ns INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE blobs ADD COLUMN verified INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE entries ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE blobs SET seq = r.n, verified = blobs.created FROM (SELECT rowid AS id,"
+    "  row_number() OVER (ORDER BY accessed, created, rowid) AS n FROM blobs) AS r"
+    "  WHERE blobs.rowid = r.id;"
+    "UPDATE entries SET seq = r.n + (SELECT count(*) FROM blobs) FROM (SELECT rowid AS id,"
+    "  row_number() OVER (ORDER BY accessed, rowid) AS n FROM entries) AS r"
+    "  WHERE entries.rowid = r.id;"
+    "DROP INDEX IF EXISTS blobs_accessed;"
+    "CREATE INDEX blobs_seq ON blobs(seq);"
+    "CREATE INDEX blobs_verified ON blobs(verified);"
+    "CREATE INDEX entries_seq ON entries(seq);"
+    "CREATE TABLE requesters ("
+    "  url      TEXT NOT NULL,"
+    "  cred_tag TEXT NOT NULL,"
+    "  uid      INTEGER NOT NULL,"
+    "  PRIMARY KEY (url, cred_tag, uid),"
+    "  FOREIGN KEY (url, cred_tag) REFERENCES entries(url, cred_tag) ON DELETE CASCADE"
+    ") WITHOUT ROWID;";
+
 static int open_conn(const char *path, int flags, int busy_ms, sqlite3 **out)
 {
     int rc = sqlite3_open_v2(path, out, flags | SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
@@ -113,8 +149,10 @@ static int migrate(sqlite3 *h)
         rc = sqlite3_exec(h, schema_v1, NULL, NULL, &msg);
     if (rc == SQLITE_OK && version < 2)
         rc = sqlite3_exec(h, schema_v2, NULL, NULL, &msg);
+    if (rc == SQLITE_OK && version < 3)
+        rc = sqlite3_exec(h, schema_v3, NULL, NULL, &msg);
     if (rc == SQLITE_OK)
-        rc = sqlite3_exec(h, "PRAGMA user_version=2; COMMIT", NULL, NULL, &msg);
+        rc = sqlite3_exec(h, "PRAGMA user_version=3; COMMIT", NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
         log_err("sqlite: creating schema: %s", msg ? msg : "?");
         sqlite3_free(msg);
@@ -124,6 +162,8 @@ static int migrate(sqlite3 *h)
     return 0;
 }
 
+static int query_u64s(sqlite3 *h, const char *sql, const char *arg, uint64_t *a, uint64_t *b);
+
 int db_open(const char *path, db_t **out)
 {
     db_t *db = calloc(1, sizeof *db);
@@ -132,6 +172,11 @@ int db_open(const char *path, db_t **out)
     int rc = open_conn(path, SQLITE_OPEN_FULLMUTEX, 10000, &db->wr);
     if (!rc)
         rc = migrate(db->wr);
+    if (!rc)
+        rc = query_u64s(db->wr,
+                        "SELECT max(coalesce((SELECT max(seq) FROM blobs), 0),"
+                        " coalesce((SELECT max(seq) FROM entries), 0))",
+                        NULL, &db->seq, NULL);
     if (!rc)
         rc = open_conn(path, SQLITE_OPEN_NOMUTEX, 100, &db->rd);
     if (rc)
@@ -219,16 +264,31 @@ int db_find_blob_for(db_t *db, const char *sha256, const char *cred_tag, uint64_
     return find_size(db->find_blob_for, sha256, cred_tag, size_out);
 }
 
-int db_list(db_t *db, void (*fn)(void *arg, const db_entry_t *e), void *arg)
+int db_list_page(db_t *db, uint64_t before, unsigned max, uid_t uid,
+                 void (*fn)(void *arg, const db_entry_t *e), void *arg)
 {
+    sqlite3 *h = db->wr;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db->rd,
-                           "SELECT e.url, e.sha256, b.size, e.created, e.accessed, b.pinned"
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
+    /* A range of the entries_seq index: a page costs its rows, not the
+     * table, and no read transaction outlives it (a client that reads
+     * slowly must not hold the WAL). */
+    if (sqlite3_prepare_v2(h,
+                           "SELECT e.url, e.sha256, b.size, e.created, e.accessed, b.pinned, e.seq,"
+                           " EXISTS (SELECT 1 FROM requesters r WHERE r.url = e.url"
+                           " AND r.cred_tag = e.cred_tag AND r.uid = ?3)"
                            " FROM entries e JOIN blobs b USING (sha256)"
-                           " ORDER BY e.accessed DESC, e.url",
-                           -1, &st, NULL) != SQLITE_OK)
-        return sq_err(db->rd, "list");
-    while (sqlite3_step(st) == SQLITE_ROW) {
+                           " WHERE e.seq < ?1 ORDER BY e.seq DESC LIMIT ?2",
+                           -1, &st, NULL) != SQLITE_OK) {
+        int rc = sq_err(h, "list");
+        sqlite3_mutex_leave(sqlite3_db_mutex(h));
+        return rc;
+    }
+    sqlite3_bind_int64(st, 1, before ? (int64_t)before : INT64_MAX);
+    sqlite3_bind_int(st, 2, (int)max);
+    sqlite3_bind_int64(st, 3, (int64_t)uid);
+    int rc, n = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         db_entry_t e = {
             .url = (const char *)sqlite3_column_text(st, 0),
             .sha256 = (const char *)sqlite3_column_text(st, 1),
@@ -236,12 +296,17 @@ int db_list(db_t *db, void (*fn)(void *arg, const db_entry_t *e), void *arg)
             .created = sqlite3_column_int64(st, 3),
             .accessed = sqlite3_column_int64(st, 4),
             .pinned = sqlite3_column_int(st, 5),
+            .seq = (uint64_t)sqlite3_column_int64(st, 6),
+            .mine = sqlite3_column_int(st, 7),
         };
         if (e.url && e.sha256)
             fn(arg, &e);
+        n++;
     }
+    rc = rc == SQLITE_DONE ? n : sq_err(h, "list");
     sqlite3_finalize(st);
-    return 0;
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
 }
 
 /* Runs one statement with text/int64 parameters given as a NULL-terminated
@@ -268,7 +333,11 @@ static int exec_bound(sqlite3 *h, const char *sql, const char *types, ...)
     return rc == SQLITE_DONE ? 0 : sq_err(h, sql);
 }
 
-static int query_u64s(sqlite3 *h, const char *sql, const char *arg, uint64_t *a, uint64_t *b);
+/* The next use sequence number; the caller holds the writer's mutex. */
+static int64_t next_seq(db_t *db)
+{
+    return (int64_t)++db->seq;
+}
 
 /* A write transaction on the writer connection. It holds the connection's
  * mutex from begin to end, so another pool thread cannot interleave its
@@ -293,6 +362,16 @@ static int tx_end(sqlite3 *h, int rc)
     return rc;
 }
 
+/* Adds uid to the requesters of (url, cred_tag)'s entry. */
+static int add_requester(sqlite3 *h, const char *url, const char *cred_tag, uid_t uid)
+{
+    return exec_bound(h,
+                      "INSERT INTO requesters(url, cred_tag, uid) SELECT ?1, ?2, ?3"
+                      " WHERE EXISTS (SELECT 1 FROM entries WHERE url = ?1 AND cred_tag = ?2)"
+                      " ON CONFLICT DO NOTHING",
+                      "tti", url, cred_tag, (int64_t)uid);
+}
+
 int db_record_download(db_t *db, const db_record_t *rec)
 {
     int64_t now = (int64_t)time(NULL);
@@ -301,18 +380,22 @@ int db_record_download(db_t *db, const db_record_t *rec)
     if (rc)
         return rc;
     rc = exec_bound(h,
-                    "INSERT INTO blobs(sha256, size, created, accessed) VALUES (?1, ?2, ?3, ?3)"
-                    " ON CONFLICT(sha256) DO UPDATE SET accessed = excluded.accessed",
-                    "tii", rec->sha256, (int64_t)rec->size, now);
-    if (!rc)
+                    "INSERT INTO blobs(sha256, size, created, accessed, seq, verified)"
+                    " VALUES (?1, ?2, ?3, ?3, ?4, ?3)"
+                    " ON CONFLICT(sha256) DO UPDATE SET accessed = excluded.accessed,"
+                    " seq = excluded.seq",
+                    "tiii", rec->sha256, (int64_t)rec->size, now, next_seq(db));
+    if (!rc && rec->url)
         rc = exec_bound(h,
                         "INSERT INTO entries(url, cred_tag, sha256, etag, last_modified, created,"
-                        " accessed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)"
+                        " accessed, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)"
                         " ON CONFLICT(url, cred_tag) DO UPDATE SET sha256 = excluded.sha256,"
                         " etag = excluded.etag, last_modified = excluded.last_modified,"
-                        " accessed = excluded.accessed",
-                        "ttttti", rec->url, rec->cred_tag, rec->sha256, rec->etag,
-                        rec->last_modified, now);
+                        " accessed = excluded.accessed, seq = excluded.seq",
+                        "tttttii", rec->url, rec->cred_tag, rec->sha256, rec->etag,
+                        rec->last_modified, now, next_seq(db));
+    for (size_t i = 0; !rc && rec->url && i < rec->nuids; i++)
+        rc = add_requester(h, rec->url, rec->cred_tag, rec->uids[i]);
     if (!rc && rec->partial_id) /* its bytes are the blob now */
         rc = exec_bound(h, "DELETE FROM partials WHERE id = ?1", "i", (int64_t)rec->partial_id);
     return tx_end(h, rc);
@@ -361,15 +444,89 @@ void db_unlock(db_t *db)
     sqlite3_mutex_leave(sqlite3_db_mutex(db->wr));
 }
 
-int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag)
+int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag, uid_t uid)
 {
     int64_t now = (int64_t)time(NULL);
     sqlite3 *h = db->wr;
     sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc = exec_bound(h, "UPDATE blobs SET accessed = ?2 WHERE sha256 = ?1", "ti", sha256, now);
+    int rc = exec_bound(h, "UPDATE blobs SET accessed = ?2, seq = ?3 WHERE sha256 = ?1", "tii",
+                        sha256, now, next_seq(db));
     if (!rc && url)
-        rc = exec_bound(h, "UPDATE entries SET accessed = ?3 WHERE url = ?1 AND cred_tag = ?2",
-                        "tti", url, cred_tag, now);
+        rc = exec_bound(
+            h, "UPDATE entries SET accessed = ?3, seq = ?4 WHERE url = ?1 AND cred_tag = ?2",
+            "ttii", url, cred_tag, now, next_seq(db));
+    if (!rc && url)
+        rc = add_requester(h, url, cred_tag, uid);
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}
+
+int db_get_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out)
+{
+    sqlite3 *h = db->wr;
+    sqlite3_stmt *st;
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
+    int rc = -ENOENT;
+    if (sqlite3_prepare_v2(h, "SELECT ino, mtime_ns, ctime_ns FROM blobs WHERE sha256 = ?1", -1,
+                           &st, NULL) != SQLITE_OK) {
+        rc = sq_err(h, "blob stat");
+    } else {
+        sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            out->ino = (uint64_t)sqlite3_column_int64(st, 0);
+            out->mtime_ns = sqlite3_column_int64(st, 1);
+            out->ctime_ns = sqlite3_column_int64(st, 2);
+            rc = 0;
+        }
+        sqlite3_finalize(st);
+    }
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}
+
+int db_set_blob_stat(db_t *db, const char *sha256, const db_blob_stat_t *bs)
+{
+    sqlite3 *h = db->wr;
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
+    int rc =
+        exec_bound(h, "UPDATE blobs SET ino = ?2, mtime_ns = ?3, ctime_ns = ?4 WHERE sha256 = ?1",
+                   "tiii", sha256, (int64_t)bs->ino, bs->mtime_ns, bs->ctime_ns);
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}
+
+int db_next_to_verify(db_t *db, int64_t before, char sha_out[65], uint64_t *size_out)
+{
+    sqlite3 *h = db->wr;
+    sqlite3_stmt *st;
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
+    int rc = -ENOENT;
+    if (sqlite3_prepare_v2(h,
+                           "SELECT sha256, size FROM blobs WHERE verified < ?1"
+                           " ORDER BY verified LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK) {
+        rc = sq_err(h, "next to verify");
+    } else {
+        sqlite3_bind_int64(st, 1, before);
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            const unsigned char *sha = sqlite3_column_text(st, 0);
+            if (sha && strlen((const char *)sha) == 64) {
+                memcpy(sha_out, sha, 65);
+                *size_out = (uint64_t)sqlite3_column_int64(st, 1);
+                rc = 0;
+            }
+        }
+        sqlite3_finalize(st);
+    }
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}
+
+int db_set_verified(db_t *db, const char *sha256, int64_t when)
+{
+    sqlite3 *h = db->wr;
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
+    int rc = exec_bound(h, "UPDATE blobs SET verified = ?2 WHERE sha256 = ?1", "ti", sha256, when);
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
     return rc;
 }
@@ -563,7 +720,7 @@ int db_lru(db_t *db, unsigned max, const char *keep,
     int rc = 0;
     if (sqlite3_prepare_v2(h,
                            "SELECT sha256, size FROM blobs WHERE pinned = 0 AND sha256 <> ?1"
-                           " ORDER BY accessed, created, rowid LIMIT ?2",
+                           " ORDER BY seq, rowid LIMIT ?2",
                            -1, &st, NULL) != SQLITE_OK) {
         rc = sq_err(h, "lru");
     } else {

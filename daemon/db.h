@@ -9,6 +9,8 @@
 #define HUBD_DB_H
 
 #include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
 typedef struct db db_t;
 
@@ -21,7 +23,27 @@ typedef struct db_record {
     const char *etag;          /* may be NULL */
     const char *last_modified; /* may be NULL */
     uint64_t partial_id;       /* the partial row that became this blob, 0 if none */
+    const uid_t *uids;         /* who asked for it: the entry's requesters (may be NULL) */
+    size_t nuids;
 } db_record_t;
+
+/* The identity of a blob's file as committed: a hit checks it (cheaply)
+ * before handing the file out. ino 0: not recorded (then recorded at the
+ * next hit). */
+typedef struct db_blob_stat {
+    uint64_t ino;
+    int64_t mtime_ns;
+    int64_t ctime_ns;
+} db_blob_stat_t;
+
+/* A file's identity, as recorded, from its stat. */
+static inline db_blob_stat_t db_blob_stat_of(const struct stat *st)
+{
+    db_blob_stat_t bs = {(uint64_t)st->st_ino,
+                         (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec,
+                         (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec};
+    return bs;
+}
 
 /* A resumable partial download (tmp/<id>.part). */
 typedef struct db_partial {
@@ -39,6 +61,8 @@ typedef struct db_entry {
     int pinned;
     int64_t created;  /* unix seconds */
     int64_t accessed; /* unix seconds */
+    uint64_t seq;     /* use sequence: the next page starts below it */
+    int mine;         /* the uid asking is among the entry's requesters */
 } db_entry_t;
 
 /* Opens (creating and migrating) <path>. Start-up only. */
@@ -54,8 +78,13 @@ int db_find_blob(db_t *db, const char *sha256, uint64_t *size_out);
  * credentials, or with these (cred_tag), names: a digest alone must not
  * open a gated file to whoever knows it. */
 int db_find_blob_for(db_t *db, const char *sha256, const char *cred_tag, uint64_t *size_out);
-/* Loop thread. Calls fn for each entry, most recently accessed first. */
-int db_list(db_t *db, void (*fn)(void *arg, const db_entry_t *e), void *arg);
+/* Pool threads. One page of the entries, most recently used first: up to
+ * max entries with a use sequence below `before` (0: from the newest);
+ * `mine` says whether uid asked for each. Returns the number of rows read
+ * (fewer than max: the last page), or a negative errno. An entry used while
+ * a listing goes on moves to the front, so it may not be listed. */
+int db_list_page(db_t *db, uint64_t before, unsigned max, uid_t uid,
+                 void (*fn)(void *arg, const db_entry_t *e), void *arg);
 
 /* Pool threads. One transaction: upsert the blob, upsert the entry. */
 int db_record_download(db_t *db, const db_record_t *rec);
@@ -96,7 +125,8 @@ int db_resolve(db_t *db, const char *url_or_sha, char sha_out[65]);
 
 /* Pool threads. Total size of the blobs. */
 int db_total_size(db_t *db, uint64_t *bytes);
-/* Pool threads. Up to max unpinned blobs, least recently used first, other
+/* Pool threads. Up to max unpinned blobs, least recently used first (by the
+ * use sequence, never the wall clock), other
  * than `keep` (may be NULL); fn gets each. */
 int db_lru(db_t *db, unsigned max, const char *keep,
            void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg);
@@ -107,7 +137,19 @@ int db_set_pinned(db_t *db, const char *sha256, int pinned);
  * the blob's digest. -ENOENT when there is no such entry. */
 int db_remove_entry(db_t *db, const char *url, char sha_out[65], int *blob_gone);
 
-/* Pool threads. Marks a blob (and the entry, when url is given) used now. */
-int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag);
+/* Pool threads. Marks a blob (and the entry, when url is given, with uid
+ * among its requesters) used now: the next use sequence number. */
+int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag, uid_t uid);
+
+/* Pool threads. The identity recorded for a blob's file (-ENOENT: no such
+ * blob), and recording it. */
+int db_get_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out);
+int db_set_blob_stat(db_t *db, const char *sha256, const db_blob_stat_t *bs);
+
+/* Pool threads. The blob least recently verified, if that was before
+ * `before` (unix seconds; -ENOENT when none is due), and recording a
+ * verification. */
+int db_next_to_verify(db_t *db, int64_t before, char sha_out[65], uint64_t *size_out);
+int db_set_verified(db_t *db, const char *sha256, int64_t when);
 
 #endif

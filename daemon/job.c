@@ -124,11 +124,19 @@ struct job {
     int truncate_file;       /* the next write item empties the partial first */
     uv_timer_t retry_timer;  /* backoff before the next attempt */
     int handles_open;        /* timers not yet closed */
-    char expected[65];       /* the creator's expected digest, "" if none */
-    char cred_tag[65];       /* its credentials' tag: entries and partials are keyed by it */
-    uid_t owner;             /* the uid whose request created it */
-    http_req_t *req;         /* in flight, or NULL */
-    job_waiter_t *waiters;   /* doubly linked */
+    /* What the commit keeps: set on the loop when the commit starts, from
+     * the waiters then, read by the commit item. A download is committed
+     * (under its real digest) when any waiter takes it: one without an
+     * expected digest, or one whose digest it has; or when none is left. */
+    int accept_any;
+    char (*accepts)[65]; /* the waiters' expected digests otherwise */
+    size_t naccepts;
+    uid_t *uids; /* the entry's requesters: the owner and the waiters' uids */
+    size_t nuids;
+    char cred_tag[65];     /* its credentials' tag: entries and partials are keyed by it */
+    uid_t owner;           /* the uid whose request created it */
+    http_req_t *req;       /* in flight, or NULL */
+    job_waiter_t *waiters; /* doubly linked */
     unsigned nwaiters;
     job_t *next, *prev;         /* in active list or queue */
     job_t *all_next, *all_prev; /* in js->all */
@@ -196,6 +204,7 @@ struct job_hit {
     char *url;       /* canonical */
     char sha[65];
     char cred_tag[65];
+    uid_t uid; /* who asked: a requester of the entry */
     uint64_t size;
     int by_entry; /* found through the URL's entry (touch it too) */
     int fd;
@@ -203,6 +212,8 @@ struct job_hit {
 };
 
 static void job_fail(job_t *job, const char *code, const char *msg);
+static void job_fail_digest(job_t *job, const char *code, const char *msg, const char *digest);
+static void waiter_restart(job_t *job, job_waiter_t *w);
 static void job_pump(job_t *job);
 static void jobs_start_queued(jobs_t *js);
 static void job_begin_request(job_t *job);
@@ -249,6 +260,8 @@ static void job_on_timer_closed(uv_handle_t *h)
         job->all_next->all_prev = job->all_prev;
     db_partial_free(&job->ckpt);
     url_free(&job->url);
+    free(job->accepts);
+    free(job->uids);
     free(job->key);
     free(job->host_key);
     free(job->redirect_to);
@@ -341,8 +354,9 @@ static void count_error(jobs_t *js, const char *code)
 }
 
 /* Tells every waiter the outcome and detaches them. Each waiter with its own
- * expected digest is checked here, since it may have attached by URL to a job
- * that expected another digest, or none. */
+ * expected digest is checked here: waiters of one URL may expect different
+ * digests, and each hears about its own (a hash_mismatch result carries the
+ * digest the download had in sha256). */
 static void job_notify_all(job_t *job, const job_result_t *res)
 {
     jobs_t *js = job->js;
@@ -352,7 +366,9 @@ static void job_notify_all(job_t *job, const job_result_t *res)
         job_result_t r = *res;
         r.kind = w->kind;
         char msg[200];
-        if (!res->err_code && w->expected[0] && strcmp(w->expected, res->sha256) != 0) {
+        int mismatch = res->err_code ? strcmp(res->err_code, "hash_mismatch") == 0
+                                     : w->expected[0] && strcmp(w->expected, res->sha256) != 0;
+        if (mismatch && w->expected[0] && res->sha256) {
             snprintf(msg, sizeof msg, "expected sha256 %s, got %s", w->expected, res->sha256);
             r.err_code = "hash_mismatch";
             r.err_msg = msg;
@@ -529,25 +545,33 @@ static void commit_work(uv_work_t *req)
     sha256_final(&job->sha, digest);
     sha256_hex(digest, job->digest);
     job->ro_fd = -1;
-    if (job->expected[0] && strcmp(job->expected, job->digest) != 0) {
-        /* The partial (and its row) go too: resuming it would only give
-         * the same wrong bytes again. Row first: a crash between the two
-         * leaves an unrecorded file, which the start-up check removes. */
+    int wanted = job->accept_any;
+    for (size_t i = 0; !wanted && i < job->naccepts; i++)
+        wanted = strcmp(job->accepts[i], job->digest) == 0;
+    if (!wanted) {
+        /* Every waiter expected other bytes. The partial (and its row) go
+         * too: resuming it would only give the same bytes again. Row
+         * first: a crash between the two leaves an unrecorded file, which
+         * the start-up check removes. */
         db_forget_partial(js->db, job->part_id);
         store_discard(js->store, job->fd, job->part_id);
         job->fd = -1;
         job->commit_rc = -EBADMSG;
         return;
     }
-    int rc = 0;
+    int rc = 0, created = 0;
     if (job->fd < 0) /* an empty body: no write item ever ran */
         rc = store_tmp_create(js->store, job->part_id, &job->fd);
     else if (job->truncate_file && ftruncate(job->fd, 0)) /* restarted, then empty */
         rc = -errno;
-    db_lock(js->db); /* rename and row together: see cache.c's drop_blob */
+    /* Link, row, the tmp name's unlink and the file's identity all under
+     * the writer's lock: eviction (row, then unlink) cannot interleave, and
+     * a hit, which compares the file with the recorded identity under the
+     * same lock, never sees the link count (so the ctime) still changing. */
+    db_lock(js->db);
     if (!rc) {
         rc = store_commit(js->store, job->fd, job->part_id, job->digest, job->cred_tag[0] != 0,
-                          &job->ro_fd);
+                          &job->ro_fd, &created);
         job->fd = -1;
     }
     if (!rc) {
@@ -559,10 +583,13 @@ static void commit_work(uv_work_t *req)
             .etag = job->etag,
             .last_modified = job->last_modified,
             .partial_id = job->part_id,
+            .uids = job->uids,
+            .nuids = job->nuids,
         };
         rc = db_record_download(js->db, &rec);
+        if (rc && created) /* no row names the new name: it goes, not to quarantine */
+            store_unlink_blob(js->store, job->digest);
     }
-    db_unlock(js->db);
     if (rc) /* no recorded blob came of it: nothing to resume either */
         db_forget_partial(js->db, job->part_id);
     /* The row is gone (recorded or forgotten): now the partial's name can
@@ -570,6 +597,12 @@ static void commit_work(uv_work_t *req)
      * before store_commit failed. */
     store_discard(js->store, job->fd, job->part_id);
     job->fd = -1;
+    struct stat st;
+    if (!rc && fstat(job->ro_fd, &st) == 0) {
+        db_blob_stat_t bs = db_blob_stat_of(&st);
+        db_set_blob_stat(js->db, job->digest, &bs);
+    }
+    db_unlock(js->db);
     job->commit_rc = rc;
 }
 
@@ -703,8 +736,41 @@ static void submit_work(job_t *job)
 
 static void after_commit(uv_work_t *req, int status);
 
+static void uid_add(job_t *job, uid_t uid)
+{
+    for (size_t i = 0; i < job->nuids; i++)
+        if (job->uids[i] == uid)
+            return;
+    job->uids[job->nuids++] = uid;
+}
+
+/* What the commit item keeps and records, from the waiters now: it reads
+ * these, the loop does not touch them while it runs. Without memory the
+ * download is kept (accept_any), as no waiter's own check is lost: each one
+ * still compares the digest with its expectation when told. */
+static void job_collect_waiters(job_t *job)
+{
+    free(job->accepts);
+    free(job->uids);
+    job->accepts = calloc(job->nwaiters + 1, sizeof *job->accepts);
+    job->uids = calloc(job->nwaiters + 1, sizeof *job->uids);
+    job->naccepts = job->nuids = 0;
+    job->accept_any = job->nwaiters == 0 || !job->accepts;
+    if (job->uids)
+        uid_add(job, job->owner);
+    for (job_waiter_t *w = job->waiters; w; w = w->next) {
+        if (job->uids)
+            uid_add(job, w->uid);
+        if (!w->expected[0])
+            job->accept_any = 1;
+        else if (job->accepts)
+            memcpy(job->accepts[job->naccepts++], w->expected, 65);
+    }
+}
+
 static void job_start_commit(job_t *job)
 {
+    job_collect_waiters(job);
     job->state = JOB_COMMITTING;
     job->commit_work.data = job;
     job->commit_busy = 1;
@@ -854,19 +920,28 @@ static void after_commit(uv_work_t *req, int status)
         job_cleanup(job);
         return;
     }
+    if (job->commit_rc == -EBADMSG) {
+        /* Not kept: every waiter when the commit started expected another
+         * digest. One that attached since and would have taken these
+         * bytes did not fail: it goes on in a job of its own. */
+        job->tmp_made = 0;
+        job_unlist(job);
+        for (job_waiter_t *w = job->waiters, *next; w; w = next) {
+            next = w->next;
+            if (!w->expected[0] || strcmp(w->expected, job->digest) == 0)
+                waiter_restart(job, w);
+        }
+        job_fail_digest(job, "hash_mismatch", "the download's digest is not the one expected",
+                        job->digest);
+        return;
+    }
     if (job->commit_rc) {
         char msg[256];
-        const char *code = "io";
-        if (job->commit_rc == -EBADMSG) {
-            code = "hash_mismatch";
-            snprintf(msg, sizeof msg, "expected sha256 %s, got %s", job->expected, job->digest);
-        } else {
-            snprintf(msg, sizeof msg, "committing to the cache: %s", strerror(-job->commit_rc));
-        }
+        snprintf(msg, sizeof msg, "committing to the cache: %s", strerror(-job->commit_rc));
         if (job->ro_fd >= 0)
             close(job->ro_fd);
         job->tmp_made = 0;
-        job_fail(job, code, msg);
+        job_fail(job, job->commit_rc == -ENOSPC ? "no_space" : "io", msg);
         return;
     }
     uint64_t now = uv_now(js->loop);
@@ -879,14 +954,18 @@ static void after_commit(uv_work_t *req, int status)
     uv_timer_stop(&job->timer);
     char path[PATH_MAX];
     store_blob_path(js->store, job->digest, path, sizeof path);
+    job_fd_t *fd = job_fd_new(job->ro_fd);
     job_result_t res = {
         .path = path,
         .sha256 = job->digest,
         .size = job->received,
-        .fd = job->ro_fd,
+        .fd = fd,
+        .err_code = fd ? NULL : "internal", /* no memory to hand the file out */
+        .err_msg = fd ? NULL : "out of memory",
     };
     job_notify_all(job, &res);
-    close(job->ro_fd);
+    job->ro_fd = -1;
+    job_fd_unref(fd); /* the waiters' DONE lines hold it until sent */
     if (js->cfg->max_cache_size && job->received > js->cfg->max_cache_size)
         jobs_drop_oversized(js, job->digest, job->received);
     else
@@ -1249,8 +1328,9 @@ static void job_error(job_t *job, const char *code, const char *msg)
 }
 
 /* The single failure path: waiters hear now, the job leaves the table (a new
- * fetch starts afresh), and memory and the partial go once the pool is done. */
-static void job_fail(job_t *job, const char *code, const char *msg)
+ * fetch starts afresh), and memory and the partial go once the pool is done.
+ * digest: what the download hashed to, for a hash_mismatch (else NULL). */
+static void job_fail_digest(job_t *job, const char *code, const char *msg, const char *digest)
 {
     if (job->state == JOB_FAILED || job->state == JOB_DONE)
         return;
@@ -1268,11 +1348,16 @@ static void job_fail(job_t *job, const char *code, const char *msg)
         http_req_abort(job->req);
         job->req = NULL;
     }
-    job_result_t res = {.err_code = code, .err_msg = msg, .fd = -1};
+    job_result_t res = {.err_code = code, .err_msg = msg, .sha256 = digest};
     job_notify_all(job, &res);
     if (!job->commit_busy) /* else after_commit comes back to clean up */
         job_pump(job);
     jobs_start_queued(js);
+}
+
+static void job_fail(job_t *job, const char *code, const char *msg)
+{
+    job_fail_digest(job, code, msg, NULL);
 }
 
 /* ---- progress ------------------------------------------------------------ */
@@ -1451,33 +1536,39 @@ static void jobs_start_queued(jobs_t *js)
     js->starting_queued = 0;
 }
 
-/* A running job for the same URL or expected digest, and the same
- * credentials: a request without them must never share a gated download. */
-static job_t *job_find(jobs_t *js, const char *key, const char *sha, const char *cred_tag)
+/* A running job for the same URL and the same credentials (a request
+ * without them must never share a gated download). Only the same URL: a
+ * job of another URL that promises the same digest could be slow, fail or
+ * lie (another user's job), and an attacher must not wait on, or fail
+ * with, what it did not ask for. A digest already in the cache is a hit
+ * whatever its URL. */
+static job_t *job_find(jobs_t *js, const char *key, const char *cred_tag)
 {
     job_t *lists[2] = {js->active, js->queue_head};
     for (int i = 0; i < 2; i++)
         for (job_t *j = lists[i]; j; j = j->next)
-            if (strcmp(j->cred_tag, cred_tag) == 0 &&
-                (strcmp(j->key, key) == 0 ||
-                 (sha && j->expected[0] && strcmp(j->expected, sha) == 0)))
+            if (strcmp(j->cred_tag, cred_tag) == 0 && strcmp(j->key, key) == 0)
                 return j;
     return NULL;
 }
 
-/* Attaches w to a running job for the same URL or expected digest, or
- * queues a new job. Takes u. Returns 0, or -ENOMEM with no callback made. */
+/* Attaches w to a running job for the same URL, or queues a new job. Takes
+ * u. A waiter moved from a failed job (w->restarted) hears no second
+ * on_start. Returns 0, or -ENOMEM or -EAGAIN (too many jobs for the uid)
+ * with no callback made. */
 static int start_download(jobs_t *js, url_t *u, job_waiter_t *w)
 {
-    job_t *job = job_find(js, u->canonical, w->expected[0] ? w->expected : NULL, w->cred_tag);
+    job_t *job = job_find(js, u->canonical, w->cred_tag);
     if (job) {
         url_free(u);
         free(w->cred_block); /* the job has the same credentials already */
         w->cred_block = NULL;
         js->stats.attached++;
-        w->kind = FETCH_ATTACHED;
+        if (!w->restarted)
+            w->kind = FETCH_ATTACHED;
         waiter_link(job, w);
-        w->on_start(w, FETCH_ATTACHED, job->id);
+        if (!w->restarted)
+            w->on_start(w, FETCH_ATTACHED, job->id);
         return 0;
     }
     /* A client that asks and hangs up leaves its job running: so the jobs
@@ -1507,7 +1598,6 @@ static int start_download(jobs_t *js, url_t *u, job_waiter_t *w)
         goto fail;
     }
     snprintf(job->host_key, hl, "%s:%u", u->host, u->port);
-    memcpy(job->expected, w->expected, sizeof job->expected);
     memcpy(job->cred_tag, w->cred_tag, sizeof job->cred_tag);
     job->owner = w->uid;
     job->cred_headers = w->cred_block; /* the job sends them to the first origin */
@@ -1538,10 +1628,12 @@ static int start_download(jobs_t *js, url_t *u, job_waiter_t *w)
     js->queue_tail = job;
     js->stats.queued++;
 
-    w->kind = FETCH_QUEUED;
     waiter_link(job, w);
     log_info("job %llu: fetching %s", (unsigned long long)job->id, job->key);
-    w->on_start(w, FETCH_QUEUED, job->id);
+    if (!w->restarted) {
+        w->kind = FETCH_QUEUED;
+        w->on_start(w, FETCH_QUEUED, job->id);
+    }
     jobs_start_queued(js);
     return 0;
 fail:
@@ -1549,15 +1641,67 @@ fail:
     return -ENOMEM;
 }
 
+/* A waiter whose job failed for a reason that is not its own (another
+ * waiter's expected digest) goes on in a job of its own for the same URL,
+ * with the same headers; its client sees progress go on, and one final
+ * line. */
+static void waiter_restart(job_t *job, job_waiter_t *w)
+{
+    jobs_t *js = job->js;
+    waiter_unlink(job, w);
+    free(w->cred_block);
+    w->cred_block = job->cred_headers ? strdup(job->cred_headers) : NULL;
+    url_t u;
+    int rc = -ENOMEM;
+    if ((!job->cred_headers || w->cred_block) && url_parse(job->key, &u, NULL) == 0) {
+        w->restarted = 1;
+        rc = start_download(js, &u, w);
+    }
+    if (rc == 0) {
+        log_info("job %llu: a waiter whose expectation it did not fail goes on in job %llu",
+                 (unsigned long long)job->id, (unsigned long long)w->job->id);
+        return;
+    }
+    free(w->cred_block);
+    w->cred_block = NULL;
+    job_result_t res = {.err_code = rc == -EAGAIN ? "too_many_requests" : "internal",
+                        .err_msg = rc == -EAGAIN ? "its job was not kept, and this uid has "
+                                                   "max_requests_per_user downloads running"
+                                                 : "cannot start the download again",
+                        .kind = w->kind};
+    count_error(js, res.err_code);
+    w->on_finish(w, &res);
+}
+
 /* ---- cache hits ---------------------------------------------------------- */
 
+/* Opens the blob and checks, cheaply, that its file is still the one
+ * committed: same inode, size, mtime and ctime (an edit in place keeps the
+ * size, never the times). One that changed is quarantined and forgotten, so
+ * its bytes are never handed out, and the request downloads again. Under
+ * the writer's lock: a commit of the same digest replaces the file and
+ * records its identity under it too. A blob whose identity is not recorded
+ * yet (a cache from before) gets it from the background verification. */
 static void hit_work(uv_work_t *req)
 {
     job_hit_t *hit = req->data;
     jobs_t *js = hit->js;
-    hit->rc = store_open_blob(js->store, hit->sha, hit->size, &hit->fd);
+    struct stat st;
+    db_blob_stat_t rec;
+    db_lock(js->db);
+    hit->rc = store_open_blob(js->store, hit->sha, hit->size, &hit->fd, &st);
+    if (!hit->rc && db_get_blob_stat(js->db, hit->sha, &rec) == 0 && rec.ino) {
+        db_blob_stat_t now = db_blob_stat_of(&st);
+        if (memcmp(&now, &rec, sizeof now) != 0) {
+            close(hit->fd);
+            hit->fd = -1;
+            hit->rc = -ESTALE;
+            cache_quarantine(js->store, js->db, hit->sha, "its file changed since its commit");
+        }
+    }
+    db_unlock(js->db);
     if (!hit->rc)
-        db_touch(js->db, hit->sha, hit->by_entry ? hit->url : NULL, hit->cred_tag);
+        db_touch(js->db, hit->sha, hit->by_entry ? hit->url : NULL, hit->cred_tag, hit->uid);
 }
 
 static void after_hit(uv_work_t *req, int status)
@@ -1573,7 +1717,7 @@ static void after_hit(uv_work_t *req, int status)
         w->cred_block = NULL;
     }
     if (w && hit->rc == 0 && js->shutting_down) {
-        job_result_t res = {.err_code = "shutting_down", .err_msg = "hubd is stopping", .fd = -1};
+        job_result_t res = {.err_code = "shutting_down", .err_msg = "hubd is stopping"};
         w->on_start(w, FETCH_HIT, 0);
         w->on_finish(w, &res);
     } else if (w && hit->rc == 0) {
@@ -1583,13 +1727,22 @@ static void after_hit(uv_work_t *req, int status)
         js->stats.bytes_served += hit->size;
         w->kind = FETCH_HIT;
         w->on_start(w, FETCH_HIT, 0);
-        job_result_t res = {
-            .path = path, .sha256 = hit->sha, .size = hit->size, .fd = hit->fd, .kind = FETCH_HIT};
+        job_fd_t *fd = job_fd_new(hit->fd);
+        hit->fd = -1; /* the wrapper's now */
+        job_result_t res = {.path = path,
+                            .sha256 = hit->sha,
+                            .size = hit->size,
+                            .fd = fd,
+                            .kind = FETCH_HIT,
+                            .err_code = fd ? NULL : "internal",
+                            .err_msg = fd ? NULL : "out of memory"};
         w->on_finish(w, &res);
+        job_fd_unref(fd);
     } else if (w) {
         /* The row said yes but the file is gone or wrong: download again. */
         log_warn("blob %s listed but not usable (%s): fetching again", hit->sha,
-                 strerror(-hit->rc));
+                 hit->rc == -ESTALE ? "changed on disk since its commit: quarantined"
+                                    : strerror(-hit->rc));
         url_t u;
         int rc = -EINVAL;
         if (!js->shutting_down && url_parse(hit->url, &u, NULL) == 0)
@@ -1597,14 +1750,13 @@ static void after_hit(uv_work_t *req, int status)
         if (rc) { /* a shutdown, a full queue for this uid, or no memory */
             job_result_t res = {.err_code = js->shutting_down ? "shutting_down" : "internal",
                                 .err_msg = js->shutting_down ? "hubd is stopping"
-                                                             : "cannot start the download again",
-                                .fd = -1};
+                                                             : "cannot start the download again"};
             free(w->cred_block); /* before on_finish: the waiter may be freed in it */
             w->cred_block = NULL;
             w->on_finish(w, &res);
         }
     }
-    if (hit->rc == 0)
+    if (hit->rc == 0 && hit->fd >= 0)
         close(hit->fd);
     free(hit->url);
     free(hit);
@@ -1684,6 +1836,7 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *cons
     hit->w = w;
     memcpy(hit->sha, sha, sizeof sha);
     memcpy(hit->cred_tag, w->cred_tag, sizeof hit->cred_tag);
+    hit->uid = w->uid;
     hit->size = size;
     hit->by_entry = by_entry;
     hit->fd = -1;
@@ -1711,7 +1864,7 @@ void jobs_stats(const jobs_t *js, jobs_stats_t *out)
     *out = js->stats;
 }
 
-static void info_of(const job_t *j, job_info_t *info)
+static void info_of(const job_t *j, uid_t uid, job_info_t *info)
 {
     info->id = j->id;
     info->url = j->key;
@@ -1720,17 +1873,62 @@ static void info_of(const job_t *j, job_info_t *info)
     info->total = j->total;
     info->rate = j->rate;
     info->waiters = j->nwaiters;
+    info->mine = j->owner == uid;
+    for (const job_waiter_t *w = j->waiters; w && !info->mine; w = w->next)
+        info->mine = w->uid == uid;
 }
 
-void jobs_each(jobs_t *js, void (*fn)(void *arg, const job_info_t *info), void *arg)
+/* The listed job with the smallest id above `after`, or NULL. A scan of
+ * the jobs in memory (bounded by the per-uid limits), no I/O. */
+static job_t *job_after(jobs_t *js, uint64_t after)
 {
+    job_t *best = NULL;
     job_t *lists[2] = {js->active, js->queue_head};
-    for (int i = 0; i < 2; i++) {
-        for (job_t *j = lists[i]; j; j = j->next) {
-            job_info_t info;
-            info_of(j, &info);
-            fn(arg, &info);
-        }
+    for (int i = 0; i < 2; i++)
+        for (job_t *j = lists[i]; j; j = j->next)
+            if (j->id > after && (!best || j->id < best->id))
+                best = j;
+    return best;
+}
+
+unsigned jobs_page(jobs_t *js, uint64_t after, unsigned max, uid_t uid,
+                   void (*fn)(void *arg, const job_info_t *info), void *arg)
+{
+    unsigned n = 0;
+    job_t *j;
+    while (n < max && (j = job_after(js, after)) != NULL) {
+        job_info_t info;
+        info_of(j, uid, &info);
+        fn(arg, &info);
+        after = j->id;
+        n++;
+    }
+    return n;
+}
+
+job_fd_t *job_fd_new(int fd)
+{
+    job_fd_t *f = malloc(sizeof *f);
+    if (!f) {
+        close(fd);
+        return NULL;
+    }
+    f->fd = fd;
+    f->refs = 1;
+    return f;
+}
+
+job_fd_t *job_fd_ref(job_fd_t *f)
+{
+    f->refs++;
+    return f;
+}
+
+void job_fd_unref(job_fd_t *f)
+{
+    if (f && --f->refs == 0) {
+        close(f->fd);
+        free(f);
     }
 }
 

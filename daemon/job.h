@@ -2,8 +2,9 @@
  *
  * jobs_fetch() resolves a request against the cache and the running jobs:
  * a blob with the expected digest, or a complete entry for the URL, is a hit;
- * a running job for the same URL or the same expected digest takes the
- * request as one more waiter; otherwise a new job is queued. A job streams
+ * a running job for the same URL (and credentials) takes the request as one
+ * more waiter; otherwise a new job is queued. Each waiter's expected digest
+ * fails only that waiter: the download is kept when any waiter takes it. A job streams
  * the body through SHA-256 and into tmp/<id>.part in the thread pool, then
  * commits it (store_commit, db_record_download) before any waiter hears DONE.
  *
@@ -32,13 +33,27 @@ typedef struct job_waiter job_waiter_t;
 
 typedef enum { FETCH_HIT, FETCH_QUEUED, FETCH_ATTACHED } fetch_kind_t;
 
+/* A read-only blob fd shared by the DONE replies of one download (or one
+ * hit): each reply holds a reference until its line has left with the fd,
+ * so a thousand waiters of one file cost hubd one descriptor, not a
+ * thousand. Loop thread only. job_fd_new takes fd (closed on failure:
+ * NULL); the last unref closes it. */
+typedef struct job_fd {
+    int fd;
+    unsigned refs;
+} job_fd_t;
+
+job_fd_t *job_fd_new(int fd);
+job_fd_t *job_fd_ref(job_fd_t *f);
+void job_fd_unref(job_fd_t *f); /* NULL is fine */
+
 typedef struct job_result {
     const char *err_code; /* NULL on success, else a PROTOCOL.md error code */
     const char *err_msg;
     const char *path;   /* the blob */
     const char *sha256; /* its digest, 64 hex digits */
     uint64_t size;
-    int fd;            /* read-only fd of the blob, valid during the call: dup() it */
+    job_fd_t *fd;      /* the blob, valid during the call: job_fd_ref() to keep it */
     fetch_kind_t kind; /* how this waiter was served */
 } job_result_t;
 
@@ -52,6 +67,7 @@ struct job_waiter {
     job_t *job;        /* the job waited on, or NULL */
     job_hit_t *hit;    /* the cache look-up in flight, or NULL */
     fetch_kind_t kind; /* what on_start said */
+    int restarted;     /* moved to a job of its own: no second on_start */
     char expected[65]; /* this waiter's expected digest, "" if none */
     char cred_tag[65]; /* its credential tag, "" without secret headers */
     char *cred_block;  /* its header lines, until a new job takes them */
@@ -83,6 +99,7 @@ typedef struct job_info {
     int64_t total; /* -1 unknown */
     uint64_t rate; /* bytes per second */
     unsigned waiters;
+    int mine; /* the uid asking created it or waits on it */
 } job_info_t;
 
 int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db, tls_ctx_t *tls,
@@ -122,7 +139,11 @@ void jobs_reload(jobs_t *js);
  * holds the jobs module: jobs_shutdown completes only after the release. */
 void jobs_hold(jobs_t *js);
 void jobs_unhold(jobs_t *js);
-void jobs_each(jobs_t *js, void (*fn)(void *arg, const job_info_t *info), void *arg);
+/* STATUS, a page at a time: up to max running or queued jobs with ids
+ * above `after`, in ascending id order; `mine` is about uid. Returns how
+ * many were given to fn. */
+unsigned jobs_page(jobs_t *js, uint64_t after, unsigned max, uid_t uid,
+                   void (*fn)(void *arg, const job_info_t *info), void *arg);
 
 /* Start-up: number jobs (and so new partial files) above every partial id
  * that the cache already records. */

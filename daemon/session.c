@@ -25,20 +25,27 @@
 #define FD_RETRY_MS 20                   /* socket full while passing an fd: try again */
 #define FETCH_ID_MAX 64
 #define DRAIN_MS 1000 /* shutdown: time a client gets to read its replies */
-/* A client that does not read its replies stops being read (backpressure)
- * above READ_PAUSE_QUEUE queued bytes, until they are below READ_RESUME_QUEUE. */
+/* Backpressure. A session's requests are parsed one line at a time, and
+ * parsing stops (the rest of the read is kept, and the socket is not read)
+ * while any of these holds; it goes on when the replies are read:
+ * - more than READ_PAUSE_QUEUE bytes of replies are queued;
+ * - a STATUS or LIST is being streamed (its pages follow as the client
+ *   reads, below STREAM_QUEUE queued bytes; later lines wait their turn);
+ * - SESSION_MAX_FDS blob descriptors are pinned for it (hits being opened,
+ *   DONE lines waiting to pass their fd), or USER_MAX_FDS for its uid in
+ *   all its sessions;
+ * - READ_PAUSE_FETCHES FETCHes of it wait.
+ * So what a client that never reads costs hubd is bounded whatever it
+ * sends: about READ_PAUSE_QUEUE plus one page or one reply. */
 #define READ_PAUSE_QUEUE (1u << 20)
-#define READ_RESUME_QUEUE (256u << 10)
-#define MAX_DISCARDED (1u << 20) /* bytes of one overlong line before the client is cut off */
-/* DONE lines waiting to pass their fd: each holds a descriptor, so a
- * client that does not read is not read either past this many. */
-#define READ_PAUSE_FDS 16
-#define READ_RESUME_FDS 4
-/* Waiting FETCHes of one session past which it is not read: a hit holds an
- * open blob fd from its pool item to its DONE. */
+#define STREAM_QUEUE (256u << 10)
+#define SESSION_MAX_FDS 16
+#define USER_MAX_FDS 64
 #define READ_PAUSE_FETCHES 64
-#define READ_RESUME_FETCHES 32
-#define MAX_LONG_LINES 16 /* overlong lines a session may send */
+#define LIST_PAGE 64             /* ENTRY or JOB lines per page */
+#define MAX_DISCARDED (1u << 20) /* bytes of one overlong line before the client is cut off */
+#define MAX_LONG_LINES 16        /* overlong lines a session may send */
+#define LINE_PAUSE 2             /* on_line: parsing stops here (backpressure), not closing */
 
 typedef struct session session_t;
 
@@ -53,7 +60,8 @@ typedef struct idset {
 
 struct user_count {
     uid_t uid;
-    unsigned waiting;
+    unsigned waiting; /* FETCHes waiting, all sessions (max_requests_per_user) */
+    unsigned fds;     /* blob descriptors pinned, all sessions (USER_MAX_FDS) */
 };
 
 static void idset_free(idset_t *set);
@@ -63,8 +71,8 @@ static struct user_count *user_count(session_server_t *srv, uid_t uid, int creat
  * is empty (so the fd rides on the right byte). */
 typedef struct fd_msg {
     struct fd_msg *next;
-    int fd;     /* ours: closed once sent */
-    size_t len; /* bytes of line */
+    job_fd_t *fd; /* one reference: dropped once sent */
+    size_t len;   /* bytes of line */
     char line[];
 } fd_msg_t;
 
@@ -72,8 +80,13 @@ typedef struct fetch {
     job_waiter_t w; /* first: job.c hands back &w */
     session_t *s;
     struct fetch *next, *prev;
+    int pinned; /* a hit item is opening its blob: counts as a pinned fd */
     char id[FETCH_ID_MAX + 1];
 } fetch_t;
+
+typedef struct list_page list_page_t;
+
+typedef enum { STREAM_NONE, STREAM_LIST, STREAM_STATUS } stream_kind_t;
 
 /* An admin request in the pool, answered with its id. */
 typedef struct pending {
@@ -104,9 +117,16 @@ struct session {
     int handles;             /* open handles; freed at 0 */
     proto_reader_t reader;
     char rbuf[SESSION_READ_BUF];
-    uid_t uid; /* peer credentials at accept */
+    size_t in_off, in_len; /* rbuf[in_off, in_len): read, not yet parsed (backpressure) */
+    int reading;           /* uv_read_start in force */
+    int in_pump;           /* inside session_pump: do not re-enter */
+    unsigned nfds;         /* blob fds pinned: hits being opened, fd lines queued */
+    stream_kind_t stream;  /* a STATUS or LIST being streamed, or STREAM_NONE */
+    uint64_t stream_at;    /* its cursor: last job id, or last entry's use sequence */
+    uint64_t stream_count; /* lines sent so far */
+    list_page_t *page;     /* a LIST page being read in the pool, or NULL */
+    uid_t uid;             /* peer credentials at accept */
     gid_t gid;
-    int read_paused;  /* replies queue up: not reading requests meanwhile */
     size_t discarded; /* bytes of the overlong line being skipped */
     unsigned long_lines;
     int cut; /* flooding: closed once the current read is handled */
@@ -132,7 +152,7 @@ struct session_server {
     size_t nusers;
     session_t *sessions;
     unsigned nsessions;
-    time_t started;
+    uint64_t started; /* uv_hrtime() at start: uptime never goes back with the clock */
     int closing;
     void (*close_cb)(void *);
     void *close_arg;
@@ -150,7 +170,10 @@ typedef struct wreq {
 static void on_written(uv_write_t *req, int status);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b);
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b);
-static void maybe_resume_reading(session_t *s);
+static void session_pump(session_t *s);
+static void stream_step(session_t *s);
+static void pin(session_t *s);
+static void unpin(session_t *s);
 
 static int send_copy(session_t *s, const char *line, size_t len)
 {
@@ -180,6 +203,7 @@ static void session_fail(session_t *s, const char *what, int err)
     log_debug("session pid %d: write side failed: %s%s%s", (int)s->pid, what, err ? ": " : "",
               err ? uv_strerror(err < 0 ? err : -err) : "");
     s->broken = 1;
+    s->reading = 0;
     uv_read_stop((uv_stream_t *)&s->pipe);
     uv_timer_start(&s->retry, on_session_timer, 0, 0);
 }
@@ -213,7 +237,7 @@ static int send_with_fd(session_t *s, fd_msg_t *m)
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &m->fd, sizeof(int));
+    memcpy(CMSG_DATA(c), &m->fd->fd, sizeof(int));
     ssize_t n;
     do
         n = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -246,9 +270,9 @@ static void flush_fd_queue(session_t *s)
         if (!s->fdq_head)
             s->fdq_tail = NULL;
         s->nfdq--;
-        close(m->fd);
+        job_fd_unref(m->fd);
         free(m);
-        maybe_resume_reading(s);
+        unpin(s);
         if (rc < 0) {
             session_fail(s, "passing an fd", rc);
             return;
@@ -257,17 +281,6 @@ static void flush_fd_queue(session_t *s)
 }
 
 static void drain_step(session_t *s);
-
-/* Backpressure released: the client has read enough of its replies. */
-static void maybe_resume_reading(session_t *s)
-{
-    if (s->read_paused && !s->closing && !s->draining && !s->broken &&
-        uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) < READ_RESUME_QUEUE &&
-        s->nfdq < READ_RESUME_FDS && s->nfetches < READ_RESUME_FETCHES) {
-        s->read_paused = 0;
-        uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
-    }
-}
 
 /* The session's one timer: a deferred close, a drain step, or an fd retry. */
 static void on_session_timer(uv_timer_t *t)
@@ -293,26 +306,25 @@ static void on_written(uv_write_t *req, int status)
         drain_step(s);
     } else {
         flush_fd_queue(s);
-        maybe_resume_reading(s);
+        if (s->stream)
+            stream_step(s);
+        session_pump(s);
     }
 }
 
-static void session_send_fd(session_t *s, const char *line, size_t len, int fd)
+static void session_send_fd(session_t *s, const char *line, size_t len, job_fd_t *fd)
 {
     if (s->closing || s->broken)
         return;
     fd_msg_t *m = malloc(sizeof *m + len);
-    int dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (!m || dupfd < 0) {
-        free(m);
-        if (dupfd >= 0)
-            close(dupfd);
-        log_err("session pid %d: cannot pass the blob fd: %s", (int)s->pid, strerror(errno));
+    if (!m) {
+        log_err("session pid %d: cannot pass the blob fd: out of memory", (int)s->pid);
         session_fail(s, "passing an fd", ENOMEM);
         return;
     }
+    pin(s);
     m->next = NULL;
-    m->fd = dupfd;
+    m->fd = job_fd_ref(fd);
     m->len = len;
     memcpy(m->line, line, len);
     if (s->fdq_tail)
@@ -372,6 +384,10 @@ static void fetch_unlink(fetch_t *f)
     struct user_count *u = user_count(s->srv, s->uid, 0);
     if (u && u->waiting)
         u->waiting--;
+    if (f->pinned) {
+        f->pinned = 0;
+        unpin(s);
+    }
     s->nfetches--;
     if (f->prev)
         f->prev->next = f->next;
@@ -384,6 +400,10 @@ static void fetch_unlink(fetch_t *f)
 static void fetch_on_start(job_waiter_t *w, fetch_kind_t kind, uint64_t job_id)
 {
     fetch_t *f = (fetch_t *)w;
+    if (f->pinned && kind != FETCH_HIT) { /* the hit fell through to a download */
+        f->pinned = 0;
+        unpin(f->s);
+    }
     reply_t r;
     static const char *const verbs[] = {"HIT", "QUEUED", "ATTACHED"};
     reply_begin(&r, verbs[kind]);
@@ -430,7 +450,7 @@ static void fetch_on_finish(job_waiter_t *w, const job_result_t *res)
             session_send_fd(s, r.buf, (size_t)n, res->fd);
     }
     free(f);
-    maybe_resume_reading(s);
+    session_pump(s);
 }
 
 /* ---- verbs ---------------------------------------------------------------- */
@@ -519,6 +539,11 @@ static void do_fetch(session_t *s, const proto_msg_t *m)
         fetch_unlink(f);
         free(f);
         send_err(s, id, code, msg);
+        return;
+    }
+    if (f->w.hit) { /* a hit item will hold the blob open until its DONE */
+        f->pinned = 1;
+        pin(s);
     }
 }
 
@@ -611,6 +636,8 @@ static void on_admin_done(void *arg, const admin_result_t *r)
     pending_unlink(p);
     if (r->rc == -ENOENT)
         send_err(s, p->id, "not_found", "no such URL or blob in the cache");
+    else if (r->rc == -ENOSPC)
+        send_err(s, p->id, "no_space", "the cache's file system is full");
     else if (r->rc)
         send_err(s, p->id, "io", strerror(-r->rc));
     else
@@ -696,13 +723,26 @@ static void do_admin(session_t *s, const proto_msg_t *m, admin_op_t op)
     s->pending = p;
 }
 
+/* A URL as this session's user may see it: the query string, which may
+ * hold a signature or a token, only for admins and for the users who asked
+ * for it themselves (mine). */
+static const char *shown_url(const session_t *s, const char *url, int mine, char *buf, size_t cap)
+{
+    const char *q = strchr(url, '?');
+    if (!q || mine || is_admin(s))
+        return url;
+    snprintf(buf, cap, "%.*s?REDACTED", (int)(q - url), url);
+    return buf;
+}
+
 static void send_job_line(void *arg, const job_info_t *info)
 {
     session_t *s = arg;
     reply_t r;
+    char url[URL_MAX_LEN + 16];
     reply_begin(&r, "JOB");
     proto_add_u64(&r.w, "job", info->id);
-    proto_add(&r.w, "url", info->url);
+    proto_add(&r.w, "url", shown_url(s, info->url, info->mine, url, sizeof url));
     proto_add(&r.w, "state", info->state);
     proto_add_u64(&r.w, "done", info->done);
     if (info->total >= 0)
@@ -710,18 +750,46 @@ static void send_job_line(void *arg, const job_info_t *info)
     proto_add_u64(&r.w, "rate", info->rate);
     proto_add_u64(&r.w, "waiters", info->waiters);
     reply_send(s, &r);
+    s->stream_at = info->id;
+    s->stream_count++;
 }
 
-typedef struct counter {
-    session_t *s;
-    uint64_t n;
-} counter_t;
+/* ---- STATUS and LIST: streamed a page at a time ---------------------------- */
 
-static void count_job(void *arg, const job_info_t *info)
+/* One page of LIST, read in the pool (db_list_page), sent on the loop. */
+struct list_page {
+    uv_work_t work;
+    session_t *s; /* NULL once the session went away: nobody to send to */
+    jobs_t *jobs; /* held while the item is in flight (a shutdown waits) */
+    db_t *db;
+    uint64_t before;
+    uid_t uid;
+    int rc; /* rows read, or a negative errno */
+    unsigned n;
+    struct page_entry {
+        db_entry_t e;
+        char *url;
+        char sha[65];
+    } v[LIST_PAGE];
+};
+
+static void copy_entry(void *arg, const db_entry_t *e)
 {
-    counter_t *c = arg;
-    send_job_line(c->s, info);
-    c->n++;
+    list_page_t *p = arg;
+    struct page_entry *pe = &p->v[p->n];
+    if (p->n == LIST_PAGE || !(pe->url = strdup(e->url)))
+        return;
+    pe->e = *e;
+    snprintf(pe->sha, sizeof pe->sha, "%s", e->sha256);
+    pe->e.url = pe->url;
+    pe->e.sha256 = pe->sha;
+    p->n++;
+}
+
+static void page_work(uv_work_t *w)
+{
+    list_page_t *p = w->data;
+    p->rc = db_list_page(p->db, p->before, LIST_PAGE, p->uid, copy_entry, p);
 }
 
 static void send_end(session_t *s, uint64_t count)
@@ -732,11 +800,91 @@ static void send_end(session_t *s, uint64_t count)
     reply_send(s, &r);
 }
 
-static void do_status(session_t *s)
+/* The stream is over (END sent, or an error): the lines after it may be
+ * parsed again. */
+static void stream_end(session_t *s)
 {
-    counter_t c = {s, 0};
-    jobs_each(s->srv->jobs, count_job, &c);
-    send_end(s, c.n);
+    s->stream = STREAM_NONE;
+    session_pump(s);
+}
+
+static void after_page(uv_work_t *w, int status)
+{
+    (void)status;
+    list_page_t *p = w->data;
+    session_t *s = p->s;
+    if (s) {
+        s->page = NULL;
+        char url[URL_MAX_LEN + 16];
+        for (unsigned i = 0; i < p->n; i++) {
+            const db_entry_t *e = &p->v[i].e;
+            reply_t r;
+            reply_begin(&r, "ENTRY");
+            proto_add(&r.w, "url", shown_url(s, e->url, e->mine, url, sizeof url));
+            proto_add(&r.w, "sha256", e->sha256);
+            proto_add_u64(&r.w, "size", e->size);
+            proto_add_i64(&r.w, "created", e->created);
+            proto_add_i64(&r.w, "accessed", e->accessed);
+            proto_add_u64(&r.w, "pinned", (uint64_t)e->pinned);
+            reply_send(s, &r);
+            s->stream_at = e->seq;
+            s->stream_count++;
+        }
+        if (p->rc < 0) {
+            send_err(s, NULL, "internal", "cannot read the cache index");
+            stream_end(s);
+        } else if (p->rc < LIST_PAGE) {
+            send_end(s, s->stream_count);
+            stream_end(s);
+        } else {
+            stream_step(s);
+        }
+    }
+    for (unsigned i = 0; i < p->n; i++)
+        free(p->v[i].url);
+    jobs_unhold(p->jobs);
+    free(p);
+}
+
+/* Sends the stream's next page once the client has read most of the last
+ * one: STATUS from the jobs in memory, LIST from a pool item. */
+static void stream_step(session_t *s)
+{
+    if (!s->stream || s->page || s->closing || s->broken ||
+        uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) > STREAM_QUEUE)
+        return;
+    if (s->stream == STREAM_STATUS) {
+        if (jobs_page(s->srv->jobs, s->stream_at, LIST_PAGE, s->uid, send_job_line, s) <
+            LIST_PAGE) {
+            send_end(s, s->stream_count);
+            stream_end(s);
+        }
+        /* else on_written asks for the next page */
+        return;
+    }
+    list_page_t *p = calloc(1, sizeof *p);
+    if (!p) {
+        send_err(s, NULL, "internal", "out of memory");
+        stream_end(s);
+        return;
+    }
+    p->s = s;
+    p->jobs = s->srv->jobs;
+    p->db = s->srv->db;
+    p->before = s->stream_at;
+    p->uid = s->uid;
+    p->work.data = p;
+    s->page = p;
+    jobs_hold(p->jobs);
+    uv_queue_work(s->srv->loop, &p->work, page_work, after_page);
+}
+
+static void stream_start(session_t *s, stream_kind_t kind)
+{
+    s->stream = kind;
+    s->stream_at = 0;
+    s->stream_count = 0;
+    stream_step(s);
 }
 
 static void do_stats(session_t *s)
@@ -770,33 +918,8 @@ static void do_stats(session_t *s)
     proto_add_u64(&r.w, "evicted", st.evicted);
     proto_add_u64(&r.w, "evicted_bytes", st.evicted_bytes);
     proto_add_u64(&r.w, "sessions", s->srv->nsessions);
-    proto_add_i64(&r.w, "uptime", (int64_t)(time(NULL) - s->srv->started));
+    proto_add_u64(&r.w, "uptime", (uv_hrtime() - s->srv->started) / 1000000000u);
     reply_send(s, &r);
-}
-
-static void send_entry(void *arg, const db_entry_t *e)
-{
-    counter_t *c = arg;
-    reply_t r;
-    reply_begin(&r, "ENTRY");
-    proto_add(&r.w, "url", e->url);
-    proto_add(&r.w, "sha256", e->sha256);
-    proto_add_u64(&r.w, "size", e->size);
-    proto_add_i64(&r.w, "created", e->created);
-    proto_add_i64(&r.w, "accessed", e->accessed);
-    proto_add_u64(&r.w, "pinned", (uint64_t)e->pinned);
-    reply_send(c->s, &r);
-    c->n++;
-}
-
-static void do_list(session_t *s)
-{
-    counter_t c = {s, 0};
-    if (db_list(s->srv->db, send_entry, &c)) {
-        send_err(s, NULL, "internal", "cannot read the cache index");
-        return;
-    }
-    send_end(s, c.n);
 }
 
 static void do_hello(session_t *s, const proto_msg_t *m)
@@ -813,6 +936,26 @@ static void do_hello(session_t *s, const proto_msg_t *m)
     reply_send(s, &r);
 }
 
+/* ---- reading: one line at a time, while the replies are read ------------ */
+
+/* Whether this session's next line must wait (see READ_PAUSE_QUEUE). */
+static int must_pause(session_t *s)
+{
+    struct user_count *u = user_count(s->srv, s->uid, 0);
+    return s->stream || s->nfds >= SESSION_MAX_FDS || (u && u->fds >= USER_MAX_FDS) ||
+           s->nfetches >= READ_PAUSE_FETCHES ||
+           uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) > READ_PAUSE_QUEUE;
+}
+
+/* After each line: 1 stops the feed for good (closing), LINE_PAUSE until
+ * the replies are read, 0 goes on. */
+static int line_result(session_t *s)
+{
+    if (s->closing || s->broken || s->cut)
+        return 1;
+    return must_pause(s) ? LINE_PAUSE : 0;
+}
+
 static int on_line(void *arg, const char *line, size_t len, int err)
 {
     session_t *s = arg;
@@ -820,25 +963,25 @@ static int on_line(void *arg, const char *line, size_t len, int err)
         send_err(s, NULL, "line_too_long", "a line exceeded 16384 bytes");
         if (++s->long_lines > MAX_LONG_LINES)
             s->cut = 1;
-        return s->closing || s->broken || s->cut;
+        return line_result(s);
     }
     if (len == 0 || (len == 1 && line[0] == '\r'))
         return 0;         /* blank lines are harmless: socat users press enter */
     static proto_msg_t m; /* loop thread only; too large for the stack of a callback chain */
     if (proto_parse(line, len, &m)) {
         send_err(s, NULL, "bad_request", "the line does not parse (see PROTOCOL.md)");
-        return s->closing || s->broken;
+        return line_result(s);
     }
     if (strcmp(m.verb, "FETCH") == 0)
         do_fetch(s, &m);
     else if (strcmp(m.verb, "HELLO") == 0)
         do_hello(s, &m);
     else if (strcmp(m.verb, "STATUS") == 0)
-        do_status(s);
+        stream_start(s, STREAM_STATUS);
     else if (strcmp(m.verb, "STATS") == 0)
         do_stats(s);
     else if (strcmp(m.verb, "LIST") == 0)
-        do_list(s);
+        stream_start(s, STREAM_LIST);
     else if (strcmp(m.verb, "RM") == 0)
         do_admin(s, &m, ADMIN_RM);
     else if (strcmp(m.verb, "PIN") == 0)
@@ -851,28 +994,83 @@ static int on_line(void *arg, const char *line, size_t len, int err)
         do_admin(s, &m, ADMIN_VERIFY);
     else
         send_err(s, NULL, "unknown_verb", m.verb);
-    return s->closing || s->broken;
+    return line_result(s);
 }
 
-/* ---- reading and life ----------------------------------------------------- */
+/* The one function that decides whether a session reads: it parses what
+ * was read and kept while the session may go on, and reads from the socket
+ * only once nothing kept is left. Called after a read, and whenever a
+ * reason to wait may have gone (a reply written, an fd passed, a fetch
+ * finished, a stream ended). */
+static void session_pump(session_t *s)
+{
+    if (s->closing || s->draining || s->broken || s->in_pump)
+        return;
+    s->in_pump = 1;
+    while (s->in_off < s->in_len && !must_pause(s)) {
+        size_t used = 0;
+        int rc = proto_reader_feed_some(&s->reader, s->rbuf + s->in_off, s->in_len - s->in_off,
+                                        on_line, s, &used);
+        s->in_off += used;
+        if (rc && rc != LINE_PAUSE)
+            break; /* closing, broken or cut: the caller decides */
+    }
+    if (s->in_off == s->in_len)
+        s->in_off = s->in_len = 0;
+    int want = !s->closing && !s->broken && !s->cut && s->in_len == 0 && !must_pause(s);
+    if (want && !s->reading)
+        s->reading = uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read) == 0;
+    else if (!want && s->reading) {
+        uv_read_stop((uv_stream_t *)&s->pipe);
+        s->reading = 0;
+    }
+    s->in_pump = 0;
+}
+
+/* Blob descriptors pinned for a session (and its uid): a hit item opening
+ * one, or a DONE line waiting to pass one. */
+static void pin(session_t *s)
+{
+    struct user_count *u = user_count(s->srv, s->uid, 1);
+    s->nfds++;
+    if (u)
+        u->fds++;
+}
+
+/* One fewer: the session may parse again, and so may the uid's other
+ * sessions that waited for its budget. */
+static void unpin(session_t *s)
+{
+    struct user_count *u = user_count(s->srv, s->uid, 0);
+    s->nfds--;
+    if (u && u->fds-- == USER_MAX_FDS) {
+        for (session_t *o = s->srv->sessions; o; o = o->next)
+            if (o != s && o->uid == s->uid && (o->in_len || !o->reading))
+                session_pump(o);
+    }
+    session_pump(s);
+}
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 {
     (void)suggested;
     session_t *s = h->data;
-    *b = uv_buf_init(s->rbuf, sizeof s->rbuf);
+    *b = uv_buf_init(s->rbuf, sizeof s->rbuf); /* read only when nothing is kept */
 }
 
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
 {
     session_t *s = st->data;
-    if (s->draining)
+    (void)b;
+    if (s->draining || nread == 0)
         return;
     if (nread < 0) {
         session_close(s);
         return;
     }
-    proto_reader_feed(&s->reader, b->base, (size_t)nread, on_line, s);
+    s->in_off = 0;
+    s->in_len = (size_t)nread;
+    session_pump(s);
     if (s->closing)
         return;
     /* An endless line, or line after overlong line: a client that is not
@@ -881,13 +1079,6 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     if (s->cut || s->discarded > MAX_DISCARDED) {
         log_warn("session pid %d uid %d: cut off (overlong lines)", (int)s->pid, (int)s->uid);
         session_close(s);
-        return;
-    }
-    if (!s->read_paused &&
-        (uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) > READ_PAUSE_QUEUE ||
-         s->nfdq > READ_PAUSE_FDS || s->nfetches > READ_PAUSE_FETCHES)) {
-        s->read_paused = 1;
-        uv_read_stop(st);
     }
 }
 
@@ -942,13 +1133,10 @@ static void session_close(session_t *s)
         admin_cancel(p->req);
         free(p);
     }
-    while (s->fdq_head) {
-        fd_msg_t *m = s->fdq_head;
-        s->fdq_head = m->next;
-        close(m->fd);
-        free(m);
+    if (s->page) { /* it finishes in the pool; nobody hears */
+        s->page->s = NULL;
+        s->page = NULL;
     }
-    s->fdq_tail = NULL;
     session_server_t *srv = s->srv;
     if (s->prev)
         s->prev->next = s->next;
@@ -956,6 +1144,15 @@ static void session_close(session_t *s)
         srv->sessions = s->next;
     if (s->next)
         s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+    while (s->fdq_head) { /* after the unlink: unpin may wake the uid's other sessions */
+        fd_msg_t *m = s->fdq_head;
+        s->fdq_head = m->next;
+        job_fd_unref(m->fd);
+        free(m);
+        unpin(s);
+    }
+    s->fdq_tail = NULL;
     log_debug("session pid %d uid %d: closed", (int)s->pid, (int)s->uid);
     uv_close((uv_handle_t *)&s->retry, on_session_handle_closed);
     uv_close((uv_handle_t *)&s->pipe, on_session_handle_closed);
@@ -1004,6 +1201,7 @@ static void session_drain(session_t *s)
         return;
     s->draining = 1;
     s->drain_deadline = uv_now(s->srv->loop) + DRAIN_MS;
+    s->reading = 0;
     uv_read_stop((uv_stream_t *)&s->pipe);
     drain_step(s);
 }
@@ -1062,7 +1260,7 @@ static void on_connection(uv_stream_t *server, int status)
         session_close(s);
         return;
     }
-    uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
+    session_pump(s);
 }
 
 /* A socket file left by a daemon that died is replaced; one that answers
@@ -1238,7 +1436,7 @@ int session_server_start(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *jobs
     srv->jobs = jobs;
     srv->db = db;
     srv->store = store;
-    srv->started = time(NULL);
+    srv->started = uv_hrtime();
     uv_pipe_init(loop, &srv->listener, 0);
     srv->listener.data = srv;
     int rc;

@@ -150,6 +150,11 @@ int store_tmp_reopen(const store_t *s, uint64_t id, uint64_t keep, int *fd_out)
     return 0;
 }
 
+static void blob_rel(const char *hex, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "blobs/%.2s/%s", hex, hex);
+}
+
 static int fsync_dir_at(int dir_fd, const char *rel)
 {
     int fd = openat(dir_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -167,12 +172,12 @@ static int link_unusable(int err)
 }
 
 int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int private_blob,
-                 int *ro_fd)
+                 int *ro_fd, int *created)
 {
     char rel_tmp[64], rel_dir[16], rel_blob[96];
     tmp_rel(id, rel_tmp, sizeof rel_tmp);
     snprintf(rel_dir, sizeof rel_dir, "blobs/%.2s", hex);
-    snprintf(rel_blob, sizeof rel_blob, "%s/%s", rel_dir, hex);
+    blob_rel(hex, rel_blob, sizeof rel_blob);
     int rc = 0;
 
     /* Data first, then the name: after a crash the blob either is absent or
@@ -205,10 +210,14 @@ int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int pri
      * start-up records them (reconcile.c). Where the blob exists already
      * (the same bytes from another URL: replaced, as its mode may change)
      * or the file system has no hard links, a rename. */
-    if (linkat(s->dir_fd, rel_tmp, s->dir_fd, rel_blob, 0) &&
-        (!link_unusable(errno) || renameat(s->dir_fd, rel_tmp, s->dir_fd, rel_blob))) {
-        rc = -errno;
-        goto fail;
+    *created = 1;
+    if (linkat(s->dir_fd, rel_tmp, s->dir_fd, rel_blob, 0)) {
+        *created = errno != EEXIST;
+        if (!link_unusable(errno) || renameat(s->dir_fd, rel_tmp, s->dir_fd, rel_blob)) {
+            rc = -errno;
+            *created = 0;
+            goto fail;
+        }
     }
     /* The new name lives in the folder's metadata: fsync it, and blobs/ too
      * when the two-letter folder is new. */
@@ -216,7 +225,7 @@ int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int pri
         return rc; /* the blob is complete; only its durability is in doubt */
     if (created_dir && (rc = fsync_dir_at(s->dir_fd, "blobs")) != 0)
         return rc;
-    *ro_fd = openat(s->dir_fd, rel_blob, O_RDONLY | O_CLOEXEC);
+    *ro_fd = openat(s->dir_fd, rel_blob, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     return *ro_fd < 0 ? -errno : 0;
 fail:
     if (fd >= 0)
@@ -234,18 +243,31 @@ void store_discard(const store_t *s, int fd, uint64_t id)
         log_warn("cannot remove partial %s: %s", rel, strerror(errno));
 }
 
-int store_open_blob(const store_t *s, const char *hex, uint64_t size, int *fd_out)
+void store_unlink_blob(const store_t *s, const char *hex)
 {
     char rel[96];
-    snprintf(rel, sizeof rel, "blobs/%.2s/%s", hex, hex);
-    int fd = openat(s->dir_fd, rel, O_RDONLY | O_CLOEXEC);
+    blob_rel(hex, rel, sizeof rel);
+    if (unlinkat(s->dir_fd, rel, 0) && errno != ENOENT)
+        log_warn("cannot remove blob %s: %s", hex, strerror(errno));
+}
+
+int store_open_blob(const store_t *s, const char *hex, uint64_t size, int *fd_out,
+                    struct stat *st_out)
+{
+    char rel[96];
+    blob_rel(hex, rel, sizeof rel);
+    /* O_NOFOLLOW: a link planted under blobs/ must never hand a client
+     * another file's bytes. */
+    int fd = openat(s->dir_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
-        return -errno;
+        return errno == ELOOP ? -EIO : -errno;
     struct stat st;
-    if (fstat(fd, &st) || (uint64_t)st.st_size != size) {
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size) {
         close(fd);
         return -EIO;
     }
+    if (st_out)
+        *st_out = st;
     *fd_out = fd;
     return 0;
 }

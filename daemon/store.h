@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 typedef struct store store_t;
 
@@ -34,20 +35,28 @@ int store_tmp_reopen(const store_t *s, uint64_t id, uint64_t keep, int *fd_out);
  * fsync, chmod 0444 (0400 for a private blob: fetched with credentials, and
  * not public already), hard-link into blobs/<aa>/ (rename where that cannot
  * be), fsync the folder(s). Closes fd in every case. On success *ro_fd is a
- * new read-only descriptor of the blob, and tmp/<id>.part may still name it
- * too. Either way the caller then records the blob (or, on failure, drops
- * the partial's row) and only then the partial's name (store_discard with fd
- * -1), so that no row ever names a missing file. On failure before the new
- * name nothing appears under blobs/. */
+ * new read-only descriptor of the blob, tmp/<id>.part may still name it
+ * too, and *created says whether the name under blobs/ is new (else the
+ * same bytes were there and were replaced). Either way the caller then
+ * records the blob (or, on failure, drops the partial's row, and the new
+ * name with store_unlink_blob when *created) and only then the partial's
+ * name (store_discard with fd -1), so that no row ever names a missing
+ * file. On failure before the new name nothing appears under blobs/. */
 int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int private_blob,
-                 int *ro_fd);
+                 int *ro_fd, int *created);
+
+/* Pool thread: remove blobs/<aa>/<hex> (a commit whose row could not be
+ * written; eviction). A name already gone is fine. */
+void store_unlink_blob(const store_t *s, const char *hex);
 
 /* Pool thread: drop a failed job's partial, or a committed one's tmp name
  * (fd may be -1; a name already gone is fine). */
 void store_discard(const store_t *s, int fd, uint64_t id);
 
-/* Pool thread: open a blob read-only and check its size. -ENOENT when gone,
- * -EIO when its size differs from what the database says. */
-int store_open_blob(const store_t *s, const char *hex, uint64_t size, int *fd_out);
+/* Pool thread: open a blob read-only (never through a symlink) and check
+ * that it is a regular file of the size the database says. -ENOENT when
+ * gone, -EIO otherwise. *st_out gets its fstat (may be NULL). */
+int store_open_blob(const store_t *s, const char *hex, uint64_t size, int *fd_out,
+                    struct stat *st_out);
 
 #endif

@@ -211,13 +211,15 @@ void proto_reader_init(proto_reader_t *r)
     r->discarding = 0;
 }
 
-int proto_reader_feed(proto_reader_t *r, const char *data, size_t n, proto_line_cb cb, void *arg)
+int proto_reader_feed_some(proto_reader_t *r, const char *data, size_t n, proto_line_cb cb,
+                           void *arg, size_t *consumed)
 {
-    while (n > 0) {
+    const char *start = data;
+    int rc = 0;
+    while (n > 0 && rc == 0) {
         const char *nl = memchr(data, '\n', n);
         size_t seg = nl ? (size_t)(nl - data) : n; /* bytes before the newline */
         size_t used = nl ? seg + 1 : n;
-        int rc = 0;
         if (r->discarding) {
             r->discarding = nl == NULL;
         } else if (r->len + seg + 1 > sizeof r->buf) {
@@ -236,10 +238,15 @@ int proto_reader_feed(proto_reader_t *r, const char *data, size_t n, proto_line_
             r->len = 0;
             rc = cb(arg, r->buf, len, 0);
         }
-        if (rc)
-            return rc;
         data += used;
         n -= used;
     }
-    return 0;
+    if (consumed)
+        *consumed = (size_t)(data - start);
+    return rc;
+}
+
+int proto_reader_feed(proto_reader_t *r, const char *data, size_t n, proto_line_cb cb, void *arg)
+{
+    return proto_reader_feed_some(r, data, n, cb, arg, NULL);
 }

@@ -67,6 +67,11 @@ typedef struct proto_reader {
 
 void proto_reader_init(proto_reader_t *r);
 int proto_reader_feed(proto_reader_t *r, const char *data, size_t n, proto_line_cb cb, void *arg);
+/* The same, and *consumed says how many bytes of data were used: when the
+ * callback stops the feed, the bytes after its line are not, and may be fed
+ * later (a reader that stops parsing while its replies are read). */
+int proto_reader_feed_some(proto_reader_t *r, const char *data, size_t n, proto_line_cb cb,
+                           void *arg, size_t *consumed);
 
 /* Percent-encode src into dst (cap bytes). Returns the encoded length, or
  * -E2BIG. Exposed for tests and for hubctl's JSON-free output paths. */

@@ -188,6 +188,41 @@ static void on_entry(void *arg, const db_entry_t *e)
     l->n++;
 }
 
+/* The whole listing the way LIST streams it: a page at a time, pages of 3
+ * so that paging is exercised (the cursor is the last entry's use
+ * sequence). */
+typedef struct pager {
+    void (*fn)(void *arg, const db_entry_t *e);
+    void *arg;
+    uint64_t last;
+} pager_t;
+
+static void page_entry(void *arg, const db_entry_t *e)
+{
+    pager_t *p = arg;
+    ck_assert(p->last == 0 || e->seq < p->last); /* strictly most recent first */
+    p->last = e->seq;
+    p->fn(p->arg, e);
+}
+
+static int db_list(db_t *d, void (*fn)(void *arg, const db_entry_t *e), void *arg)
+{
+    pager_t p = {fn, arg, 0};
+    for (;;) {
+        uint64_t before = p.last;
+        int n = db_list_page(d, before, 3, 0, page_entry, &p);
+        if (n < 0)
+            return n;
+        if (n < 3)
+            return 0;
+    }
+}
+
+static void page_mine(void *arg, const db_entry_t *e)
+{
+    *(int *)arg = e->mine;
+}
+
 /* ---- tests -------------------------------------------------------------- */
 
 START_TEST(db_open_creates_schema)
@@ -195,13 +230,14 @@ START_TEST(db_open_creates_schema)
     struct stat st;
 
     ck_assert_int_eq(stat(path, &st), 0);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 2);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 3);
     ck_assert_int_eq(raw_int("SELECT count(*) FROM sqlite_master WHERE type = 'table'"
                              " AND name IN ('blobs', 'entries')"),
                      2);
     ck_assert_int_eq(raw_int("SELECT count(*) FROM sqlite_master WHERE type = 'index'"
-                             " AND name IN ('entries_sha256', 'blobs_accessed')"),
-                     2);
+                             " AND name IN ('entries_sha256', 'blobs_seq', 'entries_seq',"
+                             " 'blobs_verified')"),
+                     4);
     char *mode = raw_text("PRAGMA journal_mode");
     ck_assert_str_eq(mode, "wal");
     free(mode);
@@ -372,11 +408,12 @@ START_TEST(db_list_order_and_fields)
         ck_assert_int_le(l.e[i].accessed, t1);
     }
 
-    /* Order by entry access time, newest first, regardless of insertion
-     * order or URL order. */
-    raw_exec("UPDATE entries SET accessed = 3000 WHERE url = 'http://h/1';"
-             "UPDATE entries SET accessed = 1000 WHERE url = 'http://h/2';"
-             "UPDATE entries SET accessed = 2000 WHERE url = 'http://h/3';"
+    /* Order by use (the sequence, not the clock), newest first, regardless
+     * of insertion order or URL order. The three records took sequence
+     * numbers 1 to 6 (a blob and an entry each); reorder them below. */
+    raw_exec("UPDATE entries SET accessed = 3000, seq = 6 WHERE url = 'http://h/1';"
+             "UPDATE entries SET accessed = 1000, seq = 2 WHERE url = 'http://h/2';"
+             "UPDATE entries SET accessed = 2000, seq = 4 WHERE url = 'http://h/3';"
              "UPDATE entries SET created = 500");
     memset(&l, 0, sizeof l);
     ck_assert_int_eq(db_list(db, on_entry, &l), 0);
@@ -391,7 +428,7 @@ START_TEST(db_list_order_and_fields)
     ck_assert_str_eq(l.e[2].sha, s2);
 
     /* Touching the oldest moves it to the front. */
-    ck_assert_int_eq(db_touch(db, s2, "http://h/2", ""), 0);
+    ck_assert_int_eq(db_touch(db, s2, "http://h/2", "", 0), 0);
     memset(&l, 0, sizeof l);
     ck_assert_int_eq(db_list(db, on_entry, &l), 0);
     ck_assert_str_eq(l.e[0].url, "http://h/2");
@@ -416,7 +453,7 @@ START_TEST(db_touch_updates_accessed)
 
     /* Blob and the named entry; not the other entry of the same blob, not
      * the same URL under other credentials. */
-    ck_assert_int_eq(db_touch(db, s, "http://h/a", ""), 0);
+    ck_assert_int_eq(db_touch(db, s, "http://h/a", "", 0), 0);
     ck_assert_int_ge(raw_int("SELECT accessed FROM blobs WHERE sha256 = %Q", s), t0);
     ck_assert_int_ge(raw_int("SELECT accessed FROM entries WHERE url = 'http://h/a'"
                              " AND cred_tag = ''"),
@@ -429,19 +466,19 @@ START_TEST(db_touch_updates_accessed)
     ck_assert_int_eq(raw_int("SELECT max(created) FROM entries"), 500);
 
     /* Without a URL (a hit by digest): the blob only. */
-    ck_assert_int_eq(db_touch(db, t, NULL, NULL), 0);
+    ck_assert_int_eq(db_touch(db, t, NULL, NULL, 0), 0);
     ck_assert_int_ge(raw_int("SELECT accessed FROM blobs WHERE sha256 = %Q", t), t0);
     ck_assert_int_eq(raw_int("SELECT accessed FROM entries WHERE cred_tag = 'cred'"), 1000);
 
     /* The credentialed entry by its own tag. */
-    ck_assert_int_eq(db_touch(db, t, "http://h/a", "cred"), 0);
+    ck_assert_int_eq(db_touch(db, t, "http://h/a", "cred", 0), 0);
     ck_assert_int_ge(raw_int("SELECT accessed FROM entries WHERE cred_tag = 'cred'"), t0);
     ck_assert_int_eq(raw_int("SELECT accessed FROM entries WHERE url = 'http://h/b'"), 1000);
 
     /* An unknown digest or URL is not an error: there is nothing to mark. */
     char u[65];
     make_sha(u, 0x99);
-    ck_assert_int_eq(db_touch(db, u, "http://h/none", ""), 0);
+    ck_assert_int_eq(db_touch(db, u, "http://h/none", "", 0), 0);
     ck_assert_int_eq(raw_int("SELECT count(*) FROM blobs"), 2);
     ck_assert_int_eq(raw_int("SELECT count(*) FROM entries"), 3);
 }
@@ -464,7 +501,7 @@ START_TEST(db_reopen_keeps_rows)
     find_entry_is("http://h/b", "t", b, 22);
     ck_assert_int_eq(db_find_blob(db, b, &size), 0);
     ck_assert_uint_eq(size, 22);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 2);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 3);
     char *etag = raw_text("SELECT etag FROM entries WHERE url = 'http://h/a'");
     ck_assert_str_eq(etag, "\"e\"");
     free(etag);
@@ -486,11 +523,11 @@ START_TEST(db_open_refuses_newer_schema)
     db_t *other = NULL;
 
     /* A database written by a newer hubd is left alone, not "migrated". */
-    raw_exec("PRAGMA user_version = 3");
+    raw_exec("PRAGMA user_version = 4");
     db_close(db);
     db = NULL;
     ck_assert_int_eq(db_open(path, &other), -EPROTO);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 3);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 4);
 
     /* A directory that does not exist: an error, not a crash. */
     char bad[400];
@@ -592,24 +629,109 @@ static void count_partial(void *arg, uint64_t id, uint64_t durable)
     *(uint64_t *)arg += durable;
 }
 
-/* A cache made by the first schema gains the partials table, rows intact. */
+/* A cache made by the first schema gains the later tables and columns,
+ * rows intact; the use sequence follows the old access times. */
 START_TEST(db_migrates_version_1)
 {
-    char a[65];
+    char a[65], b[65];
     uint64_t sum = 0;
 
     make_sha(a, 0x6);
-    record("http://h/m", "", a, 5, NULL, NULL);
+    make_sha(b, 0x7);
     db_close(db);
     db = NULL;
-    raw_exec("DROP TABLE partials");
-    raw_exec("PRAGMA user_version = 1");
+    raw_exec("DROP TABLE requesters; DROP TABLE partials; DROP TABLE entries; DROP TABLE blobs");
+    raw_exec("CREATE TABLE blobs (sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL,"
+             " created INTEGER NOT NULL, accessed INTEGER NOT NULL,"
+             " pinned INTEGER NOT NULL DEFAULT 0);"
+             "CREATE TABLE entries (url TEXT NOT NULL, cred_tag TEXT NOT NULL DEFAULT '',"
+             " sha256 TEXT NOT NULL REFERENCES blobs(sha256), etag TEXT, last_modified TEXT,"
+             " created INTEGER NOT NULL, accessed INTEGER NOT NULL, PRIMARY KEY (url, cred_tag));"
+             "CREATE INDEX entries_sha256 ON entries(sha256);"
+             "CREATE INDEX blobs_accessed ON blobs(accessed);"
+             "INSERT INTO blobs VALUES ('%s', 5, 100, 900, 0), ('%s', 6, 100, 200, 0);"
+             "INSERT INTO entries VALUES ('http://h/m', '', '%s', NULL, NULL, 100, 900),"
+             " ('http://h/o', '', '%s', NULL, NULL, 100, 200);"
+             "PRAGMA user_version = 1",
+             a, b, a, b);
     ck_assert_int_eq(db_open(path, &db), 0);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 2);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 3);
     find_entry_is("http://h/m", "", a, 5);
     save_partial(1, "http://h/n", "\"z\"", 42);
     ck_assert_int_eq(db_each_partial(db, count_partial, &sum), 0);
     ck_assert_uint_eq(sum, 42);
+    /* b was used before a: it is the first to go, and listed last. */
+    ck_assert_int_lt(raw_int("SELECT seq FROM blobs WHERE size = 6"),
+                     raw_int("SELECT seq FROM blobs WHERE size = 5"));
+    listed_t l = {0};
+    ck_assert_int_eq(db_list(db, on_entry, &l), 0);
+    ck_assert_int_eq(l.n, 2);
+    ck_assert_str_eq(l.e[0].url, "http://h/m");
+    /* New uses number above the migrated ones. */
+    ck_assert_int_eq(db_touch(db, b, "http://h/o", "", 0), 0);
+    memset(&l, 0, sizeof l);
+    ck_assert_int_eq(db_list(db, on_entry, &l), 0);
+    ck_assert_str_eq(l.e[0].url, "http://h/o");
+}
+END_TEST
+
+static void add_lru(void *arg, const char *sha, uint64_t size)
+{
+    (void)size;
+    listed_t *l = arg;
+    snprintf(l->e[l->n++].sha, 65, "%s", sha);
+}
+
+/* Issue 10: the wall clock set back a day must not invert eviction. b was
+ * recorded after a, then a was used again with the clock a day behind:
+ * a's `accessed` is now the oldest, but it was used last, so b goes
+ * first. (Ordered by `accessed`, as before, a went first.) */
+START_TEST(db_lru_follows_use_not_the_clock)
+{
+    char a[65], b[65];
+    make_sha(a, 0xa1);
+    make_sha(b, 0xb2);
+    record("http://h/a", "", a, 10, NULL, NULL);
+    record("http://h/b", "", b, 10, NULL, NULL);
+    ck_assert_int_eq(db_touch(db, a, "http://h/a", "", 0), 0);
+    raw_exec("UPDATE blobs SET accessed = accessed - 86400 WHERE sha256 = '%s';"
+             "UPDATE entries SET accessed = accessed - 86400 WHERE url = 'http://h/a'",
+             a);
+    listed_t l = {0};
+    ck_assert_int_eq(db_lru(db, 2, NULL, add_lru, &l), 0);
+    ck_assert_int_eq(l.n, 2);
+    ck_assert_str_eq(l.e[0].sha, b);
+    ck_assert_str_eq(l.e[1].sha, a);
+}
+END_TEST
+
+/* Requesters: who asked for an entry (at its download or a hit) is told
+ * so in a listing (LIST shows them the whole URL). */
+START_TEST(db_requesters_are_recorded)
+{
+    char a[65];
+    make_sha(a, 0xc3);
+    uid_t uids[2] = {1000, 1001};
+    db_record_t r = {.url = "http://h/q?sig=1",
+                     .cred_tag = "",
+                     .sha256 = a,
+                     .size = 3,
+                     .uids = uids,
+                     .nuids = 2};
+    ck_assert_int_eq(db_record_download(db, &r), 0);
+    int mine[3];
+    uid_t who[3] = {1000, 1002, 1001};
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(db_list_page(db, 0, 10, who[i], page_mine, &mine[i]), 1);
+    ck_assert_int_eq(mine[0], 1);
+    ck_assert_int_eq(mine[1], 0);
+    ck_assert_int_eq(mine[2], 1);
+    ck_assert_int_eq(db_touch(db, a, "http://h/q?sig=1", "", 1002), 0);
+    ck_assert_int_eq(db_list_page(db, 0, 10, 1002, page_mine, &mine[1]), 1);
+    ck_assert_int_eq(mine[1], 1);
+    /* They go with the entry. */
+    ck_assert_int_eq(db_forget_blob(db, a, 0), 0);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM requesters"), 0);
 }
 END_TEST
 
@@ -717,6 +839,8 @@ static Suite *db_suite(void)
     tcase_add_test(tc, db_partial_get_by_id);
     tcase_add_test(tc, db_commit_removes_its_partial);
     tcase_add_test(tc, db_migrates_version_1);
+    tcase_add_test(tc, db_lru_follows_use_not_the_clock);
+    tcase_add_test(tc, db_requesters_are_recorded);
     /* Each commit fsyncs (synchronous=FULL). */
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
