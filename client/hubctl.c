@@ -1701,6 +1701,8 @@ static void print_prometheus(FILE *o, const proto_msg_t *m)
          "The configured max_cache_size (0: no limit)."},
         {"evicted", "hubd_evicted_blobs_total", "counter", "Blobs evicted."},
         {"evicted_bytes", "hubd_evicted_bytes_total", "counter", "Bytes evicted."},
+        {"bad_blobs", "hubd_bad_blobs_total", "counter",
+         "Blobs found changed or corrupt on disk (hits, background verification), quarantined."},
         {"jobs_active", "hubd_jobs_active", "gauge", "Downloads transferring now."},
         {"jobs_queued", "hubd_jobs_queued", "gauge", "Downloads waiting for a slot."},
         {"sessions", "hubd_sessions", "gauge", "Connected clients."},

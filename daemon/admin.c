@@ -46,6 +46,8 @@ static void admin_work(uv_work_t *w)
         r->bad = req->bad;
         break;
     }
+    if (r->rc == 0 && (req->op == ADMIN_RM || req->op == ADMIN_GC))
+        cache_reserve_make(req->store); /* a full disk may have taken it */
 }
 
 static void after_admin(uv_work_t *w, int status)

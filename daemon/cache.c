@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define EVICT_BATCH 64
@@ -42,14 +43,72 @@ void cache_cancel_all(void)
     atomic_store(&cancelled, 1);
 }
 
+/* ---- room for removals on a full disk -------------------------------------- */
+
+#define RESERVE_MAX (8u << 20)   /* plenty for a delete transaction's WAL pages */
+#define RESERVE_MIN (256u << 10) /* on a small file system, 1% of it, at least this */
+
+static void reserve_path(const store_t *store, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/reserve", store_dir(store));
+}
+
+int cache_reserve_make(store_t *store)
+{
+    char path[PATH_MAX];
+    reserve_path(store, path, sizeof path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    struct statvfs v;
+    uint64_t want = RESERVE_MAX;
+    if (fstatvfs(fd, &v) == 0 && (uint64_t)v.f_blocks * v.f_frsize / 100 < want)
+        want = (uint64_t)v.f_blocks * v.f_frsize / 100;
+    if (want < RESERVE_MIN)
+        want = RESERVE_MIN;
+    int rc = fstat(fd, &st) ? errno : 0;
+    if (!rc && (uint64_t)st.st_size < want)
+        rc = posix_fallocate(fd, 0, (off_t)want);
+    close(fd);
+    if (rc) /* a part-made reserve would only waste what it holds */
+        unlink(path);
+    return -rc;
+}
+
+/* Frees the reserve: 1 when there was one to free. */
+static int reserve_release(store_t *store)
+{
+    char path[PATH_MAX];
+    reserve_path(store, path, sizeof path);
+    if (unlink(path))
+        return 0;
+    log_warn("the cache's file system is full: released the room kept (%s) so that blobs can "
+             "still be removed",
+             path);
+    return 1;
+}
+
 /* Row first, then file: a crash in between leaves a file no row names,
  * which start-up quarantines; never a row without its file. Both under the
  * writer's lock, so a commit of the same content cannot slip its rename
- * between them (and lose its file). */
+ * between them (and lose its file).
+ *
+ * On a full disk SQLite cannot write even a delete (the WAL grows): then a
+ * removal asked for by an admin takes the file first, since it goes anyway
+ * (a crash in between leaves a row without its file, which start-up
+ * forgets, and a hit that finds the file gone downloads again), and if that
+ * freed too little, or for an eviction, the reserve goes. */
 static int drop_blob(store_t *store, db_t *db, const char *sha, int unless_pinned)
 {
     db_lock(db);
     int rc = db_forget_blob(db, sha, unless_pinned);
+    if (rc == -ENOSPC && !unless_pinned) { /* eviction must not unlink a pinned one */
+        store_unlink_blob(store, sha);
+        rc = db_forget_blob(db, sha, unless_pinned);
+    }
+    if (rc == -ENOSPC && reserve_release(store))
+        rc = db_forget_blob(db, sha, unless_pinned);
     if (!rc)
         store_unlink_blob(store, sha);
     db_unlock(db);
@@ -117,14 +176,20 @@ static void collect_blob(void *arg, const char *sha, uint64_t size)
     a->v[a->n++].size = size;
 }
 
-/* NULL when the file is whole and hashes to its name, else why not. */
-static const char *check_blob(const char *path, const victim_t *b, uint8_t *buf)
+/* NULL when the file is whole and hashes to its name, else why not. *st
+ * gets the file's stat, taken before reading it (st_ino 0 when it could not
+ * be opened). */
+static const char *check_blob(const char *path, const victim_t *b, uint8_t *buf, struct stat *st)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    st->st_ino = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
-        return errno == ENOENT ? "missing" : "unreadable";
-    struct stat st;
-    if (fstat(fd, &st) || (uint64_t)st.st_size != b->size) {
+        return errno == ENOENT ? "missing" : errno == ELOOP ? "not a regular file" : "unreadable";
+    if (fstat(fd, st) || !S_ISREG(st->st_mode)) {
+        close(fd);
+        return "not a regular file";
+    }
+    if ((uint64_t)st->st_size != b->size) {
         close(fd);
         return "size differs";
     }
@@ -184,7 +249,8 @@ int cache_verify(store_t *store, db_t *db, unsigned *checked, cache_bad_t **bad)
     for (size_t i = 0; !rc && i < all.n && !atomic_load(&cancelled); i++) {
         char path[PATH_MAX];
         store_blob_path(store, all.v[i].sha, path, sizeof path);
-        const char *why = check_blob(path, &all.v[i], buf);
+        struct stat st;
+        const char *why = check_blob(path, &all.v[i], buf, &st);
         (*checked)++;
         if (!why)
             continue;
@@ -203,6 +269,45 @@ int cache_verify(store_t *store, db_t *db, unsigned *checked, cache_bad_t **bad)
     }
     free(buf);
     free(all.v);
+    return rc;
+}
+
+/* Whether path still names the file that st describes (not replaced by a
+ * commit of the same digest meanwhile). */
+static int same_file(const char *path, const struct stat *st)
+{
+    struct stat now;
+    return lstat(path, &now) == 0 && now.st_ino == st->st_ino && now.st_dev == st->st_dev;
+}
+
+int cache_verify_one(store_t *store, db_t *db, const char *sha256, uint64_t size, int64_t now)
+{
+    char path[PATH_MAX];
+    uint8_t *buf = malloc(VERIFY_CHUNK);
+    if (!buf)
+        return -ENOMEM;
+    victim_t b;
+    snprintf(b.sha, sizeof b.sha, "%s", sha256);
+    b.size = size;
+    store_blob_path(store, sha256, path, sizeof path);
+    struct stat st;
+    const char *why = check_blob(path, &b, buf, &st);
+    free(buf);
+    if (atomic_load(&cancelled))
+        return -ECANCELED;
+    int rc = 0;
+    db_lock(db);
+    if (why && (!st.st_ino || same_file(path, &st))) {
+        cache_quarantine(store, db, sha256, why);
+        rc = -EBADMSG;
+    } else if (!why && same_file(path, &st)) {
+        /* Verified: from now on hits compare the file with this identity
+         * (the one a commit recorded, unless a cache from before had none). */
+        db_blob_stat_t bs = db_blob_stat_of(&st);
+        db_set_blob_stat(db, sha256, &bs);
+        db_set_verified(db, sha256, now);
+    }
+    db_unlock(db);
     return rc;
 }
 
@@ -229,6 +334,8 @@ int cache_remove(store_t *store, db_t *db, const char *url_or_sha, int *removed_
     int gone = 0;
     db_lock(db);
     int rc = db_remove_entry(db, url_or_sha, sha, &gone);
+    if (rc == -ENOSPC && reserve_release(store)) /* a full disk: see drop_blob */
+        rc = db_remove_entry(db, url_or_sha, sha, &gone);
     if (!rc && gone) {
         store_unlink_blob(store, sha);
         *removed_blob = 1;

@@ -39,6 +39,13 @@ typedef struct cache_bad {
 int cache_verify(store_t *store, db_t *db, unsigned *checked, cache_bad_t **bad);
 void cache_bad_free(cache_bad_t *bad);
 
+/* Background verification of one blob: re-hashes it; a good one is marked
+ * verified at `now` (unix seconds; and its file's identity recorded if none
+ * was: a cache from before hubd recorded them); a bad one (content or size
+ * differs, missing, not a regular file) is quarantined and forgotten:
+ * -EBADMSG. -ECANCELED on a shutdown. */
+int cache_verify_one(store_t *store, db_t *db, const char *sha256, uint64_t size, int64_t now);
+
 /* A blob whose bytes are not what its name says (changed on disk): its row
  * and entries are forgotten and its file moved to quarantine/ for a person
  * to look at. Takes the writer's lock (recursive: callers may hold it). */
@@ -46,6 +53,13 @@ int cache_quarantine(store_t *store, db_t *db, const char *sha256, const char *w
 
 /* Removes one blob unless it is pinned (-EBUSY then). */
 int cache_drop(store_t *store, db_t *db, const char *sha256);
+
+/* <cache_dir>/reserve: room kept for the database (1% of the file system,
+ * 256 KiB to 8 MiB), so that removing
+ * blobs (rm, gc, eviction) works on a full disk, when SQLite cannot write
+ * even a delete otherwise. Released by a removal that finds the disk full;
+ * made again (at start-up, and after removals) when there is room. */
+int cache_reserve_make(store_t *store);
 
 /* A shutdown: evictions and verifications in flight stop at the next blob
  * (or chunk), so the daemon exits in bounded time. */

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "sha256.h"
 #include "url.h"
+#include "verifier.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -88,6 +89,7 @@ struct jobs {
     unsigned live; /* jobs and hits not yet freed */
     jobs_stats_t stats;
     cred_secret_t secret; /* keys credential tags */
+    verifier_t *verifier; /* background re-verification, NULL once stopped */
     int shutting_down;
     int http_closing;    /* http_client_close called: js goes in its callback */
     int shutdown_called; /* jobs_shutdown called: js may go once live is 0 */
@@ -96,7 +98,11 @@ struct jobs {
     /* Eviction: one item at a time; asked again while busy, it runs again. */
     uv_work_t evict_work;
     int evict_busy, evict_again;
-    uint64_t evict_target, next_reserve;
+    uint64_t evict_runs;      /* runs completed: a download short of space waits for one */
+    uint64_t evict_target;    /* the item's copies: max_cache_size less what downloads hold, */
+    uint64_t evict_remaining; /* what they have still to write, */
+    uint64_t evict_floor;     /* and the free-space floor */
+    unsigned evict_floor_pct;
     char evict_keep[65], next_keep[65];
     cache_evict_result_t evict_res;
     int evict_rc;
@@ -143,8 +149,13 @@ struct job {
     int in_active, in_queue;
 
     /* Body pipeline. */
-    int64_t total;         /* Content-Length, -1 unknown */
-    int64_t total_hint;    /* total as of the last work submission: the write item's copy */
+    int64_t total;       /* Content-Length, -1 unknown */
+    int64_t total_hint;  /* total as of the last work submission: the write item's copy */
+    uint64_t floor_hint; /* min_free_space then (the write item's copy) */
+    unsigned floor_pct_hint;
+    int space_short;       /* the write item found the floor would be crossed */
+    int short_wait;        /* eviction was asked for room: waiting for a run */
+    uint64_t short_runs;   /* the run that must complete before giving up */
     uint64_t received;     /* body bytes from the network */
     uint64_t sealed;       /* bytes in sealed batches (next batch's offset) */
     uint64_t queued_bytes; /* bytes in batches not yet freed */
@@ -195,6 +206,8 @@ struct job {
     uv_timer_t timer;
     uint64_t last_done;
     uint64_t rate;
+    uint64_t slow_t0;   /* start of the low_speed_time window */
+    uint64_t slow_from; /* received at its start */
 };
 
 struct job_hit {
@@ -396,6 +409,12 @@ static void hash_work(uv_work_t *req)
     }
 }
 
+/* The free-space floor of a file system: min_free_space, or its share. */
+static uint64_t space_floor(const struct statvfs *v, uint64_t bytes, unsigned pct)
+{
+    return pct ? (uint64_t)v->f_blocks * v->f_frsize / 100 * pct : bytes;
+}
+
 static int write_batch(int fd, batch_t *b)
 {
     struct iovec iov[BATCH_MAX_IOV];
@@ -445,6 +464,21 @@ static void write_work(uv_work_t *req)
             job->write_err = -ENOSPC;
             return;
         }
+    }
+    /* The free-space floor: after this item (and, the length known, after
+     * the rest of the download) less than min_free_space would be left.
+     * Only flagged: the loop asks eviction for room first. */
+    struct statvfs v;
+    job->space_short = 0;
+    if ((job->floor_hint || job->floor_pct_hint) && fstatvfs(job->fd, &v) == 0) {
+        uint64_t want = 0;
+        batch_t *c = job->write_first;
+        for (int i = 0; i < job->write_count; i++, c = i < job->write_count ? c->next : c)
+            want += c->bytes;
+        if (job->total_hint >= 0 && (uint64_t)job->total_hint > job->write_first->offset + want)
+            want = (uint64_t)job->total_hint - job->write_first->offset;
+        job->space_short = (uint64_t)v.f_bavail * v.f_frsize <
+                           space_floor(&v, job->floor_hint, job->floor_pct_hint) + want;
     }
     if (job->truncate_file) { /* a restart from byte 0: drop the old bytes */
         job->truncate_file = 0;
@@ -727,7 +761,9 @@ static void submit_work(job_t *job)
     if (!job->write_busy && job->write_next) {
         job->write_count = take_batches(&job->write_next, &job->write_first);
         job->write_busy = 1;
-        job->total_hint = job->total; /* the write item's copy, handed over with it */
+        job->total_hint = job->total; /* the write item's copies, handed over with it */
+        job->floor_hint = job->js->cfg->min_free_space;
+        job->floor_pct_hint = job->js->cfg->min_free_percent;
         job->tmp_made = 1;
         job->write_work.data = job;
         uv_queue_work(loop, &job->write_work, write_work, after_write);
@@ -866,6 +902,32 @@ static void after_hash(uv_work_t *req, int status)
     job_pump(job);
 }
 
+/* The write item found that the download would eat into min_free_space:
+ * ask eviction for room, and fail the job (no_space) when a run started
+ * since could not make it. Returns 1 when the job failed. */
+static int job_short_of_space(job_t *job)
+{
+    jobs_t *js = job->js;
+    if (!job->space_short || job->state == JOB_FAILED) {
+        job->short_wait = 0;
+        return 0;
+    }
+    if (!job->short_wait) {
+        job->short_wait = 1;
+        job->short_runs = js->evict_runs + (js->evict_busy ? 1 : 0); /* one that starts later */
+        jobs_evict(js, NULL);
+        return 0;
+    }
+    if (js->evict_runs <= job->short_runs)
+        return 0;
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "the cache's file system would have less than min_free_space left, and nothing "
+             "more can be evicted");
+    job_fail(job, "no_space", msg);
+    return 1;
+}
+
 static void after_write(uv_work_t *req, int status)
 {
     job_t *job = req->data;
@@ -882,6 +944,8 @@ static void after_write(uv_work_t *req, int status)
         job_fail(job, job->write_err == -ENOSPC ? "no_space" : "io", msg);
         return;
     }
+    if (job_short_of_space(job))
+        return;
     job_pump(job);
 }
 
@@ -901,7 +965,7 @@ static void after_sync(uv_work_t *req, int status)
         char msg[256];
         snprintf(msg, sizeof msg, "syncing the download to the cache: %s",
                  strerror(-job->sync_err));
-        job_fail(job, "io", msg);
+        job_fail(job, job->sync_err == -ENOSPC ? "no_space" : "io", msg);
         return;
     }
     job_pump(job);
@@ -969,7 +1033,7 @@ static void after_commit(uv_work_t *req, int status)
     if (js->cfg->max_cache_size && job->received > js->cfg->max_cache_size)
         jobs_drop_oversized(js, job->digest, job->received);
     else
-        jobs_evict(js, 0, job->digest); /* the new blob stays: its waiters were just told */
+        jobs_evict(js, job->digest); /* the new blob stays: its waiters were just told */
     job_free(job);
     jobs_start_queued(js);
 }
@@ -1031,20 +1095,31 @@ static int on_http_headers(http_req_t *req, const http_response_t *resp, void *d
         int n = resp->content_range
                     ? sscanf(resp->content_range, "bytes %llu-%llu/%llu", &start, &end, &total)
                     : 0;
+        /* The file's length is the one already known, whatever this
+         * response says (a "*" length: unknown to the server): a range that does
+         * not reach it is not the end of the file. */
+        int64_t length = n == 3 ? (int64_t)total : job->total;
         if (n < 2 || start != job->resume_from || end < start ||
             (job->etag && resp->etag && strcmp(job->etag, resp->etag) != 0) ||
-            (n == 3 && job->total >= 0 && total != (unsigned long long)job->total)) {
+            (n == 3 && (total > INT64_MAX || (job->total >= 0 && (int64_t)total != job->total))) ||
+            (length >= 0 && end >= (unsigned long long)length) ||
+            (resp->content_length >= 0 && (uint64_t)resp->content_length != end - start + 1)) {
             job_restart_from_zero(job, "the range sent is not the one asked for");
             return HTTP_BODY_DISCARD;
         }
-        /* A range that ends before the file does is taken, and the end
-         * check in on_http_done asks for the rest. */
+        if (length < 0) {
+            /* Neither response said how long the file is: where this range
+             * ends proves nothing. The whole file, then, to its real end. */
+            job_restart_from_zero(job, "a range of a file of unknown length");
+            return HTTP_BODY_DISCARD;
+        }
+        /* A range that ends before the file does is taken; on_http_done
+         * then finds the file short (truncated: retried, resuming). */
         job->state = JOB_BODY;
-        job->total = n == 3 ? (int64_t)total : -1;
+        job->total = length;
         if (job_too_large(job, job->total))
             return HTTP_BODY_DISCARD;
-        if (job->total > 0 && (uint64_t)job->total > job->received)
-            jobs_evict(job->js, (uint64_t)job->total - job->received, NULL);
+        jobs_evict(job->js, NULL); /* room for the rest, before writing it */
         return HTTP_BODY_DELIVER;
     }
     if (resp->status != 200 && resp->status != 203) {
@@ -1067,8 +1142,7 @@ static int on_http_headers(http_req_t *req, const http_response_t *resp, void *d
     job->last_modified = resp->last_modified ? strdup(resp->last_modified) : NULL;
     if (job_too_large(job, job->total))
         return HTTP_BODY_DISCARD;
-    if (job->total > 0) /* make room before writing, not after */
-        jobs_evict(job->js, (uint64_t)job->total, NULL);
+    jobs_evict(job->js, NULL); /* make room before writing, not after */
     return HTTP_BODY_DELIVER;
 }
 
@@ -1160,8 +1234,8 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
         return;
     }
     if (job->total >= 0 && job->received != (uint64_t)job->total) {
-        /* A 206 that stopped short of the file's end (or a server that
-         * lied about the total): never commit a prefix as the file. */
+        /* A 206 that stopped short of its range (or a server that lied
+         * about the total): never commit a prefix as the file. */
         char m[200];
         snprintf(m, sizeof m, "the response ended at byte %llu of %lld",
                  (unsigned long long)job->received, (long long)job->total);
@@ -1362,18 +1436,52 @@ static void job_fail(job_t *job, const char *code, const char *msg)
 
 /* ---- progress ------------------------------------------------------------ */
 
+/* curl's --speed-limit and --speed-time: a body that brings fewer than
+ * low_speed_limit bytes per second over low_speed_time ends the attempt as
+ * a timeout (retried, resuming where it stopped). Only time in which we
+ * wanted the server's bytes counts: the window starts again whenever we are
+ * not reading (backpressure, between attempts, the body done). Returns 1
+ * when the job was failed or set to retry. */
+static int job_check_speed(job_t *job, uint64_t now)
+{
+    const hubd_config_t *cfg = job->js->cfg;
+    if (!cfg->low_speed_limit || !cfg->low_speed_time_ms || job->state != JOB_BODY || !job->req ||
+        job->paused || !job->slow_t0) {
+        job->slow_t0 = now; /* the window (re)starts now */
+        job->slow_from = job->received;
+        return 0;
+    }
+    uint64_t span = now - job->slow_t0;
+    if (span < cfg->low_speed_time_ms)
+        return 0;
+    uint64_t got = job->received - job->slow_from;
+    job->slow_t0 = now;
+    job->slow_from = job->received;
+    if (got * 1000 >= (uint64_t)cfg->low_speed_limit * span)
+        return 0;
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "%llu bytes in %.1f s, below low_speed_limit (%u bytes/s over low_speed_time)",
+             (unsigned long long)got, (double)span / 1000, cfg->low_speed_limit);
+    job_error(job, "timeout", msg);
+    return 1;
+}
+
 static void on_progress_tick(uv_timer_t *t)
 {
     job_t *job = t->data;
     const hubd_config_t *cfg = job->js->cfg;
+    uint64_t now = uv_now(job->js->loop);
     if (cfg->deadline_ms && job->state != JOB_COMMITTING &&
-        uv_now(job->js->loop) - job->t_start >= cfg->deadline_ms) {
+        now - job->t_start >= cfg->deadline_ms) {
         char msg[100];
         snprintf(msg, sizeof msg, "the deadline of %u ms for the whole fetch passed",
                  cfg->deadline_ms);
         job_fail(job, "timeout", msg);
         return;
     }
+    if (job_check_speed(job, now))
+        return;
     uint64_t done = job->received;
     uint64_t inst = (done - job->last_done) * (1000 / PROGRESS_INTERVAL_MS);
     /* Smoothed over about a second, so the figure a user reads is steady. */
@@ -1740,6 +1848,8 @@ static void after_hit(uv_work_t *req, int status)
         job_fd_unref(fd);
     } else if (w) {
         /* The row said yes but the file is gone or wrong: download again. */
+        if (hit->rc == -ESTALE)
+            js->stats.bad_blobs++;
         log_warn("blob %s listed but not usable (%s): fetching again", hit->sha,
                  hit->rc == -ESTALE ? "changed on disk since its commit: quarantined"
                                     : strerror(-hit->rc));
@@ -1862,6 +1972,8 @@ void jobs_cancel(job_waiter_t *w)
 void jobs_stats(const jobs_t *js, jobs_stats_t *out)
 {
     *out = js->stats;
+    if (js->verifier)
+        out->bad_blobs += verifier_bad(js->verifier);
 }
 
 static void info_of(const job_t *j, uid_t uid, job_info_t *info)
@@ -1950,20 +2062,48 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
         free(js);
         return rc;
     }
+    if ((rc = verifier_start(loop, cfg, js, store, db, &js->verifier)) != 0) {
+        js->verifier = NULL; /* only this feature is lost: said so, and hubd serves */
+        log_err("background verification not started: %s", strerror(-rc));
+    }
+    int r = cache_reserve_make(store); /* start-up: the loop does not run yet */
+    if (r)
+        log_warn("cannot keep room for removals on a full disk (%s/reserve): %s", store_dir(store),
+                 strerror(-r));
     *out = js;
     return 0;
 }
 
 /* ---- eviction --------------------------------------------------------- */
 
+/* The item: down to max_cache_size less what the running downloads will
+ * hold, and (with a floor) to what leaves min_free_space free once they
+ * have written the rest. */
 static void evict_work(uv_work_t *req)
 {
     jobs_t *js = req->data;
-    js->evict_rc = cache_evict(js->store, js->db, js->evict_target,
-                               js->evict_keep[0] ? js->evict_keep : NULL, &js->evict_res);
+    uint64_t target = js->evict_target, total;
+    struct statvfs v;
+    if ((js->evict_floor || js->evict_floor_pct) && statvfs(store_dir(js->store), &v) == 0) {
+        uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
+        uint64_t need = space_floor(&v, js->evict_floor, js->evict_floor_pct) + js->evict_remaining;
+        if (avail < need && db_total_size(js->db, &total) == 0) {
+            uint64_t lack = need - avail;
+            uint64_t t = total > lack ? total - lack : 0;
+            if (t < target)
+                target = t;
+        }
+    }
+    memset(&js->evict_res, 0, sizeof js->evict_res);
+    js->evict_rc = 0;
+    if (target != UINT64_MAX)
+        js->evict_rc = cache_evict(js->store, js->db, target,
+                                   js->evict_keep[0] ? js->evict_keep : NULL, &js->evict_res);
+    if (js->evict_res.evicted)
+        cache_reserve_make(js->store); /* a full disk may have taken it */
 }
 
-static void evict_start(jobs_t *js, uint64_t reserve, const char *keep);
+static void evict_start(jobs_t *js, const char *keep);
 
 /* A blob larger than the whole cache may hold: its waiters have it (each
  * DONE passed an fd), then it goes, instead of every other blob. */
@@ -2010,21 +2150,48 @@ static void after_evict(uv_work_t *req, int status)
     jobs_t *js = req->data;
     (void)status;
     js->evict_busy = 0;
+    js->evict_runs++;
     js->stats.evicted += js->evict_res.evicted;
     js->stats.evicted_bytes += js->evict_res.freed;
     if (js->evict_rc)
         log_warn("eviction stopped: %s", strerror(-js->evict_rc));
     if (js->evict_again && !js->shutting_down) {
         js->evict_again = 0;
-        evict_start(js, js->next_reserve, js->next_keep[0] ? js->next_keep : NULL);
+        evict_start(js, js->next_keep[0] ? js->next_keep : NULL);
     }
     jobs_release(js);
 }
 
-static void evict_start(jobs_t *js, uint64_t reserve, const char *keep)
+/* What the running downloads will hold once done (each one's length when
+ * known, else what it has so far), and what they have still to write. A
+ * download larger than max_cache_size alone is left out: making room for
+ * it would empty the cache for nothing (it is handed out, then dropped). */
+static void jobs_inflight(const jobs_t *js, uint64_t *held, uint64_t *remaining)
 {
     uint64_t max = js->cfg->max_cache_size;
-    js->evict_target = reserve < max ? max - reserve : 0;
+    *held = *remaining = 0;
+    for (const job_t *j = js->active; j; j = j->next) {
+        uint64_t size =
+            j->total >= 0 && (uint64_t)j->total > j->received ? (uint64_t)j->total : j->received;
+        if (max && size > max)
+            continue;
+        *held += size;
+        *remaining += size - j->received;
+    }
+}
+
+/* Starts a run, with the targets as of now (the item gets its own copy). */
+static void evict_start(jobs_t *js, const char *keep)
+{
+    const hubd_config_t *cfg = js->cfg;
+    uint64_t held, remaining;
+    jobs_inflight(js, &held, &remaining);
+    js->evict_target = !cfg->max_cache_size         ? UINT64_MAX
+                       : held < cfg->max_cache_size ? cfg->max_cache_size - held
+                                                    : 0;
+    js->evict_remaining = remaining;
+    js->evict_floor = cfg->min_free_space;
+    js->evict_floor_pct = cfg->min_free_percent;
     snprintf(js->evict_keep, sizeof js->evict_keep, "%s", keep ? keep : "");
     js->evict_busy = 1;
     js->live++; /* jobs_shutdown waits for it */
@@ -2032,20 +2199,18 @@ static void evict_start(jobs_t *js, uint64_t reserve, const char *keep)
     uv_queue_work(js->loop, &js->evict_work, evict_work, after_evict);
 }
 
-void jobs_evict(jobs_t *js, uint64_t reserve, const char *keep)
+void jobs_evict(jobs_t *js, const char *keep)
 {
-    if (js->cfg->max_cache_size == 0 || js->shutting_down)
+    const hubd_config_t *cfg = js->cfg;
+    if (js->shutting_down ||
+        (!cfg->max_cache_size && !cfg->min_free_space && !cfg->min_free_percent))
         return;
-    if (reserve > js->cfg->max_cache_size)
-        return; /* it cannot fit whatever goes: emptying the cache would not help */
     if (!js->evict_busy) {
-        evict_start(js, reserve, keep);
+        evict_start(js, keep);
         return;
     }
     /* The run in flight may have seen an older state: run once more after
-     * it, for the largest reserve asked meanwhile. */
-    if (!js->evict_again || reserve > js->next_reserve)
-        js->next_reserve = reserve;
+     * it (its targets are taken then). */
     if (keep)
         snprintf(js->next_keep, sizeof js->next_keep, "%s", keep);
     else if (!js->evict_again)
@@ -2055,7 +2220,7 @@ void jobs_evict(jobs_t *js, uint64_t reserve, const char *keep)
 
 void jobs_reload(jobs_t *js)
 {
-    jobs_evict(js, 0, NULL);
+    jobs_evict(js, NULL);
     jobs_start_queued(js);
 }
 
@@ -2079,6 +2244,10 @@ void jobs_stop(jobs_t *js)
 {
     js->shutting_down = 1;
     cache_cancel_all();
+    if (js->verifier) {
+        verifier_stop(js->verifier);
+        js->verifier = NULL;
+    }
     while (js->queue_head)
         job_fail(js->queue_head, "shutting_down", "hubd is stopping");
     while (js->active)

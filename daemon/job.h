@@ -88,6 +88,7 @@ typedef struct jobs_stats {
     uint64_t errors;
     uint64_t errors_by_code[JOBS_NERROR_CODES]; /* in the order of JOBS_ERROR_CODES */
     uint64_t evicted, evicted_bytes;
+    uint64_t bad_blobs; /* found changed or corrupt (hits, background verification): quarantined */
     unsigned active, queued;
 } jobs_stats_t;
 
@@ -127,10 +128,11 @@ void jobs_stats(const jobs_t *js, jobs_stats_t *out);
 /* The name of errors_by_code[i]. */
 const char *jobs_error_code_name(unsigned i);
 
-/* Evicts down to max_cache_size less `reserve` bytes (for a download about
- * to be written), never the blob `keep` (may be NULL); in the pool, one
- * eviction at a time. A no-op when max_cache_size is 0. */
-void jobs_evict(jobs_t *js, uint64_t reserve, const char *keep);
+/* Evicts, in the pool, one run at a time, least recently used unpinned
+ * blobs (never `keep`, which may be NULL) down to max_cache_size less what
+ * the running downloads will hold, and down to what keeps min_free_space
+ * free once they are written. A no-op with neither configured. */
+void jobs_evict(jobs_t *js, const char *keep);
 
 /* SIGHUP: settings may have changed (limits, max_cache_size). */
 void jobs_reload(jobs_t *js);

@@ -815,6 +815,8 @@ static void after_page(uv_work_t *w, int status)
     session_t *s = p->s;
     if (s) {
         s->page = NULL;
+    }
+    if (s && !s->draining) { /* a shutdown drains what is queued, nothing more */
         char url[URL_MAX_LEN + 16];
         for (unsigned i = 0; i < p->n; i++) {
             const db_entry_t *e = &p->v[i].e;
@@ -850,7 +852,7 @@ static void after_page(uv_work_t *w, int status)
  * one: STATUS from the jobs in memory, LIST from a pool item. */
 static void stream_step(session_t *s)
 {
-    if (!s->stream || s->page || s->closing || s->broken ||
+    if (!s->stream || s->page || s->closing || s->broken || s->draining ||
         uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) > STREAM_QUEUE)
         return;
     if (s->stream == STREAM_STATUS) {
@@ -917,6 +919,7 @@ static void do_stats(session_t *s)
     proto_add_u64(&r.w, "max_cache_size", s->srv->cfg->max_cache_size);
     proto_add_u64(&r.w, "evicted", st.evicted);
     proto_add_u64(&r.w, "evicted_bytes", st.evicted_bytes);
+    proto_add_u64(&r.w, "bad_blobs", st.bad_blobs);
     proto_add_u64(&r.w, "sessions", s->srv->nsessions);
     proto_add_u64(&r.w, "uptime", (uv_hrtime() - s->srv->started) / 1000000000u);
     reply_send(s, &r);

@@ -78,8 +78,11 @@ def stop_pid(proc, sig=signal.SIGTERM, timeout=10.0):
 
 def write_config(path, **keys):
     """A hubd INI file. Tests want a failure to show at once, so retries are
-    off unless a test turns them on."""
+    off unless a test turns them on; and the free-space floor (1 GiB by
+    default) is off unless a test sets it, so the suite runs on a nearly full
+    disk and on small tmpfs mounts."""
     keys.setdefault("retries", "0")
+    keys.setdefault("min_free_space", "0")
     with open(path, "w") as f:
         f.write("[hubd]\n" + "".join("%s = %s\n" % kv for kv in keys.items()))
     return path
@@ -132,7 +135,9 @@ class Origin:
 class Hubd:
     """A hubd on a temporary socket and cache dir."""
 
-    def __init__(self, workdir, extra_args=(), config=None):
+    def __init__(self, workdir, extra_args=(), config=None, env=None, preexec_fn=None):
+        """env: variables added to hubd's environment; preexec_fn: run in
+        the child before exec (resource limits)."""
         self.workdir = workdir
         os.makedirs(workdir, exist_ok=True)
         self.socket = os.path.join(workdir, "hubd.sock")
@@ -140,6 +145,8 @@ class Hubd:
         self.log_path = os.path.join(workdir, "hubd.log")
         self.extra_args = list(extra_args)
         self.config = config
+        self.env = dict(os.environ, **env) if env else None
+        self.preexec_fn = preexec_fn
         self.proc = None
         self.start()
 
@@ -151,7 +158,8 @@ class Hubd:
         args += ["--config", self.config]
         args += self.extra_args
         self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log)
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log, env=self.env,
+                                     preexec_fn=self.preexec_fn)
         wait_for(self._answers, WRAPPER_WAIT, what="hubd to listen")
 
     def _answers(self):
