@@ -11,8 +11,9 @@
 #include <string.h>
 #include <strings.h>
 
-#define HTTP_MAX_HEADER_BYTES (64 * 1024) /* whole header section */
-#define HTTP_MAX_HEADERS 128              /* header lines in one response */
+#define HTTP_MAX_HEADER_BYTES (64 * 1024) /* header phase of a request, 1xx responses included */
+#define HTTP_MAX_HEADERS 128              /* header lines in it, likewise */
+#define HTTP_MAX_INFORMATIONAL 16         /* 1xx responses before the final one */
 #define HTTP_MAX_VALUE 8192               /* one header value we keep */
 #define HTTP_MAX_IDLE 32                  /* pooled idle connections, all origins */
 #define HTTP_DISCARD_MAX (64 * 1024)      /* larger unwanted bodies close the connection */
@@ -67,7 +68,7 @@ struct http_conn {
     http_client_t *client;
     char key[288];        /* "scheme://host:port": which pool it may serve */
     uv_tcp_t tcp;         /* valid while tcp_open */
-    uv_timer_t timer;     /* connect, idle or keep-alive timeout by state */
+    uv_timer_t timer;     /* connect, first-byte/idle (and header deadline), keep-alive */
     uv_getaddrinfo_t gai; /* DNS request */
     uv_connect_t connect_req;
     struct addrinfo *ai;     /* resolved addresses, freed at close */
@@ -119,11 +120,19 @@ struct http_req {
     int discard;      /* HTTP_BODY_DISCARD */
     int message_done; /* on_message_complete for a final status */
     int status;
-    size_t header_bytes; /* header section size so far */
-    unsigned nheaders;   /* header lines so far */
-    char field[64];      /* the header name being read, lower-cased */
-    size_t field_len;    /* may exceed sizeof field: then it is not ours */
-    char *value;         /* the header value being read (HTTP_MAX_VALUE) */
+    /* The header phase: from sending the request to the final response's
+     * headers. Its limits cover every response to this request (1xx ones
+     * too), so they are reset when the request starts on a connection,
+     * never at a message begin: endless 1xx responses cannot renew them. */
+    size_t header_bytes;       /* status lines and header bytes so far */
+    unsigned nheaders;         /* header lines so far */
+    unsigned ninformational;   /* 1xx responses so far */
+    int headers_done;          /* the final response's headers are in: no deadline */
+    uint64_t header_deadline;  /* uv_now() when the header phase fails (header_timeout) */
+    unsigned transfer_codings; /* Transfer-Encoding lines in the current message */
+    char field[64];            /* the header name being read, lower-cased */
+    size_t field_len;          /* may exceed sizeof field: then it is not ours */
+    char *value;               /* the header value being read (HTTP_MAX_VALUE) */
     size_t value_len;
     char *location, *etag, *last_modified, *content_range, *retry_after;
     int starting;    /* inside http_request(): completions are deferred */
@@ -144,18 +153,42 @@ static void req_connect_new(http_req_t *req);
 
 /* ---- request life ---------------------------------------------------- */
 
+/* Drops the header values kept from a response. Each message begins with
+ * this: a 1xx's ETag or Location is not the final response's, and taking it
+ * for one would, say, resume the file on a validator it never had. */
+static void req_forget_headers(http_req_t *req)
+{
+    free(req->location);
+    free(req->etag);
+    free(req->last_modified);
+    free(req->content_range);
+    free(req->retry_after);
+    req->location = req->etag = req->last_modified = req->content_range = req->retry_after = NULL;
+}
+
 static void req_free(http_req_t *req)
 {
     free(req->key);
     free(req->host);
     free(req->head);
     free(req->value);
-    free(req->location);
-    free(req->etag);
-    free(req->last_modified);
-    free(req->content_range);
-    free(req->retry_after);
+    req_forget_headers(req);
     free(req);
+}
+
+/* The request is being sent on a connection (now, in uv_now() time): the
+ * state of its responses starts over, and so does the header phase, with
+ * its limits and its deadline. */
+static void req_start_response(http_req_t *req, uint64_t now)
+{
+    req->got_response = 0;
+    req->message_done = 0;
+    req->status = 0;
+    req->header_bytes = 0;
+    req->nheaders = 0;
+    req->ninformational = 0;
+    req->headers_done = 0;
+    req->header_deadline = now + req->client->cfg->header_timeout_ms;
 }
 
 /* The one place a request ends with a callback. The connection must already
@@ -328,6 +361,15 @@ static void on_timeout(uv_timer_t *t)
         conn_fail(conn, "timeout", "TLS handshake timed out");
         break;
     case CONN_ACTIVE:
+        if (conn->req && !conn->req->headers_done &&
+            uv_now(conn->client->loop) >= conn->req->header_deadline) {
+            char msg[160];
+            snprintf(msg, sizeof msg,
+                     "no complete response headers from the server within header_timeout (%g s)",
+                     conn->client->cfg->header_timeout_ms / 1000.0);
+            conn_fail(conn, "timeout", msg);
+            break;
+        }
         conn_fail(conn, "timeout",
                   conn->req && conn->req->got_response
                       ? "no data from the server within the idle timeout"
@@ -344,6 +386,29 @@ static void on_timeout(uv_timer_t *t)
 static void timer_arm(http_conn_t *conn, unsigned ms)
 {
     uv_timer_start(&conn->timer, on_timeout, ms, 0);
+}
+
+/* The timer of an active connection, the one place that decides it: ms (the
+ * first-byte or the idle timeout) from now, but no later than the header
+ * deadline while the final response's headers are not all in, since a
+ * server that drips its headers a byte at a time, or sends 1xx responses
+ * one after another, restarts the idle timeout for ever. Stopped while we
+ * pause reading: that wait is ours, not the server's. on_timeout tells
+ * which limit it was. */
+static void conn_arm_response_timer(http_conn_t *conn, unsigned ms)
+{
+    http_req_t *req = conn->req;
+    if (req->paused) {
+        uv_timer_stop(&conn->timer);
+        return;
+    }
+    if (!req->headers_done) {
+        uint64_t now = uv_now(conn->client->loop);
+        uint64_t left = req->header_deadline > now ? req->header_deadline - now : 0;
+        if (left < ms)
+            ms = (unsigned)left;
+    }
+    timer_arm(conn, ms);
 }
 
 /* Keep-alive: back to the pool with a fresh parser, the oldest idle
@@ -392,8 +457,10 @@ static int on_message_begin(llhttp_t *p)
     http_req_t *req = parser_req(p);
     if (!req)
         return -1;
-    req->header_bytes = 0;
-    req->nheaders = 0;
+    /* The header limits are not reset here: they are the request's (see
+     * req_start_response). What a message says is its own, though. */
+    req_forget_headers(req);
+    req->transfer_codings = 0;
     req->field_len = req->value_len = 0;
     return 0;
 }
@@ -404,6 +471,31 @@ static int count_header_bytes(llhttp_t *p, http_req_t *req, size_t n)
     if (req->header_bytes > HTTP_MAX_HEADER_BYTES)
         return parse_fail(p, "http_parse", "response header section too large");
     return 0;
+}
+
+/* Status lines count toward the header bytes as well: a reason phrase is as
+ * long as the server likes. */
+static int on_status(llhttp_t *p, const char *at, size_t n)
+{
+    (void)at;
+    http_req_t *req = parser_req(p);
+    if (!req || count_header_bytes(p, req, n))
+        return -1;
+    return 0;
+}
+
+static const char te_unsupported[] =
+    "the response's transfer coding is not supported (hubd decodes a single chunked alone)";
+
+/* Whether a Transfer-Encoding value is "chunked" alone (any case, optional
+ * whitespace around it). */
+static int is_chunked_alone(const char *v, size_t n)
+{
+    while (n && (*v == ' ' || *v == '\t'))
+        v++, n--;
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    return n == 7 && strncasecmp(v, "chunked", 7) == 0;
 }
 
 static int on_header_field(llhttp_t *p, const char *at, size_t n)
@@ -452,6 +544,14 @@ static int on_header_value_complete(llhttp_t *p)
             !(req->value_len == 8 && strncasecmp(req->value, "identity", 8) == 0))
             return parse_fail(p, "http_parse",
                               "the response has a Content-Encoding (hubd asks for identity)");
+        /* llhttp takes a list ending in chunked (gzip, chunked) and undoes
+         * the chunked part only: the rest of the coding would be stored as
+         * the file. chunked is the one transfer coding hubd decodes. */
+        if (strcmp(req->field, "transfer-encoding") == 0) {
+            if (++req->transfer_codings > 1 || req->value_len >= HTTP_MAX_VALUE ||
+                !is_chunked_alone(req->value ? req->value : "", req->value_len))
+                return parse_fail(p, "http_parse", te_unsupported);
+        }
         if (strcmp(req->field, "location") == 0)
             slot = &req->location;
         else if (strcmp(req->field, "etag") == 0)
@@ -481,8 +581,21 @@ static int on_headers_complete(llhttp_t *p)
     req->status = llhttp_get_status_code(p);
     if (req->status < 100 || req->status > 599) /* llhttp takes any 3 digits */
         return parse_fail(p, "http_parse", "the response's status is not an HTTP status");
-    if (req->status < 200) /* 1xx: informational, the real response follows */
+    /* The framing is llhttp's: a Transfer-Encoding we took for chunked that
+     * llhttp did not ("chunked" and a tab, which it reads as another coding
+     * and so reads the body to the close) would leave the chunk sizes in
+     * the file. */
+    if (req->transfer_codings && !(p->flags & F_CHUNKED))
+        return parse_fail(p, "http_parse", te_unsupported);
+    if (req->status < 200) { /* 1xx: informational, the real response follows */
+        if (++req->ninformational > HTTP_MAX_INFORMATIONAL)
+            return parse_fail(p, "http_parse",
+                              "more than 16 informational (1xx) responses before the final one");
         return 0;
+    }
+    /* The header phase is over: from here only the idle timeout applies. */
+    req->headers_done = 1;
+    conn_arm_response_timer(conn, conn->client->cfg->idle_timeout_ms);
     /* llhttp reads Content-Length as a uint64; lengths are int64 from here
      * on, with -1 for unknown. A larger one would turn negative (found by
      * fuzz_http), and no file is that large anyway. */
@@ -858,8 +971,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         conn_close(conn); /* bytes on an idle connection: not a state we can trust */
         return;
     }
-    if (!req->paused)
-        timer_arm(conn, conn->client->cfg->idle_timeout_ms);
+    conn_arm_response_timer(conn, conn->client->cfg->idle_timeout_ms);
     if (!conn->tls) {
         conn_feed(conn, conn->rbuf->data + conn->rbuf->len - nread, (size_t)nread);
         return;
@@ -944,14 +1056,10 @@ static void conn_start_request(http_conn_t *conn, http_req_t *req)
     conn->state = CONN_ACTIVE;
     conn->req = req;
     req->conn = conn;
-    req->got_response = 0;
-    req->message_done = 0;
-    req->status = 0;
+    req_start_response(req, uv_now(conn->client->loop));
     conn->fail_code = NULL;
-    if (req->paused)
-        uv_timer_stop(&conn->timer);
-    else /* until the first byte of the response; then the idle timeout */
-        timer_arm(conn, conn->client->cfg->first_byte_timeout_ms);
+    /* until the first byte of the response; then the idle timeout */
+    conn_arm_response_timer(conn, conn->client->cfg->first_byte_timeout_ms);
     int rc = conn_send(conn, req->head, req->head_len);
     if (rc == 0 && req->paused) /* reading may be on from the handshake or the pool */
         uv_read_stop((uv_stream_t *)&conn->tcp);
@@ -1189,7 +1297,7 @@ void http_req_set_paused(http_req_t *req, int paused)
         uv_timer_stop(&conn->timer);
     } else {
         uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
-        timer_arm(conn, conn->client->cfg->idle_timeout_ms);
+        conn_arm_response_timer(conn, conn->client->cfg->idle_timeout_ms);
         if (conn->tls) /* records already read may hold more of the body */
             conn_tls_kick(conn);
     }
@@ -1235,6 +1343,7 @@ int http_client_new(uv_loop_t *loop, const hubd_config_t *cfg, bufpool_t *pool, 
     c->defer.data = c;
     llhttp_settings_init(&c->settings);
     c->settings.on_message_begin = on_message_begin;
+    c->settings.on_status = on_status;
     c->settings.on_header_field = on_header_field;
     c->settings.on_header_value = on_header_value;
     c->settings.on_header_value_complete = on_header_value_complete;
@@ -1269,7 +1378,8 @@ int http_fuzz_response(const uint8_t *data, size_t len, const size_t *reads, siz
                        const http_req_cbs_t *cbs, void *cbdata)
 {
     uv_loop_t loop;
-    hubd_config_t cfg = {.idle_timeout_ms = 60000, .keepalive_ms = 30000};
+    hubd_config_t cfg = {
+        .idle_timeout_ms = 60000, .header_timeout_ms = 60000, .keepalive_ms = 30000};
     bufpool_t pool;
     http_client_t *c = NULL;
     if (uv_loop_init(&loop))
@@ -1299,6 +1409,7 @@ int http_fuzz_response(const uint8_t *data, size_t len, const size_t *reads, siz
     conn->state = CONN_ACTIVE;
     conn->req = req;
     req->conn = conn;
+    req_start_response(req, uv_now(&loop)); /* as conn_start_request */
     size_t off = 0;
     for (size_t i = 0; conn->req && off < len; i++) {
         size_t want = i < nreads && reads[i] ? reads[i] : len - off;

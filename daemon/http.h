@@ -7,6 +7,10 @@
  * are handed to the caller as slices of pooled, reference-counted read
  * buffers (bufpool.h): no copy on the loop thread.
  *
+ * Timeouts (config.h): connect, per address; first byte; idle, between
+ * reads; header_timeout, from sending the request to the final response's
+ * headers, 1xx responses included. Each fails the request with "timeout".
+ *
  * Everything here runs on the loop thread. Callbacks are never called from
  * inside http_request() or http_req_abort(). After on_done the request is
  * freed; after http_req_abort no callback comes. */
@@ -26,7 +30,7 @@ typedef struct http_client http_client_t;
 typedef struct http_req http_req_t;
 
 typedef struct http_response {
-    int status;             /* final status (1xx are skipped) */
+    int status;             /* final status (1xx responses are skipped, headers and all) */
     int64_t content_length; /* -1 when not announced */
     const char *location;   /* header values, NULL when absent; valid */
     const char *etag;       /*   until the request's on_done returns   */
