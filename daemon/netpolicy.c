@@ -1,5 +1,6 @@
 /* netpolicy: host lists and CIDR lists, matched on the loop thread. */
 #include "netpolicy.h"
+#include "url.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -137,40 +138,77 @@ void netpolicy_free(netpolicy_t *p)
     free(p);
 }
 
+/* A host as the host lists compare it: a name as text, an IP address as
+ * its 16 bytes, so that every spelling of one address is one host
+ * ("127.1", "2130706433", "[::ffff:127.0.0.1]" are 127.0.0.1). */
 typedef struct host_match {
-    const char *host;
+    const char *name; /* the host without a trailing dot ("host." is host) */
     size_t len;
+    int is_ip;              /* an IP address: compared with address items only */
+    uint8_t addr[16];       /* if is_ip: the address, IPv4 as IPv4-mapped */
+    int carries_v4;         /* deny lists only: addr is an IPv6 form of... */
+    uint8_t carried_v4[16]; /* ...this IPv4 address, which it is denied as too */
 } host_match_t;
 
-/* "example.org" matches itself; "*.example.org" its subdomains. Returns 1
- * (stop: matched) or 0. */
+static int embedded_v4(const uint8_t a[16], uint8_t out[16]);
+
+/* "example.org" matches itself; "*.example.org" its subdomains; an address
+ * ("127.0.0.1", "[::1]", or any other spelling url_parse reads) matches the
+ * same address. Returns 1 (stop: matched) or 0. */
 static int match_host(void *arg, const char *pat, size_t n)
 {
     const host_match_t *h = arg;
+    uint8_t addr[16];
+    int ip = url_host_addr(pat, n, addr);
+    if (h->is_ip)
+        return ip == 1 && (memcmp(addr, h->addr, 16) == 0 ||
+                           (h->carries_v4 && memcmp(addr, h->carried_v4, 16) == 0));
+    if (ip != 0) /* an address, or an item no URL's host can be */
+        return 0;
     if (n > 1 && pat[n - 1] == '.')
         n--;
     if (n > 2 && pat[0] == '*' && pat[1] == '.') {
         size_t sn = n - 1; /* ".example.org" */
-        return h->len > sn && strncasecmp(h->host + h->len - sn, pat + 1, sn) == 0;
+        return h->len > sn && strncasecmp(h->name + h->len - sn, pat + 1, sn) == 0;
     }
-    return h->len == n && strncasecmp(h->host, pat, n) == 0;
+    return h->len == n && strncasecmp(h->name, pat, n) == 0;
 }
 
-static int in_list(const char *list, const char *host)
+/* Whether host is on list. deny: an IPv6 form that carries an IPv4 address
+ * (the forms netpolicy_addr_ok checks) is on it if that address is, as a
+ * deny list should fail closed; an allow list admits only the address. */
+static int in_list(const char *list, const host_match_t *host, int deny)
 {
-    host_match_t h = {host, strlen(host)};
-    if (h.len > 1 && host[h.len - 1] == '.') /* "host." is the same name to DNS */
-        h.len--;
+    host_match_t h = *host;
+    h.carries_v4 = deny && h.is_ip && embedded_v4(h.addr, h.carried_v4);
     return each_item(list, match_host, &h) == 1;
 }
 
 int netpolicy_host_ok(const netpolicy_t *p, const char *host)
 {
-    if (p->deny_hosts && in_list(p->deny_hosts, host))
+    host_match_t h = {.name = host, .len = strlen(host)};
+    h.is_ip = url_host_addr(host, h.len, h.addr);
+    if (h.is_ip < 0) /* no URL has this host: url_parse refuses it */
+        return 0;
+    if (h.len > 1 && host[h.len - 1] == '.')
+        h.len--;
+    if (p->deny_hosts && in_list(p->deny_hosts, &h, 1))
         return 0;
     if (p->allow_hosts && *p->allow_hosts)
-        return in_list(p->allow_hosts, host);
+        return in_list(p->allow_hosts, &h, 0);
     return 1;
+}
+
+static int check_host(void *arg, const char *s, size_t n)
+{
+    uint8_t addr[16];
+    (void)arg;
+    return url_host_addr(s, n, addr) < 0 ? -EINVAL : 0;
+}
+
+int netpolicy_check_hosts(const char *list)
+{
+    return each_item(list, check_host, NULL);
 }
 
 static int in_cidrs(const cidr_list_t *l, const uint8_t a[16])

@@ -3,8 +3,9 @@
  * hubd fetches URLs that local users name, so it must not become their way
  * into what the machine can reach but they should not: cloud metadata
  * services, link-local neighbours, or (if the admin says so) internal
- * networks. The host name of every request, redirect hops included, is
- * checked against allow_hosts / deny_hosts; every address a connection is
+ * networks. The host of every request, redirect hops included, is
+ * checked against allow_hosts / deny_hosts (names as names, IP addresses
+ * as addresses, whatever their spelling); every address a connection is
  * actually attempted to is checked against deny_networks (with
  * allow_networks as exceptions), after DNS, so a name that resolves to a
  * denied address (DNS rebinding) is refused too. Loop thread. */
@@ -21,10 +22,21 @@ typedef struct netpolicy netpolicy_t;
  * address is a /32 or /128. 0 or -EINVAL (config_set uses it). */
 int netpolicy_check_networks(const char *list);
 
+/* Checks a comma-separated host list ("models.example, *.cdn.example,
+ * 192.0.2.7, [2001:db8::1]"): -EINVAL for an item that no URL's host can
+ * be, so it could never match (a bad IPv6 literal, a port, or a last label
+ * that is a number in an item that is no IPv4 address: "10.0.0.256",
+ * "*.0.0.1"), else 0. For config_set, as netpolicy_check_networks. */
+int netpolicy_check_hosts(const char *list);
+
 int netpolicy_new(const hubd_config_t *cfg, netpolicy_t **out);
 void netpolicy_free(netpolicy_t *p);
 
-/* 1 when a request to host may be made. */
+/* 1 when a request to host (a URL's host, as url_parse gives it) may be
+ * made. A name matches name items, an IP address matches items that are
+ * the same address in any spelling (IPv4 and IPv4-mapped IPv6 alike);
+ * deny_hosts also denies the IPv6 forms that carry a denied IPv4 address
+ * (those netpolicy_addr_ok checks as that address). */
 int netpolicy_host_ok(const netpolicy_t *p, const char *host);
 /* 1 when a connection to sa (AF_INET or AF_INET6) may be made. */
 int netpolicy_addr_ok(const netpolicy_t *p, const struct sockaddr *sa);

@@ -1,12 +1,14 @@
 /* tls: mbedTLS client contexts over memory buffers, sessions per origin. */
 #include "tls.h"
 #include "log.h"
+#include "url.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -292,11 +294,17 @@ static void session_store(tls_conn_t *c)
 
 /* ---- connections ------------------------------------------------------- */
 
+/* A host of tls_insecure_hosts: names as names, addresses as addresses in
+ * any spelling (the URL's host is canonical: "127.1" is 127.0.0.1). */
 static int host_is_insecure(const tls_ctx_t *ctx, const char *host)
 {
-    for (char **h = ctx->insecure_hosts; h && *h; h++)
-        if (strcmp(*h, host) == 0)
+    uint8_t a[16], b[16];
+    int is_addr = url_host_addr(host, strlen(host), a) == 1;
+    for (char **h = ctx->insecure_hosts; h && *h; h++) {
+        if (is_addr ? url_host_addr(*h, strlen(*h), b) == 1 && memcmp(a, b, 16) == 0
+                    : strcasecmp(*h, host) == 0)
             return 1;
+    }
     return 0;
 }
 

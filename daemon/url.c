@@ -1,8 +1,10 @@
 /* url: parsing, canonical form, and reference resolution for redirects. */
 #include "url.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +41,124 @@ int url_hostport(const url_t *u, char *buf, size_t cap)
 
 static void remove_dot_segments(const char *in, size_t n, char *out);
 
+/* IPv4 hosts are read the way browsers read them (the WHATWG URL
+ * Standard's "IPv4 parser"), and the way inet_aton and so getaddrinfo do:
+ * "127.1", "2130706433", "0x7f000001" and "017700000001" all connect to
+ * 127.0.0.1. Reading them here, once, and writing the one dotted-quad
+ * spelling back is what keeps deny_hosts, the cache key and the Host
+ * header from seeing a different host than the socket reaches. */
+
+/* One part of an IPv4 host: decimal, "0x" hex or leading-"0" octal ("0x"
+ * alone is 0). 0 and the value in *out, capped at 2^32 (too big for any
+ * position), or -1 for a part that is no number. */
+static int ipv4_number(const char *s, size_t n, uint64_t *out)
+{
+    unsigned base = 10;
+    if (n == 0)
+        return -1;
+    if (n >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        base = 16;
+        s += 2;
+        n -= 2;
+    } else if (n >= 2 && s[0] == '0') {
+        base = 8;
+        s++;
+        n--;
+    }
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        unsigned d = isdigit(c)    ? (unsigned)(c - '0')
+                     : isxdigit(c) ? (unsigned)(tolower(c) - 'a' + 10)
+                                   : base;
+        if (d >= base)
+            return -1;
+        v = v * base + d;
+        if (v > UINT32_MAX)
+            v = (uint64_t)UINT32_MAX + 1; /* saturate: stays "too big", cannot wrap */
+    }
+    *out = v;
+    return 0;
+}
+
+/* [s, s+n) without one trailing dot ("127.0.0.1." is that address, as
+ * "host." is host). */
+static size_t drop_final_dot(const char *s, size_t n)
+{
+    return n > 1 && s[n - 1] == '.' ? n - 1 : n;
+}
+
+/* WHATWG "ends in a number": whether the last label is all digits or an
+ * IPv4 number ("0x7f"). Such a host is an IPv4 address or an error, never
+ * a name, so no spelling that inet_aton reads as a number gets by as one. */
+static int ends_in_number(const char *s, size_t n)
+{
+    n = drop_final_dot(s, n);
+    const char *last = s + n;
+    while (last > s && last[-1] != '.')
+        last--;
+    size_t ln = (size_t)(s + n - last), i;
+    uint64_t v;
+    for (i = 0; i < ln && isdigit((unsigned char)last[i]); i++)
+        ;
+    return (ln && i == ln) || ipv4_number(last, ln, &v) == 0;
+}
+
+/* WHATWG "IPv4 parser": 1 to 4 parts, every part but the last at most 255,
+ * the last filling the bytes that remain ("127.1" is 127.0.0.1). 0 and the
+ * address in network order, or -EINVAL. */
+static int parse_ipv4(const char *s, size_t n, uint8_t out[4])
+{
+    uint64_t part[4];
+    size_t np = 0;
+    const char *p = s, *end = s + drop_final_dot(s, n), *dot;
+    do {
+        dot = memchr(p, '.', (size_t)(end - p));
+        const char *pe = dot ? dot : end;
+        if (np == 4 || ipv4_number(p, (size_t)(pe - p), &part[np]) != 0)
+            return -EINVAL;
+        np++;
+        p = dot ? dot + 1 : end;
+    } while (dot);
+    uint64_t v = part[np - 1];
+    if (v >= (uint64_t)1 << (8 * (5 - np)))
+        return -EINVAL;
+    for (size_t i = 0; i + 1 < np; i++) {
+        if (part[i] > 255)
+            return -EINVAL;
+        v += part[i] << (8 * (3 - i));
+    }
+    for (int i = 3; i >= 0; i--, v >>= 8)
+        out[i] = (uint8_t)v;
+    return 0;
+}
+
+/* An IPv6 address of n bytes at s, as inet_pton reads it (no zone). */
+static int parse_ipv6(const char *s, size_t n, uint8_t out[16])
+{
+    char buf[INET6_ADDRSTRLEN + 1];
+    if (n >= sizeof buf)
+        return -EINVAL;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    return inet_pton(AF_INET6, buf, out) == 1 ? 0 : -EINVAL;
+}
+
+int url_host_addr(const char *host, size_t n, uint8_t addr[16])
+{
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']')
+        return parse_ipv6(host + 1, n - 2, addr) == 0 ? 1 : -EINVAL;
+    if (memchr(host, ':', n))
+        return parse_ipv6(host, n, addr) == 0 ? 1 : -EINVAL;
+    if (!ends_in_number(host, n))
+        return 0;
+    if (parse_ipv4(host, n, addr + 12) != 0)
+        return -EINVAL;
+    memset(addr, 0, 10);
+    addr[10] = addr[11] = 0xff;
+    return 1;
+}
+
 #define FAIL(reason)                                                                               \
     do {                                                                                           \
         if (why)                                                                                   \
@@ -58,9 +178,6 @@ static int parse_authority(const char *a, const char *end, url_t *u, char *hostb
         he = memchr(hs, ']', (size_t)(end - hs));
         if (!he)
             FAIL("unterminated IPv6 literal");
-        for (p = hs; p < he; p++)
-            if (!isxdigit((unsigned char)*p) && *p != ':' && *p != '.')
-                FAIL("bad IPv6 literal");
         p = he + 1;
         u->ipv6 = 1;
     } else {
@@ -74,9 +191,26 @@ static int parse_authority(const char *a, const char *end, url_t *u, char *hostb
         FAIL("empty host");
     if (he - hs > 253)
         FAIL("host name too long");
-    for (size_t i = 0; i < (size_t)(he - hs); i++)
-        hostbuf[i] = (char)tolower((unsigned char)hs[i]);
-    hostbuf[he - hs] = '\0';
+    /* One spelling per address (inet_ntop's for IPv6, dotted quad for
+     * IPv4), so that comparing hosts as text compares addresses. */
+    size_t hl = (size_t)(he - hs);
+    uint8_t addr[16];
+    if (u->ipv6) {
+        if (parse_ipv6(hs, hl, addr) != 0)
+            FAIL("bad IPv6 literal");
+        inet_ntop(AF_INET6, addr, hostbuf, INET6_ADDRSTRLEN);
+    } else {
+        int ip = url_host_addr(hs, hl, addr);
+        if (ip < 0)
+            FAIL("bad IPv4 address (a host whose last label is a number must be one)");
+        if (ip) {
+            inet_ntop(AF_INET, addr + 12, hostbuf, INET_ADDRSTRLEN);
+        } else {
+            for (size_t i = 0; i < hl; i++)
+                hostbuf[i] = (char)tolower((unsigned char)hs[i]);
+            hostbuf[hl] = '\0';
+        }
+    }
     u->port = (uint16_t)scheme_port(u->scheme);
     if (p < end) {
         if (*p != ':')
@@ -172,7 +306,13 @@ int url_parse(const char *text, url_t *u, const char **why)
         url_free(u);
         FAIL("host name too long");
     }
-    snprintf(o, cap - (size_t)(o - u->mem), "%s://%s%s", u->scheme, hp, u->target);
+    int n = snprintf(o, cap - (size_t)(o - u->mem), "%s://%s%s", u->scheme, hp, u->target);
+    /* The canonical form can be a few bytes longer than the text ("http://0"
+     * is "http://0.0.0.0/"); it must parse again, so it keeps the limit. */
+    if (n < 0 || n > URL_MAX_LEN) {
+        url_free(u);
+        FAIL("URL too long");
+    }
     return 0;
 }
 

@@ -110,6 +110,177 @@ START_TEST(config_file_errors_name_file_line_key)
 }
 END_TEST
 
+/* A timeout of 0 would fail every download at once (issue 10, point 10):
+ * each of the four is refused with -EDOM, in any unit, and keeps its value;
+ * the file loader says why. */
+START_TEST(config_zero_timeouts_are_refused)
+{
+    static const char *const keys[] = {"connect_timeout", "idle_timeout", "first_byte_timeout",
+                                       "header_timeout"};
+    static const char *const zeros[] = {"0", "0ms", "0s", "0m", "0h", "0d", "000"};
+    hubd_config_t cfg, def;
+    char err[600], text[128];
+    ck_assert_int_eq(config_defaults(&cfg), 0);
+    ck_assert_int_eq(config_defaults(&def), 0);
+    const unsigned *slot[] = {&cfg.connect_timeout_ms, &cfg.idle_timeout_ms,
+                              &cfg.first_byte_timeout_ms, &cfg.header_timeout_ms};
+    const unsigned dflt[] = {def.connect_timeout_ms, def.idle_timeout_ms, def.first_byte_timeout_ms,
+                             def.header_timeout_ms};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        ck_assert_uint_gt(dflt[k], 0);
+        for (size_t z = 0; z < sizeof zeros / sizeof zeros[0]; z++) {
+            ck_assert_msg(config_set(&cfg, keys[k], zeros[z]) == -EDOM, "%s = %s", keys[k],
+                          zeros[z]);
+            ck_assert_uint_eq(*slot[k], dflt[k]);
+        }
+        /* The smallest that works. */
+        ck_assert_int_eq(config_set(&cfg, keys[k], "1ms"), 0);
+        ck_assert_uint_eq(*slot[k], 1);
+
+        snprintf(text, sizeof text, "[hubd]\nretries = 2\n%s = 0\n", keys[k]);
+        const char *path = write_conf(text);
+        ck_assert_int_eq(config_load_file(&cfg, path, err, sizeof err), -EDOM);
+        ck_assert_msg(strstr(err, path) && strstr(err, ":3:"), "%s", err);
+        ck_assert_msg(strstr(err, keys[k]), "%s", err);
+        ck_assert_msg(strstr(err, "a timeout of 0 would fail every download"), "%s", err);
+        unlink(path);
+    }
+    config_free(&cfg);
+    config_free(&def);
+}
+END_TEST
+
+/* 0 still means "none" or "off" where it always did. */
+START_TEST(config_zero_means_none_where_documented)
+{
+    hubd_config_t cfg;
+    ck_assert_int_eq(config_defaults(&cfg), 0);
+    ck_assert_uint_eq(cfg.deadline_ms, 0); /* the default: no deadline */
+    ck_assert_int_eq(config_set(&cfg, "deadline", "10m"), 0);
+    ck_assert_uint_eq(cfg.deadline_ms, 600000);
+    ck_assert_int_eq(config_set(&cfg, "deadline", "0"), 0);
+    ck_assert_uint_eq(cfg.deadline_ms, 0);
+    ck_assert_int_eq(config_set(&cfg, "deadline", "0s"), 0);
+    ck_assert_uint_eq(cfg.deadline_ms, 0);
+    ck_assert_int_eq(config_set(&cfg, "low_speed_limit", "0"), 0); /* off */
+    ck_assert_uint_eq(cfg.low_speed_limit, 0);
+    ck_assert_int_eq(config_set(&cfg, "low_speed_time", "0"), 0); /* off */
+    ck_assert_uint_eq(cfg.low_speed_time_ms, 0);
+    ck_assert_int_eq(config_set(&cfg, "verify_interval", "0"), 0); /* never */
+    ck_assert_uint_eq(cfg.verify_interval_ms, 0);
+    ck_assert_int_eq(config_set(&cfg, "retry_delay", "0"), 0);
+    ck_assert_uint_eq(cfg.retry_delay_ms, 0);
+    config_free(&cfg);
+}
+END_TEST
+
+/* Durations: plain seconds, or ms, s, m, h, d; at most what milliseconds
+ * in an unsigned hold (49 days and a bit). */
+START_TEST(config_duration_suffixes)
+{
+    static const struct {
+        const char *text;
+        unsigned ms;
+    } ok[] = {
+        {"5", 5000},     {"1500ms", 1500},  {"2s", 2000},         {"3m", 180000},
+        {"1h", 3600000}, {"2d", 172800000}, {"49d", 4233600000u}, {"4294967295ms", UINT32_MAX},
+    };
+    static const char *const bad[] = {"",   "s",    "5x",   "1.5s", "-1s", "5 s",
+                                      "5S", "5sec", "1ms5", "+",    "ms"};
+    hubd_config_t cfg;
+    ck_assert_int_eq(config_defaults(&cfg), 0);
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        ck_assert_msg(config_set(&cfg, "idle_timeout", ok[i].text) == 0, "%s", ok[i].text);
+        ck_assert_uint_eq(cfg.idle_timeout_ms, ok[i].ms);
+        ck_assert_int_eq(config_set(&cfg, "verify_interval", ok[i].text), 0);
+        ck_assert_uint_eq(cfg.verify_interval_ms, ok[i].ms);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(config_set(&cfg, "header_timeout", bad[i]) == -EINVAL, "'%s'", bad[i]);
+    ck_assert_int_eq(config_set(&cfg, "idle_timeout", "50d"), -ERANGE);
+    ck_assert_int_eq(config_set(&cfg, "idle_timeout", "4294968s"), -ERANGE);
+    ck_assert_int_eq(config_set(&cfg, "deadline", "99999999999999999999"), -EINVAL);
+    config_free(&cfg);
+}
+END_TEST
+
+/* config_print's text of the new keys (issue 10), and that it reads back
+ * to the same values (hubd --check-config prints it). */
+static char *print_config(const hubd_config_t *cfg)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(f);
+    config_print(cfg, f);
+    fclose(f);
+    return text;
+}
+
+START_TEST(config_new_keys_print_and_read_back)
+{
+    static const struct {
+        const char *key, *value, *printed;
+    } cases[] = {
+        {"header_timeout", "1500ms", "header_timeout = 1500ms\n"},
+        {"connect_timeout", "2m", "connect_timeout = 120s\n"},
+        {"deadline", "0", "deadline = 0s\n"},
+        {"low_speed_limit", "2K", "low_speed_limit = 2048\n"},
+        {"low_speed_time", "30s", "low_speed_time = 30s\n"},
+        {"min_free_space", "1G", "min_free_space = 1G\n"},
+        {"min_free_space", "5%", "min_free_space = 5%\n"},
+        {"min_free_space", "1536M", "min_free_space = 1536M\n"},
+        {"min_free_space", "0", "min_free_space = 0\n"},
+        {"verify_interval", "7d", "verify_interval = 604800s\n"},
+        {"verify_interval", "0", "verify_interval = 0s\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hubd_config_t cfg, back;
+        char err[600] = "";
+        ck_assert_int_eq(config_defaults(&cfg), 0);
+        ck_assert_int_eq(config_defaults(&back), 0);
+        ck_assert_msg(config_set(&cfg, cases[i].key, cases[i].value) == 0, "%s = %s", cases[i].key,
+                      cases[i].value);
+        char *text = print_config(&cfg);
+        ck_assert_msg(strstr(text, cases[i].printed), "%s = %s printed as:\n%s", cases[i].key,
+                      cases[i].value, text);
+        const char *path = write_conf(text);
+        ck_assert_msg(config_load_file(&back, path, err, sizeof err) == 0, "%s", err);
+        unlink(path);
+        ck_assert_uint_eq(back.header_timeout_ms, cfg.header_timeout_ms);
+        ck_assert_uint_eq(back.connect_timeout_ms, cfg.connect_timeout_ms);
+        ck_assert_uint_eq(back.deadline_ms, cfg.deadline_ms);
+        ck_assert_uint_eq(back.low_speed_limit, cfg.low_speed_limit);
+        ck_assert_uint_eq(back.low_speed_time_ms, cfg.low_speed_time_ms);
+        ck_assert_uint_eq(back.min_free_space, cfg.min_free_space);
+        ck_assert_uint_eq(back.min_free_percent, cfg.min_free_percent);
+        ck_assert_uint_eq(back.verify_interval_ms, cfg.verify_interval_ms);
+        free(text);
+        config_free(&cfg);
+        config_free(&back);
+    }
+
+    /* A size and a share replace each other. */
+    hubd_config_t cfg;
+    ck_assert_int_eq(config_defaults(&cfg), 0);
+    ck_assert_uint_eq(cfg.min_free_space, 1ull << 30);
+    ck_assert_uint_eq(cfg.min_free_percent, 0);
+    ck_assert_int_eq(config_set(&cfg, "min_free_space", "5%"), 0);
+    ck_assert_uint_eq(cfg.min_free_percent, 5);
+    ck_assert_uint_eq(cfg.min_free_space, 0);
+    ck_assert_int_eq(config_set(&cfg, "min_free_space", "1G"), 0);
+    ck_assert_uint_eq(cfg.min_free_space, 1ull << 30);
+    ck_assert_uint_eq(cfg.min_free_percent, 0);
+    static const char *const bad_free[] = {"51%", "x%", "-5%", "5.5%", "1Q", "", "%%"};
+    for (size_t i = 0; i < sizeof bad_free / sizeof bad_free[0]; i++)
+        ck_assert_msg(config_set(&cfg, "min_free_space", bad_free[i]) == -EINVAL, "'%s'",
+                      bad_free[i]);
+    ck_assert_uint_eq(cfg.min_free_space, 1ull << 30); /* unchanged by the refusals */
+    ck_assert_int_eq(config_set(&cfg, "low_speed_limit", "5G"), -EINVAL); /* above UINT_MAX */
+    config_free(&cfg);
+}
+END_TEST
+
 /* The shipped etc/hubd.conf with every key uncommented must parse and give
  * back exactly the defaults it documents. */
 START_TEST(config_shipped_file_documents_defaults)
@@ -200,6 +371,10 @@ int main(void)
     tcase_add_test(tc, config_set_validates_values);
     tcase_add_test(tc, config_file_sets_keys);
     tcase_add_test(tc, config_file_errors_name_file_line_key);
+    tcase_add_test(tc, config_zero_timeouts_are_refused);
+    tcase_add_test(tc, config_zero_means_none_where_documented);
+    tcase_add_test(tc, config_duration_suffixes);
+    tcase_add_test(tc, config_new_keys_print_and_read_back);
     tcase_add_test(tc, config_shipped_file_documents_defaults);
     tcase_add_test(tc, config_reload_splits_runtime_and_restart_keys);
     suite_add_tcase(s, tc);

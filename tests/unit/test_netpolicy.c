@@ -106,6 +106,104 @@ START_TEST(host_lists)
 }
 END_TEST
 
+/* deny_hosts = 127.0.0.1 denies that address in every spelling a URL can
+ * give it, and "[::ffff:127.0.0.1]" (issue 10, point 11). url_parse
+ * writes IPv4 hosts as dotted quads, but the policy does not rely on it. */
+START_TEST(host_lists_compare_addresses_as_addresses)
+{
+    static const char *const loopback[] = {
+        "127.0.0.1",       "127.1",      "2130706433", "0x7f000001",       "017700000001",
+        "0x7f.0.0.1",      "127.0.0.1.", "0177.0.1",   "::ffff:127.0.0.1", "::FFFF:7f00:0001",
+        "[::ffff:7f00:1]",
+    };
+    netpolicy_t *p = policy(NULL, NULL, NULL, "127.0.0.1, ::1");
+    for (size_t i = 0; i < sizeof loopback / sizeof loopback[0]; i++)
+        ck_assert_msg(netpolicy_host_ok(p, loopback[i]) == 0, "%s", loopback[i]);
+    ck_assert_int_eq(netpolicy_host_ok(p, "0:0::1"), 0);
+    ck_assert_int_eq(netpolicy_host_ok(p, "[0:0:0:0:0:0:0:1]"), 0);
+    /* Other addresses, and names, are not these. */
+    ck_assert_int_eq(netpolicy_host_ok(p, "127.0.0.2"), 1);
+    ck_assert_int_eq(netpolicy_host_ok(p, "127.2"), 1);
+    ck_assert_int_eq(netpolicy_host_ok(p, "::2"), 1);
+    ck_assert_int_eq(netpolicy_host_ok(p, "localhost"), 1); /* a name: deny_networks' job */
+    ck_assert_int_eq(netpolicy_host_ok(p, "127.0.0.1.example"), 1);
+    netpolicy_free(p);
+
+    /* A list item in another spelling is the same address too. */
+    static const char *const items[] = {"2130706433",         "127.1",         "0x7f.0.0.1",
+                                        "[::ffff:127.0.0.1]", "::ffff:7f00:1", "127.0.0.1."};
+    for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
+        p = policy(NULL, NULL, NULL, items[i]);
+        ck_assert_msg(netpolicy_host_ok(p, "127.0.0.1") == 0, "deny_hosts = %s", items[i]);
+        ck_assert_msg(netpolicy_host_ok(p, "::ffff:127.0.0.1") == 0, "deny_hosts = %s", items[i]);
+        ck_assert_msg(netpolicy_host_ok(p, "127.0.0.2") == 1, "deny_hosts = %s", items[i]);
+        netpolicy_free(p);
+    }
+
+    /* The IPv6 forms that carry an IPv4 address (netpolicy_addr_ok checks
+     * them as that address) are denied with it. */
+    p = policy(NULL, NULL, NULL, "192.0.2.7");
+    ck_assert_int_eq(netpolicy_host_ok(p, "::192.0.2.7"), 0);         /* IPv4-compatible */
+    ck_assert_int_eq(netpolicy_host_ok(p, "::ffff:0:192.0.2.7"), 0);  /* SIIT */
+    ck_assert_int_eq(netpolicy_host_ok(p, "64:ff9b::c000:207"), 0);   /* NAT64 */
+    ck_assert_int_eq(netpolicy_host_ok(p, "64:ff9b:1::c000:207"), 0); /* local NAT64 */
+    ck_assert_int_eq(netpolicy_host_ok(p, "2002:c000:207::1"), 0);    /* 6to4 */
+    ck_assert_int_eq(netpolicy_host_ok(p, "64:ff9b::c000:208"), 1);
+    netpolicy_free(p);
+}
+END_TEST
+
+/* allow_hosts admits an address in any spelling, an IPv4-mapped one for
+ * its IPv4 item and the other way round; names match names only. */
+START_TEST(allow_hosts_compare_addresses_as_addresses)
+{
+    netpolicy_t *p =
+        policy(NULL, NULL, "127.0.0.1, ::ffff:192.0.2.1, [2001:db8::1], *.example", NULL);
+    ck_assert_int_eq(netpolicy_host_ok(p, "127.0.0.1"), 1);
+    ck_assert_int_eq(netpolicy_host_ok(p, "127.1"), 1);
+    ck_assert_int_eq(netpolicy_host_ok(p, "::ffff:127.0.0.1"), 1);
+    ck_assert_int_eq(netpolicy_host_ok(p, "192.0.2.1"), 1);
+    ck_assert_int_eq(netpolicy_host_ok(p, "2001:db8:0::1"), 1);
+    ck_assert_int_eq(netpolicy_host_ok(p, "a.example"), 1);
+    ck_assert_int_eq(netpolicy_host_ok(p, "127.0.0.2"), 0);
+    ck_assert_int_eq(netpolicy_host_ok(p, "2001:db8::2"), 0);
+    /* Only the address itself: not the IPv6 forms that carry it. */
+    ck_assert_int_eq(netpolicy_host_ok(p, "::127.0.0.1"), 0);
+    ck_assert_int_eq(netpolicy_host_ok(p, "64:ff9b::7f00:1"), 0);
+    /* A host no URL can have is not allowed. */
+    ck_assert_int_eq(netpolicy_host_ok(p, "127.0.0.256"), 0);
+    ck_assert_int_eq(netpolicy_host_ok(p, "a.1"), 0);
+    netpolicy_free(p);
+
+    /* A name pattern never matches an address: "*.0.0.1" is not a way to
+     * write 127.0.0.1, and the configuration refuses it. */
+    hubd_config_t cfg;
+    ck_assert_int_eq(config_defaults(&cfg), 0);
+    ck_assert_int_eq(config_set(&cfg, "allow_hosts", "*.0.0.1, 127.0.0.1.example"), -EINVAL);
+    config_free(&cfg);
+    p = policy(NULL, NULL, "127.0.0.1.example", NULL);
+    ck_assert_int_eq(netpolicy_host_ok(p, "127.0.0.1"), 0);
+    ck_assert_int_eq(netpolicy_host_ok(p, "127.0.0.1.example"), 1);
+    netpolicy_free(p);
+}
+END_TEST
+
+/* Items no URL's host can be are refused, so a typo is not a silent
+ * never-match (config_set can check deny_hosts and allow_hosts with it). */
+START_TEST(bad_host_lists_are_refused)
+{
+    static const char *const bad[] = {"10.0.0.256",   "*.0.0.1", "models.example, a.1",
+                                      "127.0.0.1:80", "[::1",    "[1.2.3.4]",
+                                      "1.2.3.4.5",    "::1::2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(netpolicy_check_hosts(bad[i]) == -EINVAL, "%s", bad[i]);
+    ck_assert_int_eq(netpolicy_check_hosts(" models.example ,, *.cdn.example, 127.1, "
+                                           "2130706433, [::1], ::ffff:10.0.0.1, host. "),
+                     0);
+    ck_assert_int_eq(netpolicy_check_hosts(""), 0);
+}
+END_TEST
+
 START_TEST(bad_lists_are_refused)
 {
     static const char *const bad[] = {"10.0.0.0/33", "fe80::/129", "10.0.0.0/", "10.0.0/8",
@@ -124,6 +222,9 @@ int main(void)
     tcase_add_test(tc, defaults_deny_link_local_and_metadata);
     tcase_add_test(tc, prefixes_and_exceptions);
     tcase_add_test(tc, host_lists);
+    tcase_add_test(tc, host_lists_compare_addresses_as_addresses);
+    tcase_add_test(tc, allow_hosts_compare_addresses_as_addresses);
+    tcase_add_test(tc, bad_host_lists_are_refused);
     tcase_add_test(tc, bad_lists_are_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -6,6 +6,7 @@
  * are compared with their "#..." part cut off. */
 #include "url.h"
 
+#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -167,10 +168,179 @@ START_TEST(url_parse_rejects)
         "http://h/a\r\nHost: evil",          /* header injection */
         " http://h/",                        /* leading space */
         "http://h/ ",                        /* trailing space */
+        /* A host whose last label is a number is an IPv4 address or
+         * nothing (WHATWG URL): never a name to look up. */
+        "http://1.2.3.4.5/",               /* five parts */
+        "http://256.0.0.1/",               /* a leading part above 255 */
+        "http://1.2.3.256/",               /* the last part too big */
+        "http://1.2.65536/",               /* ... for the two bytes left */
+        "http://1.16777216/",              /* ... for the three bytes left */
+        "http://4294967296/",              /* 2^32 */
+        "http://0x100000000/",             /* 2^32 in hex */
+        "http://99999999999999999999999/", /* far past 2^32 (no wrap) */
+        "http://08/",                      /* leading 0 is octal: no 8 */
+        "http://09.0.0.1/",                /* ... nor 9 */
+        "http://0xg.1/",                   /* not hex */
+        "http://1..2/",                    /* an empty part */
+        "http://.1/",                      /* an empty first part */
+        "http://a.1/",                     /* a name part before a number */
+        "http://example.123/",             /* ... */
+        "http://example.0x1/",             /* ... a hex number */
+        "http://[1.2.3.4]/",               /* IPv4 in brackets */
+        "http://[abc]/",                   /* hex, but no IPv6 address */
+        "http://[::1::2]/",                /* two "::" */
+        "http://[12345::]/",               /* a group of five digits */
+        "http://[1:2:3:4:5:6:7:8:9]/",     /* nine groups */
+        "http://[::ffff:127.1]/",          /* short IPv4 inside IPv6 */
+        "http://[::ffff:1.2.3.256]/",      /* bad IPv4 inside IPv6 */
     };
 
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         parse_bad(bad[i]);
+}
+END_TEST
+
+/* Every spelling of an IPv4 address that browsers (WHATWG URL "IPv4
+ * parser") and inet_aton, and so getaddrinfo, read as one address comes
+ * out as its dotted quad: deny_hosts, the cache key and the Host header
+ * see the address the socket reaches (issue 10, point 11). */
+START_TEST(url_parse_ipv4_spellings_are_canonical)
+{
+    static const struct {
+        const char *host, *want;
+    } cases[] = {
+        {"127.0.0.1", "127.0.0.1"},
+        {"127.1", "127.0.0.1"},          /* the last part fills three bytes */
+        {"127.0.1", "127.0.0.1"},        /* ... two bytes */
+        {"2130706433", "127.0.0.1"},     /* one decimal number */
+        {"0x7f000001", "127.0.0.1"},     /* one hex number */
+        {"0X7F000001", "127.0.0.1"},     /* upper case */
+        {"017700000001", "127.0.0.1"},   /* one octal number */
+        {"0x7f.1", "127.0.0.1"},         /* hex parts */
+        {"0177.0.0.1", "127.0.0.1"},     /* octal parts */
+        {"0x7f.0.0.0x1", "127.0.0.1"},   /* mixed */
+        {"0x000000007f.1", "127.0.0.1"}, /* leading zeros in hex */
+        {"127.0.0.1.", "127.0.0.1"},     /* one final dot, as in a name */
+        {"0127.0.0.1", "87.0.0.1"},      /* a leading 0 is octal, not decimal */
+        {"169.254.43518", "169.254.169.254"},
+        {"0xa9.0xfe.0xa9.0xfe", "169.254.169.254"},
+        {"0", "0.0.0.0"},
+        {"0x", "0.0.0.0"}, /* WHATWG: "0x" alone is 0 (inet_aton refuses it) */
+        {"4294967295", "255.255.255.255"},
+        {"1.16777215", "1.255.255.255"},
+        {"1.2.65535", "1.2.255.255"},
+        {"192.0.2.1", "192.0.2.1"},
+    };
+    char url[128], want[128];
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(url, sizeof url, "http://%s:81/x", cases[i].host);
+        snprintf(want, sizeof want, "http://%s:81/x", cases[i].want);
+        parse_ok(url, "http", cases[i].want, 81, 0, "/x", want);
+        /* Where the resolver's own parser takes the spelling, it agrees. */
+        struct in_addr a;
+        if (inet_aton(cases[i].host, &a))
+            ck_assert_msg(strcmp(inet_ntoa(a), cases[i].want) == 0, "%s: inet_aton says %s",
+                          cases[i].host, inet_ntoa(a));
+    }
+    /* Host header and origin: the one spelling too. */
+    url_t u, v;
+    char hp[64];
+    ck_assert_int_eq(url_parse("https://0x7f.1:8443/a", &u, NULL), 0);
+    ck_assert_int_eq(url_hostport(&u, hp, sizeof hp), (int)strlen("127.0.0.1:8443"));
+    ck_assert_str_eq(hp, "127.0.0.1:8443");
+    ck_assert_int_eq(url_parse("https://127.0.0.1:8443/b", &v, NULL), 0);
+    ck_assert_int_eq(url_same_origin(&u, &v), 1);
+    url_free(&u);
+    url_free(&v);
+}
+END_TEST
+
+/* A last label that is not a number keeps the host a name, unchanged. */
+START_TEST(url_parse_names_that_look_numeric_stay_names)
+{
+    static const char *const names[] = {"1.2.3.4a",  "127.0.0.1x", "0x7g",      "1e100",
+                                        "1.2.3.4-x", "0x.example", "1.example", "example.com."};
+    char url[128], want[128];
+
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(url, sizeof url, "http://%s/", names[i]);
+        snprintf(want, sizeof want, "http://%s/", names[i]);
+        parse_ok(url, "http", names[i], 80, 0, "/", want);
+    }
+}
+END_TEST
+
+/* IPv6 literals come out as inet_ntop writes them: one spelling each. */
+START_TEST(url_parse_ipv6_spellings_are_canonical)
+{
+    static const struct {
+        const char *host, *want;
+    } cases[] = {
+        {"0:0:0:0:0:0:0:1", "::1"},
+        {"0000:0000::0001", "::1"},
+        {"::FFFF:7F00:1", "::ffff:127.0.0.1"},
+        {"0:0:0:0:0:ffff:127.0.0.1", "::ffff:127.0.0.1"},
+        {"::ffff:127.0.0.1", "::ffff:127.0.0.1"},
+        {"2001:0DB8:0:0:0:0:0:0A", "2001:db8::a"},
+        {"2001:db8:0:0:1:0:0:1", "2001:db8::1:0:0:1"},
+        {"fe80:0::1", "fe80::1"},
+        {"::", "::"},
+    };
+    char url[128], want[128];
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(url, sizeof url, "http://[%s]:8080/x", cases[i].host);
+        snprintf(want, sizeof want, "http://[%s]:8080/x", cases[i].want);
+        parse_ok(url, "http", cases[i].want, 8080, 1, "/x", want);
+    }
+}
+END_TEST
+
+/* The classification the host lists use (netpolicy): an address in 16
+ * bytes with IPv4 as IPv4-mapped, a name, or neither. */
+START_TEST(url_host_addr_kinds)
+{
+    static const uint8_t lo4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+    static const uint8_t lo6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    static const struct {
+        const char *host;
+        int rc;
+        const uint8_t *addr;
+    } cases[] = {
+        {"127.0.0.1", 1, lo4},
+        {"127.1", 1, lo4},
+        {"2130706433", 1, lo4},
+        {"0x7F000001", 1, lo4},
+        {"127.0.0.1.", 1, lo4},
+        {"::ffff:127.0.0.1", 1, lo4}, /* IPv4-mapped: the same 16 bytes */
+        {"[::ffff:7f00:1]", 1, lo4},
+        {"::1", 1, lo6},
+        {"[0::1]", 1, lo6},
+        {"example.org", 0, NULL},
+        {"*.example.org", 0, NULL},
+        {"localhost", 0, NULL},
+        {"1.2.3.4a", 0, NULL},
+        {"10.0.0.256", -EINVAL, NULL},
+        {"*.0.0.1", -EINVAL, NULL},
+        {"a.1", -EINVAL, NULL},
+        {"[::1", -EINVAL, NULL},
+        {"[]", -EINVAL, NULL},
+        {"[1.2.3.4]", -EINVAL, NULL},
+        {"127.0.0.1:80", -EINVAL, NULL},
+        {"::1::", -EINVAL, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint8_t addr[16];
+        int rc = url_host_addr(cases[i].host, strlen(cases[i].host), addr);
+        ck_assert_msg(rc == cases[i].rc, "%s: got %d, want %d", cases[i].host, rc, cases[i].rc);
+        if (cases[i].addr)
+            ck_assert_msg(memcmp(addr, cases[i].addr, 16) == 0, "%s: wrong address", cases[i].host);
+    }
+    /* Only the n bytes given are read. */
+    uint8_t addr[16];
+    ck_assert_int_eq(url_host_addr("127.1,example.org", 5, addr), 1);
+    ck_assert_int_eq(memcmp(addr, lo4, 16), 0);
 }
 END_TEST
 
@@ -240,6 +410,29 @@ START_TEST(url_parse_length_limit)
     host[7 + 253] = 'x';
     host[7 + 254] = '\0';
     parse_bad(host);
+
+    /* The canonical form keeps the limit, so that it parses again: "0" is
+     * six bytes longer as "0.0.0.0". */
+    memset(text, 'a', sizeof text);
+    memcpy(text, "http://0/", 9);
+    text[URL_MAX_LEN - 6] = '\0';
+    ck_assert_int_eq(url_parse(text, &u, NULL), 0);
+    ck_assert_uint_eq(strlen(u.canonical), URL_MAX_LEN);
+    url_free(&u);
+    text[URL_MAX_LEN - 6] = 'a';
+    text[URL_MAX_LEN - 5] = '\0';
+    parse_bad(text);
+    /* The same for the "/" a query without a path gets (fuzz_url checks
+     * that every canonical form parses again). */
+    memset(text, 'a', sizeof text);
+    memcpy(text, "http://h?", 9);
+    text[URL_MAX_LEN - 1] = '\0';
+    ck_assert_int_eq(url_parse(text, &u, NULL), 0);
+    ck_assert_uint_eq(strlen(u.canonical), URL_MAX_LEN);
+    url_free(&u);
+    text[URL_MAX_LEN - 1] = 'a';
+    text[URL_MAX_LEN] = '\0';
+    parse_bad(text);
 }
 END_TEST
 
@@ -452,6 +645,10 @@ static Suite *url_suite(void)
     tcase_add_test(parse, url_parse_lowercases_scheme_and_host);
     tcase_add_test(parse, url_parse_ports);
     tcase_add_test(parse, url_parse_ipv6_literal);
+    tcase_add_test(parse, url_parse_ipv4_spellings_are_canonical);
+    tcase_add_test(parse, url_parse_names_that_look_numeric_stay_names);
+    tcase_add_test(parse, url_parse_ipv6_spellings_are_canonical);
+    tcase_add_test(parse, url_host_addr_kinds);
     tcase_add_test(parse, url_parse_target_forms);
     tcase_add_test(parse, url_parse_removes_dot_segments);
     tcase_add_test(parse, url_parse_unsupported_scheme);
