@@ -25,7 +25,11 @@ int cred_secret_load(const char *cache_dir, cred_secret_t *out)
          * leaves a short secret that would change every tag. */
         char tmp[4200];
         snprintf(tmp, sizeof tmp, "%s.new", path);
-        int w = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        /* A new file: a stale name (a crash mid-way, or a link someone
+         * planted) is unlinked, never written through. */
+        if (unlink(tmp) && errno != ENOENT)
+            return -errno;
+        int w = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (w < 0)
             return -errno;
         int ok = write(w, key, sizeof key) == (ssize_t)sizeof key && fsync(w) == 0;
@@ -43,8 +47,8 @@ int cred_secret_load(const char *cache_dir, cred_secret_t *out)
     int rc = 0;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size != (off_t)sizeof out->key)
         rc = -EINVAL;
-    else if (st.st_mode & 077)
-        rc = -EPERM; /* readable by others: every tag could be forged */
+    else if ((st.st_mode & 077) || st.st_uid != geteuid())
+        rc = -EPERM; /* readable, or replaceable, by others: every tag could be forged */
     else if (read(fd, out->key, sizeof out->key) != (ssize_t)sizeof out->key)
         rc = -EIO;
     close(fd);

@@ -187,6 +187,48 @@ static int build_config(const flags_t *f, hubd_config_t *cfg, char *err, size_t 
     return 0;
 }
 
+/* What start-up found of a damaged hubd.db, for the log and STATUS=. */
+typedef struct rebuilt {
+    char aside[PATH_MAX + 64]; /* where the damaged file went; "" if it was sound */
+    unsigned recovered;        /* blobs recorded again from blobs/ */
+    unsigned quarantined;      /* private blobs no one may open any more */
+} rebuilt_t;
+
+/* Opens hubd.db and makes it agree with the files (reconcile). A database
+ * that SQLite finds damaged, while opening it, in its quick_check or while
+ * reconcile reads it, is trusted no further: any row read from it might be
+ * garbage, and a row it cannot read would have its blob quarantined. It is
+ * set aside for a person, a new one is made and the blob rows are recorded
+ * again from blobs/, whose file names are their digests. Entries, pins and
+ * partial rows are lost; the bytes are not: a public blob is a hit by digest
+ * again, a URL is downloaded again. Any other error stops the start. */
+static int open_db(daemon_state_t *d, const char *db_path, reconcile_report_t *rep, rebuilt_t *rb)
+{
+    int rc = db_open(db_path, &d->db);
+    if (!rc)
+        rc = reconcile_cache(d->store, d->db, rep);
+    if (rc != -EUCLEAN)
+        return rc;
+    db_close(d->db);
+    d->db = NULL;
+    rc = reconcile_set_aside(d->store, "hubd.db", rb->aside, sizeof rb->aside);
+    if (!rc)
+        rc = db_open(db_path, &d->db);
+    if (!rc)
+        rc = reconcile_rebuild(d->store, d->db, &rb->recovered, &rb->quarantined);
+    if (!rc)
+        rc = reconcile_cache(d->store, d->db, rep);
+    if (rc) {
+        log_err("the database %s was corrupt and could not be rebuilt: %s", db_path, strerror(-rc));
+        return rc;
+    }
+    log_err("the database %s was corrupt: set aside as %s and rebuilt from blobs/, %u blob(s) "
+            "recovered, %u private blob(s) quarantined; entries, pins and partial downloads were "
+            "lost (a URL downloads again; a recovered blob is a hit by its digest)",
+            db_path, rb->aside, rb->recovered, rb->quarantined);
+    return 0;
+}
+
 /* SIGHUP: the file again, over fresh defaults, with the same flags. What
  * can change at run time does; the rest is named in the log. A file that
  * no longer parses changes nothing. */
@@ -242,10 +284,9 @@ int main(int argc, char **argv)
     if (rc)
         goto out;
     snprintf(db_path, sizeof db_path, "%s/hubd.db", d.cfg.cache_dir);
-    if ((rc = db_open(db_path, &d.db)))
-        goto out;
     reconcile_report_t rep;
-    if ((rc = reconcile_cache(d.store, d.db, &rep)))
+    rebuilt_t rebuilt = {.aside = ""};
+    if ((rc = open_db(&d, db_path, &rep, &rebuilt)))
         goto out;
     if ((rc = tls_ctx_new(&d.cfg, &d.tls, err, sizeof err))) {
         log_err("TLS set-up: %s", err);
@@ -296,8 +337,13 @@ int main(int argc, char **argv)
     log_info("hubd %s listening on %s, cache %s, sha256 %s, read buffers %zu KiB", HUBD_VERSION,
              listen_fd >= 0 ? "the socket systemd passed" : d.cfg.socket_path, d.cfg.cache_dir,
              sha256_impl_name(), d.cfg.read_buffer_size / 1024);
-    service_status("serving; cache %s (%u partial download(s) to resume)", d.cfg.cache_dir,
-                   rep.partials_kept);
+    if (rebuilt.aside[0]) /* loud where an admin looks: systemctl status */
+        service_status("serving; DATABASE WAS CORRUPT: set aside as %s, rebuilt with %u blob(s) "
+                       "from blobs/ (entries lost); cache %s",
+                       rebuilt.aside, rebuilt.recovered, d.cfg.cache_dir);
+    else
+        service_status("serving; cache %s (%u partial download(s) to resume)", d.cfg.cache_dir,
+                       rep.partials_kept);
     service_ready();
 
 run_out:

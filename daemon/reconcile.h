@@ -1,15 +1,19 @@
 /* reconcile: make the database and blobs/ agree, once, at start-up.
  *
  * After a crash, a disk clean-up by hand or a restore, the two may differ.
- * Rows whose blob file is gone (or has the wrong size) are forgotten, so the
+ * Rows whose blob file is gone (or has the wrong size, or is not a regular
+ * file of hubd's: a symbolic link is never followed) are forgotten, so the
  * next fetch downloads again instead of failing; files under blobs/ that no
  * row names, or that are not named like a blob, are moved to quarantine/ for
  * a person to look at, never served, except a commit cut short: a blob that
  * is the same file (a hard link) as a partial whose row is still there is
  * recorded for that row's URL. Partial downloads recorded in the
- * partials table are cut back to their durable length and kept for resuming;
- * a row whose file is gone or short is dropped, and a file under tmp/ that no
- * row names is removed. Runs before the loop starts. */
+ * partials table are cut back (through an fd, never a link) to their
+ * durable length and kept for resuming; a row whose file is gone, short, a
+ * link or has a second name is dropped, and a name under tmp/ that no row
+ * names is removed (a link goes, not what it points to). A database error
+ * stops it before anything is moved: a file is quarantined only when the
+ * rows were all read and none names it. Runs before the loop starts. */
 #ifndef HUBD_RECONCILE_H
 #define HUBD_RECONCILE_H
 
@@ -26,6 +30,23 @@ typedef struct reconcile_report {
     uint64_t max_partial_id; /* new partials are numbered above this */
 } reconcile_report_t;
 
+/* 0, or a negative errno: then nothing may be trusted to have been checked
+ * (a database error stops it, rather than read as "no row names it");
+ * -EUCLEAN when SQLite found the database corrupt. */
 int reconcile_cache(store_t *store, db_t *db, reconcile_report_t *report);
+
+/* Start-up, the database closed: renames <cache_dir>/<name> and its -wal
+ * and -shm to <name>.corrupt-<unix time>[.<n>] (and -wal, -shm), for a
+ * person to look at; aside gets the new path of <name>. */
+int reconcile_set_aside(store_t *store, const char *name, char *aside, size_t cap);
+
+/* After a corrupt database was set aside, into a new empty one: a blob row,
+ * without entries, for every file under blobs/ named like a blob that is a
+ * regular file of hubd's and public (0444); their names are their digests
+ * (hashed when they were committed), their sizes are the files'. A private
+ * blob (0400, fetched with credentials) is moved to quarantine/: the
+ * credential tags that may open it were in the lost entries. Entries, pins
+ * and partial rows are lost; reconcile_cache then runs as usual. */
+int reconcile_rebuild(store_t *store, db_t *db, unsigned *recovered, unsigned *quarantined);
 
 #endif

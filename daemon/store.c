@@ -2,6 +2,7 @@
 #include "store.h"
 #include "log.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -13,7 +14,7 @@
 #include <unistd.h>
 
 struct store {
-    char *dir;   /* cache_dir, absolute or as given */
+    char *dir;   /* cache_dir as given, without trailing slashes */
     int dir_fd;  /* open cache_dir; blobs/ and tmp/ are resolved relative to it */
     int lock_fd; /* <cache_dir>/lock, flock'ed for the daemon's life */
 };
@@ -36,22 +37,140 @@ static int mkdir_p(const char *path, mode_t mode)
     return 0;
 }
 
+/* What hubd keeps directly in its cache dir, checked at every start. Absent
+ * is fine (made when needed). hubd.db's name is main.c's and reserve's is
+ * cache.c's, listed here so that one place decides what the cache holds. */
+static const struct {
+    const char *name;
+    int dir; /* a folder, else a regular file */
+} cache_names[] = {
+    {"lock", 0},    {"secret", 0}, {"hubd.db", 0}, {"hubd.db-wal", 0}, {"hubd.db-shm", 0},
+    {"reserve", 0}, {"blobs", 1},  {"tmp", 1},     {"quarantine", 1},
+};
+
+/* 0 when st (an lstat) is what hubd may use: of the wanted type, not a
+ * symbolic link, owned by hubd's effective uid, not writable by group or
+ * others. Else logs the path, what it is and what is wanted, and returns
+ * -EPERM: someone else could have planted it, or could still change it. */
+static int check_st(const char *root, const char *rel, const struct stat *st, int want_dir)
+{
+    uid_t me = geteuid();
+    const char *want = want_dir ? "a folder" : "a regular file";
+    char found[96];
+    if (S_ISLNK(st->st_mode))
+        snprintf(found, sizeof found, "a symbolic link");
+    else if (want_dir ? !S_ISDIR(st->st_mode) : !S_ISREG(st->st_mode))
+        snprintf(found, sizeof found, "not %s (mode %06o)", want, (unsigned)st->st_mode);
+    else if (st->st_uid != me || (st->st_mode & 022))
+        snprintf(found, sizeof found, "owned by uid %u with mode %04o", (unsigned)st->st_uid,
+                 (unsigned)(st->st_mode & 07777));
+    else
+        return 0;
+    log_err("unsafe cache dir: %s%s%s is %s; hubd (uid %u) wants %s owned by uid %u, not "
+            "writable by group or others, and no symbolic link anywhere in its cache (chown, "
+            "chmod or remove it, or set cache_dir to a folder of hubd's own)",
+            root, rel ? "/" : "", rel ? rel : "", found, (unsigned)me, want, (unsigned)me);
+    return -EPERM;
+}
+
+/* check_st of <dir_fd>/<rel>, if it exists. */
+static int check_at(int dir_fd, const char *root, const char *rel, int want_dir)
+{
+    struct stat st;
+    if (fstatat(dir_fd, rel, &st, AT_SYMLINK_NOFOLLOW))
+        return errno == ENOENT ? 0 : -errno;
+    return check_st(root, rel, &st, want_dir);
+}
+
+/* The two-letter folders under blobs/ hold what clients open: each must be
+ * hubd's (a stray file there is reconcile's to quarantine). */
+static int check_blob_dirs(int dir_fd, const char *root)
+{
+    int fd = openat(dir_fd, "blobs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -errno;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -errno;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (!rc && (e = readdir(d)) != NULL) {
+        struct stat st;
+        if (e->d_name[0] == '.' || strlen(e->d_name) != 2 ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+            !(S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode)))
+            continue;
+        char rel[16];
+        snprintf(rel, sizeof rel, "blobs/%.2s", e->d_name); /* two letters, checked */
+        rc = check_st(root, rel, &st, 1);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Takes group and other bits off what is hubd's alone (tmp/, quarantine/,
+ * the lock), in case an older hubd or a person made it looser: file names
+ * of downloads in progress are no one else's business. Through an fd opened
+ * without following links, so a chmod never lands elsewhere. */
+static void tighten_at(int dir_fd, const char *rel, mode_t mode)
+{
+    int fd = openat(dir_fd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0)
+        return;
+    if (fstat(fd, &st) == 0 && (st.st_mode & 077) && fchmod(fd, mode))
+        log_warn("cannot chmod %s to %04o: %s", rel, (unsigned)mode, strerror(errno));
+    close(fd);
+}
+
+/* Every check of the layout; -EPERM (logged) at the first unsafe one. */
+static int check_layout(const store_t *s)
+{
+    struct stat st;
+    if (fstat(s->dir_fd, &st))
+        return -errno;
+    int rc = check_st(s->dir, NULL, &st, 1);
+    for (size_t i = 0; !rc && i < sizeof cache_names / sizeof cache_names[0]; i++)
+        rc = check_at(s->dir_fd, s->dir, cache_names[i].name, cache_names[i].dir);
+    return rc ? rc : check_blob_dirs(s->dir_fd, s->dir);
+}
+
 int store_open(const char *cache_dir, store_t **out)
 {
-    int rc = mkdir_p(cache_dir, 0755);
+    /* Without trailing slashes: "link/" would resolve the link even for
+     * lstat and O_NOFOLLOW. */
+    char dir[PATH_MAX];
+    if (snprintf(dir, sizeof dir, "%s", cache_dir) >= (int)sizeof dir)
+        return -ENAMETOOLONG;
+    for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
+        dir[n - 1] = '\0';
+    int rc = mkdir_p(dir, 0755);
     if (rc) {
-        log_err("cannot create cache dir %s: %s", cache_dir, strerror(-rc));
+        log_err("cannot create cache dir %s: %s", dir, strerror(-rc));
         return rc;
     }
+    /* The cache dir itself must not be a link: one planted where the admin
+     * pointed cache_dir would move the whole cache (lstat first for a clear
+     * message, then O_NOFOLLOW so that what is checked is what is used). */
+    struct stat st;
+    if (lstat(dir, &st) == 0 && (rc = check_st(dir, NULL, &st, 1)) != 0)
+        return rc;
     store_t *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
     s->lock_fd = -1;
-    s->dir = strdup(cache_dir);
-    s->dir_fd = open(cache_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    s->dir = strdup(dir);
+    s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (!s->dir || s->dir_fd < 0) {
         rc = s->dir ? -errno : -ENOMEM;
         goto fail;
+    }
+    /* Checks only read: they may come before the lock. */
+    if ((rc = check_layout(s)) != 0) {
+        store_close(s);
+        return rc;
     }
     /* One daemon per cache: a second one would cut the first one's partials
      * back at start-up while they are being written. Taken before anything
@@ -75,6 +194,9 @@ int store_open(const char *cache_dir, store_t **out)
         rc = -errno;
         goto fail;
     }
+    tighten_at(s->dir_fd, "lock", 0600);
+    tighten_at(s->dir_fd, "tmp", 0700);
+    tighten_at(s->dir_fd, "quarantine", 0700);
     *out = s;
     return 0;
 fail:
@@ -100,6 +222,11 @@ const char *store_dir(const store_t *s)
     return s->dir;
 }
 
+int store_dir_fd(const store_t *s)
+{
+    return s->dir_fd;
+}
+
 void store_blob_path(const store_t *s, const char *hex, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s/blobs/%.2s/%s", s->dir, hex, hex);
@@ -120,7 +247,13 @@ int store_tmp_create(const store_t *s, uint64_t id, int *fd_out)
 {
     char rel[64];
     tmp_rel(id, rel, sizeof rel);
-    int fd = openat(s->dir_fd, rel, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    /* A new file, never an old one: whatever has the name (a crashed job's
+     * file, a name that is also a blob's, a planted link) is unlinked, which
+     * removes the name and not what it points to, and O_EXCL|O_NOFOLLOW fail
+     * rather than open anything that appears there meanwhile. */
+    if (unlinkat(s->dir_fd, rel, 0) && errno != ENOENT)
+        return -errno;
+    int fd = openat(s->dir_fd, rel, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return -errno;
     *fd_out = fd;
@@ -131,16 +264,22 @@ int store_tmp_reopen(const store_t *s, uint64_t id, uint64_t keep, int *fd_out)
 {
     char rel[64];
     tmp_rel(id, rel, sizeof rel);
-    int fd = openat(s->dir_fd, rel, O_RDWR | O_CLOEXEC);
+    /* O_NOFOLLOW: a link is not ours to cut (ELOOP). O_NONBLOCK: a FIFO in
+     * its place must not hang the open; cleared once it is known regular. */
+    int fd = openat(s->dir_fd, rel, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
-        return -errno;
+        return errno == ELOOP ? -ESTALE : -errno;
     struct stat st;
     int rc = 0;
     if (fstat(fd, &st))
         rc = -errno;
-    else if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < keep)
+    else if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1)
+        rc = -ESTALE; /* not a file hubd made, or also named elsewhere: cutting it
+                       * would cut the other name's bytes */
+    else if ((uint64_t)st.st_size < keep)
         rc = -ESTALE; /* shorter than what the row promised: not ours to trust */
-    else if ((uint64_t)st.st_size > keep && ftruncate(fd, (off_t)keep))
+    else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) ||
+             ((uint64_t)st.st_size > keep && ftruncate(fd, (off_t)keep)))
         rc = -errno;
     if (rc) {
         close(fd);
@@ -157,7 +296,7 @@ static void blob_rel(const char *hex, char *buf, size_t cap)
 
 static int fsync_dir_at(int dir_fd, const char *rel)
 {
-    int fd = openat(dir_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = openat(dir_fd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -errno;
     int rc = fsync(fd) ? -errno : 0;
@@ -191,6 +330,17 @@ int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int pri
         mode = 0400;
     if (fsync(fd) || fchmod(fd, mode)) {
         rc = -errno;
+        goto fail;
+    }
+    /* The link below goes by name: the name must still be this file, so
+     * that only the bytes just hashed can get a blob's name. */
+    struct stat fst;
+    if (fstat(fd, &fst) || fstatat(s->dir_fd, rel_tmp, &st, AT_SYMLINK_NOFOLLOW)) {
+        rc = -errno;
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_dev != fst.st_dev || st.st_ino != fst.st_ino) {
+        rc = -EIO;
         goto fail;
     }
     if (close(fd)) {

@@ -1,12 +1,26 @@
 /* store: the cache's files on disk.
  *
- *   <cache_dir>/blobs/ab/ab12...   complete, verified, read-only, by SHA-256
+ *   <cache_dir>/                   0755 (clients open blob paths)
+ *   <cache_dir>/blobs/ab/ab12...   complete, verified, read-only (0444, or 0400
+ *                                  when private), by SHA-256; blobs/ and
+ *                                  blobs/ab/ are 0755
  *   <cache_dir>/tmp/<id>.part      being downloaded; never served. id is a job's
  *                                  partial id (the partials row, when recorded)
+ *   <cache_dir>/quarantine/        files start-up or verify would not serve
+ *   <cache_dir>/hubd.db(-wal,-shm), lock, secret: hubd's alone
+ * Every other file is 0600 and every other folder 0700.
+ *
+ * Nothing in the cache is followed through a symbolic link: a cache that
+ * another user can write to (root hubd on a folder a user made) could
+ * otherwise turn hubd's writes, chmods and links onto any file. So
+ * store_open refuses to start on a cache whose folders or files are links,
+ * are not owned by hubd's effective uid or are writable by group or others,
+ * and every open below uses O_NOFOLLOW.
  *
  * store_open runs once at start-up on the loop thread before the loop runs.
  * Every other function does blocking file I/O and is called only from libuv
- * pool threads (a job's work items); they touch no shared mutable state. */
+ * pool threads (a job's work items, and start-up); they touch no shared
+ * mutable state. */
 #ifndef HUBD_STORE_H
 #define HUBD_STORE_H
 
@@ -16,19 +30,28 @@
 
 typedef struct store store_t;
 
+/* Creates the layout as needed, takes the cache's lock and checks every
+ * folder and file hubd keeps there (the list in store.c). -EPERM, logged
+ * with the path, what was found and what is wanted, when one is unsafe;
+ * -EBUSY when another hubd holds the cache. */
 int store_open(const char *cache_dir, store_t **out);
 void store_close(store_t *s);
 const char *store_dir(const store_t *s);
+/* The open cache dir, for *at() calls relative to it (start-up code). */
+int store_dir_fd(const store_t *s);
 
 /* Paths into caller buffers (PATH_MAX is enough). */
 void store_blob_path(const store_t *s, const char *hex, char *buf, size_t cap);
 void store_tmp_path(const store_t *s, uint64_t id, char *buf, size_t cap);
 
-/* Pool thread: create (truncate) the partial file of a job, mode 0600. */
+/* Pool thread: create the partial file of a job, new and empty, mode 0600
+ * (whatever had the name before is unlinked, never written through). */
 int store_tmp_create(const store_t *s, uint64_t id, int *fd_out);
 
-/* Pool thread: open an existing partial to resume it, read-write, cut to
- * its first `keep` bytes. -ESTALE when it holds fewer than that. */
+/* Pool thread (or start-up): open an existing partial to resume it,
+ * read-write, cut to its first `keep` bytes. -ESTALE when it holds fewer
+ * than that, or is not a regular file of hubd's with one name (a link, or
+ * a file also named elsewhere, is never cut). */
 int store_tmp_reopen(const store_t *s, uint64_t id, uint64_t keep, int *fd_out);
 
 /* Pool thread: make the partial durable and visible under its digest:
