@@ -39,7 +39,7 @@ static void admin_work(uv_work_t *w)
         r->rc = db_set_pinned(req->db, req->target, req->op == ADMIN_PIN);
         break;
     case ADMIN_GC:
-        r->rc = cache_evict(req->store, req->db, req->size, NULL, &r->evict);
+        r->rc = cache_evict(req->store, req->db, req->size, NULL, UINT64_MAX, &r->evict);
         break;
     case ADMIN_VERIFY:
         r->rc = cache_verify(req->store, req->db, &r->checked, &req->bad);

@@ -120,14 +120,14 @@ int cache_drop(store_t *store, db_t *db, const char *sha256)
     return drop_blob(store, db, sha256, 1);
 }
 
-int cache_evict(store_t *store, db_t *db, uint64_t target, const char *keep,
+int cache_evict(store_t *store, db_t *db, uint64_t target, const char *keep, uint64_t fence,
                 cache_evict_result_t *out)
 {
     memset(out, 0, sizeof *out);
-    int rc = db_total_size(db, &out->size);
+    int rc = db_total_size(db, fence, &out->size);
     while (!rc && out->size > target && !atomic_load(&cancelled)) {
         victims_t vs = {.n = 0};
-        if ((rc = db_lru(db, EVICT_BATCH, keep, add_victim, &vs)) != 0 || vs.n == 0)
+        if ((rc = db_lru(db, EVICT_BATCH, keep, fence, add_victim, &vs)) != 0 || vs.n == 0)
             break; /* only pinned blobs (and keep) are left */
         unsigned dropped = 0;
         for (unsigned i = 0; i < vs.n && out->size > target; i++) {

@@ -22,8 +22,11 @@ typedef struct cache_evict_result {
 } cache_evict_result_t;
 
 /* Removes blobs until their total is at most target (or only pinned ones,
- * and `keep`, are left). keep may be NULL. */
-int cache_evict(store_t *store, db_t *db, uint64_t target, const char *keep,
+ * and `keep`, are left). keep may be NULL. Only blobs recorded or used up
+ * to the use sequence `fence` count and may go (UINT64_MAX: all): a run
+ * whose target left room for downloads in progress must neither count nor
+ * evict the blob one of them records meanwhile. */
+int cache_evict(store_t *store, db_t *db, uint64_t target, const char *keep, uint64_t fence,
                 cache_evict_result_t *out);
 
 /* One blob that failed verification. */

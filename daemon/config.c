@@ -343,10 +343,11 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value)
             return -EINVAL;
         return set_optional(key[0] == 'd' ? &cfg->deny_networks : &cfg->allow_networks, value);
     }
-    if (strcmp(key, "allow_hosts") == 0)
-        return set_optional(&cfg->allow_hosts, value);
-    if (strcmp(key, "deny_hosts") == 0)
-        return set_optional(&cfg->deny_hosts, value);
+    if (strcmp(key, "allow_hosts") == 0 || strcmp(key, "deny_hosts") == 0) {
+        if (netpolicy_check_hosts(value)) /* an item no URL's host could ever match */
+            return -EINVAL;
+        return set_optional(key[0] == 'a' ? &cfg->allow_hosts : &cfg->deny_hosts, value);
+    }
     if (strcmp(key, "log_level") == 0) {
         int lvl = log_level_parse(value);
         if (lvl < 0)
@@ -375,6 +376,10 @@ static int on_ini_key(void *user, const char *section, const char *name, const c
     int rc = config_set(ctx->cfg, name, value);
     if (rc == -ENOENT)
         snprintf(ctx->err, ctx->errlen, "unknown key '%s'", name);
+    else if (rc == -ERANGE)
+        snprintf(ctx->err, ctx->errlen,
+                 "bad value '%s' for key '%s': out of range (a duration: at most 49 days)", value,
+                 name);
     else if (rc == -EDOM)
         snprintf(ctx->err, ctx->errlen,
                  "bad value '%s' for key '%s': a timeout of 0 would fail every download "

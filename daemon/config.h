@@ -65,7 +65,8 @@ int config_defaults(hubd_config_t *cfg);
 int config_load_file(hubd_config_t *cfg, const char *path, char *err, size_t errlen);
 
 /* Sets one key from its text form, as the file does; used by flags too.
- * Returns 0, -ENOENT for an unknown key, -EINVAL for a bad value. */
+ * Returns 0, -ENOENT for an unknown key, -EINVAL for a bad value, -ERANGE
+ * for one out of range, -EDOM for a timeout of 0. */
 int config_set(hubd_config_t *cfg, const char *key, const char *value);
 
 /* Parses "256K", "1M", "2G", "1T" or plain bytes. */

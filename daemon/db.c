@@ -3,17 +3,24 @@
 #include "log.h"
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define DB_SCHEMA_VERSION 3
 
 struct db {
     sqlite3 *rd;                 /* loop thread only */
-    uint64_t seq;                /* last use sequence number given out; under wr's mutex */
+    _Atomic uint64_t seq;        /* last use sequence number given out (under wr's mutex;
+                                    read from any thread: db_use_seq) */
     sqlite3 *wr;                 /* pool threads only (serialized mode) */
     sqlite3_stmt *find_entry;    /* on rd */
     sqlite3_stmt *find_blob;     /* on rd */
@@ -73,7 +80,9 @@ static int sq_err(sqlite3 *h, const char *what)
  * must not invert then. Each row gets the next number when it is recorded
  * or used; `accessed` stays, for people. A blob also keeps the identity of
  * its file as committed (inode, mtime and ctime in ns), checked on every
- * hit, and when it was last re-hashed (background verification). Entries
+ * hit, and when it was last re-hashed (background verification); and
+ * whether its bytes were ever fetched without credentials (public: its file
+ * is 0444, and knowing its digest is enough for a hit). Entries
  * list the uids that asked for them (requesters), so a signed URL's query
  * string is shown to them and to admins only. */
 static const char *const schema_v3 =
@@ -82,6 +91,9 @@ static const char *const schema_v3 =
     "ALTER TABLE blobs ADD COLUMN mtime_ns INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE blobs ADD COLUMN ctime_ns INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE blobs ADD COLUMN verified INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE blobs ADD COLUMN public INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE blobs SET public = EXISTS (SELECT 1 FROM entries e WHERE e.sha256 = blobs.sha256"
+    "  AND e.cred_tag = '');"
     "ALTER TABLE entries ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;"
     "UPDATE blobs SET seq = r.n, verified = blobs.created FROM (SELECT rowid AS id,"
     "  row_number() OVER (ORDER BY accessed, created, rowid) AS n FROM blobs) AS r"
@@ -101,18 +113,43 @@ static const char *const schema_v3 =
     "  FOREIGN KEY (url, cred_tag) REFERENCES entries(url, cred_tag) ON DELETE CASCADE"
     ") WITHOUT ROWID;";
 
+/* SQLite found the file damaged, or not a database at all. */
+static int is_corrupt(int sqlite_rc)
+{
+    return (sqlite_rc & 0xff) == SQLITE_CORRUPT || (sqlite_rc & 0xff) == SQLITE_NOTADB;
+}
+
+/* A failed statement on h: -EUCLEAN when SQLite says the file is corrupt
+ * (db_open's caller sets it aside and rebuilds), else as sq_err. */
+static int sq_err_or_corrupt(sqlite3 *h, const char *what)
+{
+    if (h && is_corrupt(sqlite3_errcode(h))) {
+        log_err("sqlite: %s: %s", what, sqlite3_errmsg(h));
+        return -EUCLEAN;
+    }
+    return sq_err(h, what);
+}
+
+/* NOFOLLOW: a hubd.db that is a link (planted by someone who could write
+ * the cache dir) is refused, not followed onto another file. */
 static int open_conn(const char *path, int flags, int busy_ms, sqlite3 **out)
 {
-    int rc = sqlite3_open_v2(path, out, flags | SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    int rc = sqlite3_open_v2(
+        path, out, flags | SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW, NULL);
     if (rc != SQLITE_OK)
-        return sq_err(*out, path);
+        return sq_err_or_corrupt(*out, path);
     sqlite3_busy_timeout(*out, busy_ms);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(*out, "PRAGMA journal_mode=WAL", -1, &st, NULL) != SQLITE_OK)
-        return sq_err(*out, path);
-    const unsigned char *mode = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
+        return sq_err_or_corrupt(*out, path);
+    rc = sqlite3_step(st);
+    const unsigned char *mode = rc == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
     int wal = mode && strcmp((const char *)mode, "wal") == 0;
     sqlite3_finalize(st);
+    if (is_corrupt(rc)) {
+        log_err("sqlite: %s: %s", path, sqlite3_errstr(rc));
+        return -EUCLEAN;
+    }
     if (!wal) {
         log_err("sqlite: %s: cannot use WAL journaling (is the file system local?)", path);
         return -EIO;
@@ -132,7 +169,7 @@ static int migrate(sqlite3 *h)
     sqlite3_stmt *st;
     int version = 0;
     if (sqlite3_prepare_v2(h, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
-        return sq_err(h, "user_version");
+        return sq_err_or_corrupt(h, "user_version");
     if (sqlite3_step(st) == SQLITE_ROW)
         version = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
@@ -157,9 +194,70 @@ static int migrate(sqlite3 *h)
         log_err("sqlite: creating schema: %s", msg ? msg : "?");
         sqlite3_free(msg);
         sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
-        return -EIO;
+        return is_corrupt(rc) ? -EUCLEAN : -EIO;
     }
     return 0;
+}
+
+/* PRAGMA quick_check: every page and b-tree of the file is sound (what it
+ * leaves out, that each index matches its table, costs a sort of every
+ * table). A corrupt page read later would stop reconcile, or fail every
+ * commit that touches it; found here, the file is set aside and rebuilt
+ * instead. -EUCLEAN, with SQLite's first complaints logged, when not. */
+static int quick_check(sqlite3 *h, const char *path)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(h, "PRAGMA quick_check(5)", -1, &st, NULL) != SQLITE_OK)
+        return sq_err_or_corrupt(h, path);
+    int rc, bad = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *msg = (const char *)sqlite3_column_text(st, 0);
+        if (msg && strcmp(msg, "ok") == 0)
+            continue;
+        log_err("sqlite: %s: quick_check: %s", path, msg ? msg : "?");
+        bad = 1;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE && !is_corrupt(rc))
+        return sq_err(h, path);
+    if (rc != SQLITE_DONE)
+        log_err("sqlite: %s: quick_check: %s", path, sqlite3_errstr(rc));
+    return bad || rc != SQLITE_DONE ? -EUCLEAN : 0;
+}
+
+/* Opens path (and its -wal and -shm when they exist) without following a
+ * link, checks it is a regular file of hubd's, and takes group and other
+ * bits off: SQLite gives -wal and -shm the mode of the database file, and
+ * other users must not read the URLs in them. A missing hubd.db is created
+ * 0600 here, before SQLite would create it 0644. */
+static int prepare_file(const char *path, const char *suffix)
+{
+    char name[PATH_MAX];
+    if (snprintf(name, sizeof name, "%s%s", path, suffix) >= (int)sizeof name)
+        return -ENAMETOOLONG;
+    int create = suffix[0] ? 0 : O_CREAT;
+    int fd = open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | create, 0600);
+    if (fd < 0 && errno == ENOENT && !create)
+        return 0;
+    if (fd < 0) {
+        int err = errno;
+        log_err("cannot open %s: %s", name,
+                err == ELOOP ? "it is a symbolic link (hubd follows none in its cache)"
+                             : strerror(err));
+        return -err;
+    }
+    struct stat st;
+    int rc = fstat(fd, &st) ? -errno : 0;
+    if (!rc && (!S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
+        log_err("%s is not a regular file owned by uid %u (hubd's)", name, (unsigned)geteuid());
+        rc = -EPERM;
+    }
+    if (!rc && (st.st_mode & 077) && fchmod(fd, 0600)) {
+        rc = -errno;
+        log_err("cannot chmod %s to 0600: %s", name, strerror(errno));
+    }
+    close(fd);
+    return rc;
 }
 
 static int query_u64s(sqlite3 *h, const char *sql, const char *arg, uint64_t *a, uint64_t *b);
@@ -169,14 +267,25 @@ int db_open(const char *path, db_t **out)
     db_t *db = calloc(1, sizeof *db);
     if (!db)
         return -ENOMEM;
-    int rc = open_conn(path, SQLITE_OPEN_FULLMUTEX, 10000, &db->wr);
+    int rc = prepare_file(path, "");
+    if (!rc)
+        rc = prepare_file(path, "-wal");
+    if (!rc)
+        rc = prepare_file(path, "-shm");
+    if (!rc)
+        rc = open_conn(path, SQLITE_OPEN_FULLMUTEX, 10000, &db->wr);
+    /* Checked before migrating: a migration must not build on bad pages. */
+    if (!rc)
+        rc = quick_check(db->wr, path);
     if (!rc)
         rc = migrate(db->wr);
+    uint64_t last = 0;
     if (!rc)
         rc = query_u64s(db->wr,
                         "SELECT max(coalesce((SELECT max(seq) FROM blobs), 0),"
                         " coalesce((SELECT max(seq) FROM entries), 0))",
-                        NULL, &db->seq, NULL);
+                        NULL, &last, NULL);
+    atomic_store(&db->seq, last);
     if (!rc)
         rc = open_conn(path, SQLITE_OPEN_NOMUTEX, 100, &db->rd);
     if (rc)
@@ -192,8 +301,9 @@ int db_open(const char *path, db_t **out)
                            " WHERE url = ?1 AND cred_tag = ?2",
                            -1, &db->find_part, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db->rd,
-                           "SELECT b.size FROM blobs b WHERE b.sha256 = ?1 AND EXISTS (SELECT 1"
-                           " FROM entries e WHERE e.sha256 = b.sha256 AND e.cred_tag IN ('', ?2))",
+                           "SELECT b.size FROM blobs b WHERE b.sha256 = ?1 AND (b.public OR EXISTS"
+                           " (SELECT 1 FROM entries e WHERE e.sha256 = b.sha256"
+                           " AND e.cred_tag = ?2))",
                            -1, &db->find_blob_for, NULL) != SQLITE_OK) {
         rc = sq_err(db->rd, "prepare");
         goto fail;
@@ -201,6 +311,10 @@ int db_open(const char *path, db_t **out)
     *out = db;
     return 0;
 fail:
+    /* A damaged page may first show in any statement above. */
+    if (rc == -EIO && ((db->wr && is_corrupt(sqlite3_errcode(db->wr))) ||
+                       (db->rd && is_corrupt(sqlite3_errcode(db->rd)))))
+        rc = -EUCLEAN;
     db_close(db);
     return rc;
 }
@@ -336,7 +450,7 @@ static int exec_bound(sqlite3 *h, const char *sql, const char *types, ...)
 /* The next use sequence number; the caller holds the writer's mutex. */
 static int64_t next_seq(db_t *db)
 {
-    return (int64_t)++db->seq;
+    return (int64_t)(atomic_fetch_add(&db->seq, 1) + 1);
 }
 
 /* A write transaction on the writer connection. It holds the connection's
@@ -380,11 +494,12 @@ int db_record_download(db_t *db, const db_record_t *rec)
     if (rc)
         return rc;
     rc = exec_bound(h,
-                    "INSERT INTO blobs(sha256, size, created, accessed, seq, verified)"
-                    " VALUES (?1, ?2, ?3, ?3, ?4, ?3)"
+                    "INSERT INTO blobs(sha256, size, created, accessed, seq, verified, public)"
+                    " VALUES (?1, ?2, ?3, ?3, ?4, ?3, ?5)"
                     " ON CONFLICT(sha256) DO UPDATE SET accessed = excluded.accessed,"
-                    " seq = excluded.seq",
-                    "tiii", rec->sha256, (int64_t)rec->size, now, next_seq(db));
+                    " seq = excluded.seq, public = max(public, excluded.public)",
+                    "tiiii", rec->sha256, (int64_t)rec->size, now, next_seq(db),
+                    (int64_t)(!rec->cred_tag || !*rec->cred_tag));
     if (!rc && rec->url)
         rc = exec_bound(h,
                         "INSERT INTO entries(url, cred_tag, sha256, etag, last_modified, created,"
@@ -401,18 +516,30 @@ int db_record_download(db_t *db, const db_record_t *rec)
     return tx_end(h, rc);
 }
 
-int db_each_blob(db_t *db, void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg)
+/* Gives each row (sha256, size) of a prepared statement on the writer to
+ * fn, then finalizes it. Stopping early is an error, never a short list
+ * (-EUCLEAN for a corrupt page): reconcile would take the rows it never
+ * saw for missing. */
+static int blob_rows(sqlite3 *h, sqlite3_stmt *st,
+                     void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg,
+                     const char *what)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db->wr, "SELECT sha256, size FROM blobs", -1, &st, NULL) != SQLITE_OK)
-        return sq_err(db->wr, "listing blobs");
-    while (sqlite3_step(st) == SQLITE_ROW) {
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *sha = (const char *)sqlite3_column_text(st, 0);
         if (sha)
             fn(arg, sha, (uint64_t)sqlite3_column_int64(st, 1));
     }
     sqlite3_finalize(st);
-    return 0;
+    return rc == SQLITE_DONE ? 0 : sq_err_or_corrupt(h, what);
+}
+
+int db_each_blob(db_t *db, void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db->wr, "SELECT sha256, size FROM blobs", -1, &st, NULL) != SQLITE_OK)
+        return sq_err_or_corrupt(db->wr, "listing blobs");
+    return blob_rows(db->wr, st, fn, arg, "listing blobs");
 }
 
 int db_forget_blob(db_t *db, const char *sha256, int unless_pinned)
@@ -495,12 +622,29 @@ int db_set_blob_stat(db_t *db, const char *sha256, const db_blob_stat_t *bs)
     return rc;
 }
 
+typedef struct one_blob {
+    char *sha;
+    uint64_t *size;
+    int found;
+} one_blob_t;
+
+static void take_one(void *arg, const char *sha256, uint64_t size)
+{
+    one_blob_t *o = arg;
+    if (strlen(sha256) == 64) {
+        memcpy(o->sha, sha256, 65);
+        *o->size = size;
+        o->found = 1;
+    }
+}
+
 int db_next_to_verify(db_t *db, int64_t before, char sha_out[65], uint64_t *size_out)
 {
     sqlite3 *h = db->wr;
     sqlite3_stmt *st;
+    one_blob_t o = {sha_out, size_out, 0};
     sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc = -ENOENT;
+    int rc;
     if (sqlite3_prepare_v2(h,
                            "SELECT sha256, size FROM blobs WHERE verified < ?1"
                            " ORDER BY verified LIMIT 1",
@@ -508,18 +652,10 @@ int db_next_to_verify(db_t *db, int64_t before, char sha_out[65], uint64_t *size
         rc = sq_err(h, "next to verify");
     } else {
         sqlite3_bind_int64(st, 1, before);
-        if (sqlite3_step(st) == SQLITE_ROW) {
-            const unsigned char *sha = sqlite3_column_text(st, 0);
-            if (sha && strlen((const char *)sha) == 64) {
-                memcpy(sha_out, sha, 65);
-                *size_out = (uint64_t)sqlite3_column_int64(st, 1);
-                rc = 0;
-            }
-        }
-        sqlite3_finalize(st);
+        rc = blob_rows(h, st, take_one, &o, "next to verify");
     }
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
-    return rc;
+    return rc ? rc : o.found ? 0 : -ENOENT;
 }
 
 int db_set_verified(db_t *db, const char *sha256, int64_t when)
@@ -647,14 +783,32 @@ int db_each_partial(db_t *db, void (*fn)(void *arg, uint64_t id, uint64_t durabl
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db->wr, "SELECT id, durable FROM partials", -1, &st, NULL) != SQLITE_OK)
-        return sq_err(db->wr, "listing partials");
+        return sq_err_or_corrupt(db->wr, "listing partials");
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
         fn(arg, (uint64_t)sqlite3_column_int64(st, 0), (uint64_t)sqlite3_column_int64(st, 1));
     sqlite3_finalize(st);
     /* Stopping early would make reconcile remove the files of rows it
      * never saw. */
-    return rc == SQLITE_DONE ? 0 : sq_err(db->wr, "listing partials");
+    return rc == SQLITE_DONE ? 0 : sq_err_or_corrupt(db->wr, "listing partials");
+}
+
+int db_add_blobs(db_t *db, const db_found_blob_t *v, size_t n)
+{
+    sqlite3 *h = db->wr;
+    int rc = tx_begin(h);
+    if (rc)
+        return rc;
+    for (size_t i = 0; !rc && i < n; i++) {
+        /* created and accessed: the file's mtime (its commit); verified 0:
+         * not re-hashed since, so background verification takes these
+         * first. */
+        rc = exec_bound(h,
+                        "INSERT INTO blobs(sha256, size, created, accessed, seq, verified, public)"
+                        " VALUES (?1, ?2, ?3, ?3, ?4, 0, 1) ON CONFLICT(sha256) DO NOTHING",
+                        "tiii", v[i].sha256, (int64_t)v[i].size, v[i].mtime, next_seq(db));
+    }
+    return tx_end(h, rc);
 }
 
 /* One row of integers from a statement on h. */
@@ -702,36 +856,53 @@ int db_resolve(db_t *db, const char *url_or_sha, char sha_out[65])
     return db_find_entry(db, url_or_sha, "", sha_out, &size);
 }
 
-int db_total_size(db_t *db, uint64_t *bytes)
+uint64_t db_use_seq(db_t *db)
+{
+    return atomic_load(&db->seq);
+}
+
+static int64_t fence_of(uint64_t fence)
+{
+    return fence > INT64_MAX ? INT64_MAX : (int64_t)fence;
+}
+
+int db_total_size(db_t *db, uint64_t fence, uint64_t *bytes)
 {
     sqlite3 *h = db->wr;
+    sqlite3_stmt *st;
     sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc = query_u64s(h, "SELECT coalesce(sum(size), 0) FROM blobs", NULL, bytes, NULL);
+    int rc;
+    if (sqlite3_prepare_v2(h, "SELECT coalesce(sum(size), 0) FROM blobs WHERE seq <= ?1", -1, &st,
+                           NULL) != SQLITE_OK) {
+        rc = sq_err(h, "total size");
+    } else {
+        sqlite3_bind_int64(st, 1, fence_of(fence));
+        rc = sqlite3_step(st) == SQLITE_ROW ? 0 : sq_err(h, "total size");
+        if (!rc)
+            *bytes = (uint64_t)sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
     return rc;
 }
 
-int db_lru(db_t *db, unsigned max, const char *keep,
+int db_lru(db_t *db, unsigned max, const char *keep, uint64_t fence,
            void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg)
 {
     sqlite3 *h = db->wr;
     sqlite3_stmt *st;
     sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc = 0;
+    int rc;
     if (sqlite3_prepare_v2(h,
                            "SELECT sha256, size FROM blobs WHERE pinned = 0 AND sha256 <> ?1"
-                           " ORDER BY seq, rowid LIMIT ?2",
+                           " AND seq <= ?3 ORDER BY seq, rowid LIMIT ?2",
                            -1, &st, NULL) != SQLITE_OK) {
         rc = sq_err(h, "lru");
     } else {
         sqlite3_bind_text(st, 1, keep ? keep : "", -1, SQLITE_STATIC);
         sqlite3_bind_int(st, 2, (int)max);
-        while (sqlite3_step(st) == SQLITE_ROW) {
-            const char *sha = (const char *)sqlite3_column_text(st, 0);
-            if (sha)
-                fn(arg, sha, (uint64_t)sqlite3_column_int64(st, 1));
-        }
-        sqlite3_finalize(st);
+        sqlite3_bind_int64(st, 3, fence_of(fence));
+        rc = blob_rows(h, st, fn, arg, "lru");
     }
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
     return rc;

@@ -65,18 +65,41 @@ typedef struct db_entry {
     int mine;         /* the uid asking is among the entry's requesters */
 } db_entry_t;
 
-/* Opens (creating and migrating) <path>. Start-up only. */
+/* Opens (creating and migrating) <path>. Start-up only. The file (and
+ * its -wal and -shm) must be a regular file of hubd's, never a link; it is
+ * created 0600 and a looser one is made 0600. -EUCLEAN when SQLite finds
+ * it corrupt or not a database (PRAGMA quick_check, or an error while
+ * opening or migrating): the caller sets it aside and rebuilds
+ * (reconcile_set_aside, reconcile_rebuild). */
 int db_open(const char *path, db_t **out);
 void db_close(db_t *db);
+
+/* A blob file found under blobs/ when a database is rebuilt. */
+typedef struct db_found_blob {
+    char sha256[65]; /* its name */
+    uint64_t size;   /* the file's */
+    int64_t mtime;   /* the file's (unix seconds): about when it was committed */
+} db_found_blob_t;
+
+/* Start-up only, into a rebuilt database. Records the blobs, without
+ * entries, in one transaction and in the order given (the first is the
+ * least recently used), as not verified since and with no file identity
+ * (recorded by its first background verification: start-up may yet unlink
+ * a tmp name of the same file, which changes its ctime).
+ * They are recorded public (a hit by digest for everyone), so only public
+ * blobs (0444 files) may be given. */
+int db_add_blobs(db_t *db, const db_found_blob_t *v, size_t n);
 
 /* Loop thread. 0 and the blob's digest and size, or -ENOENT. */
 int db_find_entry(db_t *db, const char *url, const char *cred_tag, char sha_out[65],
                   uint64_t *size_out);
 /* Loop thread. 0 and the blob's size, or -ENOENT. */
 int db_find_blob(db_t *db, const char *sha256, uint64_t *size_out);
-/* Loop thread. Like db_find_blob, but only a blob that some entry without
- * credentials, or with these (cred_tag), names: a digest alone must not
- * open a gated file to whoever knows it. */
+/* Loop thread. Like db_find_blob, but only a public blob (its bytes were
+ * once fetched without credentials; or recovered by a rebuild from a 0444
+ * file) or one that an entry with these credentials (cred_tag) names: a
+ * digest alone must not open a gated file to whoever knows it, even after
+ * its entry moved to other bytes. */
 int db_find_blob_for(db_t *db, const char *sha256, const char *cred_tag, uint64_t *size_out);
 /* Pool threads. One page of the entries, most recently used first: up to
  * max entries with a use sequence below `before` (0: from the newest);
@@ -88,7 +111,8 @@ int db_list_page(db_t *db, uint64_t before, unsigned max, uid_t uid,
 
 /* Pool threads. One transaction: upsert the blob, upsert the entry. */
 int db_record_download(db_t *db, const db_record_t *rec);
-/* Start-up only. Calls fn for every blob row. */
+/* Start-up only. Calls fn for every blob row. A negative errno when the
+ * listing stopped before the last row (-EUCLEAN: a corrupt page). */
 int db_each_blob(db_t *db, void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg);
 /* Start-up (or pool threads). Deletes a blob row and every entry naming it;
  * with unless_pinned, only an unpinned blob (-EBUSY if pinned). -ENOENT
@@ -114,7 +138,7 @@ int db_forget_partial(db_t *db, uint64_t id);
 /* Start-up only. Partial `id` with its URL and credential tag (owned:
  * free the three with db_partial_free and free); -ENOENT when no such row. */
 int db_get_partial(db_t *db, uint64_t id, char **url, char **cred_tag, db_partial_t *out);
-/* Start-up only. Calls fn for every partial row. */
+/* Start-up only. Calls fn for every partial row; errors as db_each_blob. */
 int db_each_partial(db_t *db, void (*fn)(void *arg, uint64_t id, uint64_t durable), void *arg);
 
 /* Loop thread. The blobs' total size and count. */
@@ -123,12 +147,16 @@ int db_cache_size(db_t *db, uint64_t *bytes, uint64_t *count);
  * (a blob) to the blob's digest; -ENOENT when nothing matches. */
 int db_resolve(db_t *db, const char *url_or_sha, char sha_out[65]);
 
-/* Pool threads. Total size of the blobs. */
-int db_total_size(db_t *db, uint64_t *bytes);
-/* Pool threads. Up to max unpinned blobs, least recently used first (by the
- * use sequence, never the wall clock), other
- * than `keep` (may be NULL); fn gets each. */
-int db_lru(db_t *db, unsigned max, const char *keep,
+/* Any thread. The last use sequence number given out: an eviction run's
+ * fence (blobs recorded or used after it are not its business). */
+uint64_t db_use_seq(db_t *db);
+/* Pool threads. Total size of the blobs whose use sequence is at most
+ * fence (UINT64_MAX: all). */
+int db_total_size(db_t *db, uint64_t fence, uint64_t *bytes);
+/* Pool threads. Up to max unpinned blobs with a use sequence at most fence,
+ * least recently used first (by the use sequence, never the wall clock),
+ * other than `keep` (may be NULL); fn gets each. */
+int db_lru(db_t *db, unsigned max, const char *keep, uint64_t fence,
            void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg);
 /* Pool threads. -ENOENT when no such blob. */
 int db_set_pinned(db_t *db, const char *sha256, int pinned);

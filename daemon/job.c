@@ -101,6 +101,7 @@ struct jobs {
     uint64_t evict_runs;      /* runs completed: a download short of space waits for one */
     uint64_t evict_target;    /* the item's copies: max_cache_size less what downloads hold, */
     uint64_t evict_remaining; /* what they have still to write, */
+    uint64_t evict_fence;     /* the use sequence when it was computed, */
     uint64_t evict_floor;     /* and the free-space floor */
     unsigned evict_floor_pct;
     char evict_keep[65], next_keep[65];
@@ -128,8 +129,10 @@ struct job {
     uint64_t resume_from;    /* Range start of the request in flight (0: whole) */
     int restart_pending;     /* discard what we have and start again at byte 0 */
     int truncate_file;       /* the next write item empties the partial first */
-    uv_timer_t retry_timer;  /* backoff before the next attempt */
-    int handles_open;        /* timers not yet closed */
+    uv_timer_t retry_timer;  /* backoff before the next attempt; a failed start's report */
+    const char *begin_code;  /* why the request could not start (on_begin_failed) */
+    char begin_msg[400];
+    int handles_open; /* timers not yet closed */
     /* What the commit keeps: set on the loop when the commit starts, from
      * the waiters then, read by the commit item. A download is committed
      * (under its real digest) when any waiter takes it: one without an
@@ -1259,6 +1262,12 @@ static const char *job_validator(const job_t *job)
     return job->last_modified;
 }
 
+static void on_begin_failed(uv_timer_t *t)
+{
+    job_t *job = t->data;
+    job_fail(job, job->begin_code, job->begin_msg);
+}
+
 static void job_begin_request(job_t *job)
 {
     job->state = JOB_CONNECTING;
@@ -1282,18 +1291,19 @@ static void job_begin_request(job_t *job)
     if (!rc)
         rc = http_request(job->js->http, &job->url, hdrs, &job_http_cbs, job, &job->req);
     free(hdrs);
-    if (rc == -EACCES) {
-        char msg[400];
-        job->req = NULL;
-        snprintf(msg, sizeof msg,
-                 "the network policy does not allow the host %s (allow_hosts, "
-                 "deny_hosts)",
+    if (!rc)
+        return;
+    /* Failed from the next loop iteration: this may run inside jobs_fetch
+     * (a new job that starts at once), which never calls back itself. */
+    job->req = NULL;
+    job->begin_code = rc == -EACCES ? "forbidden" : "internal";
+    if (rc == -EACCES)
+        snprintf(job->begin_msg, sizeof job->begin_msg,
+                 "the network policy does not allow the host %s (allow_hosts, deny_hosts)",
                  job->url.host);
-        job_fail(job, "forbidden", msg);
-    } else if (rc) {
-        job->req = NULL;
-        job_fail(job, "internal", "cannot start the request");
-    }
+    else
+        snprintf(job->begin_msg, sizeof job->begin_msg, "cannot start the request");
+    uv_timer_start(&job->retry_timer, on_begin_failed, 0, 0);
 }
 
 /* Transient failures: the network, timeouts, a cut body (also a TLS record
@@ -2087,7 +2097,7 @@ static void evict_work(uv_work_t *req)
     if ((js->evict_floor || js->evict_floor_pct) && statvfs(store_dir(js->store), &v) == 0) {
         uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
         uint64_t need = space_floor(&v, js->evict_floor, js->evict_floor_pct) + js->evict_remaining;
-        if (avail < need && db_total_size(js->db, &total) == 0) {
+        if (avail < need && db_total_size(js->db, js->evict_fence, &total) == 0) {
             uint64_t lack = need - avail;
             uint64_t t = total > lack ? total - lack : 0;
             if (t < target)
@@ -2097,8 +2107,9 @@ static void evict_work(uv_work_t *req)
     memset(&js->evict_res, 0, sizeof js->evict_res);
     js->evict_rc = 0;
     if (target != UINT64_MAX)
-        js->evict_rc = cache_evict(js->store, js->db, target,
-                                   js->evict_keep[0] ? js->evict_keep : NULL, &js->evict_res);
+        js->evict_rc =
+            cache_evict(js->store, js->db, target, js->evict_keep[0] ? js->evict_keep : NULL,
+                        js->evict_fence, &js->evict_res);
     if (js->evict_res.evicted)
         cache_reserve_make(js->store); /* a full disk may have taken it */
 }
@@ -2173,7 +2184,9 @@ static void jobs_inflight(const jobs_t *js, uint64_t *held, uint64_t *remaining)
     for (const job_t *j = js->active; j; j = j->next) {
         uint64_t size =
             j->total >= 0 && (uint64_t)j->total > j->received ? (uint64_t)j->total : j->received;
-        if (max && size > max)
+        /* A committing one's row may be in the blobs' total already: it
+         * must not count twice (its own blob would be evicted for it). */
+        if ((max && size > max) || j->state == JOB_COMMITTING)
             continue;
         *held += size;
         *remaining += size - j->received;
@@ -2190,6 +2203,9 @@ static void evict_start(jobs_t *js, const char *keep)
                        : held < cfg->max_cache_size ? cfg->max_cache_size - held
                                                     : 0;
     js->evict_remaining = remaining;
+    /* Blobs recorded after this point belong to jobs counted in `held`
+     * (or to commits counted in neither, which is safe): not this run's. */
+    js->evict_fence = db_use_seq(js->db);
     js->evict_floor = cfg->min_free_space;
     js->evict_floor_pct = cfg->min_free_percent;
     snprintf(js->evict_keep, sizeof js->evict_keep, "%s", keep ? keep : "");

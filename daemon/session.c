@@ -171,6 +171,7 @@ static void on_written(uv_write_t *req, int status);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b);
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b);
 static void session_pump(session_t *s);
+static void session_kick(session_t *s);
 static void stream_step(session_t *s);
 static void pin(session_t *s);
 static void unpin(session_t *s);
@@ -286,12 +287,23 @@ static void drain_step(session_t *s);
 static void on_session_timer(uv_timer_t *t)
 {
     session_t *s = t->data;
-    if (s->broken)
+    if (s->broken) {
         session_close(s);
-    else if (s->draining)
+    } else if (s->draining) {
         drain_step(s);
-    else
+    } else {
         flush_fd_queue(s);
+        session_pump(s);
+    }
+}
+
+/* Pumps the session from the next loop iteration: for callers inside a
+ * job's callbacks, or inside a reply that is still being made (a FETCH's
+ * final line must leave before a later line with its id is read). */
+static void session_kick(session_t *s)
+{
+    if (!s->closing && !s->broken && !s->draining)
+        uv_timer_start(&s->retry, on_session_timer, 0, 0);
 }
 
 static void on_written(uv_write_t *req, int status)
@@ -450,7 +462,7 @@ static void fetch_on_finish(job_waiter_t *w, const job_result_t *res)
             session_send_fd(s, r.buf, (size_t)n, res->fd);
     }
     free(f);
-    session_pump(s);
+    session_kick(s);
 }
 
 /* ---- verbs ---------------------------------------------------------------- */
@@ -534,16 +546,16 @@ static void do_fetch(session_t *s, const proto_msg_t *m)
     if (s->fetches)
         s->fetches->prev = f;
     s->fetches = f;
+    /* Counted as a hit until on_start says otherwise: a hit item holds the
+     * blob open until its DONE. (f is not touched after jobs_fetch: its
+     * callbacks may have finished it.) */
+    f->pinned = 1;
+    pin(s);
     const char *code, *msg;
     if (jobs_fetch(s->srv->jobs, url, sha ? sha_lc : NULL, headers, nheaders, &f->w, &code, &msg)) {
         fetch_unlink(f);
         free(f);
         send_err(s, id, code, msg);
-        return;
-    }
-    if (f->w.hit) { /* a hit item will hold the blob open until its DONE */
-        f->pinned = 1;
-        pin(s);
     }
 }
 
@@ -1049,9 +1061,9 @@ static void unpin(session_t *s)
     if (u && u->fds-- == USER_MAX_FDS) {
         for (session_t *o = s->srv->sessions; o; o = o->next)
             if (o != s && o->uid == s->uid && (o->in_len || !o->reading))
-                session_pump(o);
+                session_kick(o);
     }
-    session_pump(s);
+    session_kick(s);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)

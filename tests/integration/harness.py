@@ -275,6 +275,28 @@ class HubTestCase(unittest.TestCase):
             return True
         return not any(t is self for t, _ in result.failures + result.errors)
 
+    def hubd_on_tmpfs(self, size_mb, **keys):
+        """Replaces the test's hubd with one whose cache is on a tmpfs of
+        size_mb MiB (config keys as write_config takes them); returns the
+        mount point. Needs root."""
+        small = os.path.join(self.tmp, "small")
+        os.mkdir(small)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm" % size_mb, "tmpfs", small],
+                       check=True)
+
+        def unmount():
+            # Cleanups run last-in first-out: move the fixture's daemon off
+            # the tmpfs (its clean-exit check reads the log) before it goes.
+            if self.hubd.workdir.startswith(small):
+                self.assertEqual(self.hubd.stop(), 0, self.hubd.read_log())
+                self.hubd = Hubd(os.path.join(self.tmp, "hub-after"))
+            subprocess.run(["umount", "-l", small])
+        self.addCleanup(unmount)
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "small.conf"), **keys)
+        self.hubd = Hubd(os.path.join(small, "hub"), config=conf)
+        return small
+
     def make_file(self, name, size, seed=1):
         """A file of pseudo-random bytes in the origin's root; returns its sha256."""
         return write_random_file(os.path.join(self.root, name), size, seed)

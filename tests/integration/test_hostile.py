@@ -354,24 +354,6 @@ class HostileTest(HubTestCase):
 
     # ---- 8. a full disk ----------------------------------------------------------
 
-    def small_disk(self, size_mb, **keys):
-        """hubd with its cache on a tmpfs of size_mb MiB."""
-        small = os.path.join(self.tmp, "small")
-        os.mkdir(small)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm" % size_mb, "tmpfs", small],
-                       check=True)
-
-        def unmount():
-            if self.hubd.workdir.startswith(small):
-                self.assertEqual(self.hubd.stop(), 0, self.hubd.read_log())
-                self.hubd = Hubd(os.path.join(self.tmp, "hub-after"))
-            subprocess.run(["umount", "-l", small])
-        self.addCleanup(unmount)
-        self.hubd.stop()
-        conf = write_config(os.path.join(self.tmp, "small.conf"), **keys)
-        self.hubd = Hubd(os.path.join(small, "hub"), config=conf)
-        return small
-
     @staticmethod
     def fill(path):
         """Fills the file system of path to the last byte; returns the
@@ -395,7 +377,7 @@ class HostileTest(HubTestCase):
 
     @unittest.skipUnless(os.geteuid() == 0, "mounting a small tmpfs needs root")
     def test_rm_and_gc_work_on_a_full_disk(self):
-        small = self.small_disk(32)
+        small = self.hubd_on_tmpfs(32)
         for i in range(3):
             self.make_file("r%d.bin" % i, 2 * MiB, seed=i + 1)
             self.assertEqual(self.hubctl("fetch", self.origin.url("/files/r%d.bin" % i)).rc, 0)
@@ -421,7 +403,7 @@ class HostileTest(HubTestCase):
         # The file fits, its row does not: the commit fails with no_space
         # and removes the blob it linked (before: an unrecorded blob left
         # for the next start to quarantine, never reclaimed).
-        small = self.small_disk(16)
+        small = self.hubd_on_tmpfs(16)
         self.make_file("warm.bin", 1000, seed=3)
         self.assertEqual(self.hubctl("fetch", self.origin.url("/files/warm.bin")).rc, 0)
         reserve = os.path.join(self.hubd.cache, "reserve")
@@ -442,7 +424,7 @@ class HostileTest(HubTestCase):
         # min_free_space 40M on a 64M disk: a cached 10M blob is evicted to
         # make room for a 20M download; an endless chunked download stops
         # (no_space) before the disk is full instead of filling it.
-        small = self.small_disk(64, min_free_space="40M", max_inflight="1M")
+        small = self.hubd_on_tmpfs(64, min_free_space="40M", max_inflight="1M")
         self.make_file("a.bin", 10 * MiB, seed=1)
         self.make_file("b.bin", 20 * MiB, seed=2)
         self.make_file("endless.bin", 60 * MiB, seed=3)

@@ -6,11 +6,10 @@ import json
 import os
 import random
 import signal
-import subprocess
 import time
 import unittest
 
-from harness import HUBCTL, Hubd, HubTestCase, sha256_file, wait_for, write_config
+from harness import Hubd, HubTestCase, sha256_file, wait_for, write_config
 
 MiB = 1024 * 1024
 
@@ -336,20 +335,7 @@ class ResilienceTest(HubTestCase):
         # The cache on a 16 MiB tmpfs: a 32 MiB download fails with no_space
         # (before writing, its length being known; and mid-way for a chunked
         # one), nothing is left, and the daemon goes on serving.
-        small = os.path.join(self.tmp, "small")
-        os.mkdir(small)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", small], check=True)
-
-        def unmount():
-            # Cleanups run last-in first-out: move the fixture's daemon off
-            # the tmpfs (its clean-exit check reads the log) before it goes.
-            if self.hubd.workdir.startswith(small):
-                self.assertEqual(self.hubd.stop(), 0, self.hubd.read_log())
-                self.hubd = Hubd(os.path.join(self.tmp, "hub-after"))
-            subprocess.run(["umount", "-l", small])
-        self.addCleanup(unmount)
-        self.hubd.stop()
-        self.hubd = Hubd(os.path.join(small, "hub"))
+        small = self.hubd_on_tmpfs(16)
         self.make_file("big.bin", 32 * MiB, seed=1)
         ok = self.make_file("ok.bin", 100000, seed=2)
 
