@@ -179,12 +179,17 @@ static void collect_blob(void *arg, const char *sha, uint64_t size)
 /* NULL when the file is whole and hashes to its name, else why not. *st
  * gets the file's stat, taken before reading it (st_ino 0 when it could not
  * be opened). */
+static const char cannot_open[] = "cannot be opened now";
+
 static const char *check_blob(const char *path, const victim_t *b, uint8_t *buf, struct stat *st)
 {
     st->st_ino = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* Out of descriptors or memory says nothing about the blob (and any
+     * local user can run hubd out of descriptors): cannot_open, which no
+     * caller takes for bad. */
     if (fd < 0)
-        return errno == ENOENT ? "missing" : errno == ELOOP ? "not a regular file" : "unreadable";
+        return errno == ENOENT ? "missing" : errno == ELOOP ? "not a regular file" : cannot_open;
     if (fstat(fd, st) || !S_ISREG(st->st_mode)) {
         close(fd);
         return "not a regular file";
@@ -252,7 +257,9 @@ int cache_verify(store_t *store, db_t *db, unsigned *checked, cache_bad_t **bad)
         struct stat st;
         const char *why = check_blob(path, &all.v[i], buf, &st);
         (*checked)++;
-        if (!why)
+        if (why == cannot_open)
+            log_warn("verify: blob %s %s: %s; not checked", all.v[i].sha, why, strerror(errno));
+        if (!why || why == cannot_open)
             continue;
         log_warn("verify: blob %s is bad (%s): quarantined and forgotten", all.v[i].sha, why);
         quarantine_blob(store, all.v[i].sha, path);
@@ -295,6 +302,8 @@ int cache_verify_one(store_t *store, db_t *db, const char *sha256, uint64_t size
     free(buf);
     if (atomic_load(&cancelled))
         return -ECANCELED;
+    if (why == cannot_open)
+        return -EAGAIN; /* another time */
     int rc = 0;
     db_lock(db);
     if (why && (!st.st_ino || same_file(path, &st))) {

@@ -22,8 +22,8 @@ typedef struct cache_evict_result {
 } cache_evict_result_t;
 
 /* Removes blobs until their total is at most target (or only pinned ones,
- * and `keep`, are left). keep may be NULL. Only blobs recorded or used up
- * to the use sequence `fence` count and may go (UINT64_MAX: all): a run
+ * and `keep`, are left). keep may be NULL. Only blobs first recorded up to
+ * the use sequence `fence` count and may go (UINT64_MAX: all): a run
  * whose target left room for downloads in progress must neither count nor
  * evict the blob one of them records meanwhile. */
 int cache_evict(store_t *store, db_t *db, uint64_t target, const char *keep, uint64_t fence,
@@ -46,7 +46,8 @@ void cache_bad_free(cache_bad_t *bad);
  * verified at `now` (unix seconds; and its file's identity recorded if none
  * was: a cache from before hubd recorded them); a bad one (content or size
  * differs, missing, not a regular file) is quarantined and forgotten:
- * -EBADMSG. -ECANCELED on a shutdown. */
+ * -EBADMSG. -ECANCELED on a shutdown, -EAGAIN when the file could not be
+ * opened now (out of descriptors: nothing is said about the blob). */
 int cache_verify_one(store_t *store, db_t *db, const char *sha256, uint64_t size, int64_t now);
 
 /* A blob whose bytes are not what its name says (changed on disk): its row

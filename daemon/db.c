@@ -80,7 +80,10 @@ static int sq_err(sqlite3 *h, const char *what)
  * must not invert then. Each row gets the next number when it is recorded
  * or used; `accessed` stays, for people. A blob also keeps the identity of
  * its file as committed (inode, mtime and ctime in ns), checked on every
- * hit, and when it was last re-hashed (background verification); and
+ * hit, and when it was last re-hashed (background verification); the use
+ * sequence at which it was first recorded (hits do not change it: an
+ * eviction run leaves out the blobs recorded after its targets were set);
+ * and
  * whether its bytes were ever fetched without credentials (public: its file
  * is 0444, and knowing its digest is enough for a hit). Entries
  * list the uids that asked for them (requesters), so a signed URL's query
@@ -95,7 +98,8 @@ static const char *const schema_v3 =
     "UPDATE blobs SET public = EXISTS (SELECT 1 FROM entries e WHERE e.sha256 = blobs.sha256"
     "  AND e.cred_tag = '');"
     "ALTER TABLE entries ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;"
-    "UPDATE blobs SET seq = r.n, verified = blobs.created FROM (SELECT rowid AS id,"
+    "ALTER TABLE blobs ADD COLUMN recorded INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE blobs SET seq = r.n, recorded = r.n, verified = blobs.created FROM (SELECT rowid AS id,"
     "  row_number() OVER (ORDER BY accessed, created, rowid) AS n FROM blobs) AS r"
     "  WHERE blobs.rowid = r.id;"
     "UPDATE entries SET seq = r.n + (SELECT count(*) FROM blobs) FROM (SELECT rowid AS id,"
@@ -494,8 +498,8 @@ int db_record_download(db_t *db, const db_record_t *rec)
     if (rc)
         return rc;
     rc = exec_bound(h,
-                    "INSERT INTO blobs(sha256, size, created, accessed, seq, verified, public)"
-                    " VALUES (?1, ?2, ?3, ?3, ?4, ?3, ?5)"
+                    "INSERT INTO blobs(sha256, size, created, accessed, seq, recorded, verified,"
+                    " public) VALUES (?1, ?2, ?3, ?3, ?4, ?4, ?3, ?5)"
                     " ON CONFLICT(sha256) DO UPDATE SET accessed = excluded.accessed,"
                     " seq = excluded.seq, public = max(public, excluded.public)",
                     "tiiii", rec->sha256, (int64_t)rec->size, now, next_seq(db),
@@ -804,8 +808,9 @@ int db_add_blobs(db_t *db, const db_found_blob_t *v, size_t n)
          * not re-hashed since, so background verification takes these
          * first. */
         rc = exec_bound(h,
-                        "INSERT INTO blobs(sha256, size, created, accessed, seq, verified, public)"
-                        " VALUES (?1, ?2, ?3, ?3, ?4, 0, 1) ON CONFLICT(sha256) DO NOTHING",
+                        "INSERT INTO blobs(sha256, size, created, accessed, seq, recorded,"
+                        " verified, public) VALUES (?1, ?2, ?3, ?3, ?4, ?4, 0, 1)"
+                        " ON CONFLICT(sha256) DO NOTHING",
                         "tiii", v[i].sha256, (int64_t)v[i].size, v[i].mtime, next_seq(db));
     }
     return tx_end(h, rc);
@@ -872,8 +877,8 @@ int db_total_size(db_t *db, uint64_t fence, uint64_t *bytes)
     sqlite3_stmt *st;
     sqlite3_mutex_enter(sqlite3_db_mutex(h));
     int rc;
-    if (sqlite3_prepare_v2(h, "SELECT coalesce(sum(size), 0) FROM blobs WHERE seq <= ?1", -1, &st,
-                           NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(h, "SELECT coalesce(sum(size), 0) FROM blobs WHERE recorded <= ?1", -1,
+                           &st, NULL) != SQLITE_OK) {
         rc = sq_err(h, "total size");
     } else {
         sqlite3_bind_int64(st, 1, fence_of(fence));
@@ -895,7 +900,7 @@ int db_lru(db_t *db, unsigned max, const char *keep, uint64_t fence,
     int rc;
     if (sqlite3_prepare_v2(h,
                            "SELECT sha256, size FROM blobs WHERE pinned = 0 AND sha256 <> ?1"
-                           " AND seq <= ?3 ORDER BY seq, rowid LIMIT ?2",
+                           " AND recorded <= ?3 ORDER BY seq, rowid LIMIT ?2",
                            -1, &st, NULL) != SQLITE_OK) {
         rc = sq_err(h, "lru");
     } else {

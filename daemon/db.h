@@ -148,12 +148,12 @@ int db_cache_size(db_t *db, uint64_t *bytes, uint64_t *count);
 int db_resolve(db_t *db, const char *url_or_sha, char sha_out[65]);
 
 /* Any thread. The last use sequence number given out: an eviction run's
- * fence (blobs recorded or used after it are not its business). */
+ * fence (blobs first recorded after it are not its business). */
 uint64_t db_use_seq(db_t *db);
-/* Pool threads. Total size of the blobs whose use sequence is at most
- * fence (UINT64_MAX: all). */
+/* Pool threads. Total size of the blobs first recorded at a use sequence
+ * at most fence (UINT64_MAX: all). */
 int db_total_size(db_t *db, uint64_t fence, uint64_t *bytes);
-/* Pool threads. Up to max unpinned blobs with a use sequence at most fence,
+/* Pool threads. Up to max unpinned blobs first recorded at most at fence,
  * least recently used first (by the use sequence, never the wall clock),
  * other than `keep` (may be NULL); fn gets each. */
 int db_lru(db_t *db, unsigned max, const char *keep, uint64_t fence,

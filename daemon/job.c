@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BATCH_MAX_IOV 64
@@ -102,6 +103,8 @@ struct jobs {
     uint64_t evict_target;    /* the item's copies: max_cache_size less what downloads hold, */
     uint64_t evict_remaining; /* what they have still to write, */
     uint64_t evict_fence;     /* the use sequence when it was computed, */
+    uint64_t evict_lack;      /* the item's finding: room no eviction can make */
+    uint64_t lack_logged;     /* uv_now of the last warning about it */
     uint64_t evict_floor;     /* and the free-space floor */
     unsigned evict_floor_pct;
     char evict_keep[65], next_keep[65];
@@ -237,6 +240,7 @@ static void job_error(job_t *job, const char *code, const char *msg);
 static void job_restart_from_zero(job_t *job, const char *why);
 static void job_start_rehash(job_t *job);
 static void jobs_drop_oversized(jobs_t *js, const char *sha, uint64_t size);
+static void jobs_evict_run(jobs_t *js, const char *keep, int force);
 
 /* ---- life and lists ------------------------------------------------------ */
 
@@ -458,22 +462,16 @@ static void write_work(uv_work_t *req)
             job->write_err = rc;
             return;
         }
-        /* With the length known, fail now rather than after writing most of
-         * it: the rest must fit in what the file system has left. */
-        struct statvfs vfs;
-        int64_t total = job->total_hint;
-        if (total > 0 && fstatvfs(job->fd, &vfs) == 0 &&
-            (uint64_t)vfs.f_bavail * vfs.f_frsize < (uint64_t)total - job->write_first->offset) {
-            job->write_err = -ENOSPC;
-            return;
-        }
     }
-    /* The free-space floor: after this item (and, the length known, after
-     * the rest of the download) less than min_free_space would be left.
-     * Only flagged: the loop asks eviction for room first. */
+    /* Room: after this item (and, the length known, after the rest of the
+     * download) the file system must keep min_free_space (or just not be
+     * full). Only flagged: the loop asks eviction for room first, and
+     * fails the job if a run that started later could not make it; so a
+     * download that cannot fit fails before writing most of it, and one
+     * that can is not failed while eviction is still freeing room. */
     struct statvfs v;
     job->space_short = 0;
-    if ((job->floor_hint || job->floor_pct_hint) && fstatvfs(job->fd, &v) == 0) {
+    if (fstatvfs(job->fd, &v) == 0) {
         uint64_t want = 0;
         batch_t *c = job->write_first;
         for (int i = 0; i < job->write_count; i++, c = i < job->write_count ? c->next : c)
@@ -600,6 +598,10 @@ static void commit_work(uv_work_t *req)
     if (job->fd < 0) /* an empty body: no write item ever ran */
         rc = store_tmp_create(js->store, job->part_id, &job->fd);
     else if (job->truncate_file && ftruncate(job->fd, 0)) /* restarted, then empty */
+        rc = -errno;
+    /* The data's fsync before the lock: a large file's takes seconds, in
+     * which hits, checkpoints and other commits would wait. */
+    if (!rc && fsync(job->fd))
         rc = -errno;
     /* Link, row, the tmp name's unlink and the file's identity all under
      * the writer's lock: eviction (row, then unlink) cannot interleave, and
@@ -918,15 +920,15 @@ static int job_short_of_space(job_t *job)
     if (!job->short_wait) {
         job->short_wait = 1;
         job->short_runs = js->evict_runs + (js->evict_busy ? 1 : 0); /* one that starts later */
-        jobs_evict(js, NULL);
+        jobs_evict_run(js, NULL, 1);
         return 0;
     }
-    if (js->evict_runs <= job->short_runs)
+    if (js->evict_runs <= job->short_runs || js->shutting_down)
         return 0;
     char msg[200];
     snprintf(msg, sizeof msg,
-             "the cache's file system would have less than min_free_space left, and nothing "
-             "more can be evicted");
+             "the cache's file system has too little room left for the download and "
+             "min_free_space, and evicting what can be evicted does not make it");
     job_fail(job, "no_space", msg);
     return 1;
 }
@@ -1795,29 +1797,36 @@ static void waiter_restart(job_t *job, job_waiter_t *w)
 
 /* Opens the blob and checks, cheaply, that its file is still the one
  * committed: same inode, size, mtime and ctime (an edit in place keeps the
- * size, never the times). One that changed is quarantined and forgotten, so
- * its bytes are never handed out, and the request downloads again. Under
- * the writer's lock: a commit of the same digest replaces the file and
- * records its identity under it too. A blob whose identity is not recorded
- * yet (a cache from before) gets it from the background verification. */
+ * size, never the times). Under the writer's lock: a commit of the same
+ * digest replaces the file and records its identity under it too. One that
+ * differs is re-hashed before anything is said of it (a backup restored,
+ * `cp -a` to a new disk or a `chown -R` change the identity, not the
+ * bytes): good, its new identity is recorded and it is served; bad, it is
+ * quarantined and forgotten, and the request downloads again. A blob whose
+ * identity is not recorded yet (a cache from before) gets it from the
+ * background verification. */
 static void hit_work(uv_work_t *req)
 {
     job_hit_t *hit = req->data;
     jobs_t *js = hit->js;
     struct stat st;
     db_blob_stat_t rec;
+    int changed = 0;
     db_lock(js->db);
     hit->rc = store_open_blob(js->store, hit->sha, hit->size, &hit->fd, &st);
     if (!hit->rc && db_get_blob_stat(js->db, hit->sha, &rec) == 0 && rec.ino) {
         db_blob_stat_t now = db_blob_stat_of(&st);
-        if (memcmp(&now, &rec, sizeof now) != 0) {
-            close(hit->fd);
-            hit->fd = -1;
-            hit->rc = -ESTALE;
-            cache_quarantine(js->store, js->db, hit->sha, "its file changed since its commit");
-        }
+        changed = memcmp(&now, &rec, sizeof now) != 0;
     }
     db_unlock(js->db);
+    if (changed) {
+        close(hit->fd);
+        hit->fd = -1;
+        int rc = cache_verify_one(js->store, js->db, hit->sha, hit->size, (int64_t)time(NULL));
+        hit->rc = rc == -EBADMSG ? -ESTALE : rc ? rc : -EAGAIN;
+        if (!rc) /* the same bytes in another file: open that one */
+            hit->rc = store_open_blob(js->store, hit->sha, hit->size, &hit->fd, NULL);
+    }
     if (!hit->rc)
         db_touch(js->db, hit->sha, hit->by_entry ? hit->url : NULL, hit->cred_tag, hit->uid);
 }
@@ -2094,14 +2103,20 @@ static void evict_work(uv_work_t *req)
     jobs_t *js = req->data;
     uint64_t target = js->evict_target, total;
     struct statvfs v;
-    if ((js->evict_floor || js->evict_floor_pct) && statvfs(store_dir(js->store), &v) == 0) {
+    js->evict_lack = 0;
+    if (statvfs(store_dir(js->store), &v) == 0) {
         uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
         uint64_t need = space_floor(&v, js->evict_floor, js->evict_floor_pct) + js->evict_remaining;
         if (avail < need && db_total_size(js->db, js->evict_fence, &total) == 0) {
             uint64_t lack = need - avail;
-            uint64_t t = total > lack ? total - lack : 0;
-            if (t < target)
-                target = t;
+            if (lack <= total) {
+                if (total - lack < target)
+                    target = total - lack;
+            } else {
+                /* Other data holds the room: emptying the cache would not
+                 * make it, so nothing goes for it (the download fails). */
+                js->evict_lack = lack;
+            }
         }
     }
     memset(&js->evict_res, 0, sizeof js->evict_res);
@@ -2166,6 +2181,14 @@ static void after_evict(uv_work_t *req, int status)
     js->stats.evicted_bytes += js->evict_res.freed;
     if (js->evict_rc)
         log_warn("eviction stopped: %s", strerror(-js->evict_rc));
+    uint64_t now = uv_now(js->loop);
+    if (js->evict_lack && (!js->lack_logged || now - js->lack_logged > 60000)) {
+        js->lack_logged = now;
+        log_warn("the cache's file system lacks %llu bytes for min_free_space and the downloads "
+                 "in progress, more than the whole cache holds: nothing evicted for it (other "
+                 "files hold the room; free some, or lower min_free_space)",
+                 (unsigned long long)js->evict_lack);
+    }
     if (js->evict_again && !js->shutting_down) {
         js->evict_again = 0;
         evict_start(js, js->next_keep[0] ? js->next_keep : NULL);
@@ -2215,11 +2238,13 @@ static void evict_start(jobs_t *js, const char *keep)
     uv_queue_work(js->loop, &js->evict_work, evict_work, after_evict);
 }
 
-void jobs_evict(jobs_t *js, const char *keep)
+/* force: a download is short of room, whatever the settings (a full disk
+ * is a floor of 0). */
+static void jobs_evict_run(jobs_t *js, const char *keep, int force)
 {
     const hubd_config_t *cfg = js->cfg;
     if (js->shutting_down ||
-        (!cfg->max_cache_size && !cfg->min_free_space && !cfg->min_free_percent))
+        (!force && !cfg->max_cache_size && !cfg->min_free_space && !cfg->min_free_percent))
         return;
     if (!js->evict_busy) {
         evict_start(js, keep);
@@ -2232,6 +2257,11 @@ void jobs_evict(jobs_t *js, const char *keep)
     else if (!js->evict_again)
         js->next_keep[0] = '\0';
     js->evict_again = 1;
+}
+
+void jobs_evict(jobs_t *js, const char *keep)
+{
+    jobs_evict_run(js, keep, 0);
 }
 
 void jobs_reload(jobs_t *js)

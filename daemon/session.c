@@ -14,15 +14,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <linux/sockios.h>
 #include <time.h>
 #include <unistd.h>
 
 #define SESSION_READ_BUF 16384
 #define PROGRESS_DROP_QUEUE (256 * 1024) /* a client this far behind misses PROGRESS lines */
 #define FD_RETRY_MS 20                   /* socket full while passing an fd: try again */
+#define FD_POLL_MS 5 /* fds passed, not yet known read: look again (SIOCOUTQ) this often */
 #define FETCH_ID_MAX 64
 #define DRAIN_MS 1000 /* shutdown: time a client gets to read its replies */
 /* Backpressure. A session's requests are parsed one line at a time, and
@@ -43,6 +46,7 @@
 #define USER_MAX_FDS 64
 #define READ_PAUSE_FETCHES 64
 #define LIST_PAGE 64             /* ENTRY or JOB lines per page */
+#define SHOWN_URL_MAX 4096       /* bytes of a URL in a listing: 3x that encoded fits a line */
 #define MAX_DISCARDED (1u << 20) /* bytes of one overlong line before the client is cut off */
 #define MAX_LONG_LINES 16        /* overlong lines a session may send */
 #define LINE_PAUSE 2             /* on_line: parsing stops here (backpressure), not closing */
@@ -117,15 +121,16 @@ struct session {
     int handles;             /* open handles; freed at 0 */
     proto_reader_t reader;
     char rbuf[SESSION_READ_BUF];
-    size_t in_off, in_len; /* rbuf[in_off, in_len): read, not yet parsed (backpressure) */
-    int reading;           /* uv_read_start in force */
-    int in_pump;           /* inside session_pump: do not re-enter */
-    unsigned nfds;         /* blob fds pinned: hits being opened, fd lines queued */
-    stream_kind_t stream;  /* a STATUS or LIST being streamed, or STREAM_NONE */
-    uint64_t stream_at;    /* its cursor: last job id, or last entry's use sequence */
-    uint64_t stream_count; /* lines sent so far */
-    list_page_t *page;     /* a LIST page being read in the pool, or NULL */
-    uid_t uid;             /* peer credentials at accept */
+    size_t in_off, in_len;  /* rbuf[in_off, in_len): read, not yet parsed (backpressure) */
+    int reading;            /* uv_read_start in force */
+    int in_pump;            /* inside session_pump: do not re-enter */
+    unsigned nfds;          /* blob fds pinned: hits being opened, fd lines queued or in flight */
+    unsigned fds_in_flight; /* fds passed that the peer may not have read yet (pinned too) */
+    stream_kind_t stream;   /* a STATUS or LIST being streamed, or STREAM_NONE */
+    uint64_t stream_at;     /* its cursor: last job id, or last entry's use sequence */
+    uint64_t stream_count;  /* lines sent so far */
+    list_page_t *page;      /* a LIST page being read in the pool, or NULL */
+    uid_t uid;              /* peer credentials at accept */
     gid_t gid;
     size_t discarded; /* bytes of the overlong line being skipped */
     unsigned long_lines;
@@ -256,9 +261,35 @@ static int send_with_fd(session_t *s, fd_msg_t *m)
 /* Sends queued fd lines while libuv has nothing of ours still unwritten.
  * On a full socket, tries again in FD_RETRY_MS (drain_step arms the timer
  * itself while draining). */
+/* Descriptors passed are in the kernel until the peer reads the byte they
+ * ride on, and count against hubd's uid there: an unprivileged sender with
+ * more than RLIMIT_NOFILE of them in flight gets ETOOMANYREFS, for every
+ * client's DONE. So a passed fd stays pinned to its session (and uid) until
+ * all that was sent to the peer has been read: SIOCOUTQ says only that (0),
+ * not how far a stream was read. */
+static void retire_in_flight(session_t *s)
+{
+    uv_os_fd_t sock;
+    int outq = 0;
+    if (!s->fds_in_flight || uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) != 0 ||
+        uv_fileno((uv_handle_t *)&s->pipe, &sock) != 0 || ioctl(sock, SIOCOUTQ, &outq) != 0 ||
+        outq != 0)
+        return;
+    while (s->fds_in_flight) {
+        s->fds_in_flight--;
+        unpin(s);
+    }
+}
+
+/* Sends queued fd lines while libuv has nothing of ours still unwritten
+ * and fewer than SESSION_MAX_FDS are in flight. On a full socket, tries
+ * again in FD_RETRY_MS; while fds are in flight, looks every FD_POLL_MS
+ * whether they were read (drain_step arms the timer itself while
+ * draining). */
 static void flush_fd_queue(session_t *s)
 {
-    while (s->fdq_head && !s->closing && !s->broken &&
+    retire_in_flight(s);
+    while (s->fdq_head && !s->closing && !s->broken && s->fds_in_flight < SESSION_MAX_FDS &&
            uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) == 0) {
         fd_msg_t *m = s->fdq_head;
         int rc = send_with_fd(s, m);
@@ -273,12 +304,15 @@ static void flush_fd_queue(session_t *s)
         s->nfdq--;
         job_fd_unref(m->fd);
         free(m);
-        unpin(s);
         if (rc < 0) {
+            unpin(s);
             session_fail(s, "passing an fd", rc);
             return;
         }
+        s->fds_in_flight++; /* its pin stays until the peer has read it */
     }
+    if (s->fds_in_flight && !s->closing && !s->broken && !s->draining)
+        uv_timer_start(&s->retry, on_session_timer, FD_POLL_MS, 0);
 }
 
 static void drain_step(session_t *s);
@@ -360,14 +394,16 @@ static void reply_begin(reply_t *r, const char *verb)
     proto_begin(&r->w, r->buf, sizeof r->buf, verb);
 }
 
-static void reply_send(session_t *s, reply_t *r)
+/* 1 when the line was queued, 0 when it could not be made (too long). */
+static int reply_send(session_t *s, reply_t *r)
 {
     int n = proto_end(&r->w);
     if (n < 0) {
         log_err("reply too long for the protocol, dropped");
-        return;
+        return 0;
     }
     session_send(s, r->buf, (size_t)n);
+    return 1;
 }
 
 static void send_err(session_t *s, const char *id, const char *code, const char *msg)
@@ -741,9 +777,16 @@ static void do_admin(session_t *s, const proto_msg_t *m, admin_op_t op)
 static const char *shown_url(const session_t *s, const char *url, int mine, char *buf, size_t cap)
 {
     const char *q = strchr(url, '?');
-    if (!q || mine || is_admin(s))
+    size_t len = strlen(url);
+    size_t n = !q || mine || is_admin(s) ? len : (size_t)(q - url);
+    if (n == len && n <= SHOWN_URL_MAX)
         return url;
-    snprintf(buf, cap, "%.*s?REDACTED", (int)(q - url), url);
+    /* Cut where even a percent-encoded URL leaves the line room to fit: a
+     * listing line is never dropped (END's count would lie, and a STATUS
+     * whose page queued nothing would wait for a write that never ends). */
+    int cut = n > SHOWN_URL_MAX;
+    snprintf(buf, cap, "%.*s%s%s", (int)(cut ? SHOWN_URL_MAX : n), url, cut ? "..." : "",
+             n < len ? "?REDACTED" : "");
     return buf;
 }
 
@@ -761,9 +804,8 @@ static void send_job_line(void *arg, const job_info_t *info)
         proto_add_i64(&r.w, "total", info->total);
     proto_add_u64(&r.w, "rate", info->rate);
     proto_add_u64(&r.w, "waiters", info->waiters);
-    reply_send(s, &r);
     s->stream_at = info->id;
-    s->stream_count++;
+    s->stream_count += (uint64_t)reply_send(s, &r); /* END counts what was sent */
 }
 
 /* ---- STATUS and LIST: streamed a page at a time ---------------------------- */
@@ -840,9 +882,8 @@ static void after_page(uv_work_t *w, int status)
             proto_add_i64(&r.w, "created", e->created);
             proto_add_i64(&r.w, "accessed", e->accessed);
             proto_add_u64(&r.w, "pinned", (uint64_t)e->pinned);
-            reply_send(s, &r);
             s->stream_at = e->seq;
-            s->stream_count++;
+            s->stream_count += (uint64_t)reply_send(s, &r);
         }
         if (p->rc < 0) {
             send_err(s, NULL, "internal", "cannot read the cache index");
@@ -867,15 +908,18 @@ static void stream_step(session_t *s)
     if (!s->stream || s->page || s->closing || s->broken || s->draining ||
         uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) > STREAM_QUEUE)
         return;
-    if (s->stream == STREAM_STATUS) {
+    while (s->stream == STREAM_STATUS) {
         if (jobs_page(s->srv->jobs, s->stream_at, LIST_PAGE, s->uid, send_job_line, s) <
             LIST_PAGE) {
             send_end(s, s->stream_count);
             stream_end(s);
+            return;
         }
-        /* else on_written asks for the next page */
-        return;
+        if (uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) > STREAM_QUEUE)
+            return; /* on_written asks for the next page */
     }
+    if (s->stream != STREAM_LIST)
+        return;
     list_page_t *p = calloc(1, sizeof *p);
     if (!p) {
         send_err(s, NULL, "internal", "out of memory");
@@ -1168,6 +1212,10 @@ static void session_close(session_t *s)
         unpin(s);
     }
     s->fdq_tail = NULL;
+    while (s->fds_in_flight) { /* the kernel drops them with the socket */
+        s->fds_in_flight--;
+        unpin(s);
+    }
     log_debug("session pid %d uid %d: closed", (int)s->pid, (int)s->uid);
     uv_close((uv_handle_t *)&s->retry, on_session_handle_closed);
     uv_close((uv_handle_t *)&s->pipe, on_session_handle_closed);

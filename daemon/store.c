@@ -319,16 +319,16 @@ int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int pri
     blob_rel(hex, rel_blob, sizeof rel_blob);
     int rc = 0;
 
-    /* Data first, then the name: after a crash the blob either is absent or
-     * holds every byte. */
-    /* A blob fetched with credentials is readable by hubd alone (clients get
-     * it through the fd); unless the same bytes are public already. */
+    /* Data first (the caller's fsync), then the name: after a crash the
+     * blob either is absent or holds every byte. A blob fetched with
+     * credentials is readable by hubd alone (clients get it through the
+     * fd); unless the same bytes are public already. */
     mode_t mode = 0444;
     struct stat st;
     if (private_blob &&
         !(fstatat(s->dir_fd, rel_blob, &st, AT_SYMLINK_NOFOLLOW) == 0 && (st.st_mode & 0044)))
         mode = 0400;
-    if (fsync(fd) || fchmod(fd, mode)) {
+    if (fchmod(fd, mode)) {
         rc = -errno;
         goto fail;
     }

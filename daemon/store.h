@@ -54,8 +54,9 @@ int store_tmp_create(const store_t *s, uint64_t id, int *fd_out);
  * a file also named elsewhere, is never cut). */
 int store_tmp_reopen(const store_t *s, uint64_t id, uint64_t keep, int *fd_out);
 
-/* Pool thread: make the partial durable and visible under its digest:
- * fsync, chmod 0444 (0400 for a private blob: fetched with credentials, and
+/* Pool thread: make the partial (already fsync'ed by the caller: not
+ * here, so that the caller's lock is not held over it) visible under its
+ * digest: chmod 0444 (0400 for a private blob: fetched with credentials, and
  * not public already), hard-link into blobs/<aa>/ (rename where that cannot
  * be), fsync the folder(s). Closes fd in every case. On success *ro_fd is a
  * new read-only descriptor of the blob, tmp/<id>.part may still name it

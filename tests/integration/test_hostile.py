@@ -226,13 +226,50 @@ class HostileTest(HubTestCase):
             p.wait(timeout=30)
         self.hubd.start()
 
+    def test_listing_lines_are_never_dropped(self):
+        # A path of 5,440 '%' (each %25 on the wire): its FETCH line just
+        # fits 16 KiB, a JOB line of it would not. Such lines are sent with
+        # the URL cut, never dropped (before: dropped, END's count said
+        # otherwise, and a page of only such lines stalled STATUS for good).
+        self.restart_with(max_downloads="1")
+        self.make_file("slow.bin", 1 * MiB)
+        slow = self.hubctl_bg("fetch", self.origin.url("/files/slow.bin?bps=100000"))
+        self.addCleanup(slow.kill)
+        wait_for(lambda: self.stats()["jobs_active"] == 1, what="the slot taken")
+        long_url = self.origin.url("/files/" + "%" * 5440)  # each one %25 on the wire
+        waiting = [self.hubctl_bg("fetch", long_url + "?n=%d" % i) for i in range(3)]
+        for p in waiting:
+            self.addCleanup(p.kill)
+        wait_for(lambda: self.stats()["jobs_queued"] == 3, what="three queued jobs")
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(self.hubd.socket)
+        s.settimeout(10)
+        f = s.makefile("rwb")
+        f.write(b"STATUS\nHELLO proto=1\n")
+        f.flush()
+        jobs = 0
+        while True:
+            line = f.readline().decode()
+            if line.startswith("END"):
+                break
+            self.assertTrue(line.startswith("JOB "), line[:80])
+            self.assertLessEqual(len(line), 16384)
+            jobs += 1
+        self.assertEqual((jobs, line.strip()), (4, "END count=4"))
+        self.assertTrue(f.readline().startswith(b"HELLO "))
+        s.close()
+        self.hubd.stop()
+        for p in [slow] + waiting:
+            p.wait(timeout=30)
+        self.hubd.start()
+
     # ---- 2. one user's expectations fail only that user -----------------------
 
     def test_a_wrong_digest_fails_only_its_own_waiter(self):
         # alice expects a wrong digest; bob, attached to the same download
         # without one, gets the good file, and it is cached.
         digest = self.make_file("x.bin", 2 * MiB)
-        url = self.origin.url("/files/x.bin?bps=%d" % (4 * MiB))
+        url = self.origin.url("/files/x.bin?bps=%d" % MiB)  # 2 s: bob joins well before the end
         alice = self.hubctl_bg("fetch", "--json", "--sha256", "0" * 64, url)
         wait_for(lambda: self.origin.requests_for("/files/x.bin") == 1, what="the download")
         bob = self.hubctl_bg("fetch", "--json", url)
@@ -345,9 +382,7 @@ class HostileTest(HubTestCase):
         self.assertEqual(res["code"], "timeout", r)
         self.assertIn("low_speed_limit", res["message"])
         self.assertLess(took, 15)
-        # A fast body under the same settings is fine, and so is a slow
-        # one while hubd itself holds back (backpressure is not the
-        # server's fault): tiny in-flight window, a quick file.
+        # A fast body under the same settings is fine.
         self.make_file("f.bin", 4 * MiB)
         r, res = self.fetch(self.origin.url("/files/f.bin"))
         self.assertEqual(r.rc, 0, r)
@@ -418,6 +453,36 @@ class HostileTest(HubTestCase):
         names = [os.path.basename(p) for p in self.hubd.blob_files()]
         self.assertNotIn(digest, names)
         self.hubd.wait_no_partials()
+
+    @unittest.skipUnless(os.geteuid() == 0, "mounting a small tmpfs needs root")
+    def test_a_download_that_fits_once_blobs_are_evicted_is_not_failed(self):
+        # 23 MiB free, two 20 MiB blobs cached, a 30 MiB download: it fits
+        # once one is evicted, and the eviction runs beside its first
+        # writes; it must not fail meanwhile.
+        self.hubd_on_tmpfs(64, min_free_space="1M")
+        for i in range(2):
+            self.make_file("c%d.bin" % i, 20 * MiB, seed=i + 1)
+            self.assertEqual(self.hubctl("fetch", self.origin.url("/files/c%d.bin" % i)).rc, 0)
+        self.make_file("big.bin", 30 * MiB, seed=7)
+        r, res = self.fetch(self.origin.url("/files/big.bin"))
+        self.assertEqual(r.rc, 0, r)
+        self.assertGreaterEqual(self.stats()["evicted"], 1)
+
+    @unittest.skipUnless(os.geteuid() == 0, "mounting a small tmpfs needs root")
+    def test_a_floor_other_data_holds_does_not_empty_the_cache(self):
+        # Other files hold the room: evicting the whole cache would not keep
+        # min_free_space, so nothing goes, and the download fails.
+        small = self.hubd_on_tmpfs(64, min_free_space="40M")
+        self.make_file("keep.bin", 10 * MiB, seed=1)
+        self.assertEqual(self.hubctl("fetch", self.origin.url("/files/keep.bin")).rc, 0)
+        with open(os.path.join(small, "other"), "wb") as f:
+            f.write(b"\0" * (30 * MiB))
+        self.make_file("one.bin", 1 * MiB, seed=2)
+        r, res = self.fetch(self.origin.url("/files/one.bin"))
+        self.assertEqual(res["code"], "no_space", r)
+        st = self.stats()
+        self.assertEqual((st["cache_blobs"], st["evicted"]), (1, 0))
+        self.assertIn("more than the whole cache holds", self.hubd.read_log())
 
     @unittest.skipUnless(os.geteuid() == 0, "mounting a small tmpfs needs root")
     def test_downloads_in_progress_count_against_the_free_space_floor(self):
@@ -520,6 +585,42 @@ class HostileTest(HubTestCase):
             s.close()
         wait_for(lambda: nfds(pid) <= base + 1, what="the descriptors to be closed")
 
+    def test_an_unprivileged_hubd_keeps_few_descriptors_in_flight(self):
+        # hubd as an ordinary user (as the hubd account): descriptors passed
+        # to clients that never read stay in the kernel and count against
+        # its uid, and past RLIMIT_NOFILE of them the kernel refuses every
+        # client's (ETOOMANYREFS). Each session holds at most 16 in flight,
+        # each uid 64: another user's hits still get theirs.
+        work = os.path.join(self.tmp, "hub-nobody")
+        os.makedirs(work)
+        os.chown(work, 65534, 65534)
+
+        def as_nobody():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+        self.hubd.stop()
+        os.chmod(self.tmp, 0o755)  # hubd must reach its config and folder
+        self.hubd = Hubd(work, config=write_config(os.path.join(self.tmp, "nobody.conf"),
+                                                   socket_mode="0666"),
+                         preexec_fn=as_nobody)
+        self.make_file("c.bin", 1000)
+        url = self.origin.url("/files/c.bin")
+        self.assertEqual(self.hubctl("fetch", url).rc, 0)
+        files_before = int(open("/proc/sys/fs/file-nr").read().split()[0])
+        line = b"FETCH id=%d url=" + url.encode() + b"\n"
+        socks = flood(self.hubd.socket, b"".join(line % i for i in range(330)), 8)
+        time.sleep(1)
+        extra = int(open("/proc/sys/fs/file-nr").read().split()[0]) - files_before
+        print("\n  8 non-reading sessions, unprivileged hubd: %d more open files" % extra)
+        for _ in range(3):  # another uid than the flooders' (root)
+            r = self.as_nobody("fetch", url)
+            self.assertEqual(r.returncode, 0, r)
+        self.assertLess(extra, 8 + 64 + 100)
+        for s in socks:
+            s.close()
+
     def test_many_waiters_of_one_download_share_its_descriptor(self):
         # 60 requests in one non-reading session attached to one download:
         # their 60 DONE lines hold one descriptor, not 60.
@@ -563,6 +664,22 @@ class HostileTest(HubTestCase):
         self.assertEqual(self.stats()["bad_blobs"], 1)
         quarantined = os.listdir(os.path.join(self.hubd.cache, "quarantine"))
         self.assertEqual(quarantined, [digest])
+
+    def test_a_blob_copied_to_a_new_file_is_still_served(self):
+        # A backup restored or `cp -a` to a new disk: another inode and
+        # ctime, the same bytes. Re-hashed, not thrown away.
+        digest = self.make_file("k.bin", 300000)
+        url = self.origin.url("/files/k.bin")
+        r, res = self.fetch(url)
+        path = res["path"]
+        subprocess.run(["cp", "-a", path, path + ".new"], check=True)
+        os.rename(path + ".new", path)
+        r, res = self.fetch(url)
+        self.assertEqual((res["source"], res["sha256"]), ("hit", digest))
+        self.assertEqual(self.stats()["bad_blobs"], 0)
+        r, res = self.fetch(url)  # its new identity recorded: a plain hit again
+        self.assertEqual(res["source"], "hit")
+        self.assertEqual(self.origin.requests_for("/files/k.bin"), 1)
 
     def test_background_verification_finds_a_rotten_blob(self):
         self.restart_with(verify_interval="1s")

@@ -705,6 +705,32 @@ START_TEST(db_lru_follows_use_not_the_clock)
 }
 END_TEST
 
+/* An eviction run's fence: blobs first recorded after it neither count
+ * nor go (a download counted as in progress may record its blob during the
+ * run); a blob merely used after it still does. */
+START_TEST(db_eviction_fence_is_on_recording_not_use)
+{
+    char a[65], b[65], c[65];
+    make_sha(a, 0xd1);
+    make_sha(b, 0xd2);
+    make_sha(c, 0xd3);
+    record("http://h/a", "", a, 10, NULL, NULL);
+    record("http://h/b", "", b, 20, NULL, NULL);
+    uint64_t fence = db_use_seq(db), total = 0;
+    ck_assert_int_eq(db_touch(db, a, "http://h/a", "", 0), 0);
+    record("http://h/c", "", c, 40, NULL, NULL);
+    ck_assert_int_eq(db_total_size(db, fence, &total), 0);
+    ck_assert_uint_eq(total, 30);
+    listed_t l = {0};
+    ck_assert_int_eq(db_lru(db, 10, NULL, fence, add_lru, &l), 0);
+    ck_assert_int_eq(l.n, 2);
+    ck_assert_str_eq(l.e[0].sha, b); /* a was used since */
+    ck_assert_str_eq(l.e[1].sha, a);
+    ck_assert_int_eq(db_total_size(db, UINT64_MAX, &total), 0);
+    ck_assert_uint_eq(total, 70);
+}
+END_TEST
+
 /* Requesters: who asked for an entry (at its download or a hit) is told
  * so in a listing (LIST shows them the whole URL). */
 START_TEST(db_requesters_are_recorded)
@@ -1030,6 +1056,7 @@ static Suite *db_suite(void)
     tcase_add_test(tc, db_migrates_version_1);
     tcase_add_test(tc, db_lru_follows_use_not_the_clock);
     tcase_add_test(tc, db_requesters_are_recorded);
+    tcase_add_test(tc, db_eviction_fence_is_on_recording_not_use);
     tcase_add_test(tc, db_files_are_private);
     tcase_add_test(tc, db_open_tightens_loose_files);
     tcase_add_test(tc, db_open_refuses_a_link);
