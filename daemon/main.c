@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <uv.h>
 
 #define HUBD_VERSION "0.1.0"
@@ -256,6 +257,21 @@ static void on_sighup(uv_signal_t *h, int signum)
     service_ready();
 }
 
+/* Descriptors: the soft limit up to the hard one (systemd's default is
+ * 1024 of 524288). hubd holds a blob descriptor for each hit being served
+ * and each download whose DONE lines wait (bounded per session and per uid,
+ * see session.c), plus one per session and connection; 1024 would let a
+ * few busy users make others' hits fail. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl))
+            log_warn("cannot raise the descriptor limit: %s", strerror(errno));
+    }
+}
+
 int main(int argc, char **argv)
 {
     static daemon_state_t d;
@@ -274,6 +290,7 @@ int main(int argc, char **argv)
     }
     log_init(d.cfg.log_level);
     signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit();
     /* A reload asked for during a long start-up (reconciling a big cache)
      * must not kill the daemon; the loop's handler takes over later. */
     signal(SIGHUP, SIG_IGN);
