@@ -35,8 +35,8 @@
  * - a STATUS or LIST is being streamed (its pages follow as the client
  *   reads, below STREAM_QUEUE queued bytes; later lines wait their turn);
  * - SESSION_MAX_FDS blob descriptors are pinned for it (hits being opened,
- *   DONE lines waiting to pass their fd), or USER_MAX_FDS for its uid in
- *   all its sessions;
+ *   DONE lines waiting to pass their fd, fds passed and not yet read), or
+ *   USER_MAX_FDS for its uid in all its sessions;
  * - READ_PAUSE_FETCHES FETCHes of it wait.
  * So what a client that never reads costs hubd is bounded whatever it
  * sends: about READ_PAUSE_QUEUE plus one page or one reply. */
@@ -258,9 +258,6 @@ static int send_with_fd(session_t *s, fd_msg_t *m)
     return 1;
 }
 
-/* Sends queued fd lines while libuv has nothing of ours still unwritten.
- * On a full socket, tries again in FD_RETRY_MS (drain_step arms the timer
- * itself while draining). */
 /* Descriptors passed are in the kernel until the peer reads the byte they
  * ride on, and count against hubd's uid there: an unprivileged sender with
  * more than RLIMIT_NOFILE of them in flight gets ETOOMANYREFS, for every
@@ -1076,7 +1073,15 @@ static void session_pump(session_t *s)
     }
     if (s->in_off == s->in_len)
         s->in_off = s->in_len = 0;
-    int want = !s->closing && !s->broken && !s->cut && s->in_len == 0 && !must_pause(s);
+    if (s->cut && !s->closing) {
+        /* Line after overlong line (kept input parsed from a timer, too):
+         * a client that is not speaking the protocol is cut off. */
+        log_warn("session pid %d uid %d: cut off (overlong lines)", (int)s->pid, (int)s->uid);
+        s->in_pump = 0;
+        session_close(s);
+        return;
+    }
+    int want = !s->closing && !s->broken && s->in_len == 0 && !must_pause(s);
     if (want && !s->reading)
         s->reading = uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read) == 0;
     else if (!want && s->reading) {
@@ -1132,10 +1137,11 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     session_pump(s);
     if (s->closing)
         return;
-    /* An endless line, or line after overlong line: a client that is not
-     * speaking the protocol is cut off; others are not affected. */
+    /* An endless line: a client that is not speaking the protocol is cut
+     * off (session_pump does for repeated overlong lines); others are not
+     * affected. */
     s->discarded = s->reader.discarding ? s->discarded + (size_t)nread : 0;
-    if (s->cut || s->discarded > MAX_DISCARDED) {
+    if (s->discarded > MAX_DISCARDED) {
         log_warn("session pid %d uid %d: cut off (overlong lines)", (int)s->pid, (int)s->uid);
         session_close(s);
     }
