@@ -504,8 +504,10 @@ class HostileTest(HubTestCase):
         sent = self.origin.stats()["bytes"]["/chunked/endless.bin"]
         self.assertLess(sent, 40 * MiB)  # before: until the disk was full (~60M)
         self.hubd.wait_no_partials()
+        # Near the floor, not at the disk's end: the database's WAL (up to
+        # 4 MiB before its checkpoint) grows after the last write's check.
         free = os.statvfs(small).f_bavail * os.statvfs(small).f_frsize
-        self.assertGreater(free, 40 * MiB)
+        self.assertGreater(free, 32 * MiB)
 
     def test_downloads_in_progress_count_against_max_cache_size(self):
         # max_cache_size 30M, two 10M blobs cached, two 12M downloads
