@@ -103,7 +103,8 @@ struct jobs {
     uint64_t evict_target;    /* the item's copies: max_cache_size less what downloads hold, */
     uint64_t evict_remaining; /* what they have still to write, */
     uint64_t evict_fence;     /* the use sequence when it was computed, */
-    uint64_t evict_lack;      /* the item's finding: room no eviction can make */
+    uint64_t evict_lack;      /* the item's findings: room no eviction can make, */
+    int evict_short_after;    /* and whether the downloads are still short after it */
     uint64_t lack_logged;     /* uv_now of the last warning about it */
     uint64_t evict_floor;     /* and the free-space floor */
     unsigned evict_floor_pct;
@@ -891,8 +892,10 @@ static void job_pump(job_t *job)
             http_req_set_paused(job->req, 0);
     }
     job_checkpoint(job);
+    /* Not while short of room: the eviction run it asked for decides
+     * (after_evict) whether there is room for it to be kept. */
     if (job->body_done && !job->head && !job->cur && !job->hash_busy && !job->write_busy &&
-        !job->sync_busy && job->state == JOB_BODY)
+        !job->sync_busy && !job->short_wait && job->state == JOB_BODY)
         job_start_commit(job);
 }
 
@@ -910,6 +913,10 @@ static void after_hash(uv_work_t *req, int status)
 /* The write item found that the download would eat into min_free_space:
  * ask eviction for room, and fail the job (no_space) when a run started
  * since could not make it. Returns 1 when the job failed. */
+static const char short_of_space_msg[] =
+    "the cache's file system has too little room left for the download and min_free_space, "
+    "and evicting what can be evicted does not make it";
+
 static int job_short_of_space(job_t *job)
 {
     jobs_t *js = job->js;
@@ -925,11 +932,7 @@ static int job_short_of_space(job_t *job)
     }
     if (js->evict_runs <= job->short_runs || js->shutting_down)
         return 0;
-    char msg[200];
-    snprintf(msg, sizeof msg,
-             "the cache's file system has too little room left for the download and "
-             "min_free_space, and evicting what can be evicted does not make it");
-    job_fail(job, "no_space", msg);
+    job_fail(job, "no_space", short_of_space_msg);
     return 1;
 }
 
@@ -2127,6 +2130,11 @@ static void evict_work(uv_work_t *req)
                         js->evict_fence, &js->evict_res);
     if (js->evict_res.evicted)
         cache_reserve_make(js->store); /* a full disk may have taken it */
+    /* What is left now, for the downloads that wait on this run. */
+    js->evict_short_after =
+        statvfs(store_dir(js->store), &v) == 0 &&
+        (uint64_t)v.f_bavail * v.f_frsize <
+            space_floor(&v, js->evict_floor, js->evict_floor_pct) + js->evict_remaining;
 }
 
 static void evict_start(jobs_t *js, const char *keep);
@@ -2188,6 +2196,19 @@ static void after_evict(uv_work_t *req, int status)
                  "in progress, more than the whole cache holds: nothing evicted for it (other "
                  "files hold the room; free some, or lower min_free_space)",
                  (unsigned long long)js->evict_lack);
+    }
+    /* Downloads short of room that waited for a run started after they
+     * asked: still short, they fail; else they go on (to their commit). */
+    for (job_t *j = js->active, *next; j && !js->shutting_down; j = next) {
+        next = j->next; /* job_fail unlists j */
+        if (!j->short_wait || js->evict_runs <= j->short_runs)
+            continue;
+        if (js->evict_short_after) {
+            job_fail(j, "no_space", short_of_space_msg);
+        } else {
+            j->short_wait = 0;
+            job_pump(j);
+        }
     }
     if (js->evict_again && !js->shutting_down) {
         js->evict_again = 0;
