@@ -8,7 +8,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -19,7 +18,6 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <linux/sockios.h>
-#include <time.h>
 #include <unistd.h>
 
 #define SESSION_READ_BUF 16384

@@ -154,19 +154,27 @@ class HostileTest(HubTestCase):
         self.hubd.start()
         return sha
 
+    def flood_and_ask(self, what, payload, sessions, *args):
+        """Sessions that send payload and never read; a second later,
+        another client runs hubctl with args. Returns (its Ctl, how long it
+        took, hubd's peak RSS in KiB, the flooding sockets)."""
+        pid = self.hubd.proc.pid
+        socks = flood(self.hubd.socket, payload, sessions)
+        time.sleep(1)
+        r, took = timed(lambda: self.hubctl(*args, timeout=120))
+        hwm = vm_kb(pid, "VmHWM")
+        print("\n  %s flood: peak RSS %d KiB, another client's %s in %.3f s"
+              % (what, hwm, args[0], took))
+        self.assertEqual(r.rc, 0, r)
+        return r, took, hwm, socks
+
     def test_a_list_flood_that_is_never_read_holds_little_memory(self):
         # 300 entries of 2 KB: each LIST is 600 KB of replies. Three
         # sessions each send 3,276 LISTs in one 16 KiB write and never
         # read. Before: every line was parsed and answered whole at once
         # (GBs of RSS, another client's STATS waited seconds).
         self.fill_entries(300, 2000)
-        pid = self.hubd.proc.pid
-        socks = flood(self.hubd.socket, b"LIST\n" * 3276, 3)
-        time.sleep(1)
-        r, took = timed(lambda: self.hubctl("stats", "--json", timeout=120))
-        hwm = vm_kb(pid, "VmHWM")
-        print("\n  LIST flood: peak RSS %d KiB, another client's STATS in %.3f s" % (hwm, took))
-        self.assertEqual(r.rc, 0, r)
+        r, took, hwm, socks = self.flood_and_ask("LIST", b"LIST\n" * 3276, 3, "stats", "--json")
         self.assertLess(took, 2.0, "another client's STATS waited")
         self.assertLess(hwm, 100 * 1024, "peak RSS %d KiB" % hwm)
         self.assertEqual(json.loads(r.out)["sessions"], 4)
@@ -209,13 +217,8 @@ class HostileTest(HubTestCase):
             self.addCleanup(p.kill)
         wait_for(lambda: self.stats()["jobs_active"] + self.stats()["jobs_queued"] == 20,
                  what="20 jobs")
-        pid = self.hubd.proc.pid
-        socks = flood(self.hubd.socket, b"STATUS\n" * 2340, 2)
-        time.sleep(1)
-        r, took = timed(lambda: self.hubctl("status", "--json", timeout=120))
-        hwm = vm_kb(pid, "VmHWM")
-        print("\n  STATUS flood: peak RSS %d KiB, another client's STATUS in %.3f s" % (hwm, took))
-        self.assertEqual(r.rc, 0, r)
+        r, took, hwm, socks = self.flood_and_ask("STATUS", b"STATUS\n" * 2340, 2,
+                                                 "status", "--json")
         self.assertEqual(len(json.loads(r.out)), 20)
         self.assertLess(took, 2.0)
         self.assertLess(hwm, 100 * 1024, "peak RSS %d KiB" % hwm)
