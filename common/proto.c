@@ -1,5 +1,6 @@
 /* proto: line framing and percent-encoding of the hubd wire protocol. */
 #include "proto.h"
+#include "textnum.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,17 +13,6 @@
 static int is_plain(unsigned char c)
 {
     return c > 0x20 && c < 0x7f && c != '%';
-}
-
-static int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 static int is_verb_char(unsigned char c)
@@ -66,7 +56,7 @@ static int decode(const char *p, const char *end, char *out)
         if (c == '%') {
             if (end - p < 3)
                 return -EINVAL;
-            int hi = hexval((unsigned char)p[1]), lo = hexval((unsigned char)p[2]);
+            int hi = hex_value((unsigned char)p[1]), lo = hex_value((unsigned char)p[2]);
             if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
                 return -EINVAL;
             *o++ = (char)(hi << 4 | lo);

@@ -10,7 +10,7 @@
  *
  * Loop thread API. verifier_stop is part of the jobs module's shutdown: a
  * check in flight stops at its next chunk (cache_cancel_all) and the jobs
- * module waits for it (jobs_hold). */
+ * module waits for it (its worktrack). */
 #ifndef HUBD_VERIFIER_H
 #define HUBD_VERIFIER_H
 
@@ -19,14 +19,14 @@
 #include "config.h"
 #include "db.h"
 #include "store.h"
+#include "worktrack.h"
 
-typedef struct jobs jobs_t;
 typedef struct verifier verifier_t;
 
 /* Starts the schedule (its first look one second after start). Returns 0
  * or -ENOMEM. */
-int verifier_start(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *js, store_t *store, db_t *db,
-                   verifier_t **out);
+int verifier_start(uv_loop_t *loop, const hubd_config_t *cfg, worktrack_t *work, store_t *store,
+                   db_t *db, verifier_t **out);
 
 /* Blobs found bad so far (STATS). */
 unsigned long verifier_bad(const verifier_t *v);

@@ -1,6 +1,7 @@
 /* SHA-256 (FIPS 180-4): a portable C block function, an x86 SHA-NI one, and
  * run-time selection between them. See sha256.h for the why. */
 #include "sha256.h"
+#include "textnum.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -339,19 +340,6 @@ void sha256_hex(const uint8_t digest[32], char out[65])
         out[2 * i + 1] = digits[digest[i] & 0x0f];
     }
     out[64] = '\0';
-}
-
-/* Value of one hex digit, or -1. Written out rather than using isxdigit() so
- * the locale cannot widen what is accepted. */
-static int hex_value(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
 }
 
 int sha256_parse_hex(const char *hex, uint8_t out[32])

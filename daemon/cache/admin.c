@@ -7,7 +7,7 @@
 
 struct admin_req {
     uv_work_t work;
-    jobs_t *js; /* held (jobs_hold) while the item is in flight */
+    worktrack_t *tracker; /* held while the item is in flight */
     store_t *store;
     db_t *db;
     admin_op_t op;
@@ -57,13 +57,13 @@ static void after_admin(uv_work_t *w, int status)
     in_flight--;
     if (req->done)
         req->done(req->arg, &req->res);
-    jobs_unhold(req->js);
+    worktrack_release(req->tracker);
     cache_bad_free(req->bad);
     free(req->target);
     free(req);
 }
 
-int admin_start(uv_loop_t *loop, jobs_t *js, store_t *store, db_t *db, admin_op_t op,
+int admin_start(uv_loop_t *loop, worktrack_t *work, store_t *store, db_t *db, admin_op_t op,
                 const char *target, uint64_t size, void (*done)(void *arg, const admin_result_t *r),
                 void *arg, admin_req_t **out)
 {
@@ -72,7 +72,7 @@ int admin_start(uv_loop_t *loop, jobs_t *js, store_t *store, db_t *db, admin_op_
         free(req);
         return -ENOMEM;
     }
-    req->js = js;
+    req->tracker = work;
     req->store = store;
     req->db = db;
     req->op = op;
@@ -81,7 +81,7 @@ int admin_start(uv_loop_t *loop, jobs_t *js, store_t *store, db_t *db, admin_op_
     req->arg = arg;
     in_flight++;
     req->work.data = req;
-    jobs_hold(js);
+    worktrack_hold(work);
     uv_queue_work(loop, &req->work, admin_work, after_admin);
     *out = req;
     return 0;

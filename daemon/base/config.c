@@ -2,6 +2,7 @@
 #include "config.h"
 #include "log.h"
 #include "netpolicy.h"
+#include "textnum.h"
 
 #include <errno.h>
 #include <ini.h>
@@ -97,80 +98,17 @@ int config_defaults(hubd_config_t *cfg)
 
 int config_parse_size(const char *s, uint64_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || errno || *s == '-')
-        return -EINVAL;
-    unsigned shift = 0;
-    switch (*end) {
-    case 'K':
-    case 'k':
-        shift = 10;
-        end++;
-        break;
-    case 'M':
-    case 'm':
-        shift = 20;
-        end++;
-        break;
-    case 'G':
-    case 'g':
-        shift = 30;
-        end++;
-        break;
-    case 'T':
-    case 't':
-        shift = 40;
-        end++;
-        break;
-    default:
-        break;
-    }
-    if (*end == 'i' && shift) /* accept "MiB"-style spellings too */
-        end++;
-    if ((*end == 'B' || *end == 'b') && shift)
-        end++;
-    if (*end != '\0')
-        return -EINVAL;
-    if (shift && v > (UINT64_MAX >> shift))
-        return -ERANGE;
-    *out = (uint64_t)v << shift;
-    return 0;
+    return parse_size(s, out);
 }
 
 static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out);
-
-/* Durations: plain seconds, or with a suffix "ms", "s", "m", "h" or "d";
- * at most 49 days (milliseconds in an unsigned). */
-static int parse_ms(const char *s, unsigned *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(s, &end, 10);
-    if (end == s || errno || *s == '-')
-        return -EINVAL;
-    static const struct {
-        const char *suffix;
-        unsigned long mult;
-    } units[] = {{"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcmp(end, units[i].suffix) != 0)
-            continue;
-        if (v > UINT_MAX / units[i].mult)
-            return -ERANGE;
-        *out = (unsigned)(v * units[i].mult);
-        return 0;
-    }
-    return -EINVAL;
-}
 
 /* A timeout that 0 would turn into "fail at once" (every download would
  * fail): at least 1 ms. */
 static int parse_timeout(const char *s, unsigned *out)
 {
     unsigned v;
-    int rc = parse_ms(s, &v);
+    int rc = parse_duration_ms(s, &v);
     if (rc)
         return rc;
     if (v == 0)
@@ -198,7 +136,7 @@ static int parse_free(hubd_config_t *cfg, const char *s)
         return 0;
     }
     uint64_t v;
-    if (config_parse_size(s, &v))
+    if (parse_size(s, &v))
         return -EINVAL;
     cfg->min_free_space = v;
     cfg->min_free_percent = 0;
@@ -241,7 +179,7 @@ static int set_optional(char **slot, const char *value)
 static int set_size(size_t *slot, const char *value, uint64_t min, uint64_t max)
 {
     uint64_t v;
-    int rc = config_parse_size(value, &v);
+    int rc = parse_size(value, &v);
     if (rc)
         return rc;
     if (v < min || v > max)
@@ -284,7 +222,7 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value)
         return parse_uint(value, 0, 10000, &cfg->max_jobs_per_user);
     if (strcmp(key, "max_cache_size") == 0 || strcmp(key, "max_file_size") == 0) {
         uint64_t v;
-        int rc = config_parse_size(value, &v);
+        int rc = parse_size(value, &v);
         if (!rc)
             *(key[4] == 'c' ? &cfg->max_cache_size : &cfg->max_file_size) = v;
         return rc ? -EINVAL : 0;
@@ -306,28 +244,28 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value)
     if (strcmp(key, "retries") == 0)
         return parse_uint(value, 0, 100, &cfg->retries);
     if (strcmp(key, "retry_delay") == 0)
-        return parse_ms(value, &cfg->retry_delay_ms);
+        return parse_duration_ms(value, &cfg->retry_delay_ms);
     if (strcmp(key, "retry_max_delay") == 0)
-        return parse_ms(value, &cfg->retry_max_delay_ms);
+        return parse_duration_ms(value, &cfg->retry_max_delay_ms);
     if (strcmp(key, "deadline") == 0)
-        return parse_ms(value, &cfg->deadline_ms);
+        return parse_duration_ms(value, &cfg->deadline_ms);
     if (strcmp(key, "header_timeout") == 0)
         return parse_timeout(value, &cfg->header_timeout_ms);
     if (strcmp(key, "low_speed_limit") == 0) {
         uint64_t v;
-        if (config_parse_size(value, &v) || v > UINT_MAX)
+        if (parse_size(value, &v) || v > UINT_MAX)
             return -EINVAL;
         cfg->low_speed_limit = (unsigned)v;
         return 0;
     }
     if (strcmp(key, "low_speed_time") == 0)
-        return parse_ms(value, &cfg->low_speed_time_ms);
+        return parse_duration_ms(value, &cfg->low_speed_time_ms);
     if (strcmp(key, "min_free_space") == 0)
         return parse_free(cfg, value);
     if (strcmp(key, "verify_interval") == 0)
-        return parse_ms(value, &cfg->verify_interval_ms);
+        return parse_duration_ms(value, &cfg->verify_interval_ms);
     if (strcmp(key, "keepalive_timeout") == 0)
-        return parse_ms(value, &cfg->keepalive_ms);
+        return parse_duration_ms(value, &cfg->keepalive_ms);
     if (strcmp(key, "max_redirects") == 0)
         return parse_uint(value, 0, 50, &cfg->max_redirects);
     if (strcmp(key, "ca_file") == 0)

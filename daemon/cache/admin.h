@@ -12,7 +12,7 @@
 
 #include "cache.h"
 #include "db.h"
-#include "job.h"
+#include "worktrack.h"
 #include "store.h"
 
 typedef enum { ADMIN_RM, ADMIN_PIN, ADMIN_UNPIN, ADMIN_GC, ADMIN_VERIFY } admin_op_t;
@@ -29,7 +29,7 @@ typedef struct admin_req admin_req_t;
 
 /* target: a URL or a digest (RM), a digest (PIN, UNPIN); size: GC's target
  * in bytes. Returns 0 or -ENOMEM (no callback then). */
-int admin_start(uv_loop_t *loop, jobs_t *js, store_t *store, db_t *db, admin_op_t op,
+int admin_start(uv_loop_t *loop, worktrack_t *work, store_t *store, db_t *db, admin_op_t op,
                 const char *target, uint64_t size, void (*done)(void *arg, const admin_result_t *r),
                 void *arg, admin_req_t **out);
 

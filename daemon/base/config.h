@@ -69,7 +69,7 @@ int config_load_file(hubd_config_t *cfg, const char *path, char *err, size_t err
  * for one out of range, -EDOM for a timeout of 0. */
 int config_set(hubd_config_t *cfg, const char *key, const char *value);
 
-/* Parses "256K", "1M", "2G", "1T" or plain bytes. */
+/* Parses "256K", "1M", "2G", "1T" or plain bytes: parse_size (textnum.h). */
 int config_parse_size(const char *s, uint64_t *out);
 
 /* Writes the effective settings as an INI file that config_load_file reads

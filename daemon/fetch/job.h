@@ -25,6 +25,7 @@
 #include "netpolicy.h"
 #include "store.h"
 #include "tls.h"
+#include "worktrack.h"
 
 typedef struct jobs jobs_t;
 typedef struct job job_t;
@@ -139,8 +140,9 @@ void jobs_reload(jobs_t *js);
 
 /* Work of other modules in the pool that uses the cache (admin requests)
  * holds the jobs module: jobs_shutdown completes only after the release. */
-void jobs_hold(jobs_t *js);
-void jobs_unhold(jobs_t *js);
+/* What a shutdown waits for: pool items outside this module (admin verbs,
+ * the verifier, session hits) hold it while in flight. */
+worktrack_t *jobs_work(jobs_t *js);
 /* STATUS, a page at a time: up to max running or queued jobs with ids
  * above `after`, in ascending id order; `mine` is about uid. Returns how
  * many were given to fn. */

@@ -87,13 +87,12 @@ struct jobs {
     job_t *queue_head; /* QUEUED jobs, oldest first */
     job_t *queue_tail;
     uint64_t next_id;
-    unsigned live; /* jobs and hits not yet freed */
+    worktrack_t work; /* jobs, hits and pool items a shutdown waits for */
     jobs_stats_t stats;
     cred_secret_t secret; /* keys credential tags */
     verifier_t *verifier; /* background re-verification, NULL once stopped */
     int shutting_down;
     int http_closing;    /* http_client_close called: js goes in its callback */
-    int shutdown_called; /* jobs_shutdown called: js may go once live is 0 */
     int starting_queued; /* inside jobs_start_queued: do not re-enter */
     int start_again;     /* jobs_start_queued was asked again meanwhile */
     /* Eviction: one item at a time; asked again while busy, it runs again. */
@@ -258,13 +257,18 @@ static void on_http_closed(void *arg)
         cb(cb_arg);
 }
 
+/* Everything in flight has gone after jobs_shutdown: the HTTP client goes
+ * next, then js. */
+static void on_jobs_drained(void *arg)
+{
+    jobs_t *js = arg;
+    js->http_closing = 1;
+    http_client_close(js->http, on_http_closed, js);
+}
+
 static void jobs_release(jobs_t *js)
 {
-    js->live--;
-    if (js->shutdown_called && js->live == 0 && !js->http_closing) {
-        js->http_closing = 1;
-        http_client_close(js->http, on_http_closed, js);
-    }
+    worktrack_release(&js->work);
 }
 
 static void job_on_timer_closed(uv_handle_t *h)
@@ -1733,7 +1737,7 @@ static int start_download(jobs_t *js, url_t *u, job_waiter_t *w)
     uv_timer_init(js->loop, &job->retry_timer);
     job->timer.data = job->retry_timer.data = job;
     job->handles_open = 2;
-    js->live++;
+    worktrack_hold(&js->work);
     js->stats.misses++;
     job_adopt_partial(job);
     job->all_next = js->all;
@@ -1974,7 +1978,7 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *cons
     hit->fd = -1;
     hit->work.data = hit;
     w->hit = hit;
-    js->live++;
+    worktrack_hold(&js->work);
     uv_queue_work(js->loop, &hit->work, hit_work, after_hit);
     return 0;
 }
@@ -2084,7 +2088,7 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
         free(js);
         return rc;
     }
-    if ((rc = verifier_start(loop, cfg, js, store, db, &js->verifier)) != 0) {
+    if ((rc = verifier_start(loop, cfg, &js->work, store, db, &js->verifier)) != 0) {
         js->verifier = NULL; /* only this feature is lost: said so, and hubd serves */
         log_err("background verification not started: %s", strerror(-rc));
     }
@@ -2175,7 +2179,7 @@ static void jobs_drop_oversized(jobs_t *js, const char *sha, uint64_t size)
     d->js = js;
     snprintf(d->sha, sizeof d->sha, "%s", sha);
     d->work.data = d;
-    js->live++;
+    worktrack_hold(&js->work);
     uv_queue_work(js->loop, &d->work, drop_work, after_drop);
 }
 
@@ -2254,7 +2258,7 @@ static void evict_start(jobs_t *js, const char *keep)
     js->evict_floor_pct = cfg->min_free_percent;
     snprintf(js->evict_keep, sizeof js->evict_keep, "%s", keep ? keep : "");
     js->evict_busy = 1;
-    js->live++; /* jobs_shutdown waits for it */
+    worktrack_hold(&js->work); /* jobs_shutdown waits for it */
     js->evict_work.data = js;
     uv_queue_work(js->loop, &js->evict_work, evict_work, after_evict);
 }
@@ -2291,14 +2295,9 @@ void jobs_reload(jobs_t *js)
     jobs_start_queued(js);
 }
 
-void jobs_hold(jobs_t *js)
+worktrack_t *jobs_work(jobs_t *js)
 {
-    js->live++;
-}
-
-void jobs_unhold(jobs_t *js)
-{
-    jobs_release(js);
+    return &js->work;
 }
 
 void jobs_set_first_id(jobs_t *js, uint64_t above)
@@ -2324,9 +2323,7 @@ void jobs_stop(jobs_t *js)
 void jobs_shutdown(jobs_t *js, void (*done)(void *arg), void *arg)
 {
     jobs_stop(js);
-    js->shutdown_called = 1;
     js->shutdown_cb = done;
     js->shutdown_arg = arg;
-    js->live++; /* so the count can reach zero here if nothing is in flight */
-    jobs_release(js);
+    worktrack_drain(&js->work, on_jobs_drained, js);
 }

@@ -1,6 +1,7 @@
 /* db: schema, migrations and the handful of statements hubd runs. */
 #include "db.h"
 #include "log.h"
+#include "textnum.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -840,19 +841,10 @@ int db_cache_size(db_t *db, uint64_t *bytes, uint64_t *count)
                       count);
 }
 
-static int is_hex64(const char *s)
-{
-    size_t n = 0;
-    for (; s[n]; n++)
-        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
-            return 0;
-    return n == 64;
-}
-
 int db_resolve(db_t *db, const char *url_or_sha, char sha_out[65])
 {
     uint64_t size;
-    if (is_hex64(url_or_sha)) {
+    if (hex_is(url_or_sha, 64, 1)) {
         int rc = db_find_blob(db, url_or_sha, &size);
         if (!rc)
             memcpy(sha_out, url_or_sha, 65);

@@ -747,8 +747,8 @@ static void do_admin(session_t *s, const proto_msg_t *m, admin_op_t op)
         }
     }
     pending_t *p = calloc(1, sizeof *p);
-    if (!p || admin_start(s->srv->loop, s->srv->jobs, s->srv->store, s->srv->db, op, target, size,
-                          on_admin_done, p, &p->req)) {
+    if (!p || admin_start(s->srv->loop, jobs_work(s->srv->jobs), s->srv->store, s->srv->db, op,
+                          target, size, on_admin_done, p, &p->req)) {
         free(p);
         url_free(&u);
         send_err(s, id, "internal", "out of memory");
@@ -892,7 +892,7 @@ static void after_page(uv_work_t *w, int status)
     }
     for (unsigned i = 0; i < p->n; i++)
         free(p->v[i].url);
-    jobs_unhold(p->jobs);
+    worktrack_release(jobs_work(p->jobs));
     free(p);
 }
 
@@ -928,7 +928,7 @@ static void stream_step(session_t *s)
     p->uid = s->uid;
     p->work.data = p;
     s->page = p;
-    jobs_hold(p->jobs);
+    worktrack_hold(jobs_work(p->jobs));
     uv_queue_work(s->srv->loop, &p->work, page_work, after_page);
 }
 

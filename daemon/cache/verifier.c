@@ -1,7 +1,6 @@
 /* verifier: the background re-verification schedule (see verifier.h). */
 #include "verifier.h"
 #include "cache.h"
-#include "job.h"
 #include "log.h"
 
 #include <errno.h>
@@ -16,7 +15,7 @@
 struct verifier {
     uv_loop_t *loop;
     const hubd_config_t *cfg;
-    jobs_t *js; /* held from start to free: a shutdown waits for us */
+    worktrack_t *tracker; /* held from start to free: a shutdown waits for us */
     store_t *store;
     db_t *db;
     uv_timer_t timer;
@@ -38,9 +37,9 @@ static void maybe_free(verifier_t *v)
 {
     if (!v->closed || v->busy)
         return;
-    jobs_t *js = v->js;
+    worktrack_t *work = v->tracker;
     free(v);
-    jobs_unhold(js);
+    worktrack_release(work);
 }
 
 static void on_closed(uv_handle_t *h)
@@ -103,20 +102,20 @@ static void on_timer(uv_timer_t *t)
     uv_queue_work(v->loop, &v->work, check_work, after_check);
 }
 
-int verifier_start(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *js, store_t *store, db_t *db,
-                   verifier_t **out)
+int verifier_start(uv_loop_t *loop, const hubd_config_t *cfg, worktrack_t *work, store_t *store,
+                   db_t *db, verifier_t **out)
 {
     verifier_t *v = calloc(1, sizeof *v);
     if (!v)
         return -ENOMEM;
     v->loop = loop;
     v->cfg = cfg;
-    v->js = js;
+    v->tracker = work;
     v->store = store;
     v->db = db;
     uv_timer_init(loop, &v->timer);
     v->timer.data = v;
-    jobs_hold(js);
+    worktrack_hold(work);
     uv_timer_start(&v->timer, on_timer, VERIFY_FIRST_MS, 0);
     *out = v;
     return 0;
