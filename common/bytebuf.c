@@ -1,4 +1,4 @@
-#include "buf.h"
+#include "bytebuf.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -6,18 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-void buf_init(buf_t *b, size_t cap)
+void bytebuf_init(bytebuf_t *b, size_t cap)
 {
-    *b = (buf_t){.cap = cap};
+    *b = (bytebuf_t){.cap = cap};
 }
 
-void buf_free(buf_t *b)
+void bytebuf_free(bytebuf_t *b)
 {
     free(b->data);
-    buf_init(b, b->cap);
+    bytebuf_init(b, b->cap);
 }
 
-int buf_reserve(buf_t *b, size_t n)
+int bytebuf_reserve(bytebuf_t *b, size_t n)
 {
     if (b->cap && (n > b->cap || b->len > b->cap - n))
         return -ENOBUFS;
@@ -44,18 +44,18 @@ int buf_reserve(buf_t *b, size_t n)
     return 0;
 }
 
-int buf_append(buf_t *b, const void *p, size_t n)
+int bytebuf_append(bytebuf_t *b, const void *p, size_t n)
 {
-    int rc = buf_reserve(b, n);
+    int rc = bytebuf_reserve(b, n);
     if (rc)
         return rc;
     if (n)
-        memcpy(buf_tail(b), p, n);
+        memcpy(bytebuf_tail(b), p, n);
     b->len += n;
     return 0;
 }
 
-int buf_printf(buf_t *b, const char *fmt, ...)
+int bytebuf_printf(bytebuf_t *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -63,17 +63,17 @@ int buf_printf(buf_t *b, const char *fmt, ...)
     va_end(ap);
     if (n < 0)
         return -EINVAL;
-    int rc = buf_reserve(b, (size_t)n + 1); /* vsnprintf writes the NUL too */
+    int rc = bytebuf_reserve(b, (size_t)n + 1); /* vsnprintf writes the NUL too */
     if (rc)
         return rc;
     va_start(ap, fmt);
-    vsnprintf(buf_tail(b), (size_t)n + 1, fmt, ap);
+    vsnprintf(bytebuf_tail(b), (size_t)n + 1, fmt, ap);
     va_end(ap);
     b->len += (size_t)n;
     return 0;
 }
 
-void buf_consume(buf_t *b, size_t n)
+void bytebuf_consume(bytebuf_t *b, size_t n)
 {
     b->off += n;
     b->len -= n;
@@ -81,7 +81,7 @@ void buf_consume(buf_t *b, size_t n)
         b->off = 0;
 }
 
-void buf_clear(buf_t *b)
+void bytebuf_clear(bytebuf_t *b)
 {
     b->off = b->len = 0;
 }
