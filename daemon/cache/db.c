@@ -1,5 +1,6 @@
 /* db: schema, migrations and the handful of statements hubd runs. */
 #include "db.h"
+#include "db_internal.h"
 #include "log.h"
 #include "textnum.h"
 
@@ -17,17 +18,6 @@
 #include <unistd.h>
 
 #define DB_SCHEMA_VERSION 3
-
-struct db {
-    sqlite3 *rd;                 /* loop thread only */
-    _Atomic uint64_t seq;        /* last use sequence number given out (under wr's mutex;
-                                    read from any thread: db_use_seq) */
-    sqlite3 *wr;                 /* pool threads only (serialized mode) */
-    sqlite3_stmt *find_entry;    /* on rd */
-    sqlite3_stmt *find_blob;     /* on rd */
-    sqlite3_stmt *find_part;     /* on rd */
-    sqlite3_stmt *find_blob_for; /* on rd */
-};
 
 /* Version 1. entries are keyed by (url, cred_tag) so that a response fetched
  * with credentials is only ever served to the same credentials; blobs are
@@ -67,7 +57,7 @@ static const char *const schema_v2 = "CREATE TABLE partials ("
 
 /* Logs a failed statement; a full disk is -ENOSPC (ERR code=no_space),
  * anything else -EIO. */
-static int sq_err(sqlite3 *h, const char *what)
+int db_sq_err(sqlite3 *h, const char *what)
 {
     log_err("sqlite: %s: %s", what, h ? sqlite3_errmsg(h) : "out of memory");
     return h && sqlite3_errcode(h) == SQLITE_FULL ? -ENOSPC : -EIO;
@@ -126,13 +116,13 @@ static int is_corrupt(int sqlite_rc)
 
 /* A failed statement on h: -EUCLEAN when SQLite says the file is corrupt
  * (db_open's caller sets it aside and rebuilds), else as sq_err. */
-static int sq_err_or_corrupt(sqlite3 *h, const char *what)
+int db_sq_err_or_corrupt(sqlite3 *h, const char *what)
 {
     if (h && is_corrupt(sqlite3_errcode(h))) {
         log_err("sqlite: %s: %s", what, sqlite3_errmsg(h));
         return -EUCLEAN;
     }
-    return sq_err(h, what);
+    return db_sq_err(h, what);
 }
 
 /* NOFOLLOW: a hubd.db that is a link (planted by someone who could write
@@ -142,11 +132,11 @@ static int open_conn(const char *path, int flags, int busy_ms, sqlite3 **out)
     int rc = sqlite3_open_v2(
         path, out, flags | SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW, NULL);
     if (rc != SQLITE_OK)
-        return sq_err_or_corrupt(*out, path);
+        return db_sq_err_or_corrupt(*out, path);
     sqlite3_busy_timeout(*out, busy_ms);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(*out, "PRAGMA journal_mode=WAL", -1, &st, NULL) != SQLITE_OK)
-        return sq_err_or_corrupt(*out, path);
+        return db_sq_err_or_corrupt(*out, path);
     rc = sqlite3_step(st);
     const unsigned char *mode = rc == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
     int wal = mode && strcmp((const char *)mode, "wal") == 0;
@@ -174,7 +164,7 @@ static int migrate(sqlite3 *h)
     sqlite3_stmt *st;
     int version = 0;
     if (sqlite3_prepare_v2(h, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
-        return sq_err_or_corrupt(h, "user_version");
+        return db_sq_err_or_corrupt(h, "user_version");
     if (sqlite3_step(st) == SQLITE_ROW)
         version = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
@@ -213,7 +203,7 @@ static int quick_check(sqlite3 *h, const char *path)
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(h, "PRAGMA quick_check(5)", -1, &st, NULL) != SQLITE_OK)
-        return sq_err_or_corrupt(h, path);
+        return db_sq_err_or_corrupt(h, path);
     int rc, bad = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *msg = (const char *)sqlite3_column_text(st, 0);
@@ -224,7 +214,7 @@ static int quick_check(sqlite3 *h, const char *path)
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE && !is_corrupt(rc))
-        return sq_err(h, path);
+        return db_sq_err(h, path);
     if (rc != SQLITE_DONE)
         log_err("sqlite: %s: quick_check: %s", path, sqlite3_errstr(rc));
     return bad || rc != SQLITE_DONE ? -EUCLEAN : 0;
@@ -310,7 +300,7 @@ int db_open(const char *path, db_t **out)
                            " (SELECT 1 FROM entries e WHERE e.sha256 = b.sha256"
                            " AND e.cred_tag = ?2))",
                            -1, &db->find_blob_for, NULL) != SQLITE_OK) {
-        rc = sq_err(db->rd, "prepare");
+        rc = db_sq_err(db->rd, "prepare");
         goto fail;
     }
     *out = db;
@@ -399,7 +389,7 @@ int db_list_page(db_t *db, uint64_t before, unsigned max, uid_t uid,
                            " FROM entries e JOIN blobs b USING (sha256)"
                            " WHERE e.seq < ?1 ORDER BY e.seq DESC LIMIT ?2",
                            -1, &st, NULL) != SQLITE_OK) {
-        int rc = sq_err(h, "list");
+        int rc = db_sq_err(h, "list");
         sqlite3_mutex_leave(sqlite3_db_mutex(h));
         return rc;
     }
@@ -422,7 +412,7 @@ int db_list_page(db_t *db, uint64_t before, unsigned max, uid_t uid,
             fn(arg, &e);
         n++;
     }
-    rc = rc == SQLITE_DONE ? n : sq_err(h, "list");
+    rc = rc == SQLITE_DONE ? n : db_sq_err(h, "list");
     sqlite3_finalize(st);
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
     return rc;
@@ -430,11 +420,11 @@ int db_list_page(db_t *db, uint64_t before, unsigned max, uid_t uid,
 
 /* Runs one statement with text/int64 parameters given as a NULL-terminated
  * description: 't' text (may be NULL → SQL NULL), 'i' int64. */
-static int exec_bound(sqlite3 *h, const char *sql, const char *types, ...)
+int db_exec(sqlite3 *h, const char *sql, const char *types, ...)
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK)
-        return sq_err(h, sql);
+        return db_sq_err(h, sql);
     va_list ap;
     va_start(ap, types);
     for (int i = 0; types[i]; i++) {
@@ -449,7 +439,7 @@ static int exec_bound(sqlite3 *h, const char *sql, const char *types, ...)
     va_end(ap);
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : sq_err(h, sql);
+    return rc == SQLITE_DONE ? 0 : db_sq_err(h, sql);
 }
 
 /* The next use sequence number; the caller holds the writer's mutex. */
@@ -461,22 +451,22 @@ static int64_t next_seq(db_t *db)
 /* A write transaction on the writer connection. It holds the connection's
  * mutex from begin to end, so another pool thread cannot interleave its
  * statements into it. */
-static int tx_begin(sqlite3 *h)
+int db_tx_begin(sqlite3 *h)
 {
     sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc = exec_bound(h, "BEGIN IMMEDIATE", "");
+    int rc = db_exec(h, "BEGIN IMMEDIATE", "");
     if (rc)
         sqlite3_mutex_leave(sqlite3_db_mutex(h));
     return rc;
 }
 
 /* Commits when rc is 0, else rolls back; returns the outcome. */
-static int tx_end(sqlite3 *h, int rc)
+int db_tx_end(sqlite3 *h, int rc)
 {
     if (!rc)
-        rc = exec_bound(h, "COMMIT", "");
+        rc = db_exec(h, "COMMIT", "");
     if (rc)
-        exec_bound(h, "ROLLBACK", "");
+        db_exec(h, "ROLLBACK", "");
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
     return rc;
 }
@@ -484,41 +474,41 @@ static int tx_end(sqlite3 *h, int rc)
 /* Adds uid to the requesters of (url, cred_tag)'s entry. */
 static int add_requester(sqlite3 *h, const char *url, const char *cred_tag, uid_t uid)
 {
-    return exec_bound(h,
-                      "INSERT INTO requesters(url, cred_tag, uid) SELECT ?1, ?2, ?3"
-                      " WHERE EXISTS (SELECT 1 FROM entries WHERE url = ?1 AND cred_tag = ?2)"
-                      " ON CONFLICT DO NOTHING",
-                      "tti", url, cred_tag, (int64_t)uid);
+    return db_exec(h,
+                   "INSERT INTO requesters(url, cred_tag, uid) SELECT ?1, ?2, ?3"
+                   " WHERE EXISTS (SELECT 1 FROM entries WHERE url = ?1 AND cred_tag = ?2)"
+                   " ON CONFLICT DO NOTHING",
+                   "tti", url, cred_tag, (int64_t)uid);
 }
 
 int db_record_download(db_t *db, const db_record_t *rec)
 {
     int64_t now = (int64_t)time(NULL);
     sqlite3 *h = db->wr;
-    int rc = tx_begin(h);
+    int rc = db_tx_begin(h);
     if (rc)
         return rc;
-    rc = exec_bound(h,
-                    "INSERT INTO blobs(sha256, size, created, accessed, seq, recorded, verified,"
-                    " public) VALUES (?1, ?2, ?3, ?3, ?4, ?4, ?3, ?5)"
-                    " ON CONFLICT(sha256) DO UPDATE SET accessed = excluded.accessed,"
-                    " seq = excluded.seq, public = max(public, excluded.public)",
-                    "tiiii", rec->sha256, (int64_t)rec->size, now, next_seq(db),
-                    (int64_t)(!rec->cred_tag || !*rec->cred_tag));
+    rc = db_exec(h,
+                 "INSERT INTO blobs(sha256, size, created, accessed, seq, recorded, verified,"
+                 " public) VALUES (?1, ?2, ?3, ?3, ?4, ?4, ?3, ?5)"
+                 " ON CONFLICT(sha256) DO UPDATE SET accessed = excluded.accessed,"
+                 " seq = excluded.seq, public = max(public, excluded.public)",
+                 "tiiii", rec->sha256, (int64_t)rec->size, now, next_seq(db),
+                 (int64_t)(!rec->cred_tag || !*rec->cred_tag));
     if (!rc && rec->url)
-        rc = exec_bound(h,
-                        "INSERT INTO entries(url, cred_tag, sha256, etag, last_modified, created,"
-                        " accessed, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)"
-                        " ON CONFLICT(url, cred_tag) DO UPDATE SET sha256 = excluded.sha256,"
-                        " etag = excluded.etag, last_modified = excluded.last_modified,"
-                        " accessed = excluded.accessed, seq = excluded.seq",
-                        "tttttii", rec->url, rec->cred_tag, rec->sha256, rec->etag,
-                        rec->last_modified, now, next_seq(db));
+        rc = db_exec(h,
+                     "INSERT INTO entries(url, cred_tag, sha256, etag, last_modified, created,"
+                     " accessed, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)"
+                     " ON CONFLICT(url, cred_tag) DO UPDATE SET sha256 = excluded.sha256,"
+                     " etag = excluded.etag, last_modified = excluded.last_modified,"
+                     " accessed = excluded.accessed, seq = excluded.seq",
+                     "tttttii", rec->url, rec->cred_tag, rec->sha256, rec->etag, rec->last_modified,
+                     now, next_seq(db));
     for (size_t i = 0; !rc && rec->url && i < rec->nuids; i++)
         rc = add_requester(h, rec->url, rec->cred_tag, rec->uids[i]);
     if (!rc && rec->partial_id) /* its bytes are the blob now */
-        rc = exec_bound(h, "DELETE FROM partials WHERE id = ?1", "i", (int64_t)rec->partial_id);
-    return tx_end(h, rc);
+        rc = db_exec(h, "DELETE FROM partials WHERE id = ?1", "i", (int64_t)rec->partial_id);
+    return db_tx_end(h, rc);
 }
 
 /* Gives each row (sha256, size) of a prepared statement on the writer to
@@ -536,21 +526,21 @@ static int blob_rows(sqlite3 *h, sqlite3_stmt *st,
             fn(arg, sha, (uint64_t)sqlite3_column_int64(st, 1));
     }
     sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : sq_err_or_corrupt(h, what);
+    return rc == SQLITE_DONE ? 0 : db_sq_err_or_corrupt(h, what);
 }
 
 int db_each_blob(db_t *db, void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg)
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db->wr, "SELECT sha256, size FROM blobs", -1, &st, NULL) != SQLITE_OK)
-        return sq_err_or_corrupt(db->wr, "listing blobs");
+        return db_sq_err_or_corrupt(db->wr, "listing blobs");
     return blob_rows(db->wr, st, fn, arg, "listing blobs");
 }
 
 int db_forget_blob(db_t *db, const char *sha256, int unless_pinned)
 {
     sqlite3 *h = db->wr;
-    int rc = tx_begin(h);
+    int rc = db_tx_begin(h);
     if (rc)
         return rc;
     /* Inside the write transaction a PIN cannot come between the check and
@@ -560,10 +550,10 @@ int db_forget_blob(db_t *db, const char *sha256, int unless_pinned)
     if (!rc && unless_pinned && pinned)
         rc = -EBUSY;
     if (!rc)
-        rc = exec_bound(h, "DELETE FROM entries WHERE sha256 = ?1", "t", sha256);
+        rc = db_exec(h, "DELETE FROM entries WHERE sha256 = ?1", "t", sha256);
     if (!rc)
-        rc = exec_bound(h, "DELETE FROM blobs WHERE sha256 = ?1", "t", sha256);
-    return tx_end(h, rc);
+        rc = db_exec(h, "DELETE FROM blobs WHERE sha256 = ?1", "t", sha256);
+    return db_tx_end(h, rc);
 }
 
 void db_lock(db_t *db)
@@ -581,12 +571,12 @@ int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag
     int64_t now = (int64_t)time(NULL);
     sqlite3 *h = db->wr;
     sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc = exec_bound(h, "UPDATE blobs SET accessed = ?2, seq = ?3 WHERE sha256 = ?1", "tii",
-                        sha256, now, next_seq(db));
+    int rc = db_exec(h, "UPDATE blobs SET accessed = ?2, seq = ?3 WHERE sha256 = ?1", "tii", sha256,
+                     now, next_seq(db));
     if (!rc && url)
-        rc = exec_bound(
-            h, "UPDATE entries SET accessed = ?3, seq = ?4 WHERE url = ?1 AND cred_tag = ?2",
-            "ttii", url, cred_tag, now, next_seq(db));
+        rc = db_exec(h,
+                     "UPDATE entries SET accessed = ?3, seq = ?4 WHERE url = ?1 AND cred_tag = ?2",
+                     "ttii", url, cred_tag, now, next_seq(db));
     if (!rc && url)
         rc = add_requester(h, url, cred_tag, uid);
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
@@ -601,7 +591,7 @@ int db_get_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out)
     int rc = -ENOENT;
     if (sqlite3_prepare_v2(h, "SELECT ino, mtime_ns, ctime_ns FROM blobs WHERE sha256 = ?1", -1,
                            &st, NULL) != SQLITE_OK) {
-        rc = sq_err(h, "blob stat");
+        rc = db_sq_err(h, "blob stat");
     } else {
         sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
         if (sqlite3_step(st) == SQLITE_ROW) {
@@ -620,9 +610,8 @@ int db_set_blob_stat(db_t *db, const char *sha256, const db_blob_stat_t *bs)
 {
     sqlite3 *h = db->wr;
     sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc =
-        exec_bound(h, "UPDATE blobs SET ino = ?2, mtime_ns = ?3, ctime_ns = ?4 WHERE sha256 = ?1",
-                   "tiii", sha256, (int64_t)bs->ino, bs->mtime_ns, bs->ctime_ns);
+    int rc = db_exec(h, "UPDATE blobs SET ino = ?2, mtime_ns = ?3, ctime_ns = ?4 WHERE sha256 = ?1",
+                     "tiii", sha256, (int64_t)bs->ino, bs->mtime_ns, bs->ctime_ns);
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
     return rc;
 }
@@ -654,7 +643,7 @@ int db_next_to_verify(db_t *db, int64_t before, char sha_out[65], uint64_t *size
                            "SELECT sha256, size FROM blobs WHERE verified < ?1"
                            " ORDER BY verified LIMIT 1",
                            -1, &st, NULL) != SQLITE_OK) {
-        rc = sq_err(h, "next to verify");
+        rc = db_sq_err(h, "next to verify");
     } else {
         sqlite3_bind_int64(st, 1, before);
         rc = blob_rows(h, st, take_one, &o, "next to verify");
@@ -667,154 +656,28 @@ int db_set_verified(db_t *db, const char *sha256, int64_t when)
 {
     sqlite3 *h = db->wr;
     sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc = exec_bound(h, "UPDATE blobs SET verified = ?2 WHERE sha256 = ?1", "ti", sha256, when);
+    int rc = db_exec(h, "UPDATE blobs SET verified = ?2 WHERE sha256 = ?1", "ti", sha256, when);
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
     return rc;
-}
-
-static char *dup_col(sqlite3_stmt *st, int i)
-{
-    const unsigned char *t = sqlite3_column_text(st, i);
-    return t ? strdup((const char *)t) : NULL;
-}
-
-/* A partial from the row's columns etag, last_modified, total, durable,
- * the first at column `col`. 0 or -ENOMEM (then out holds nothing). */
-static int partial_from_row(sqlite3_stmt *st, int col, uint64_t id, db_partial_t *out)
-{
-    memset(out, 0, sizeof *out);
-    out->id = id;
-    out->etag = dup_col(st, col);
-    out->last_modified = dup_col(st, col + 1);
-    out->total = sqlite3_column_int64(st, col + 2);
-    out->durable = (uint64_t)sqlite3_column_int64(st, col + 3);
-    if ((sqlite3_column_type(st, col) != SQLITE_NULL && !out->etag) ||
-        (sqlite3_column_type(st, col + 1) != SQLITE_NULL && !out->last_modified)) {
-        db_partial_free(out);
-        return -ENOMEM;
-    }
-    return 0;
-}
-
-int db_find_partial(db_t *db, const char *url, const char *cred_tag, db_partial_t *out)
-{
-    sqlite3_stmt *st = db->find_part;
-    sqlite3_bind_text(st, 1, url, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, cred_tag, -1, SQLITE_STATIC);
-    int rc = -ENOENT;
-    if (sqlite3_step(st) == SQLITE_ROW)
-        rc = partial_from_row(st, 1, (uint64_t)sqlite3_column_int64(st, 0), out);
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    return rc;
-}
-
-void db_partial_free(db_partial_t *p)
-{
-    free(p->etag);
-    free(p->last_modified);
-    p->etag = p->last_modified = NULL;
-}
-
-int db_save_partial(db_t *db, uint64_t id, const char *url, const char *cred_tag,
-                    const db_partial_t *p)
-{
-    int64_t now = (int64_t)time(NULL);
-    sqlite3 *h = db->wr;
-    int rc = tx_begin(h);
-    if (rc)
-        return rc;
-    /* Ids only grow: an older partial of the same URL (a job that is going
-     * away) yields to a newer one, and a newer one's row is never pushed
-     * aside by an older one's late checkpoint. The id's own row must be of
-     * this URL (ids are never reused; this is a guard, not a case). */
-    rc = exec_bound(h, "DELETE FROM partials WHERE url = ?1 AND cred_tag = ?2 AND id < ?3", "tti",
-                    url, cred_tag, (int64_t)id);
-    if (!rc)
-        rc = exec_bound(h,
-                        "INSERT INTO partials(id, url, cred_tag, etag, last_modified, total,"
-                        " durable, updated) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8"
-                        " WHERE NOT EXISTS (SELECT 1 FROM partials WHERE url = ?2 AND"
-                        " cred_tag = ?3 AND id > ?1)"
-                        " ON CONFLICT(id) DO UPDATE SET etag = excluded.etag,"
-                        " last_modified = excluded.last_modified, total = excluded.total,"
-                        " durable = excluded.durable, updated = excluded.updated"
-                        " WHERE url = excluded.url",
-                        "ittttiii", (int64_t)id, url, cred_tag, p->etag, p->last_modified, p->total,
-                        (int64_t)p->durable, now);
-    return tx_end(h, rc);
-}
-
-int db_forget_partial(db_t *db, uint64_t id)
-{
-    sqlite3 *h = db->wr;
-    sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc = exec_bound(h, "DELETE FROM partials WHERE id = ?1", "i", (int64_t)id);
-    sqlite3_mutex_leave(sqlite3_db_mutex(h));
-    return rc;
-}
-
-int db_get_partial(db_t *db, uint64_t id, char **url, char **cred_tag, db_partial_t *out)
-{
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db->wr,
-                           "SELECT url, cred_tag, etag, last_modified, total, durable"
-                           " FROM partials WHERE id = ?1",
-                           -1, &st, NULL) != SQLITE_OK)
-        return sq_err(db->wr, "reading a partial");
-    sqlite3_bind_int64(st, 1, (int64_t)id);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *url = dup_col(st, 0);
-        *cred_tag = dup_col(st, 1);
-        rc = partial_from_row(st, 2, id, out);
-        if (!rc && (!*url || !*cred_tag)) {
-            db_partial_free(out);
-            rc = -ENOMEM;
-        }
-        if (rc) {
-            free(*url);
-            free(*cred_tag);
-            *url = *cred_tag = NULL;
-        }
-    } else {
-        rc = rc == SQLITE_DONE ? -ENOENT : sq_err(db->wr, "reading a partial");
-    }
-    sqlite3_finalize(st);
-    return rc;
-}
-
-int db_each_partial(db_t *db, void (*fn)(void *arg, uint64_t id, uint64_t durable), void *arg)
-{
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db->wr, "SELECT id, durable FROM partials", -1, &st, NULL) != SQLITE_OK)
-        return sq_err_or_corrupt(db->wr, "listing partials");
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        fn(arg, (uint64_t)sqlite3_column_int64(st, 0), (uint64_t)sqlite3_column_int64(st, 1));
-    sqlite3_finalize(st);
-    /* Stopping early would make reconcile remove the files of rows it
-     * never saw. */
-    return rc == SQLITE_DONE ? 0 : sq_err_or_corrupt(db->wr, "listing partials");
 }
 
 int db_add_blobs(db_t *db, const db_found_blob_t *v, size_t n)
 {
     sqlite3 *h = db->wr;
-    int rc = tx_begin(h);
+    int rc = db_tx_begin(h);
     if (rc)
         return rc;
     for (size_t i = 0; !rc && i < n; i++) {
         /* created and accessed: the file's mtime (its commit); verified 0:
          * not re-hashed since, so background verification takes these
          * first. */
-        rc = exec_bound(h,
-                        "INSERT INTO blobs(sha256, size, created, accessed, seq, recorded,"
-                        " verified, public) VALUES (?1, ?2, ?3, ?3, ?4, ?4, 0, 1)"
-                        " ON CONFLICT(sha256) DO NOTHING",
-                        "tiii", v[i].sha256, (int64_t)v[i].size, v[i].mtime, next_seq(db));
+        rc = db_exec(h,
+                     "INSERT INTO blobs(sha256, size, created, accessed, seq, recorded,"
+                     " verified, public) VALUES (?1, ?2, ?3, ?3, ?4, ?4, 0, 1)"
+                     " ON CONFLICT(sha256) DO NOTHING",
+                     "tiii", v[i].sha256, (int64_t)v[i].size, v[i].mtime, next_seq(db));
     }
-    return tx_end(h, rc);
+    return db_tx_end(h, rc);
 }
 
 /* One row of integers from a statement on h. */
@@ -822,7 +685,7 @@ static int query_u64s(sqlite3 *h, const char *sql, const char *arg, uint64_t *a,
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK)
-        return sq_err(h, sql);
+        return db_sq_err(h, sql);
     if (arg)
         sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
@@ -832,7 +695,7 @@ static int query_u64s(sqlite3 *h, const char *sql, const char *arg, uint64_t *a,
             *b = (uint64_t)sqlite3_column_int64(st, 1);
     }
     sqlite3_finalize(st);
-    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : sq_err(h, sql);
+    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : db_sq_err(h, sql);
 }
 
 int db_cache_size(db_t *db, uint64_t *bytes, uint64_t *count)
@@ -871,10 +734,10 @@ int db_total_size(db_t *db, uint64_t fence, uint64_t *bytes)
     int rc;
     if (sqlite3_prepare_v2(h, "SELECT coalesce(sum(size), 0) FROM blobs WHERE recorded <= ?1", -1,
                            &st, NULL) != SQLITE_OK) {
-        rc = sq_err(h, "total size");
+        rc = db_sq_err(h, "total size");
     } else {
         sqlite3_bind_int64(st, 1, fence_of(fence));
-        rc = sqlite3_step(st) == SQLITE_ROW ? 0 : sq_err(h, "total size");
+        rc = sqlite3_step(st) == SQLITE_ROW ? 0 : db_sq_err(h, "total size");
         if (!rc)
             *bytes = (uint64_t)sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);
@@ -894,7 +757,7 @@ int db_lru(db_t *db, unsigned max, const char *keep, uint64_t fence,
                            "SELECT sha256, size FROM blobs WHERE pinned = 0 AND sha256 <> ?1"
                            " AND recorded <= ?3 ORDER BY seq, rowid LIMIT ?2",
                            -1, &st, NULL) != SQLITE_OK) {
-        rc = sq_err(h, "lru");
+        rc = db_sq_err(h, "lru");
     } else {
         sqlite3_bind_text(st, 1, keep ? keep : "", -1, SQLITE_STATIC);
         sqlite3_bind_int(st, 2, (int)max);
@@ -909,8 +772,8 @@ int db_set_pinned(db_t *db, const char *sha256, int pinned)
 {
     sqlite3 *h = db->wr;
     sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc = exec_bound(h, "UPDATE blobs SET pinned = ?2 WHERE sha256 = ?1", "ti", sha256,
-                        (int64_t)(pinned != 0));
+    int rc = db_exec(h, "UPDATE blobs SET pinned = ?2 WHERE sha256 = ?1", "ti", sha256,
+                     (int64_t)(pinned != 0));
     if (!rc && sqlite3_changes(h) == 0)
         rc = -ENOENT;
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
@@ -921,13 +784,13 @@ int db_remove_entry(db_t *db, const char *url, char sha_out[65], int *blob_gone)
 {
     sqlite3 *h = db->wr;
     *blob_gone = 0;
-    int rc = tx_begin(h);
+    int rc = db_tx_begin(h);
     if (rc)
         return rc;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(h, "SELECT sha256 FROM entries WHERE url = ?1 AND cred_tag = ''", -1,
                            &st, NULL) != SQLITE_OK)
-        return tx_end(h, sq_err(h, "remove"));
+        return db_tx_end(h, db_sq_err(h, "remove"));
     sqlite3_bind_text(st, 1, url, -1, SQLITE_STATIC);
     const unsigned char *sha = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
     rc = sha && strlen((const char *)sha) == 64 ? 0 : -ENOENT;
@@ -935,15 +798,15 @@ int db_remove_entry(db_t *db, const char *url, char sha_out[65], int *blob_gone)
         memcpy(sha_out, sha, 65);
     sqlite3_finalize(st);
     if (!rc)
-        rc = exec_bound(h, "DELETE FROM entries WHERE url = ?1 AND cred_tag = ''", "t", url);
+        rc = db_exec(h, "DELETE FROM entries WHERE url = ?1 AND cred_tag = ''", "t", url);
     uint64_t left = 0;
     if (!rc)
         rc = query_u64s(h, "SELECT count(*) FROM entries WHERE sha256 = ?1", sha_out, &left, NULL);
     if (!rc && left == 0) {
-        rc = exec_bound(h, "DELETE FROM blobs WHERE sha256 = ?1", "t", sha_out);
+        rc = db_exec(h, "DELETE FROM blobs WHERE sha256 = ?1", "t", sha_out);
         *blob_gone = !rc;
     }
-    rc = tx_end(h, rc);
+    rc = db_tx_end(h, rc);
     if (rc)
         *blob_gone = 0;
     return rc;

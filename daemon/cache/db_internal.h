@@ -1,0 +1,36 @@
+/* db_internal: what db.c and db_partial.c share: the connections, the
+ * prepared statements and the helpers that run statements and
+ * transactions. Private to the db module. */
+#ifndef HUBD_DB_INTERNAL_H
+#define HUBD_DB_INTERNAL_H
+
+#include <sqlite3.h>
+#include <stdint.h>
+
+struct db {
+    sqlite3 *rd;                 /* loop thread only */
+    _Atomic uint64_t seq;        /* last use sequence number given out (under wr's mutex;
+                                    read from any thread: db_use_seq) */
+    sqlite3 *wr;                 /* pool threads only (serialized mode) */
+    sqlite3_stmt *find_entry;    /* on rd */
+    sqlite3_stmt *find_blob;     /* on rd */
+    sqlite3_stmt *find_part;     /* on rd */
+    sqlite3_stmt *find_blob_for; /* on rd */
+};
+
+/* Logs a failed statement; a full disk is -ENOSPC (ERR code=no_space),
+ * anything else -EIO. */
+int db_sq_err(sqlite3 *h, const char *what);
+/* As db_sq_err, but -EUCLEAN when SQLite says the file is corrupt (db_open's
+ * caller sets it aside and rebuilds). */
+int db_sq_err_or_corrupt(sqlite3 *h, const char *what);
+/* Runs one statement with text/int64 parameters given as a NUL-terminated
+ * description: 't' text (may be NULL -> SQL NULL), 'i' int64. */
+int db_exec(sqlite3 *h, const char *sql, const char *types, ...);
+/* A write transaction on the writer connection, holding its mutex from
+ * begin to end so another pool thread cannot interleave statements;
+ * db_tx_end commits when rc is 0, else rolls back, and returns the outcome. */
+int db_tx_begin(sqlite3 *h);
+int db_tx_end(sqlite3 *h, int rc);
+
+#endif
