@@ -23,7 +23,10 @@
 # /proc/PID/stat before and after). Every digest is checked against the
 # source's. See bench/README.md for what the table means.
 #
-# Environment (optional): BUILD_DIR (default build), BENCH_TMPDIR (where the
+# Environment (optional): BUILD_DIR (default build), BENCH_BASE_BUILD (a
+# second, already built build dir, e.g. of an older commit: adds the rows
+# hubd-base and hubd-base-https, run in the same rounds, so a change is
+# compared side by side on one noisy machine), BENCH_TMPDIR (where the
 # work dir goes; default $TMPDIR or /tmp), BENCH_DROP_CACHES=1 to drop the
 # page cache before every download (root only), PYTHON (default: python3's real
 # interpreter).
@@ -37,6 +40,15 @@ HUBCTL=$BUILD_DIR/client/hubctl
 PY_LOOP=$REPO/bench/py_loop.py
 MAKE_CERTS=$REPO/tests/tls/make-certs.sh
 TOOLS=(hubd python-128k python-8k curl+sha256sum hubd-https python-128k-https curl+sha256sum-https)
+HUBD_MAIN=$HUBD HUBCTL_MAIN=$HUBCTL
+if [[ -n ${BENCH_BASE_BUILD:-} ]]; then
+    BENCH_BASE_BUILD=$(cd "$BENCH_BASE_BUILD" && pwd)
+    for b in daemon/hubd client/hubctl; do
+        [[ -x $BENCH_BASE_BUILD/$b ]] || { echo "bench: $BENCH_BASE_BUILD/$b is not built" >&2; exit 2; }
+    done
+    TOOLS=(hubd hubd-base python-128k python-8k curl+sha256sum hubd-https hubd-base-https
+        python-128k-https curl+sha256sum-https)
+fi
 
 SIZE_MIB=${1:-1024}
 ROUNDS=${2:-3}
@@ -192,8 +204,12 @@ run_tool() {
     fi
     T_RC=0 T_WALL=0 T_CPU=0
     : >"$work/cmd.err"
+    HUBD=$HUBD_MAIN HUBCTL=$HUBCTL_MAIN
+    if [[ $tool == hubd-base* ]]; then
+        HUBD=$BENCH_BASE_BUILD/daemon/hubd HUBCTL=$BENCH_BASE_BUILD/client/hubctl
+    fi
     case $tool in
-    hubd | hubd-https)
+    hubd | hubd-https | hubd-base | hubd-base-https)
         stop_hubd
         if ! start_hubd "$work/cache-$tool" "${hubd_args[@]}"; then
             T_RC=125
