@@ -1,4 +1,4 @@
-/* fuzz_config: the INI settings file (daemon/config.c through libinih).
+/* fuzz_config: the INI settings file (daemon/base/config.c through libinih).
  *
  * The input is an INI text, loaded over the defaults by config_load_string
  * (config_load_file's parser and per-key handler). Whatever the outcome,

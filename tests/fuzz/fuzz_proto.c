@@ -1,4 +1,4 @@
-/* fuzz_proto: the wire protocol codec (proto/proto.c).
+/* fuzz_proto: the wire protocol codec (common/proto.c).
  *
  * 1. proto_parse on the input as one line; a line that parses is written
  *    back with proto_begin/proto_add/proto_end and must parse to the same

@@ -1,5 +1,5 @@
 /* fuzz_url: URL parsing, the canonical form (the cache key) and redirect
- * resolution (daemon/url.c).
+ * resolution (daemon/base/url.c).
  *
  * The input is "BASE\nREF" (no newline: REF is empty). Checks:
  * - url_parse(BASE) either fails with a reason, or gives http(s), a
