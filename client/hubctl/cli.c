@@ -267,12 +267,17 @@ static const struct {
     int takes_urls; /* fetch: URLs and the fetch-only options */
     int one_arg;    /* exactly one operand (a URL or a digest) */
 } commands[] = {
-    {"fetch", fetch_run, 1, 0},     {"status", listing_status, 0, 0},
-    {"stats", listing_stats, 0, 0}, {"ls", listing_ls, 0, 0},
-    {"rm", cmd_rm, 0, 1},           {"pin", cmd_pin, 0, 1},
-    {"unpin", cmd_unpin, 0, 1},     {"gc", cmd_gc, 0, 0},
-    {"verify", cmd_verify, 0, 0},   {"start", cmd_start, 0, 0},
-    {"stop", cmd_stop, 0, 0},
+    {"fetch", fetch_run, 1, 0},       /* URL...: download through the cache */
+    {"status", listing_status, 0, 0}, /* the running jobs */
+    {"stats", listing_stats, 0, 0},   /* the daemon's counters */
+    {"ls", listing_ls, 0, 0},         /* the cached entries */
+    {"rm", cmd_rm, 0, 1},             /* URL|SHA256: forget an entry or a blob */
+    {"pin", cmd_pin, 0, 1},           /* URL|SHA256: keep from eviction */
+    {"unpin", cmd_unpin, 0, 1},       /* URL|SHA256: evictable again */
+    {"gc", cmd_gc, 0, 0},             /* evict down to --max-size */
+    {"verify", cmd_verify, 0, 0},     /* re-hash every blob */
+    {"start", cmd_start, 0, 0},       /* start the per-user daemon */
+    {"stop", cmd_stop, 0, 0},         /* stop it */
 };
 
 int cli_dispatch(const cli_t *c)
