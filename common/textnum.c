@@ -28,7 +28,10 @@ int parse_size(const char *s, uint64_t *out)
     if (errno) /* too many digits for any unit: not a number we take */
         return -EINVAL;
     static const char units[] = "KMGT";
-    const char *u = *end ? strchr(units, *end & ~0x20) : NULL;
+    /* Test the folded byte, not *end: ' ' folds to NUL, and strchr finds
+     * the terminator, which would read as a fifth unit. */
+    int up = *end & ~0x20;
+    const char *u = up ? strchr(units, up) : NULL;
     unsigned shift = u ? 10 * (unsigned)(u - units + 1) : 0;
     if (u) {
         end++;

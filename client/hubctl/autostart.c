@@ -4,6 +4,8 @@
 #endif
 #include "autostart.h"
 
+#include "unixsock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -14,7 +16,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,26 +23,9 @@
 #define START_WAIT_MS 10000 /* a daemon opens its cache (and re-checks it) first */
 #define STOP_WAIT_MS 15000  /* a stopping daemon drains its sessions (a second) */
 
-static int connect_unix(const char *path)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof sa.sun_path)
-        return -ENAMETOOLONG;
-    strcpy(sa.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
-    return fd;
-}
-
 static int answers(const char *path)
 {
-    int fd = connect_unix(path);
+    int fd = unixsock_connect(path, 0);
     if (fd < 0)
         return 0;
     close(fd);
@@ -214,7 +198,7 @@ int autostart_stop(int quiet)
     int rc = user_socket(sock, sizeof sock);
     if (rc)
         return rc;
-    int fd = connect_unix(sock);
+    int fd = unixsock_connect(sock, 0);
     if (fd < 0) {
         if (!quiet)
             fprintf(stderr, "hubctl: no per-user hubd is running on %s\n", sock);

@@ -1,0 +1,136 @@
+#include "admin.h"
+
+#include "conn.h"
+#include "json.h"
+#include "out.h"
+#include "textnum.h"
+#include "util.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct admin {
+    const char *verb; /* the request sent */
+    int json;         /* --json */
+    FILE *out;        /* memory: printed once the answer is whole */
+    size_t nbad;      /* BAD lines */
+    int rc;           /* exit code from the answer */
+} admin_t;
+
+/* A BAD line of verify: a blob that failed its re-hash, now quarantined. */
+static void admin_bad(admin_t *a, const proto_msg_t *m)
+{
+    if (a->json) {
+        fputs(a->nbad ? ",\n  " : "\n  ", a->out);
+        json_msg(a->out, m);
+    } else {
+        fputs("bad blob ", a->out);
+        out_clean(a->out, out_get_or(m, "sha256", "?"));
+        fputs(": ", a->out);
+        out_clean(a->out, out_get_or(m, "reason", "?"));
+        fputs(" (quarantined)\n", a->out);
+    }
+    a->nbad++;
+}
+
+/* ERR: with --json the whole answer is this error, on stdout at once. */
+static void admin_err(admin_t *a, const proto_msg_t *m)
+{
+    const char *code = proto_get(m, "code"), *msg = proto_get(m, "msg");
+    if (a->json) {
+        fclose(a->out);
+        a->out = NULL;
+        fputs("{\"ok\": false, \"error\": ", stdout);
+        json_msg(stdout, m);
+        fputs("}\n", stdout);
+    }
+    fprintf(stderr, "hubctl: %s: ", a->verb);
+    out_reason(stderr, code ? code : "error", msg ? msg : "");
+    a->rc = EXIT_FAILED;
+}
+
+/* OK: the result, as one line per verb. */
+static void admin_ok(admin_t *a, const proto_msg_t *m)
+{
+    a->rc = a->nbad ? EXIT_VERIFY : EXIT_OK;
+    if (a->json) {
+        fputs(a->nbad ? "\n],\n\"result\": " : "],\n\"result\": ", a->out);
+        json_msg(a->out, m);
+        fputs("}\n", a->out);
+        return;
+    }
+    char b1[32], b2[32];
+    if (str_eq(a->verb, "GC"))
+        fprintf(a->out, "evicted %s blob(s), %s freed; the cache holds %s\n",
+                out_get_or(m, "evicted", "?"), out_field_bytes(m, "freed", b1, sizeof b1),
+                out_field_bytes(m, "size", b2, sizeof b2));
+    else if (str_eq(a->verb, "VERIFY"))
+        fprintf(a->out, "checked %s blob(s), %s bad\n", out_get_or(m, "checked", "?"),
+                out_get_or(m, "bad", "?"));
+    else if (str_eq(a->verb, "PIN") || str_eq(a->verb, "UNPIN"))
+        fprintf(a->out, "%s\n", str_eq(a->verb, "PIN") ? "pinned" : "unpinned");
+    else if (str_eq(a->verb, "RM"))
+        fprintf(a->out, "removed%s\n",
+                str_eq(out_get_or(m, "removed_blob", "0"), "1") ? " (and its blob)" : "");
+}
+
+static int admin_on_msg(void *arg, const proto_msg_t *m, int fd)
+{
+    admin_t *a = arg;
+    close_fd(fd);
+    if (str_eq(m->verb, "BAD")) {
+        admin_bad(a, m);
+        return 0;
+    }
+    if (str_eq(m->verb, "ERR")) {
+        admin_err(a, m);
+        return 1;
+    }
+    if (!str_eq(m->verb, "OK"))
+        return 0;
+    admin_ok(a, m);
+    return 1;
+}
+
+int admin_run(const cli_t *c, const char *verb)
+{
+    uint64_t size = 0;
+    if (c->max_size && !str_eq(verb, "GC"))
+        return cli_usage_error("--max-size is an option of gc");
+    if (c->max_size && parse_size(c->max_size, &size) < 0)
+        return cli_usage_error("bad --max-size '%s' (bytes, or with K, M, G or T)", c->max_size);
+    char *buf = NULL;
+    size_t len = 0;
+    admin_t a = {.verb = verb, .json = c->json, .out = open_memstream(&buf, &len)};
+    if (!a.out) {
+        fprintf(stderr, "hubctl: %s\n", strerror(errno));
+        return EXIT_FAILED;
+    }
+    if (c->json)
+        fputs("{\"bad\": [", a.out);
+    conn_t *conn = conn_new(c->socket, c->quiet, admin_on_msg, &a);
+    char line[PROTO_MAX_LINE];
+    proto_writer_t w;
+    proto_begin(&w, line, sizeof line, verb);
+    proto_add(&w, "id", "1");
+    if (c->nargs)
+        proto_add(&w, "target", c->args[0]);
+    if (c->max_size)
+        proto_add_u64(&w, "max_size", size);
+    int rc = conn_queue_line(conn, &w) ? EXIT_USAGE : conn_open(conn);
+    int err = rc == 0 ? conn_run(conn) : 0;
+    if (err < 0)
+        rc = conn_report(err);
+    else if (rc == 0)
+        rc = a.rc;
+    if (a.out)
+        fclose(a.out);
+    if ((rc == EXIT_OK || rc == EXIT_VERIFY) && a.out)
+        fwrite(buf, 1, len, stdout);
+    free(buf);
+    conn_free(conn);
+    return rc;
+}

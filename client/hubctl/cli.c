@@ -1,0 +1,301 @@
+#include "cli.h"
+
+#include "admin.h"
+#include "autostart.h"
+#include "fetch.h"
+#include "listing.h"
+#include "util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+static const char usage_text[] =
+    "Usage:\n"
+    "  hubctl [--socket PATH] fetch [--sha256 HEX] [-H 'Name: value']... [-o DEST] [-q] [--json]\n"
+    "                                [--progress] URL...\n"
+    "  hubctl [--socket PATH] status [--json]\n"
+    "  hubctl [--socket PATH] stats [--json | --prometheus]\n"
+    "  hubctl [--socket PATH] ls [--json]\n"
+    "  hubctl [--socket PATH] rm|pin|unpin URL|SHA256 [--json]\n"
+    "  hubctl [--socket PATH] gc [--max-size SIZE] [--json]\n"
+    "  hubctl [--socket PATH] verify [--json]\n"
+    "  hubctl start | stop\n"
+    "  hubctl --version\n"
+    "\n"
+    "Client of hubd, the shared download cache.\n"
+    "\n"
+    "Commands:\n"
+    "  fetch     download each URL through the cache (once, however many ask) and\n"
+    "            print the path of each file, one per line, in argument order\n"
+    "  status    list the running download jobs\n"
+    "  stats     print the daemon's counters (--prometheus: text exposition)\n"
+    "  ls        list the cached entries\n"
+    "  rm        remove a URL's entry (its blob too when no other entry names\n"
+    "            it), or a blob by SHA-256 with every entry naming it\n"
+    "  pin       keep a blob (by URL or SHA-256) from eviction; unpin undoes it\n"
+    "  gc        evict least recently used blobs down to --max-size, or to the\n"
+    "            configured max_cache_size\n"
+    "  verify    re-hash every blob; bad ones are quarantined and listed\n"
+    "  start     start a per-user hubd unless one runs; print its socket\n"
+    "  stop      stop the per-user hubd\n"
+    "rm, pin, unpin, gc and verify need root or the daemon's admin group.\n"
+    "\n"
+    "Options:\n"
+    "  --socket PATH  daemon socket (default: $HUBD_SOCKET, else the system\n"
+    "                 daemon's /run/hubd/hubd.sock when it answers, else a\n"
+    "                 per-user daemon's $XDG_RUNTIME_DIR/hubd.sock (or\n"
+    "                 /tmp/hubd-UID/hubd.sock), started when none answers)\n"
+    "  -H, --header 'Name: value' | @FILE\n"
+    "                 a request header for the origin (repeatable), e.g. a token;\n"
+    "                 @FILE (@- for stdin) reads one per line and keeps a token\n"
+    "                 out of the process list; headers go to the first origin\n"
+    "                 only, and a file fetched with headers is served only to\n"
+    "                 requests with the same ones\n"
+    "  --sha256 HEX   expected SHA-256 of the file (a single URL only); a cached\n"
+    "                 blob with this digest is served without any network\n"
+    "  -o DEST        copy the file to DEST and print DEST; if DEST is a directory\n"
+    "                 (required with several URLs) the name is the URL's last\n"
+    "                 path segment\n"
+    "  -q             no progress and no informational messages\n"
+    "  --json         print one JSON object per URL (fetch), or JSON output\n"
+    "  --progress     show progress even when stderr is not a terminal\n"
+    "  -h, --help     show this help\n"
+    "  --version      show the version\n"
+    "\n"
+    "Exit status:\n"
+    "  0  success\n"
+    "  1  a download failed\n"
+    "  2  usage error\n"
+    "  3  hubd unreachable, or it closed the connection before answering\n"
+    "  4  verification failed (SHA-256 mismatch; verify found a bad blob)\n"
+    "With several URLs the worst applies: 3, then 4, then 1.\n";
+
+int cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("hubctl: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs("\nTry 'hubctl --help' for more information.\n", stderr);
+    va_end(ap);
+    return EXIT_USAGE;
+}
+
+/* ---- options ------------------------------------------------------------ */
+
+/* Matches argv[*i] against an option with a value: "--name VALUE" and
+ * "--name=VALUE", or "-o VALUE" and "-oVALUE" for a short one. Returns 0 if
+ * it is another option, 1 with *value set (NULL when missing). */
+static int opt_value(int argc, char **argv, int *i, const char *name, const char **value)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    int is_long = name[1] == '-';
+    if (strncmp(a, name, n) != 0)
+        return 0;
+    if (a[n] == '\0')
+        *value = *i + 1 < argc ? argv[++*i] : NULL;
+    else if (is_long && a[n] == '=')
+        *value = a + n + 1;
+    else if (!is_long)
+        *value = a + n;
+    else
+        return 0;
+    return 1;
+}
+
+static void add_header(cli_t *c, const char *h)
+{
+    c->headers = xrealloc(c->headers, (c->nheaders + 1) * sizeof *c->headers);
+    c->headers[c->nheaders++] = xstrdup(h);
+}
+
+/* -H @FILE (or @- for stdin): one "Name: value" per line, blank lines and
+ * lines starting with '#' skipped. */
+static int read_header_file(cli_t *c, const char *path)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    if (!f)
+        return cli_usage_error("-H @%s: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int rc = CLI_RUN;
+    while (rc == CLI_RUN && (n = getline(&line, &cap, f)) >= 0) {
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = '\0';
+        if (n == 0 || line[0] == '#')
+            continue;
+        if (!strchr(line, ':'))
+            rc = cli_usage_error("-H @%s: a line is not 'Name: value'", path);
+        else
+            add_header(c, line);
+    }
+    free(line);
+    if (f != stdin)
+        fclose(f);
+    return rc;
+}
+
+/* Handles the option at argv[*i]. Returns CLI_RUN to go on, or an exit code
+ * (help and version end the program successfully, here). */
+static int cli_option(cli_t *c, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i], *v = NULL;
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        fputs(usage_text, stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(a, "--version") == 0) {
+        puts("hubctl " HUBCTL_VERSION);
+        return EXIT_OK;
+    }
+    int *flag = strcmp(a, "-q") == 0             ? &c->quiet
+                : strcmp(a, "--json") == 0       ? &c->json
+                : strcmp(a, "--progress") == 0   ? &c->progress
+                : strcmp(a, "--prometheus") == 0 ? &c->prometheus
+                                                 : NULL;
+    if (flag) {
+        *flag = 1;
+        return CLI_RUN;
+    }
+    if (opt_value(argc, argv, i, "-H", &v) || opt_value(argc, argv, i, "--header", &v)) {
+        if (v && v[0] == '@') /* from a file: a token on the command line is in ps */
+            return read_header_file(c, v + 1);
+        if (!v || !strchr(v, ':'))
+            return cli_usage_error("-H needs 'Name: value' or @FILE");
+        add_header(c, v);
+        return CLI_RUN;
+    }
+    const char **slot = opt_value(argc, argv, i, "--socket", &v)     ? &c->socket
+                        : opt_value(argc, argv, i, "--sha256", &v)   ? &c->sha256
+                        : opt_value(argc, argv, i, "-o", &v)         ? &c->dest
+                        : opt_value(argc, argv, i, "--max-size", &v) ? &c->max_size
+                                                                     : NULL;
+    if (!slot)
+        return cli_usage_error("unknown option '%s'", a);
+    if (!v || !*v)
+        return cli_usage_error("option '%s' needs a value", a);
+    *slot = v;
+    return CLI_RUN;
+}
+
+int cli_parse(int argc, char **argv, cli_t *c)
+{
+    memset(c, 0, sizeof *c);
+    c->args = xcalloc((size_t)argc, sizeof *c->args);
+    c->headers = NULL;
+    int only_operands = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!only_operands && strcmp(a, "--") == 0) {
+            only_operands = 1;
+        } else if (!only_operands && a[0] == '-' && a[1] != '\0') {
+            int rc = cli_option(c, argc, argv, &i);
+            if (rc != CLI_RUN)
+                return rc;
+        } else if (!c->command) {
+            c->command = a;
+        } else {
+            c->args[c->nargs++] = a;
+        }
+    }
+    if (!c->command)
+        return cli_usage_error("no command given");
+    return CLI_RUN;
+}
+
+void cli_free(cli_t *c)
+{
+    free(c->args);
+    for (size_t i = 0; i < c->nheaders; i++)
+        free(c->headers[i]);
+    free(c->headers);
+}
+
+/* ---- commands ----------------------------------------------------------- */
+
+static int cmd_rm(const cli_t *c)
+{
+    return admin_run(c, "RM");
+}
+
+static int cmd_pin(const cli_t *c)
+{
+    return admin_run(c, "PIN");
+}
+
+static int cmd_unpin(const cli_t *c)
+{
+    return admin_run(c, "UNPIN");
+}
+
+static int cmd_gc(const cli_t *c)
+{
+    return admin_run(c, "GC");
+}
+
+static int cmd_verify(const cli_t *c)
+{
+    return admin_run(c, "VERIFY");
+}
+
+/* The per-user daemon: `hubctl start` prints the socket it answers on. */
+static int cmd_start(const cli_t *c)
+{
+    char sock[PATH_MAX];
+    int rc = autostart_start(c->quiet, sock, sizeof sock);
+    if (rc < 0)
+        return EXIT_UNREACHABLE;
+    puts(sock);
+    return EXIT_OK;
+}
+
+static int cmd_stop(const cli_t *c)
+{
+    return autostart_stop(c->quiet) < 0 ? EXIT_FAILED : EXIT_OK;
+}
+
+static const struct {
+    const char *name;
+    int (*run)(const cli_t *c);
+    int takes_urls; /* fetch: URLs and the fetch-only options */
+    int one_arg;    /* exactly one operand (a URL or a digest) */
+} commands[] = {
+    {"fetch", fetch_run, 1, 0},       /* URL...: download through the cache */
+    {"status", listing_status, 0, 0}, /* the running jobs */
+    {"stats", listing_stats, 0, 0},   /* the daemon's counters */
+    {"ls", listing_ls, 0, 0},         /* the cached entries */
+    {"rm", cmd_rm, 0, 1},             /* URL|SHA256: forget an entry or a blob */
+    {"pin", cmd_pin, 0, 1},           /* URL|SHA256: keep from eviction */
+    {"unpin", cmd_unpin, 0, 1},       /* URL|SHA256: evictable again */
+    {"gc", cmd_gc, 0, 0},             /* evict down to --max-size */
+    {"verify", cmd_verify, 0, 0},     /* re-hash every blob */
+    {"start", cmd_start, 0, 0},       /* start the per-user daemon */
+    {"stop", cmd_stop, 0, 0},         /* stop it */
+};
+
+int cli_dispatch(const cli_t *c)
+{
+    for (size_t i = 0; i < ARRAY_LEN(commands); i++) {
+        if (strcmp(c->command, commands[i].name) != 0)
+            continue;
+        if (commands[i].takes_urls)
+            return commands[i].run(c);
+        if (commands[i].one_arg && c->nargs != 1)
+            return cli_usage_error("%s takes one URL or SHA256", c->command);
+        if (!commands[i].one_arg && c->nargs)
+            return cli_usage_error("%s takes no arguments ('%s')", c->command, c->args[0]);
+        if (c->sha256 || c->dest || c->progress || c->nheaders)
+            return cli_usage_error("--sha256, -o, -H and --progress are options of fetch");
+        if (c->prometheus && !str_eq(c->command, "stats"))
+            return cli_usage_error("--prometheus is an option of stats");
+        return commands[i].run(c);
+    }
+    return cli_usage_error("unknown command '%s'", c->command);
+}

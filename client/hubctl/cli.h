@@ -1,0 +1,43 @@
+/* cli: hubctl's command line, and the table of commands it runs.
+ *
+ * cli_parse fills a cli_t from argv; cli_dispatch checks which options and
+ * operands the command takes and runs it. The cli_t lives for the whole run
+ * (main owns it) and every command reads it; nothing writes it after
+ * cli_parse. */
+#ifndef HUBCTL_CLI_H
+#define HUBCTL_CLI_H
+
+#include <stddef.h>
+
+#define CLI_RUN (-1) /* cli_parse: go on and run the command */
+
+typedef struct cli {
+    const char *socket;   /* --socket, NULL for the default */
+    const char *command;  /* first operand: fetch, status, stats, ls */
+    const char *sha256;   /* --sha256 HEX */
+    const char *dest;     /* -o DEST */
+    int quiet;            /* -q */
+    int json;             /* --json */
+    int progress;         /* --progress */
+    int prometheus;       /* --prometheus (stats) */
+    const char *max_size; /* --max-size (gc) */
+    char **headers;       /* -H, in order (fetch); copies, freed by cli_free */
+    size_t nheaders;
+    const char **args; /* operands after the command (URLs) */
+    size_t nargs;      /* entries of args */
+} cli_t;
+
+/* Options may stand anywhere; "--" ends them, and a lone "-" is an operand.
+ * Returns CLI_RUN to go on, or an exit code (help and version end the
+ * program successfully, here). Call cli_free either way. */
+int cli_parse(int argc, char **argv, cli_t *c);
+
+/* Runs the command; returns the exit code. */
+int cli_dispatch(const cli_t *c);
+
+void cli_free(cli_t *c);
+
+/* "hubctl: <message>" and a pointer to --help on stderr. Returns EXIT_USAGE. */
+__attribute__((format(printf, 1, 2))) int cli_usage_error(const char *fmt, ...);
+
+#endif

@@ -1,0 +1,280 @@
+#include "conn.h"
+
+#include "autostart.h"
+#include "bytebuf.h"
+#include "out.h"
+#include "unixsock.h"
+#include "util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define CONNECT_TIMEOUT_MS 5000 /* the only timeout: transfers may take hours */
+#define READ_CHUNK 65536        /* bytes asked of one recvmsg(2) */
+#define FDS_PER_READ 16         /* SCM_RIGHTS room per read; the kernel gives at most one DONE's */
+
+struct conn {
+    int fd;                /* the socket, -1 until connected */
+    char path[PATH_MAX];   /* socket path, for messages */
+    int quiet;             /* -q: no warnings */
+    int hello_done;        /* the HELLO reply (or its ERR) was seen */
+    int done;              /* the handler has all its replies */
+    bytebuf_t out;         /* requests not yet written */
+    bytebuf_t fds;         /* ints: descriptors not yet taken by a DONE line, oldest first */
+    conn_msg_cb on_msg;    /* the command's reply handler */
+    void *arg;             /* its context */
+    proto_reader_t reader; /* splits the byte stream into lines */
+    proto_msg_t msg;       /* the line being handled */
+};
+
+/* ---- received descriptors ----------------------------------------------- */
+
+/* PROTOCOL.md: only DONE carries a descriptor, so each DONE line takes the
+ * oldest one received. */
+static void fds_push(conn_t *c, int fd)
+{
+    if (bytebuf_append(&c->fds, &fd, sizeof fd) < 0)
+        xoom();
+}
+
+/* The oldest descriptor, or -1 if none came. */
+static int fds_pop(conn_t *c)
+{
+    int fd;
+    if (bytebuf_len(&c->fds) < sizeof fd)
+        return -1;
+    memcpy(&fd, bytebuf_data(&c->fds), sizeof fd);
+    bytebuf_consume(&c->fds, sizeof fd);
+    return fd;
+}
+
+/* Queues every descriptor the message carried. A truncated control message
+ * (MSG_CTRUNC: usually the descriptor limit) has lost some, and the queue no
+ * longer lines up with the DONE lines: say so; materialize_file's size check
+ * keeps a wrong descriptor from being copied. */
+static void conn_take_fds(conn_t *c, struct msghdr *mh)
+{
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        const unsigned char *data = CMSG_DATA(cm);
+        size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n; i++) {
+            int fd;
+            memcpy(&fd, data + i * sizeof fd, sizeof fd);
+            fds_push(c, fd);
+        }
+    }
+    if (mh->msg_flags & MSG_CTRUNC)
+        fputs("hubctl: warning: file descriptors from hubd were lost (too many open files?)\n",
+              stderr);
+}
+
+/* ---- requests ----------------------------------------------------------- */
+
+conn_t *conn_new(const char *socket_path, int quiet, conn_msg_cb on_msg, void *arg)
+{
+    conn_t *c = xcalloc(1, sizeof *c);
+    char buf[PATH_MAX];
+    c->fd = -1;
+    c->quiet = quiet;
+    c->on_msg = on_msg;
+    c->arg = arg;
+    bytebuf_init(&c->out, 0);
+    bytebuf_init(&c->fds, 0);
+    /* A failure to start a per-user daemon was told on stderr; the connect
+     * then fails and says so too. */
+    buf[0] = '\0';
+    if (autostart_socket(socket_path, 1, quiet, buf, sizeof buf) < 0 && !buf[0])
+        snprintf(buf, sizeof buf, "/run/hubd/hubd.sock");
+    snprintf(c->path, sizeof c->path, "%s", buf);
+    proto_reader_init(&c->reader);
+
+    char line[128];
+    proto_writer_t w;
+    proto_begin(&w, line, sizeof line, "HELLO");
+    proto_add_u64(&w, "proto", PROTO_VERSION);
+    proto_add(&w, "client", "hubctl/" HUBCTL_VERSION);
+    conn_queue_line(c, &w);
+    return c;
+}
+
+void conn_free(conn_t *c)
+{
+    if (!c)
+        return;
+    close_fd(c->fd);
+    for (int fd; (fd = fds_pop(c)) >= 0;)
+        close(fd);
+    bytebuf_free(&c->fds);
+    bytebuf_free(&c->out);
+    free(c);
+}
+
+int conn_queue_line(conn_t *c, proto_writer_t *w)
+{
+    int n = proto_end(w);
+    if (n < 0)
+        return n;
+    if (bytebuf_append(&c->out, w->buf, (size_t)n) < 0)
+        xoom();
+    return 0;
+}
+
+void conn_queue_verb(conn_t *c, const char *verb)
+{
+    char line[64];
+    proto_writer_t w;
+    proto_begin(&w, line, sizeof line, verb);
+    conn_queue_line(c, &w);
+}
+
+/* ---- the socket --------------------------------------------------------- */
+
+int conn_open(conn_t *c)
+{
+    /* Non-blocking, with EAGAIN (a full listen backlog) retried up to the
+     * deadline: a blocking connect would wait on it with no timeout. */
+    int fd = unixsock_connect(c->path, CONNECT_TIMEOUT_MS);
+    if (fd >= 0) {
+        c->fd = fd;
+        return 0;
+    }
+    fprintf(stderr, "hubctl: cannot connect to hubd at %s: %s", c->path,
+            fd == -ETIMEDOUT ? "timed out after 5 s" : strerror(-fd));
+    if (fd == -ENOENT || fd == -ECONNREFUSED)
+        fputs(" (is hubd running?)", stderr);
+    putc('\n', stderr);
+    return EXIT_UNREACHABLE;
+}
+
+/* Writes what the socket takes now. A daemon that stopped reading (EPIPE) is
+ * not an error here: the reads will see it close, and replies it sent before
+ * that still count. */
+static int conn_flush(conn_t *c)
+{
+    while (bytebuf_len(&c->out) > 0) {
+        ssize_t n = send(c->fd, bytebuf_data(&c->out), bytebuf_len(&c->out), MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return 0;
+        if (n < 0 && errno != EPIPE && errno != ECONNRESET)
+            return -errno;
+        if (n < 0)
+            bytebuf_clear(&c->out);
+        else
+            bytebuf_consume(&c->out, (size_t)n);
+    }
+    return 0;
+}
+
+/* One recvmsg(2), with room for descriptors on every read since any read may
+ * carry one. Returns the byte count, 0 at EOF, or -errno. */
+static ssize_t conn_recv(conn_t *c, char *buf, size_t cap)
+{
+    union {
+        struct cmsghdr align;
+        char space[CMSG_SPACE(sizeof(int) * FDS_PER_READ)];
+    } ctl;
+    struct iovec iov = {.iov_base = buf, .iov_len = cap};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space, .msg_controllen = sizeof ctl};
+    ssize_t n;
+    do
+        n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    conn_take_fds(c, &mh);
+    return n;
+}
+
+/* ---- replies ------------------------------------------------------------ */
+
+/* Does the raw line start with the verb DONE? Checked before parsing so that
+ * even a garbled DONE consumes its descriptor and the queue stays in step. */
+static int line_is_done(const char *line, size_t len)
+{
+    return len >= 4 && memcmp(line, "DONE", 4) == 0 &&
+           (len == 4 || line[4] == ' ' || line[4] == '\r');
+}
+
+/* The first reply is HELLO's: a HELLO, or an ERR without id (proto_version).
+ * Either way the session goes on at version 1. Returns 1 if m was it. */
+static int conn_hello_reply(conn_t *c, const proto_msg_t *m)
+{
+    c->hello_done = 1;
+    if (str_eq(m->verb, "HELLO"))
+        return 1;
+    if (!str_eq(m->verb, "ERR") || proto_get(m, "id"))
+        return 0; /* no HELLO reply: an old daemon; this line is for the command */
+    if (!c->quiet) {
+        const char *code = proto_get(m, "code"), *msg = proto_get(m, "msg");
+        fputs("hubctl: hubd answered HELLO with ", stderr);
+        out_reason(stderr, code ? code : "an error", msg ? msg : "");
+    }
+    return 1;
+}
+
+/* proto_reader callback. Lines from the daemon that are too long or do not
+ * parse are dropped: a client cannot answer them, and must not crash. */
+static int conn_on_line(void *arg, const char *line, size_t len, int err)
+{
+    conn_t *c = arg;
+    if (err < 0)
+        return 0;
+    int fd = line_is_done(line, len) ? fds_pop(c) : -1;
+    if (proto_parse(line, len, &c->msg) < 0 || (!c->hello_done && conn_hello_reply(c, &c->msg))) {
+        close_fd(fd);
+        return 0;
+    }
+    c->done = c->on_msg(c->arg, &c->msg, fd);
+    return c->done; /* stop feeding: what follows is not ours to handle */
+}
+
+int conn_run(conn_t *c)
+{
+    char buf[READ_CHUNK];
+    while (!c->done) {
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        if (bytebuf_len(&c->out) > 0)
+            p.events |= POLLOUT;
+        if (poll(&p, 1, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (p.revents & POLLNVAL)
+            return -EBADF;
+        int rc = (p.revents & POLLOUT) ? conn_flush(c) : 0;
+        if (rc < 0)
+            return rc;
+        if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        ssize_t n = conn_recv(c, buf, sizeof buf);
+        if (n == -EAGAIN)
+            continue;
+        if (n == 0 || n == -ECONNRESET)
+            return -EPIPE;
+        if (n < 0)
+            return (int)n;
+        proto_reader_feed(&c->reader, buf, (size_t)n, conn_on_line, c);
+    }
+    return 0;
+}
+
+int conn_report(int rc)
+{
+    if (rc == -EPIPE)
+        fputs("hubctl: hubd closed the connection\n", stderr);
+    else
+        fprintf(stderr, "hubctl: connection to hubd failed: %s\n", strerror(-rc));
+    return EXIT_UNREACHABLE;
+}

@@ -1,0 +1,47 @@
+/* conn: hubctl's one connection to hubd.
+ *
+ * Deliberately blocking: one Unix socket, poll(2), and the line codec the
+ * daemon itself uses (common/proto.h). A command queues all its requests
+ * before it connects, so a bad argument never reaches the daemon; conn_run
+ * then pipelines them behind HELLO and hands each parsed reply to the
+ * command's handler until that handler has everything it asked for.
+ * Single-threaded; the command owns the conn_t and frees it.
+ * docs/PROTOCOL.md is the authority on the messages. */
+#ifndef HUBCTL_CONN_H
+#define HUBCTL_CONN_H
+
+#include "proto.h"
+
+/* Gets each parsed reply after the HELLO exchange, with the descriptor its
+ * DONE line carried (else -1), which it then owns. Returns non-zero once the
+ * command has every reply it waits for. */
+typedef int (*conn_msg_cb)(void *arg, const proto_msg_t *msg, int fd);
+
+typedef struct conn conn_t;
+
+/* A connection not yet made, to socket_path (NULL: the default, which may
+ * start a per-user daemon; see autostart.h), with HELLO already queued so
+ * that it goes out before any request. quiet: no warnings. */
+conn_t *conn_new(const char *socket_path, int quiet, conn_msg_cb on_msg, void *arg);
+void conn_free(conn_t *c);
+
+/* Ends the line in w and queues it. Returns 0, or -E2BIG when it would break
+ * the protocol's line limit (nothing is queued then). */
+int conn_queue_line(conn_t *c, proto_writer_t *w);
+/* Queues a request that is a bare verb. */
+void conn_queue_verb(conn_t *c, const char *verb);
+
+/* Connects, telling the user why not. Returns 0 or EXIT_UNREACHABLE. */
+int conn_open(conn_t *c);
+
+/* Writes the queued requests and feeds replies to the handler until it has
+ * them all. No timeout: a download may take hours, and a daemon that dies
+ * closes the socket. Returns 0, -EPIPE when the daemon closed the connection
+ * first, or another -errno. */
+int conn_run(conn_t *c);
+
+/* Tells the user about a conn_run failure; all of them mean the daemon is
+ * gone for us. Returns EXIT_UNREACHABLE. */
+int conn_report(int rc);
+
+#endif

@@ -1,0 +1,59 @@
+/* fetch_internal: the state of one `hubctl fetch`, shared by fetch.c (the
+ * requests and their replies) and progress.c (what the user sees while
+ * they run). Private to those two files. One fetch_t per run, on
+ * fetch_run's stack; single-threaded. */
+#ifndef HUBCTL_FETCH_INTERNAL_H
+#define HUBCTL_FETCH_INTERNAL_H
+
+#include "cli.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SHA256_HEX 64 /* hex digits of a SHA-256 digest */
+
+typedef enum { REQ_PENDING, REQ_OK, REQ_FAILED } req_state_t;
+typedef enum { VIA_NONE, VIA_HIT, VIA_QUEUED, VIA_ATTACHED } req_via_t;
+
+/* One URL of a fetch. Its protocol id is its index + 1. */
+typedef struct req {
+    const char *url;   /* as given on the command line */
+    char *name;        /* last segment of the URL path, raw (may be empty) */
+    char *label;       /* name (or the URL) cleaned for the progress display */
+    char *dest;        /* where -o puts it, NULL without -o */
+    req_state_t state; /* PENDING until DONE or ERR */
+    req_via_t via;     /* what the first reply said */
+    int has_progress;  /* a PROGRESS arrived */
+    int has_total;     /* the last PROGRESS had a total */
+    uint64_t done;     /* bytes, from the last PROGRESS */
+    uint64_t total;    /* bytes, valid if has_total */
+    uint64_t rate;     /* bytes per second, from the last PROGRESS */
+    double last_line;  /* when its last plain progress line went out (monotonic s) */
+    char *path;        /* DONE: the cache path, or dest with -o */
+    char *sha256;      /* DONE: digest */
+    char *source;      /* DONE: hit, download or attached */
+    uint64_t size;     /* DONE: bytes */
+    char *code;        /* failure: ERR code, or one of hubctl's own */
+    char *msg;         /* failure: text for the user */
+    int exit;          /* this URL's exit code */
+} req_t;
+
+typedef enum {
+    PROG_OFF,   /* -q, or stderr is not a terminal and no --progress */
+    PROG_TTY,   /* one line redrawn in place */
+    PROG_PLAIN, /* --progress to a file or pipe: a line now and then */
+} prog_mode_t;
+
+typedef struct fetch {
+    const cli_t *cli;            /* options */
+    char sha256[SHA256_HEX + 1]; /* --sha256, lower case, or "" */
+    req_t *req;                  /* one per URL, in argument order */
+    size_t n;                    /* entries of req */
+    size_t finished;             /* requests that got DONE or ERR */
+    size_t printed;              /* results written to stdout, in order */
+    prog_mode_t prog;            /* how progress is shown */
+    int drawn;                   /* a TTY progress line is on screen, not ended */
+    double last_draw;            /* when it was last drawn (monotonic s) */
+} fetch_t;
+
+#endif

@@ -1,0 +1,213 @@
+#include "listing.h"
+
+#include "conn.h"
+#include "json.h"
+#include "out.h"
+#include "textnum.h"
+#include "util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* How a listing command asks and prints. */
+typedef struct listing_spec {
+    const char *request;                          /* verb sent */
+    const char *row;                              /* verb of each row */
+    int until_end;                                /* rows until END, else one row */
+    const char *header;                           /* table header, or NULL */
+    void (*print)(FILE *o, const proto_msg_t *m); /* one row as text */
+} listing_spec_t;
+
+typedef struct listing {
+    const listing_spec_t *spec; /* the command */
+    int json;                   /* --json */
+    FILE *out;                  /* memory: output appears only once the reply is whole */
+    size_t rows;                /* rows seen */
+    int failed;                 /* the daemon answered ERR */
+} listing_t;
+
+/* ---- rows as text ------------------------------------------------------- */
+
+static void print_job(FILE *o, const proto_msg_t *m)
+{
+    char a[32], b[32], rate[32];
+    out_line_t amount = {.len = 0}, cells = {.len = 0};
+    out_line_add(&amount, "%s", out_field_bytes(m, "done", a, sizeof a));
+    if (proto_get(m, "total"))
+        out_line_add(&amount, " / %s", out_field_bytes(m, "total", b, sizeof b));
+    out_line_add(&cells, "%5.20s  %-10.20s  %-23s  %10s/s  %7.20s  ", out_get_or(m, "job", "?"),
+                 out_get_or(m, "state", "?"), amount.buf,
+                 out_field_bytes(m, "rate", rate, sizeof rate), out_get_or(m, "waiters", "?"));
+    out_clean(o, cells.buf);
+    out_clean(o, out_get_or(m, "url", "?"));
+    putc('\n', o);
+}
+
+static void print_entry(FILE *o, const proto_msg_t *m)
+{
+    char size[32], when[32];
+    out_line_t cells = {.len = 0};
+    out_line_add(&cells, "%-12.12s  %10s  %-16s  %-6s  ", out_get_or(m, "sha256", "?"),
+                 out_field_bytes(m, "size", size, sizeof size),
+                 out_field_time(m, "accessed", when, sizeof when),
+                 str_eq(out_get_or(m, "pinned", "0"), "1") ? "yes" : "");
+    out_clean(o, cells.buf);
+    out_clean(o, out_get_or(m, "url", "?"));
+    putc('\n', o);
+}
+
+static void print_stats(FILE *o, const proto_msg_t *m)
+{
+    for (size_t i = 0; i < m->nfields; i++) {
+        const proto_field_t *fl = &m->fields[i];
+        if (proto_get(m, fl->key) != fl->value)
+            continue; /* a repeated key: the first one counts */
+        out_clean(o, fl->key);
+        fputs(": ", o);
+        out_clean(o, fl->value);
+        putc('\n', o);
+    }
+}
+
+/* Prometheus text exposition (version 0.0.4) of one STATS line. */
+static void print_prometheus(FILE *o, const proto_msg_t *m)
+{
+    static const struct {
+        const char *key, *name, *type, *help;
+    } metrics[] = {
+        {"hits", "hubd_hits_total", "counter", "Fetches answered from the cache."},
+        {"misses", "hubd_misses_total", "counter", "Fetches that started a download."},
+        {"attached", "hubd_dedup_attaches_total", "counter",
+         "Fetches that joined a download already running."},
+        {"bytes_from_origin", "hubd_origin_bytes_total", "counter",
+         "Response body bytes received from origins."},
+        {"bytes_served", "hubd_served_bytes_total", "counter", "Bytes of the files handed out."},
+        {"cache_bytes", "hubd_cache_size_bytes", "gauge", "Bytes of the blobs in the cache."},
+        {"cache_blobs", "hubd_cache_blobs", "gauge", "Blobs in the cache."},
+        {"max_cache_size", "hubd_cache_max_size_bytes", "gauge",
+         "The configured max_cache_size (0: no limit)."},
+        {"evicted", "hubd_evicted_blobs_total", "counter", "Blobs evicted."},
+        {"evicted_bytes", "hubd_evicted_bytes_total", "counter", "Bytes evicted."},
+        {"bad_blobs", "hubd_bad_blobs_total", "counter",
+         "Blobs found changed or corrupt on disk (hits, background verification), quarantined."},
+        {"jobs_active", "hubd_jobs_active", "gauge", "Downloads transferring now."},
+        {"jobs_queued", "hubd_jobs_queued", "gauge", "Downloads waiting for a slot."},
+        {"sessions", "hubd_sessions", "gauge", "Connected clients."},
+        {"uptime", "hubd_uptime_seconds", "gauge", "Seconds since the daemon started."},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(metrics); i++) {
+        uint64_t v;
+        if (parse_u64(proto_get(m, metrics[i].key), &v) < 0)
+            continue; /* an older daemon: leave the metric out, not 0 */
+        fprintf(o, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", metrics[i].name, metrics[i].help,
+                metrics[i].name, metrics[i].type, metrics[i].name, v);
+    }
+    /* errors_by_code=code:n,code:n */
+    fputs("# HELP hubd_errors_total Fetches answered with an error, by error code.\n"
+          "# TYPE hubd_errors_total counter\n",
+          o);
+    const char *by = out_get_or(m, "errors_by_code", "");
+    while (*by) {
+        size_t len = strcspn(by, ",");
+        const char *colon = memchr(by, ':', len);
+        if (colon && colon > by) {
+            int nlen = (int)(colon - by);
+            fprintf(o, "hubd_errors_total{code=\"%.*s\"} %.*s\n", nlen, by,
+                    (int)(len - (size_t)nlen - 1), colon + 1);
+        }
+        by += len + (by[len] == ',');
+    }
+}
+
+static const listing_spec_t status_spec = {
+    "STATUS", "JOB", 1, "  JOB  STATE       DONE/TOTAL                       RATE  WAITERS  URL\n",
+    print_job};
+static const listing_spec_t stats_spec = {"STATS", "STATS", 0, NULL, print_stats};
+static const listing_spec_t prometheus_spec = {"STATS", "STATS", 0, NULL, print_prometheus};
+static const listing_spec_t ls_spec = {
+    "LIST", "ENTRY", 1, "SHA256              SIZE  ACCESSED          PINNED  URL\n", print_entry};
+
+/* ---- the exchange ------------------------------------------------------- */
+
+static void listing_row(listing_t *l, const proto_msg_t *m)
+{
+    if (l->json && l->spec->until_end)
+        fputs(l->rows ? ",\n" : "\n", l->out);
+    if (l->json)
+        json_msg(l->out, m);
+    else
+        l->spec->print(l->out, m);
+    l->rows++;
+}
+
+static int listing_on_msg(void *arg, const proto_msg_t *m, int fd)
+{
+    listing_t *l = arg;
+    close_fd(fd);
+    if (str_eq(m->verb, "ERR") && !proto_get(m, "id")) {
+        const char *code = proto_get(m, "code"), *msg = proto_get(m, "msg");
+        fprintf(stderr, "hubctl: hubd answered %s with ", l->spec->request);
+        out_reason(stderr, code ? code : "an error", msg ? msg : "");
+        l->failed = 1;
+        return 1;
+    }
+    if (str_eq(m->verb, l->spec->row)) {
+        listing_row(l, m);
+        return !l->spec->until_end;
+    }
+    return l->spec->until_end && str_eq(m->verb, "END");
+}
+
+static int listing_run(const cli_t *c, const listing_spec_t *spec)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    listing_t l = {.spec = spec, .json = c->json, .out = open_memstream(&buf, &len)};
+    if (!l.out) {
+        fprintf(stderr, "hubctl: %s\n", strerror(errno));
+        return EXIT_FAILED;
+    }
+    if (c->json && spec->until_end)
+        putc('[', l.out);
+    else if (!c->json && spec->header)
+        fputs(spec->header, l.out);
+
+    conn_t *conn = conn_new(c->socket, c->quiet, listing_on_msg, &l);
+    conn_queue_verb(conn, spec->request);
+    int rc = conn_open(conn);
+    int err = rc == 0 ? conn_run(conn) : 0;
+    if (err < 0)
+        rc = conn_report(err);
+    else if (rc == 0 && l.failed)
+        rc = EXIT_FAILED;
+    if (c->json && spec->until_end)
+        fputs(l.rows ? "\n]\n" : "]\n", l.out);
+    else if (c->json)
+        putc('\n', l.out);
+    fclose(l.out);
+    if (rc == 0)
+        fwrite(buf, 1, len, stdout);
+    free(buf);
+    conn_free(conn);
+    return rc;
+}
+
+int listing_status(const cli_t *c)
+{
+    return listing_run(c, &status_spec);
+}
+
+int listing_stats(const cli_t *c)
+{
+    if (c->prometheus && c->json)
+        return cli_usage_error("--json and --prometheus do not go together");
+    return listing_run(c, c->prometheus ? &prometheus_spec : &stats_spec);
+}
+
+int listing_ls(const cli_t *c)
+{
+    return listing_run(c, &ls_spec);
+}

@@ -1,0 +1,181 @@
+#include "progress.h"
+
+#include "out.h"
+
+#include <stdio.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#define REDRAW_INTERVAL 0.1 /* seconds between redraws of the TTY progress line */
+#define PLAIN_INTERVAL 1.0  /* seconds between plain progress lines of one URL */
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static size_t term_width(void)
+{
+    struct winsize ws;
+    if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1)
+        return ws.ws_col;
+    return 80;
+}
+
+/* Seconds left at `rate`, or -1 when that is unknowable. */
+static int64_t eta_seconds(uint64_t done, uint64_t total, uint64_t rate)
+{
+    if (rate == 0 || done > total)
+        return -1;
+    return (int64_t)((total - done + rate - 1) / rate);
+}
+
+/* "  95.1 MiB/s  ETA 3s" after an amount; ETA only when it is known. */
+static void line_rate(out_line_t *l, const req_t *r)
+{
+    char a[32], b[32];
+    int64_t eta = r->has_total ? eta_seconds(r->done, r->total, r->rate) : -1;
+    if (r->rate)
+        out_line_add(l, "  %s/s", out_bytes(r->rate, a, sizeof a));
+    if (eta >= 0)
+        out_line_add(l, "  ETA %s", out_eta((uint64_t)eta, b, sizeof b));
+}
+
+/* The TTY line of a single URL. */
+static void render_one(out_line_t *l, const req_t *r)
+{
+    char a[32];
+    out_line_add(l, "%s  ", r->label);
+    if (r->state == REQ_OK) {
+        out_line_add(l, "%s  %s", out_bytes(r->size, a, sizeof a),
+                     r->via == VIA_HIT ? "cached" : "done");
+    } else if (r->state == REQ_FAILED) {
+        out_line_add(l, "failed");
+    } else if (r->via == VIA_HIT) {
+        out_line_add(l, "cached");
+    } else if (!r->has_progress) {
+        out_line_add(l, "%s", r->via == VIA_NONE ? "waiting for hubd" : "queued");
+    } else {
+        out_line_amount(l, r->done, r->has_total, r->total);
+        if (r->has_total && r->total > 0 && r->done <= r->total)
+            out_line_add(l, "  %3d%%", (int)(r->done * 100 / r->total));
+        line_rate(l, r);
+    }
+    if (r->via == VIA_ATTACHED && r->state != REQ_FAILED)
+        out_line_add(l, "  attached");
+}
+
+/* The TTY line of several URLs: one aggregate, not a line each. */
+static void render_all(out_line_t *l, const fetch_t *f)
+{
+    uint64_t done = 0, total = 0, rate = 0;
+    size_t hits = 0, attached = 0, failed = 0;
+    int total_known = 1;
+    for (size_t i = 0; i < f->n; i++) {
+        const req_t *r = &f->req[i];
+        hits += r->via == VIA_HIT;
+        attached += r->via == VIA_ATTACHED;
+        failed += r->state == REQ_FAILED;
+        if (r->state == REQ_OK) {
+            done += r->size;
+            total += r->size;
+        } else if (r->state == REQ_PENDING) {
+            done += r->done;
+            total += r->total;
+            rate += r->rate;
+            total_known &= r->has_total || r->via == VIA_HIT;
+        }
+    }
+    req_t sum = {.has_total = total_known, .done = done, .total = total, .rate = rate};
+    out_line_add(l, "[%zu/%zu]  ", f->finished, f->n);
+    out_line_amount(l, done, total_known, total);
+    if (total_known && total > 0 && done <= total)
+        out_line_add(l, "  %3d%%", (int)(done * 100 / total));
+    if (f->finished < f->n)
+        line_rate(l, &sum);
+    if (hits)
+        out_line_add(l, "  %zu cached", hits);
+    if (attached)
+        out_line_add(l, "  %zu attached", attached);
+    if (failed)
+        out_line_add(l, "  %zu failed", failed);
+}
+
+/* '\r', the text cut to the terminal width (a wrapped line could not be
+ * redrawn), then clear to the end of the line. */
+void progress_draw(fetch_t *f, int force)
+{
+    double now = now_sec();
+    if (f->prog != PROG_TTY || (!force && now - f->last_draw < REDRAW_INTERVAL))
+        return;
+    out_line_t l = {.len = 0};
+    if (f->n == 1)
+        render_one(&l, &f->req[0]);
+    else
+        render_all(&l, f);
+    size_t width = term_width() - 1;
+    fprintf(stderr, "\r%.*s\033[K", (int)(l.len < width ? l.len : width), l.buf);
+    f->drawn = 1;
+    f->last_draw = now;
+}
+
+void progress_clear(fetch_t *f)
+{
+    if (!f->drawn)
+        return;
+    fputs("\r\033[K", stderr);
+    f->drawn = 0;
+}
+
+/* The plain (non-TTY) line of one URL, at most once per PLAIN_INTERVAL. */
+static void progress_plain(req_t *r)
+{
+    double now = now_sec();
+    if (now - r->last_line < PLAIN_INTERVAL)
+        return;
+    r->last_line = now;
+    out_line_t l = {.len = 0};
+    out_line_add(&l, "%s ", r->label);
+    out_line_amount(&l, r->done, r->has_total, r->total);
+    line_rate(&l, r);
+    if (r->via == VIA_ATTACHED)
+        out_line_add(&l, " [attached]");
+    fprintf(stderr, "%s\n", l.buf);
+}
+
+void progress_update(fetch_t *f, req_t *r)
+{
+    if (f->prog == PROG_TTY)
+        progress_draw(f, 0);
+    else if (f->prog == PROG_PLAIN && r->has_progress)
+        progress_plain(r);
+}
+
+void progress_settled(fetch_t *f, const req_t *r)
+{
+    char a[32];
+    if (f->prog == PROG_TTY && f->finished == f->n) {
+        progress_draw(f, 1);
+        fputc('\n', stderr);
+        f->drawn = 0;
+    } else if (f->prog == PROG_TTY) {
+        progress_clear(f);
+    } else if (f->prog == PROG_PLAIN && r->state == REQ_OK) {
+        fprintf(stderr, "%s %s done%s\n", r->label, out_bytes(r->size, a, sizeof a),
+                r->via == VIA_HIT        ? " [cached]"
+                : r->via == VIA_ATTACHED ? " [attached]"
+                                         : "");
+    }
+}
+
+prog_mode_t progress_mode(const cli_t *c)
+{
+    if (c->quiet)
+        return PROG_OFF;
+    if (isatty(STDERR_FILENO))
+        return PROG_TTY;
+    return c->progress ? PROG_PLAIN : PROG_OFF;
+}
