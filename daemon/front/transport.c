@@ -1,4 +1,6 @@
-/* transport: write queue, fd passing over SCM_RIGHTS, drain. */
+/* transport: write queue, fd passing over SCM_RIGHTS, drain. Its log lines
+ * name a "session pid", as they did before the transport was its own
+ * module (admins grep for them). */
 #include "transport.h"
 #include "log.h"
 

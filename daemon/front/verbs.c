@@ -16,17 +16,17 @@ static void verb_stats(session_t *s, const proto_msg_t *m, const char *id, int a
 
 static const verb_t verb_table[] = {
     /* Anyone: a download, the handshake, what runs, the counters, what is cached. */
-    {"FETCH", verb_fetch, 0, VERB_ANYONE, FETCH_ID_RULE},
+    {"FETCH", verbs_fetch, 0, VERB_ANYONE, FETCH_ID_RULE},
     {"HELLO", verb_hello, 0, VERB_ANYONE, NULL},
-    {"STATUS", verb_status, 0, VERB_ANYONE, NULL},
+    {"STATUS", verbs_status, 0, VERB_ANYONE, NULL},
     {"STATS", verb_stats, 0, VERB_ANYONE, NULL},
-    {"LIST", verb_list, 0, VERB_ANYONE, NULL},
+    {"LIST", verbs_list, 0, VERB_ANYONE, NULL},
     /* Admins: requests that change or walk the whole cache, run in the pool. */
-    {"RM", verb_admin, ADMIN_RM, VERB_ADMIN, ADMIN_ID_RULE},
-    {"PIN", verb_admin, ADMIN_PIN, VERB_ADMIN, ADMIN_ID_RULE},
-    {"UNPIN", verb_admin, ADMIN_UNPIN, VERB_ADMIN, ADMIN_ID_RULE},
-    {"GC", verb_admin, ADMIN_GC, VERB_ADMIN, ADMIN_ID_RULE},
-    {"VERIFY", verb_admin, ADMIN_VERIFY, VERB_ADMIN, ADMIN_ID_RULE},
+    {"RM", verbs_admin, ADMIN_RM, VERB_ADMIN, ADMIN_ID_RULE},
+    {"PIN", verbs_admin, ADMIN_PIN, VERB_ADMIN, ADMIN_ID_RULE},
+    {"UNPIN", verbs_admin, ADMIN_UNPIN, VERB_ADMIN, ADMIN_ID_RULE},
+    {"GC", verbs_admin, ADMIN_GC, VERB_ADMIN, ADMIN_ID_RULE},
+    {"VERIFY", verbs_admin, ADMIN_VERIFY, VERB_ADMIN, ADMIN_ID_RULE},
 };
 
 const verb_t *verbs_find(const char *name)

@@ -114,7 +114,7 @@ static int gc_size(session_t *s, const proto_msg_t *m, const char *id, uint64_t 
     return 0;
 }
 
-void verb_admin(session_t *s, const proto_msg_t *m, const char *id, int arg)
+void verbs_admin(session_t *s, const proto_msg_t *m, const char *id, int arg)
 {
     admin_op_t op = (admin_op_t)arg;
     const char *target = proto_get(m, "target");

@@ -96,7 +96,7 @@ static int id_in_use(const session_t *s, const char *id)
     return 0;
 }
 
-void verb_fetch(session_t *s, const proto_msg_t *m, const char *id, int arg)
+void verbs_fetch(session_t *s, const proto_msg_t *m, const char *id, int arg)
 {
     (void)arg;
     const char *url = proto_get(m, "url");
@@ -139,7 +139,8 @@ void verb_fetch(session_t *s, const proto_msg_t *m, const char *id, int arg)
     f->w.on_start = fetch_on_start;
     f->w.on_progress = fetch_on_progress;
     f->w.on_finish = fetch_on_finish;
-    /* One user cannot fill the daemon with waiting requests. */
+    /* One user cannot fill the daemon with waiting requests. (jobs_fetch
+     * bounds the jobs a uid created by the same setting: see quota.h.) */
     unsigned waiting;
     if (quota_request_begin(&s->srv->quota, &s->who, s->srv->cfg->max_requests_per_user,
                             &waiting)) {

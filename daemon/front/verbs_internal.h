@@ -8,17 +8,17 @@
 #include "verbs.h"
 
 /* verbs_fetch.c: FETCH id= url= [sha256=] [header=]... */
-void verb_fetch(session_t *s, const proto_msg_t *m, const char *id, int arg);
+void verbs_fetch(session_t *s, const proto_msg_t *m, const char *id, int arg);
 void verbs_fetch_close(session_t *s);
 
 /* verbs_list.c: STATUS and LIST, streamed a page at a time. */
-void verb_status(session_t *s, const proto_msg_t *m, const char *id, int arg);
-void verb_list(session_t *s, const proto_msg_t *m, const char *id, int arg);
+void verbs_status(session_t *s, const proto_msg_t *m, const char *id, int arg);
+void verbs_list(session_t *s, const proto_msg_t *m, const char *id, int arg);
 void verbs_stream_step(session_t *s);
 void verbs_list_close(session_t *s);
 
 /* verbs_admin.c: RM, PIN, UNPIN, GC, VERIFY (arg: the admin_op_t). */
-void verb_admin(session_t *s, const proto_msg_t *m, const char *id, int arg);
+void verbs_admin(session_t *s, const proto_msg_t *m, const char *id, int arg);
 void verbs_admin_close(session_t *s);
 
 #endif

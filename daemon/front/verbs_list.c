@@ -185,13 +185,13 @@ static void stream_start(session_t *s, stream_kind_t kind)
     verbs_stream_step(s);
 }
 
-void verb_status(session_t *s, const proto_msg_t *m, const char *id, int arg)
+void verbs_status(session_t *s, const proto_msg_t *m, const char *id, int arg)
 {
     (void)m, (void)id, (void)arg;
     stream_start(s, STREAM_STATUS);
 }
 
-void verb_list(session_t *s, const proto_msg_t *m, const char *id, int arg)
+void verbs_list(session_t *s, const proto_msg_t *m, const char *id, int arg)
 {
     (void)m, (void)id, (void)arg;
     stream_start(s, STREAM_LIST);
