@@ -1,10 +1,13 @@
 /* session: the Unix socket server and one session per connected client.
  *
- * Reads protocol lines (proto.h), runs them against the job table and the
- * database, and writes replies. DONE replies carry the blob's fd as
- * SCM_RIGHTS. A session owns its fetches: when the client goes, its waiters
- * leave their jobs (jobs_cancel) and the jobs run on for everyone else.
- * Loop thread only. */
+ * The server accepts clients (listener.h), knows who each is (principal.h)
+ * and refuses those access control does not allow. A session reads protocol
+ * lines (proto.h) one at a time while no backpressure holds, runs them
+ * through the verb table (verbs.h) against the job table and the database,
+ * and its transport (transport.h) writes the replies; DONE replies carry
+ * the blob's fd as SCM_RIGHTS. A session owns its fetches: when the client
+ * goes, its waiters leave their jobs (jobs_cancel) and the jobs run on for
+ * everyone else. Loop thread only. */
 #ifndef HUBD_SESSION_H
 #define HUBD_SESSION_H
 

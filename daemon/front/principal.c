@@ -1,0 +1,153 @@
+/* principal: identities, sets of them, and the access decisions. */
+#include "principal.h"
+#include "log.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void principal_from_peercred(principal_t *p, uid_t uid, gid_t gid, pid_t pid)
+{
+    memset(p, 0, sizeof *p);
+    p->uid = uid;
+    p->gids[0] = gid;
+    p->ngids = 1;
+    p->pid = pid;
+    p->source = PRINCIPAL_PEERCRED;
+}
+
+gid_t principal_gid(const principal_t *p)
+{
+    return p->ngids ? p->gids[0] : (gid_t)-1;
+}
+
+/* ---- sets ------------------------------------------------------------------ */
+
+int principal_set_has(const principal_set_t *set, const principal_t *p)
+{
+    for (size_t i = 0; i < set->ngids; i++)
+        for (unsigned j = 0; j < p->ngids; j++)
+            if (set->gids[i] == p->gids[j])
+                return 1;
+    for (size_t i = 0; i < set->nuids; i++)
+        if (set->uids[i] == p->uid)
+            return 1;
+    return 0;
+}
+
+static void set_free(principal_set_t *set)
+{
+    free(set->gids);
+    free(set->uids);
+    memset(set, 0, sizeof *set);
+}
+
+static void set_add_uid(principal_set_t *set, uid_t uid)
+{
+    uid_t *v = realloc(set->uids, (set->nuids + 1) * sizeof *v);
+    if (v) {
+        set->uids = v;
+        set->uids[set->nuids++] = uid;
+    }
+}
+
+/* A group: its gid (a peer's primary group) and its listed members. */
+static int set_add_group(principal_set_t *set, const char *name)
+{
+    struct group *g = getgrnam(name);
+    if (!g)
+        return -ENOENT;
+    gid_t *v = realloc(set->gids, (set->ngids + 1) * sizeof *v);
+    if (v) {
+        set->gids = v;
+        set->gids[set->ngids++] = g->gr_gid;
+    }
+    size_t n = 0;
+    while (g->gr_mem[n])
+        n++;
+    char **names = calloc(n + 1, sizeof *names); /* getpwnam may reuse getgrnam's buffer */
+    for (size_t i = 0; names && i < n; i++)
+        names[i] = strdup(g->gr_mem[i]);
+    for (size_t i = 0; names && i < n; i++) {
+        struct passwd *pw = names[i] ? getpwnam(names[i]) : NULL;
+        if (pw)
+            set_add_uid(set, pw->pw_uid);
+        free(names[i]);
+    }
+    free(names);
+    return 0;
+}
+
+/* A user: a name, or a numeric uid. */
+static int set_add_user(principal_set_t *set, const char *name)
+{
+    char *end;
+    unsigned long v = strtoul(name, &end, 10);
+    if (*name && !*end) {
+        set_add_uid(set, (uid_t)v);
+        return 0;
+    }
+    struct passwd *pw = getpwnam(name);
+    if (!pw)
+        return -ENOENT;
+    set_add_uid(set, pw->pw_uid);
+    return 0;
+}
+
+/* Each name of a comma-separated list into the set; unknown ones logged. */
+static void set_add_list(principal_set_t *set, const char *list, int groups, const char *key)
+{
+    for (const char *p = list; p && *p;) {
+        p += strspn(p, " ,");
+        size_t n = strcspn(p, " ,");
+        if (n) {
+            char name[256];
+            snprintf(name, sizeof name, "%.*s", (int)n, p);
+            if ((groups ? set_add_group(set, name) : set_add_user(set, name)) != 0)
+                log_warn("%s: no such %s '%s'", key, groups ? "group" : "user", name);
+        }
+        p += n;
+    }
+}
+
+/* ---- access control ---------------------------------------------------------- */
+
+void principal_acl_free(principal_acl_t *acl)
+{
+    set_free(&acl->admins);
+    set_free(&acl->allowed);
+    acl->restricted = 0;
+}
+
+void principal_acl_load(principal_acl_t *acl, const hubd_config_t *cfg)
+{
+    principal_acl_free(acl);
+    if (cfg->admin_group && set_add_group(&acl->admins, cfg->admin_group) != 0)
+        log_warn("admin group %s does not exist: only root (and hubd's own user) may "
+                 "administer the cache",
+                 cfg->admin_group);
+    set_add_list(&acl->allowed, cfg->allow_users, 0, "allow_users");
+    set_add_list(&acl->allowed, cfg->allow_groups, 1, "allow_groups");
+    acl->restricted =
+        (cfg->allow_users && *cfg->allow_users) || (cfg->allow_groups && *cfg->allow_groups);
+}
+
+/* Root and hubd's own uid are never refused and always administer. */
+static int is_superuser(const principal_t *p)
+{
+    return p->uid == 0 || p->uid == geteuid();
+}
+
+int principal_may_connect(const principal_acl_t *acl, const principal_t *p)
+{
+    return !acl->restricted || is_superuser(p) || principal_set_has(&acl->allowed, p);
+}
+
+int principal_is_admin(const principal_acl_t *acl, const principal_t *p)
+{
+    return is_superuser(p) || principal_set_has(&acl->admins, p);
+}

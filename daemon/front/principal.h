@@ -1,0 +1,73 @@
+/* principal: who a client is, and what that lets it do.
+ *
+ * A principal is a uid, the gids it is known by, and how hubd learned them
+ * (the way in fills it once, when the client arrives; nothing here reads a
+ * socket). Access control takes a principal: who may connect at all
+ * (allow_users, allow_groups) and who may administer the cache (root, hubd's
+ * own uid, admin_group). The lists are looked up by name when loaded (start,
+ * SIGHUP), never per request: NSS may block.
+ *
+ * Loop thread only. A principal_acl_t starts zeroed (empty) and is freed
+ * with principal_acl_free. */
+#ifndef HUBD_PRINCIPAL_H
+#define HUBD_PRINCIPAL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "config.h"
+
+#define PRINCIPAL_MAX_GIDS 16
+
+/* How a principal was learned. */
+typedef enum {
+    PRINCIPAL_PEERCRED, /* the kernel's SO_PEERCRED of a Unix socket: uid, primary gid, pid */
+} principal_source_t;
+
+typedef struct principal {
+    uid_t uid;
+    gid_t gids[PRINCIPAL_MAX_GIDS]; /* the groups known for it; SO_PEERCRED gives the primary */
+    unsigned ngids;                 /* how many of gids are set (0: none known) */
+    pid_t pid;                      /* the peer process, for logs; 0 when unknown */
+    principal_source_t source;
+} principal_t;
+
+/* Fills p from SO_PEERCRED's answer. */
+void principal_from_peercred(principal_t *p, uid_t uid, gid_t gid, pid_t pid);
+
+/* Its first known gid (the primary one from SO_PEERCRED), or (gid_t)-1. */
+gid_t principal_gid(const principal_t *p);
+
+/* A set of principals: groups (by gid, and their listed members by uid)
+ * and users by uid. */
+typedef struct principal_set {
+    gid_t *gids;
+    size_t ngids;
+    uid_t *uids;
+    size_t nuids;
+} principal_set_t;
+
+/* 1 when p's uid, or one of its gids, is in the set. */
+int principal_set_has(const principal_set_t *set, const principal_t *p);
+
+/* Access control, from the configuration. */
+typedef struct principal_acl {
+    principal_set_t admins;  /* admin_group: its gid and its listed members */
+    principal_set_t allowed; /* allow_users and allow_groups */
+    int restricted;          /* allow_users or allow_groups is set */
+} principal_acl_t;
+
+/* (Re)loads the lists from cfg (replacing what was loaded); unknown names
+ * are logged and left out. */
+void principal_acl_load(principal_acl_t *acl, const hubd_config_t *cfg);
+void principal_acl_free(principal_acl_t *acl);
+
+/* Whether p may connect: anyone when unrestricted; else root, hubd's own
+ * uid, and the allowed users and groups. */
+int principal_may_connect(const principal_acl_t *acl, const principal_t *p);
+
+/* Whether p may use the admin verbs: root, hubd's own uid (a per-user
+ * daemon's owner) or the admin group. */
+int principal_is_admin(const principal_acl_t *acl, const principal_t *p);
+
+#endif

@@ -1,0 +1,80 @@
+/* quota: per-uid counters, a small array searched linearly (a daemon sees
+ * few distinct uids). */
+#include "quota.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+struct quota_user {
+    uid_t uid;
+    unsigned waiting; /* FETCHes waiting, all sessions (max_requests_per_user) */
+    unsigned fds;     /* blob descriptors pinned, all sessions (QUOTA_USER_MAX_FDS) */
+};
+
+void quota_free(quota_t *q)
+{
+    free(q->users);
+    q->users = NULL;
+    q->nusers = 0;
+}
+
+/* The uid's counters, created at 0 when asked to (NULL: absent, or no
+ * memory). */
+static quota_user_t *find(const quota_t *q, uid_t uid)
+{
+    for (size_t i = 0; i < q->nusers; i++)
+        if (q->users[i].uid == uid)
+            return &q->users[i];
+    return NULL;
+}
+
+static quota_user_t *find_or_add(quota_t *q, uid_t uid)
+{
+    quota_user_t *u = find(q, uid);
+    if (u)
+        return u;
+    u = realloc(q->users, (q->nusers + 1) * sizeof *u);
+    if (!u)
+        return NULL;
+    q->users = u;
+    q->users[q->nusers] = (quota_user_t){.uid = uid};
+    return &q->users[q->nusers++];
+}
+
+int quota_request_begin(quota_t *q, const principal_t *p, unsigned max, unsigned *waiting)
+{
+    quota_user_t *u = find_or_add(q, p->uid);
+    *waiting = u ? u->waiting : 0;
+    if (!u || (max && u->waiting >= max))
+        return -EAGAIN;
+    u->waiting++;
+    return 0;
+}
+
+void quota_request_end(quota_t *q, const principal_t *p)
+{
+    quota_user_t *u = find(q, p->uid);
+    if (u && u->waiting)
+        u->waiting--;
+}
+
+void quota_fd_pin(quota_t *q, const principal_t *p)
+{
+    quota_user_t *u = find_or_add(q, p->uid);
+    if (u)
+        u->fds++;
+}
+
+int quota_fd_unpin(quota_t *q, const principal_t *p)
+{
+    quota_user_t *u = find(q, p->uid);
+    if (!u || !u->fds) /* its pin was not counted (no memory then) */
+        return 0;
+    return u->fds-- == QUOTA_USER_MAX_FDS;
+}
+
+int quota_fds_full(const quota_t *q, const principal_t *p)
+{
+    const quota_user_t *u = find(q, p->uid);
+    return u && u->fds >= QUOTA_USER_MAX_FDS;
+}

@@ -1,0 +1,46 @@
+/* quota: what each user holds across all its sessions, and its limits.
+ *
+ * Per uid (a principal's uid, however it was learned): the FETCHes waiting
+ * (bounded by max_requests_per_user) and the blob descriptors pinned for it
+ * (bounded by QUOTA_USER_MAX_FDS; while at the bound its sessions parse no
+ * more lines). A uid's counters are created on first use and kept.
+ *
+ * This is the front's bound on waiting requests. The fetch layer bounds the
+ * jobs a uid created (queued or running) by the same setting: a job
+ * outlives a client that hangs up, a waiting request does not.
+ *
+ * Loop thread only. A quota_t starts zeroed; quota_free frees it. */
+#ifndef HUBD_QUOTA_H
+#define HUBD_QUOTA_H
+
+#include <stddef.h>
+
+#include "principal.h"
+
+#define QUOTA_USER_MAX_FDS 64 /* blob descriptors pinned for one uid, all sessions */
+
+typedef struct quota_user quota_user_t;
+
+typedef struct quota {
+    quota_user_t *users; /* one per uid seen, in no order */
+    size_t nusers;
+} quota_t;
+
+void quota_free(quota_t *q);
+
+/* One more FETCH of p waits: 0, or -EAGAIN when its uid has max waiting
+ * already (max 0: no limit; also when there is no memory to count it).
+ * *waiting says how many wait for the uid. */
+int quota_request_begin(quota_t *q, const principal_t *p, unsigned max, unsigned *waiting);
+/* A FETCH of p waits no more. */
+void quota_request_end(quota_t *q, const principal_t *p);
+
+/* One more, or one fewer, blob descriptor pinned for p. quota_fd_unpin
+ * returns 1 when the uid was at QUOTA_USER_MAX_FDS: its other sessions may
+ * parse again. */
+void quota_fd_pin(quota_t *q, const principal_t *p);
+int quota_fd_unpin(quota_t *q, const principal_t *p);
+/* Whether p's uid has QUOTA_USER_MAX_FDS pinned. */
+int quota_fds_full(const quota_t *q, const principal_t *p);
+
+#endif

@@ -1,0 +1,98 @@
+/* session_internal: the session and its server, shared by session.c (life
+ * cycle, reading, backpressure) and the verbs (verbs*.c), which keep their
+ * own state (fetches, admin requests, a stream) in the session. Private to
+ * daemon/front; loop thread only. */
+#ifndef HUBD_SESSION_INTERNAL_H
+#define HUBD_SESSION_INTERNAL_H
+
+#include "listener.h"
+#include "list.h"
+#include "principal.h"
+#include "proto.h"
+#include "quota.h"
+#include "session.h"
+#include "transport.h"
+
+#define SESSION_READ_BUF 16384
+/* Backpressure. A session's requests are parsed one line at a time, and
+ * parsing stops (the rest of the read is kept, and the socket is not read)
+ * while any of these holds; it goes on when the replies are read:
+ * - more than TRANSPORT_PAUSE_QUEUE (1 MiB) of replies are queued;
+ * - a STATUS or LIST is being streamed (its pages follow as the client
+ *   reads, below a quarter of that queued; later lines wait their turn);
+ * - SESSION_MAX_FDS blob descriptors are pinned for it (hits being opened,
+ *   DONE lines waiting to pass their fd, fds passed and not yet read), or
+ *   QUOTA_USER_MAX_FDS for its uid in all its sessions;
+ * - SESSION_MAX_FETCHES FETCHes of it wait.
+ * So what a client that never reads costs hubd is bounded whatever it
+ * sends: about 1 MiB plus one page or one reply. */
+#define SESSION_MAX_FDS TRANSPORT_MAX_FDS_IN_FLIGHT
+#define SESSION_MAX_FETCHES 64
+
+typedef struct session session_t;
+typedef struct listing_page listing_page_t;
+
+typedef enum { STREAM_NONE, STREAM_LIST, STREAM_STATUS } stream_kind_t;
+
+struct session {
+    transport_t t; /* the connection */
+    session_server_t *srv;
+    list_node_t node; /* in srv->sessions */
+    principal_t who;  /* the peer, from the listener at accept */
+    int closing;      /* session_close has begun */
+    proto_reader_t reader;
+    char rbuf[SESSION_READ_BUF];
+    size_t in_off, in_len; /* rbuf[in_off, in_len): read, not yet parsed (backpressure) */
+    int in_pump;           /* inside session_pump: do not re-enter */
+    unsigned nfds;         /* blob fds pinned: hits being opened, fd lines queued or in flight */
+    size_t discarded;      /* bytes of the overlong line being skipped */
+    unsigned long_lines;   /* overlong lines sent so far */
+    int cut;               /* flooding: closed once the current read is handled */
+    /* The verbs' state. */
+    list_t fetches;        /* waiting FETCHes (verbs_fetch.c) */
+    unsigned nfetches;     /* their number */
+    list_t pending;        /* admin requests in the pool (verbs_admin.c) */
+    stream_kind_t stream;  /* a STATUS or LIST being streamed, or STREAM_NONE */
+    uint64_t stream_at;    /* its cursor: last job id, or last entry's use sequence */
+    uint64_t stream_count; /* lines sent so far */
+    listing_page_t *page;  /* a LIST page being read in the pool, or NULL */
+};
+
+struct session_server {
+    uv_loop_t *loop;
+    const hubd_config_t *cfg;
+    jobs_t *jobs;
+    db_t *db;
+    store_t *store;
+    listener_t *listener;
+    principal_acl_t acl; /* loaded at start and on reload */
+    quota_t quota;       /* per-uid counters across sessions */
+    list_t sessions;     /* open sessions (session.node), newest first */
+    unsigned nsessions;  /* sessions not yet freed (closing ones too) */
+    uint64_t started;    /* uv_hrtime() at start: uptime never goes back with the clock */
+    int closing;
+    void (*close_cb)(void *);
+    void *close_arg;
+};
+
+/* For the verbs (session.c). */
+
+/* One more, or one fewer, blob descriptor pinned for the session and its
+ * uid: a hit being opened, or a DONE line's fd. session_unpin wakes the
+ * session, and the uid's other sessions when its budget was full. */
+void session_pin(session_t *s);
+void session_unpin(session_t *s);
+
+/* Parses kept lines and reads while no backpressure holds: the one
+ * function that decides whether a session reads. */
+void session_pump(session_t *s);
+
+/* session_pump from the next loop iteration: for callers inside a job's
+ * callbacks, or inside a reply still being made (a FETCH's final line must
+ * leave before a later line with its id is read). */
+void session_kick(session_t *s);
+
+/* Whether the peer may administer the cache. */
+int session_is_admin(const session_t *s);
+
+#endif

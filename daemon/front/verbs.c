@@ -1,0 +1,139 @@
+/* verbs: the table of request verbs, its dispatch, and the small verbs
+ * answered at once (HELLO, STATS). */
+#include "admin.h"
+#include "log.h"
+#include "verbs_internal.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+static void verb_hello(session_t *s, const proto_msg_t *m, const char *id, int arg);
+static void verb_stats(session_t *s, const proto_msg_t *m, const char *id, int arg);
+
+#define FETCH_ID_RULE "FETCH needs id= (1 to 64 printable bytes)"
+#define ADMIN_ID_RULE "admin requests need id= (1 to 64 printable bytes)"
+
+static const verb_t verb_table[] = {
+    /* Anyone: a download, the handshake, what runs, the counters, what is cached. */
+    {"FETCH", verbs_fetch, 0, VERB_ANYONE, FETCH_ID_RULE},
+    {"HELLO", verb_hello, 0, VERB_ANYONE, NULL},
+    {"STATUS", verbs_status, 0, VERB_ANYONE, NULL},
+    {"STATS", verb_stats, 0, VERB_ANYONE, NULL},
+    {"LIST", verbs_list, 0, VERB_ANYONE, NULL},
+    /* Admins: requests that change or walk the whole cache, run in the pool. */
+    {"RM", verbs_admin, ADMIN_RM, VERB_ADMIN, ADMIN_ID_RULE},
+    {"PIN", verbs_admin, ADMIN_PIN, VERB_ADMIN, ADMIN_ID_RULE},
+    {"UNPIN", verbs_admin, ADMIN_UNPIN, VERB_ADMIN, ADMIN_ID_RULE},
+    {"GC", verbs_admin, ADMIN_GC, VERB_ADMIN, ADMIN_ID_RULE},
+    {"VERIFY", verbs_admin, ADMIN_VERIFY, VERB_ADMIN, ADMIN_ID_RULE},
+};
+
+const verb_t *verbs_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof verb_table / sizeof verb_table[0]; i++)
+        if (strcmp(verb_table[i].name, name) == 0)
+            return &verb_table[i];
+    return NULL;
+}
+
+int verbs_valid_id(const char *id)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n > VERB_ID_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isgraph((unsigned char)id[i]))
+            return 0;
+    return 1;
+}
+
+/* The row's rules, in this order (each answer names the first rule
+ * broken): a known verb, a valid id= where one is needed, then who. */
+void verbs_dispatch(session_t *s, const proto_msg_t *m)
+{
+    const verb_t *v = verbs_find(m->verb);
+    if (!v) {
+        reply_err(&s->t, NULL, "unknown_verb", m->verb);
+        return;
+    }
+    const char *id = proto_get(m, "id");
+    if (v->id_rule && (!id || !verbs_valid_id(id))) {
+        reply_err(&s->t, NULL, "bad_request", v->id_rule);
+        return;
+    }
+    if (v->who == VERB_ADMIN && !session_is_admin(s)) {
+        log_warn("session pid %d uid %d: %s refused: not root or in the admin group",
+                 (int)s->who.pid, (int)s->who.uid, m->verb);
+        reply_err(&s->t, id, "permission_denied",
+                  "cache administration needs root or membership of the admin group");
+        return;
+    }
+    v->fn(s, m, id, v->arg);
+}
+
+void verbs_on_written(session_t *s)
+{
+    if (s->stream)
+        verbs_stream_step(s);
+}
+
+void verbs_session_close(session_t *s)
+{
+    verbs_fetch_close(s);
+    verbs_admin_close(s);
+    verbs_list_close(s);
+}
+
+static void verb_hello(session_t *s, const proto_msg_t *m, const char *id, int arg)
+{
+    (void)id, (void)arg;
+    const char *v = proto_get(m, "proto");
+    if (v && strcmp(v, "1") != 0) {
+        reply_err(&s->t, NULL, "proto_version", "this hubd speaks protocol 1");
+        return;
+    }
+    reply_t r;
+    reply_begin(&r, "HELLO");
+    proto_add_u64(&r.w, "proto", PROTO_VERSION);
+    proto_add(&r.w, "server", "hubd/0.1.0");
+    reply_send(&s->t, &r);
+}
+
+static void verb_stats(session_t *s, const proto_msg_t *m, const char *id, int arg)
+{
+    (void)m, (void)id, (void)arg;
+    session_server_t *srv = s->srv;
+    jobs_stats_t st;
+    jobs_stats(srv->jobs, &st);
+    reply_t r;
+    reply_begin(&r, "STATS");
+    proto_add_u64(&r.w, "hits", st.hits);
+    proto_add_u64(&r.w, "misses", st.misses);
+    proto_add_u64(&r.w, "attached", st.attached);
+    proto_add_u64(&r.w, "bytes_from_origin", st.bytes_from_origin);
+    proto_add_u64(&r.w, "bytes_served", st.bytes_served);
+    proto_add_u64(&r.w, "jobs_active", st.active);
+    proto_add_u64(&r.w, "jobs_queued", st.queued);
+    proto_add_u64(&r.w, "errors", st.errors);
+    /* code:count pairs, only the codes seen, in one field. */
+    char by_code[600] = "";
+    size_t n = 0;
+    for (unsigned i = 0; i < JOBS_NERROR_CODES && n < sizeof by_code; i++)
+        if (st.errors_by_code[i])
+            n +=
+                (size_t)snprintf(by_code + n, sizeof by_code - n, "%s%s:%llu", n ? "," : "",
+                                 jobs_error_code_name(i), (unsigned long long)st.errors_by_code[i]);
+    proto_add(&r.w, "errors_by_code", by_code);
+    uint64_t bytes = 0, blobs = 0;
+    db_cache_size(srv->db, &bytes, &blobs);
+    proto_add_u64(&r.w, "cache_bytes", bytes);
+    proto_add_u64(&r.w, "cache_blobs", blobs);
+    proto_add_u64(&r.w, "max_cache_size", srv->cfg->max_cache_size);
+    proto_add_u64(&r.w, "evicted", st.evicted);
+    proto_add_u64(&r.w, "evicted_bytes", st.evicted_bytes);
+    proto_add_u64(&r.w, "bad_blobs", st.bad_blobs);
+    proto_add_u64(&r.w, "sessions", srv->nsessions);
+    proto_add_u64(&r.w, "uptime", (uv_hrtime() - srv->started) / 1000000000u);
+    reply_send(&s->t, &r);
+}

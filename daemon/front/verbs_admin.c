@@ -1,0 +1,165 @@
+/* verbs_admin: RM, PIN, UNPIN, GC and VERIFY, each one request in the pool
+ * (admin.h), answered OK (or ERR) with its id. The table lets only admins
+ * with a valid id= reach these handlers. */
+#include "admin.h"
+#include "log.h"
+#include "sha256.h"
+#include "url.h"
+#include "verbs_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* An admin request in the pool, answered with its id. */
+typedef struct pending {
+    admin_req_t *req;
+    session_t *s;
+    list_node_t node; /* in s->pending */
+    admin_op_t op;
+    char id[VERB_ID_MAX + 1];
+} pending_t;
+
+static void send_ok_fields(session_t *s, const pending_t *p, const admin_result_t *r)
+{
+    reply_t rep;
+    reply_begin(&rep, "OK");
+    proto_add(&rep.w, "id", p->id);
+    switch (p->op) {
+    case ADMIN_RM:
+        proto_add_u64(&rep.w, "removed_blob", (uint64_t)r->removed_blob);
+        break;
+    case ADMIN_PIN:
+    case ADMIN_UNPIN:
+        break;
+    case ADMIN_GC:
+        proto_add_u64(&rep.w, "evicted", r->evict.evicted);
+        proto_add_u64(&rep.w, "freed", r->evict.freed);
+        proto_add_u64(&rep.w, "size", r->evict.size);
+        break;
+    case ADMIN_VERIFY: {
+        unsigned nbad = 0;
+        for (const cache_bad_t *b = r->bad; b; b = b->next, nbad++) {
+            reply_t line;
+            reply_begin(&line, "BAD");
+            proto_add(&line.w, "id", p->id);
+            proto_add(&line.w, "sha256", b->sha256);
+            proto_add(&line.w, "reason", b->why);
+            reply_send(&s->t, &line);
+        }
+        proto_add_u64(&rep.w, "checked", r->checked);
+        proto_add_u64(&rep.w, "bad", nbad);
+        break;
+    }
+    }
+    reply_send(&s->t, &rep);
+}
+
+static void on_admin_done(void *arg, const admin_result_t *r)
+{
+    pending_t *p = arg;
+    session_t *s = p->s;
+    list_remove(&p->node);
+    if (r->rc == -ENOENT)
+        reply_err(&s->t, p->id, "not_found", "no such URL or blob in the cache");
+    else if (r->rc == -ENOSPC)
+        reply_err(&s->t, p->id, "no_space", "the cache's file system is full");
+    else if (r->rc)
+        reply_err(&s->t, p->id, "io", strerror(-r->rc));
+    else
+        send_ok_fields(s, p, r);
+    free(p);
+}
+
+/* RM, PIN, UNPIN target=URL|SHA256: the digest the database knows it by
+ * (for RM, the URL or digest itself). 0, or an ERR was sent. */
+static int resolve_target(session_t *s, const proto_msg_t *m, const char *id, admin_op_t op,
+                          url_t *u, char sha[65], char canon[65], const char **target)
+{
+    const char *t = proto_get(m, "target");
+    if (!t || !*t) {
+        reply_err(&s->t, id, "bad_request", "needs target= (a URL or a sha256)");
+        return -EINVAL;
+    }
+    /* As FETCH keys them: a digest in lower case, a URL canonical. */
+    uint8_t raw[32];
+    if (strlen(t) == 64 && sha256_parse_hex(t, raw) == 0) {
+        sha256_hex(raw, canon);
+        t = canon;
+    } else if (url_parse(t, u, NULL) == 0) {
+        t = u->canonical;
+    }
+    if (db_resolve(s->srv->db, t, sha)) {
+        reply_err(&s->t, id, "not_found", "no such URL or blob in the cache");
+        return -ENOENT;
+    }
+    *target = op != ADMIN_RM ? sha : t; /* pins are on blobs */
+    return 0;
+}
+
+/* GC [max_size=BYTES]: the size to collect down to. 0, or an ERR was sent. */
+static int gc_size(session_t *s, const proto_msg_t *m, const char *id, uint64_t *size)
+{
+    const char *ms = proto_get(m, "max_size");
+    if (ms && config_parse_size(ms, size)) {
+        reply_err(&s->t, id, "bad_request", "max_size= must be a size (bytes, or with K M G T)");
+        return -EINVAL;
+    }
+    if (!ms && *size == 0) {
+        reply_err(&s->t, id, "bad_request",
+                  "no max_cache_size is configured: give max_size= to collect down to");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+void verbs_admin(session_t *s, const proto_msg_t *m, const char *id, int arg)
+{
+    admin_op_t op = (admin_op_t)arg;
+    const char *target = proto_get(m, "target");
+    char sha[65], canon[65];
+    url_t u = {0};
+    uint64_t size = s->srv->cfg->max_cache_size;
+    if (admin_busy()) {
+        /* One at a time: a whole-cache walk must not take every pool thread
+         * from the downloads. */
+        reply_err(&s->t, id, "busy", "another cache administration request is running; try again");
+        return;
+    }
+    if (op == ADMIN_RM || op == ADMIN_PIN || op == ADMIN_UNPIN) {
+        int rc = resolve_target(s, m, id, op, &u, sha, canon, &target);
+        if (rc) {
+            url_free(&u);
+            return;
+        }
+    } else if (op == ADMIN_GC && gc_size(s, m, id, &size)) {
+        return;
+    }
+    pending_t *p = calloc(1, sizeof *p);
+    if (!p || admin_start(s->srv->loop, jobs_work(s->srv->jobs), s->srv->store, s->srv->db, op,
+                          target, size, on_admin_done, p, &p->req)) {
+        free(p);
+        url_free(&u);
+        reply_err(&s->t, id, "internal", "out of memory");
+        return;
+    }
+    p->s = s;
+    p->op = op;
+    snprintf(p->id, sizeof p->id, "%s", id);
+    log_info("session pid %d uid %d: %s %s", (int)s->who.pid, (int)s->who.uid, m->verb,
+             target ? target : "");
+    url_free(&u);
+    list_push_front(&s->pending, &p->node);
+}
+
+void verbs_admin_close(session_t *s)
+{
+    list_node_t *n;
+    while ((n = list_first(&s->pending))) { /* the requests finish in the pool; nobody hears */
+        pending_t *p = list_entry(n, pending_t, node);
+        list_remove(&p->node);
+        admin_cancel(p->req);
+        free(p);
+    }
+}

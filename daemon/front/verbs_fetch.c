@@ -1,0 +1,180 @@
+/* verbs_fetch: FETCH, and the waiter that answers it as its job goes on. */
+#include "sha256.h"
+#include "verbs_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PROGRESS_DROP_QUEUE (256 * 1024) /* a client this far behind misses PROGRESS lines */
+
+/* One waiting FETCH of a session. */
+typedef struct fetch {
+    job_waiter_t w; /* first: job.c hands back &w */
+    session_t *s;
+    list_node_t node; /* in s->fetches */
+    int pinned;       /* a hit item is opening its blob: counts as a pinned fd */
+    char id[VERB_ID_MAX + 1];
+} fetch_t;
+
+static void fetch_unlink(fetch_t *f)
+{
+    session_t *s = f->s;
+    quota_request_end(&s->srv->quota, &s->who);
+    if (f->pinned) {
+        f->pinned = 0;
+        session_unpin(s);
+    }
+    s->nfetches--;
+    list_remove(&f->node);
+}
+
+static void fetch_on_start(job_waiter_t *w, fetch_kind_t kind, uint64_t job_id)
+{
+    fetch_t *f = (fetch_t *)w;
+    if (f->pinned && kind != FETCH_HIT) { /* the hit fell through to a download */
+        f->pinned = 0;
+        session_unpin(f->s);
+    }
+    reply_t r;
+    static const char *const verbs[] = {"HIT", "QUEUED", "ATTACHED"};
+    reply_begin(&r, verbs[kind]);
+    proto_add(&r.w, "id", f->id);
+    if (kind != FETCH_HIT)
+        proto_add_u64(&r.w, "job", job_id);
+    reply_send(&f->s->t, &r);
+}
+
+static void fetch_on_progress(job_waiter_t *w, uint64_t done, int64_t total, uint64_t rate)
+{
+    fetch_t *f = (fetch_t *)w;
+    session_t *s = f->s;
+    if (transport_queued(&s->t) > PROGRESS_DROP_QUEUE)
+        return; /* the client is not reading: a later line says more anyway */
+    reply_t r;
+    reply_begin(&r, "PROGRESS");
+    proto_add(&r.w, "id", f->id);
+    proto_add_u64(&r.w, "done", done);
+    if (total >= 0)
+        proto_add_i64(&r.w, "total", total);
+    proto_add_u64(&r.w, "rate", rate);
+    reply_send(&s->t, &r);
+}
+
+static void fetch_on_finish(job_waiter_t *w, const job_result_t *res)
+{
+    fetch_t *f = (fetch_t *)w;
+    session_t *s = f->s;
+    fetch_unlink(f);
+    if (res->err_code) {
+        reply_err(&s->t, f->id, res->err_code, res->err_msg ? res->err_msg : "");
+    } else {
+        static const char *const sources[] = {"hit", "download", "attached"};
+        reply_t r;
+        reply_begin(&r, "DONE");
+        proto_add(&r.w, "id", f->id);
+        proto_add(&r.w, "path", res->path);
+        proto_add(&r.w, "sha256", res->sha256);
+        proto_add_u64(&r.w, "size", res->size);
+        proto_add(&r.w, "source", sources[res->kind]);
+        size_t n = reply_end(&r);
+        if (n)
+            transport_send_fd(&s->t, r.buf, n, res->fd);
+    }
+    free(f);
+    session_kick(s);
+}
+
+static int id_in_use(const session_t *s, const char *id)
+{
+    list_node_t *n, *tmp;
+    list_foreach_safe(&s->fetches, n, tmp)
+    {
+        if (strcmp(list_entry(n, fetch_t, node)->id, id) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+void verbs_fetch(session_t *s, const proto_msg_t *m, const char *id, int arg)
+{
+    (void)arg;
+    const char *url = proto_get(m, "url");
+    const char *sha = proto_get(m, "sha256");
+    if (id_in_use(s, id)) {
+        reply_err(&s->t, id, "bad_request", "this id is already in use on this session");
+        return;
+    }
+    if (!url || !*url) {
+        reply_err(&s->t, id, "bad_request", "FETCH needs url=");
+        return;
+    }
+    const char *headers[CRED_MAX_HEADERS + 1];
+    size_t nheaders = 0;
+    for (size_t i = 0; i < m->nfields; i++) {
+        if (strcmp(m->fields[i].key, "header") != 0)
+            continue;
+        if (nheaders == CRED_MAX_HEADERS) {
+            reply_err(&s->t, id, "bad_request", "at most 16 headers");
+            return;
+        }
+        headers[nheaders++] = m->fields[i].value;
+    }
+    char sha_lc[65];
+    if (sha) {
+        uint8_t raw[32];
+        if (sha256_parse_hex(sha, raw)) {
+            reply_err(&s->t, id, "bad_request", "sha256= must be 64 hex digits");
+            return;
+        }
+        sha256_hex(raw, sha_lc);
+    }
+    fetch_t *f = calloc(1, sizeof *f);
+    if (!f) {
+        reply_err(&s->t, id, "internal", "out of memory");
+        return;
+    }
+    f->s = s;
+    snprintf(f->id, sizeof f->id, "%s", id);
+    f->w.on_start = fetch_on_start;
+    f->w.on_progress = fetch_on_progress;
+    f->w.on_finish = fetch_on_finish;
+    /* One user cannot fill the daemon with waiting requests. (jobs_fetch
+     * bounds the jobs a uid created by the same setting: see quota.h.) */
+    unsigned waiting;
+    if (quota_request_begin(&s->srv->quota, &s->who, s->srv->cfg->max_requests_per_user,
+                            &waiting)) {
+        free(f);
+        char msg[160];
+        snprintf(msg, sizeof msg, "uid %u has %u requests waiting already (max_requests_per_user)",
+                 (unsigned)s->who.uid, waiting);
+        reply_err(&s->t, id, "too_many_requests", msg);
+        return;
+    }
+    s->nfetches++;
+    f->w.uid = s->who.uid;
+    /* Linked before jobs_fetch: on_start may come from inside it. */
+    list_push_front(&s->fetches, &f->node);
+    /* Counted as a hit until on_start says otherwise: a hit item holds the
+     * blob open until its DONE. (f is not touched after jobs_fetch: its
+     * callbacks may have finished it.) */
+    f->pinned = 1;
+    session_pin(s);
+    const char *code, *msg;
+    if (jobs_fetch(s->srv->jobs, url, sha ? sha_lc : NULL, headers, nheaders, &f->w, &code, &msg)) {
+        fetch_unlink(f);
+        free(f);
+        reply_err(&s->t, id, code, msg);
+    }
+}
+
+void verbs_fetch_close(session_t *s)
+{
+    list_node_t *n;
+    while ((n = list_first(&s->fetches))) {
+        fetch_t *f = list_entry(n, fetch_t, node);
+        fetch_unlink(f);
+        jobs_cancel(&f->w);
+        free(f);
+    }
+}

@@ -1,0 +1,24 @@
+/* verbs_internal: the handlers of verbs.c's table, one file per family
+ * (verbs_fetch.c, verbs_list.c, verbs_admin.c), and what they share.
+ * Private to the verbs; loop thread only. */
+#ifndef HUBD_VERBS_INTERNAL_H
+#define HUBD_VERBS_INTERNAL_H
+
+#include "reply.h"
+#include "verbs.h"
+
+/* verbs_fetch.c: FETCH id= url= [sha256=] [header=]... */
+void verbs_fetch(session_t *s, const proto_msg_t *m, const char *id, int arg);
+void verbs_fetch_close(session_t *s);
+
+/* verbs_list.c: STATUS and LIST, streamed a page at a time. */
+void verbs_status(session_t *s, const proto_msg_t *m, const char *id, int arg);
+void verbs_list(session_t *s, const proto_msg_t *m, const char *id, int arg);
+void verbs_stream_step(session_t *s);
+void verbs_list_close(session_t *s);
+
+/* verbs_admin.c: RM, PIN, UNPIN, GC, VERIFY (arg: the admin_op_t). */
+void verbs_admin(session_t *s, const proto_msg_t *m, const char *id, int arg);
+void verbs_admin_close(session_t *s);
+
+#endif
