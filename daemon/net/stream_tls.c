@@ -17,7 +17,7 @@ enum { TLS_WORK_WANT, TLS_WORK_FULL, TLS_WORK_CLOSED, TLS_WORK_ERROR };
 
 /* One decrypt work item: the ciphertext handed over and the empty pooled
  * buffers it fills with plaintext. */
-typedef struct tls_work {
+typedef struct stls_decrypt {
     uv_work_t req;
     stream_tls_t *st;
     char *in; /* ciphertext, owned by the item */
@@ -26,11 +26,11 @@ typedef struct tls_work {
     size_t nout;
     int status; /* TLS_WORK_* */
     char msg[300];
-} tls_work_t;
+} stls_work_t;
 
 struct stream_tls {
     stream_t base;
-    stream_t *inner; /* owned; closed by tls_close */
+    stream_t *inner; /* owned; closed by stls_close */
     uv_loop_t *loop;
     bufpool_t *pool;
     tls_conn_t *tls;      /* the loop's, except while the decrypt item is out */
@@ -46,24 +46,24 @@ struct stream_tls {
     size_t spill_len, spill_cap;
     int spill_full;        /* inner reading stopped: spill is at TLS_SPILL_MAX */
     int decrypt_in_flight; /* the decrypt item is out in the pool (0 or 1) */
-    int tls_more;          /* the last item stopped for want of room, not input */
+    int decrypt_more;      /* the last item stopped for want of room, not input */
     ssize_t eof_pending;   /* inner end read while ciphertext was still queued */
     int plain_pending;     /* more plaintext follows the slice being delivered */
-    int delivering;        /* after_tls_work is handing out the item's buffers */
-    tls_work_t work;       /* the decrypt item (valid while decrypt_in_flight) */
+    int delivering;        /* stls_after_decrypt is handing out the item's buffers */
+    stls_work_t work;      /* the decrypt item (valid while decrypt_in_flight) */
     stream_fault_t fault;  /* the failure behind STREAM_EFAULT */
     char fault_msg[300];
-    int closing;    /* tls_close called: no callback to the user any more */
+    int closing;    /* stls_close called: no callback to the user any more */
     int inner_open; /* the inner stream's close callback is still to come */
     stream_close_cb close_cb;
     void *close_arg;
 };
 
-static void tls_kick(stream_tls_t *st);
+static void stls_kick(stream_tls_t *st);
 
 /* ---- delivering to the user ----------------------------------------------- */
 
-static void tls_deliver_fault(stream_tls_t *st, const char *code, const char *msg, int local)
+static void stls_deliver_fault(stream_tls_t *st, const char *code, const char *msg, int local)
 {
     snprintf(st->fault_msg, sizeof st->fault_msg, "%s", msg);
     st->fault = (stream_fault_t){.code = code, .msg = st->fault_msg, .local = local};
@@ -72,7 +72,7 @@ static void tls_deliver_fault(stream_tls_t *st, const char *code, const char *ms
 
 /* An end of the inner stream, reported once what came before it is
  * delivered. Without close_notify anyone on the path may have cut it. */
-static void tls_deliver_end(stream_tls_t *st, ssize_t err)
+static void stls_deliver_end(stream_tls_t *st, ssize_t err)
 {
     if (err != UV_EOF) {
         st->base.cbs->on_read(&st->base, err, NULL, NULL);
@@ -85,14 +85,14 @@ static void tls_deliver_end(stream_tls_t *st, ssize_t err)
 
 /* ---- the handshake -------------------------------------------------------- */
 
-static int tls_flush(stream_tls_t *st)
+static int stls_flush(stream_tls_t *st)
 {
     size_t n;
     char *out = tls_conn_take_output(st->tls, &n);
     return out ? stream_write(st->inner, out, n) : 0;
 }
 
-static void tls_handshake_fail_uv(stream_tls_t *st, const char *what, int uverr)
+static void stls_handshake_fail_uv(stream_tls_t *st, const char *what, int uverr)
 {
     char msg[512];
     snprintf(msg, sizeof msg, "%s %s: %s", what, st->origin, uv_strerror(uverr));
@@ -100,18 +100,18 @@ static void tls_handshake_fail_uv(stream_tls_t *st, const char *what, int uverr)
 }
 
 /* One step of the handshake, at its start and after each read. */
-static void tls_handshake_step(stream_tls_t *st)
+static void stls_handshake_step(stream_tls_t *st)
 {
     const char *code = "tls";
     char msg[512];
     int rc = tls_conn_handshake(st->tls, &code, msg, sizeof msg);
-    int wrc = tls_flush(st);
+    int wrc = stls_flush(st);
     if (rc < 0) {
         st->hs_cb(&st->base, code, msg);
         return;
     }
     if (wrc) {
-        tls_handshake_fail_uv(st, "sending the TLS handshake to", wrc);
+        stls_handshake_fail_uv(st, "sending the TLS handshake to", wrc);
         return;
     }
     if (rc == TLS_WANT_INPUT)
@@ -131,15 +131,15 @@ void stream_tls_handshake(stream_t *s, stream_tls_handshake_cb cb)
     st->t_handshake = uv_now(st->loop);
     int rc = stream_read_start(st->inner);
     if (rc) {
-        tls_handshake_fail_uv(st, "reading from", rc);
+        stls_handshake_fail_uv(st, "reading from", rc);
         return;
     }
-    tls_handshake_step(st);
+    stls_handshake_step(st);
 }
 
 /* ---- reading ciphertext from the inner stream ------------------------------ */
 
-/* Room for ciphertext in the spill buffer (loop-owned; see tls_kick). */
+/* Room for ciphertext in the spill buffer (loop-owned; see stls_kick). */
 static int spill_space(stream_tls_t *st, char **p, size_t *room)
 {
     if (st->spill_cap - st->spill_len < TLS_SPILL_ROOM) {
@@ -177,19 +177,19 @@ static void inner_on_read(stream_t *inner, ssize_t n, buf_t *buf, const char *p)
             return;
         }
         tls_conn_input_commit(st->tls, (size_t)n);
-        tls_handshake_step(st);
+        stls_handshake_step(st);
         return;
     }
     if (n < 0) {
-        if (st->decrypt_in_flight || st->spill_len || st->tls_more) {
+        if (st->decrypt_in_flight || st->spill_len || st->decrypt_more) {
             /* Decide once the ciphertext already read is decrypted: it may
              * hold the end of the response and the close_notify. */
             st->eof_pending = n;
             stream_read_stop(st->inner);
-            tls_kick(st);
+            stls_kick(st);
             return;
         }
-        tls_deliver_end(st, n);
+        stls_deliver_end(st, n);
         return;
     }
     st->spill_len += (size_t)n;
@@ -202,7 +202,7 @@ static void inner_on_read(stream_t *inner, ssize_t n, buf_t *buf, const char *p)
         st->spill_full = 1;
         stream_read_stop(st->inner);
     }
-    tls_kick(st);
+    stls_kick(st);
 }
 
 static void inner_on_write_error(stream_t *inner, int err)
@@ -221,9 +221,9 @@ static const stream_cbs_t inner_cbs = {
 
 /* Pool thread. Owns st->tls and the buffers it was handed; touches nothing
  * else of the stream. */
-static void tls_work(uv_work_t *req)
+static void stls_decrypt(uv_work_t *req)
 {
-    tls_work_t *w = req->data;
+    stls_work_t *w = req->data;
     stream_tls_t *st = w->st;
     size_t size = st->pool->size;
     w->status = TLS_WORK_FULL;
@@ -249,14 +249,14 @@ static void tls_work(uv_work_t *req)
     }
 }
 
-static void tls_maybe_free(stream_tls_t *st);
-static void after_tls_work(uv_work_t *req, int status);
+static void stls_maybe_free(stream_tls_t *st);
+static void stls_after_decrypt(uv_work_t *req, int status);
 
 /* Hands queued ciphertext to a decrypt item, when none is out and the user
  * reads; with nothing queued, reports an end that waited for the queue to
  * empty. At most one item per stream, so the TLS state needs no lock: the
  * loop touches it again only once the item is back. */
-static void tls_kick(stream_tls_t *st)
+static void stls_kick(stream_tls_t *st)
 {
     /* While the item's buffers are being handed out (the user may start
      * reading again from a callback) the item is not free to reuse; the
@@ -272,15 +272,15 @@ static void tls_kick(stream_tls_t *st)
         st->spill_full = 0;
         stream_read_start(st->inner);
     }
-    if (st->spill_len == 0 && !st->tls_more) {
+    if (st->spill_len == 0 && !st->decrypt_more) {
         if (st->eof_pending) {
             ssize_t e = st->eof_pending;
             st->eof_pending = 0;
-            tls_deliver_end(st, e);
+            stls_deliver_end(st, e);
         }
         return;
     }
-    tls_work_t *w = &st->work;
+    stls_work_t *w = &st->work;
     w->st = st;
     /* Plaintext is never longer than the ciphertext it comes from. */
     w->nout = backlog / st->pool->size + 2;
@@ -293,33 +293,33 @@ static void tls_kick(stream_tls_t *st)
         }
     }
     if (w->nout == 0) {
-        tls_deliver_fault(st, "internal", "out of memory", 1);
+        stls_deliver_fault(st, "internal", "out of memory", 1);
         return;
     }
     w->in = st->spill; /* the item's now; a new spill starts empty */
     w->in_len = st->spill_len;
     st->spill = NULL;
     st->spill_len = st->spill_cap = 0;
-    st->tls_more = 0;
+    st->decrypt_more = 0;
     st->decrypt_in_flight = 1;
     w->req.data = w;
-    uv_queue_work(st->loop, &w->req, tls_work, after_tls_work);
+    uv_queue_work(st->loop, &w->req, stls_decrypt, stls_after_decrypt);
 }
 
 /* Loop thread: deliver the plaintext, then decide what the item's end
  * means. The user may close the stream from any delivery: the rest is
  * dropped then. */
-static void after_tls_work(uv_work_t *req, int status)
+static void stls_after_decrypt(uv_work_t *req, int status)
 {
     (void)status;
-    tls_work_t *w = req->data;
+    stls_work_t *w = req->data;
     stream_tls_t *st = w->st;
     free(w->in);
     w->in = NULL;
     st->decrypt_in_flight = 0;
     /* Known before delivering, so a response that ends here is not reused
-     * while records are still waiting to be decrypted (tls_reusable). */
-    st->tls_more = w->status == TLS_WORK_FULL;
+     * while records are still waiting to be decrypted (stls_reusable). */
+    st->decrypt_more = w->status == TLS_WORK_FULL;
     st->delivering = 1;
     for (size_t i = 0; i < w->nout; i++) {
         buf_t *b = w->out[i];
@@ -332,35 +332,35 @@ static void after_tls_work(uv_work_t *req, int status)
     }
     st->delivering = 0;
     if (st->closing) {
-        tls_maybe_free(st);
+        stls_maybe_free(st);
         return;
     }
     switch (w->status) {
     case TLS_WORK_ERROR:
-        tls_deliver_fault(st, "tls", w->msg, 0);
+        stls_deliver_fault(st, "tls", w->msg, 0);
         return;
     case TLS_WORK_CLOSED: /* close_notify: the peer's clean end of the stream */
         st->peer_closed = 1;
         st->base.cbs->on_read(&st->base, UV_EOF, NULL, NULL);
         return;
-    default: /* FULL (tls_more is set) or WANT */
+    default: /* FULL (decrypt_more is set) or WANT */
         break;
     }
-    tls_kick(st);
+    stls_kick(st);
 }
 
 /* ---- the stream operations -------------------------------------------- */
 
-static int tls_read_start(stream_t *s)
+static int stls_read_start(stream_t *s)
 {
     stream_tls_t *st = (stream_tls_t *)s;
     st->reading = 1;
     int rc = stream_read_start(st->inner);
-    tls_kick(st); /* records already read may hold more */
+    stls_kick(st); /* records already read may hold more */
     return rc;
 }
 
-static void tls_read_stop(stream_t *s)
+static void stls_read_stop(stream_t *s)
 {
     stream_tls_t *st = (stream_tls_t *)s;
     st->reading = 0;
@@ -368,7 +368,7 @@ static void tls_read_stop(stream_t *s)
 }
 
 /* Plaintext in, ciphertext to the inner stream. */
-static int tls_write(stream_t *s, char *buf, size_t n)
+static int stls_write(stream_t *s, char *buf, size_t n)
 {
     stream_tls_t *st = (stream_tls_t *)s;
     char msg[300];
@@ -376,10 +376,10 @@ static int tls_write(stream_t *s, char *buf, size_t n)
     free(buf);
     if (rc)
         return UV_EPROTO;
-    return tls_flush(st);
+    return stls_flush(st);
 }
 
-static void tls_maybe_free(stream_tls_t *st)
+static void stls_maybe_free(stream_tls_t *st)
 {
     if (st->inner_open || st->decrypt_in_flight)
         return;
@@ -396,13 +396,13 @@ static void on_inner_closed(void *arg)
 {
     stream_tls_t *st = arg;
     st->inner_open = 0;
-    tls_maybe_free(st);
+    stls_maybe_free(st);
 }
 
 /* Sends a close_notify when the TLS state is the loop's to touch, then closes
  * the inner stream; the memory goes once it is closed and any decrypt item
  * is back. */
-static void tls_close(stream_t *s, stream_close_cb cb, void *arg)
+static void stls_close(stream_t *s, stream_close_cb cb, void *arg)
 {
     stream_tls_t *st = (stream_tls_t *)s;
     st->closing = 1;
@@ -422,33 +422,33 @@ static void tls_close(stream_t *s, stream_close_cb cb, void *arg)
 
 /* Bytes beyond what was delivered (plaintext or ciphertext not yet
  * decrypted), or the peer's end, mean this stream carries nothing more. */
-static int tls_reusable(const stream_t *s)
+static int stls_reusable(const stream_t *s)
 {
     const stream_tls_t *st = (const stream_tls_t *)s;
-    return !st->decrypt_in_flight && !st->plain_pending && !st->spill_len && !st->tls_more &&
+    return !st->decrypt_in_flight && !st->plain_pending && !st->spill_len && !st->decrypt_more &&
            !st->eof_pending && !st->peer_closed && !tls_conn_has_pending(st->tls) &&
            stream_reusable(st->inner);
 }
 
-static void tls_release(stream_t *s)
+static void stls_release(stream_t *s)
 {
     stream_tls_t *st = (stream_tls_t *)s;
     stream_release(st->inner);
 }
 
-static const stream_fault_t *tls_fault(const stream_t *s)
+static const stream_fault_t *stls_fault(const stream_t *s)
 {
     return &((const stream_tls_t *)s)->fault;
 }
 
-static const stream_ops_t tls_ops = {
-    .read_start = tls_read_start,
-    .read_stop = tls_read_stop,
-    .write = tls_write,
-    .close = tls_close,
-    .reusable = tls_reusable,
-    .release = tls_release,
-    .fault = tls_fault,
+static const stream_ops_t stls_ops = {
+    .read_start = stls_read_start,
+    .read_stop = stls_read_stop,
+    .write = stls_write,
+    .close = stls_close,
+    .reusable = stls_reusable,
+    .release = stls_release,
+    .fault = stls_fault,
 };
 
 int stream_tls_new(stream_t *inner, tls_ctx_t *ctx, const char *host, const char *origin,
@@ -461,7 +461,7 @@ int stream_tls_new(stream_t *inner, tls_ctx_t *ctx, const char *host, const char
         free(st);
         return -ENOMEM;
     }
-    st->base.ops = &tls_ops;
+    st->base.ops = &stls_ops;
     st->inner = inner;
     st->inner_open = 1;
     st->loop = loop;
