@@ -2,17 +2,20 @@
  * ConnectionType), so the HTTP/1 code never asks what it talks to.
  *
  * Kinds today: plain TCP (stream_tcp.h) and TLS (stream_tls.h), which is a
- * user of another stream, so it can sit on TCP or, later, on a tunnel. The
- * one who made a stream owns it and ends it with stream_close(); memory goes
- * only after the close callback, which never runs from inside stream_close,
- * and no user callback comes after stream_close.
+ * user of another stream, so it can sit on TCP or, later, on a tunnel. A
+ * stream has one owner (who made it, or was handed it) and one way to die,
+ * stream_close(): no user callback comes after it, and its close callback,
+ * never from inside the call, comes once the handles are closed and the
+ * memory is gone.
  *
  * Reading: the user's on_read gets each slice of bytes read, or the end.
  * Slices lie in pooled read buffers (bufpool.h), passed along with them, so
  * body bytes are not copied; a user that wants the bytes to land in its own
  * memory (TLS reading ciphertext) sets an alloc callback instead, as libuv's
- * uv_alloc_cb. Callbacks may close the stream: a kind that calls back checks
- * whether it was closed before it goes on.
+ * uv_alloc_cb. Every kind honours it: one that cannot read there directly
+ * (a tunnel reading from its own inner stream) copies its bytes into it.
+ * Callbacks may close the stream: a kind that calls back checks whether it
+ * was closed before it goes on.
  *
  * Everything runs on the loop thread. */
 #ifndef HUBD_STREAM_H
