@@ -1,12 +1,13 @@
-/* fuzz_http: HTTP responses through hubd's response path (daemon/http.c).
+/* fuzz_http: HTTP responses through hubd's response path (daemon/net/http.c).
  *
  * The input is the bytes a server sends. http_fuzz_response() feeds them to
- * a socket-less connection through on_alloc/on_read, so llhttp runs with
- * hubd's settings and callbacks (header capture and its limits, body
- * slices, chunked bodies, keep-alive decision, the end of the message and
- * EOF handling) exactly as for a socket. The input is cut into up to 8
- * reads whose sizes, and what the callbacks do, come from a hash of the
- * input, so the committed seeds stay plain HTTP responses.
+ * a connection on a socket-less TCP stream through the stream's read path
+ * (stream_tcp_inject), so llhttp runs with hubd's settings and callbacks
+ * (header capture and its limits, body slices, chunked bodies, keep-alive
+ * decision, the end of the message and EOF handling) exactly as for a
+ * socket. The input is cut into up to 8 reads whose sizes, and what the
+ * callbacks do, come from a hash of the input, so the committed seeds stay
+ * plain HTTP responses.
  *
  * The callbacks act like job.c's: 200, 203 and 206 bodies are delivered,
  * others discarded; a Location is resolved against the request's URL, a

@@ -1,0 +1,351 @@
+/* Unit tests for the HTTP/1 client over a fake stream (stream.h): the test
+ * is the stream's peer. Its writes are captured and its reads are fed by the
+ * test, so the seam between http.c and the stream kinds is tested without a
+ * socket. http.c is included, as h2o's tests do, to reach conn_new and the
+ * stream callbacks. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "http.c"
+
+/* ---- the fake stream ----------------------------------------------------- */
+
+typedef struct fake_stream {
+    stream_t base;
+    uv_timer_t closer; /* its close stands for the stream's close callback */
+    bufpool_t *pool;
+    char written[4096]; /* what the client sent */
+    size_t wlen;
+    int reading;
+    int closed;
+    stream_fault_t fault;
+    stream_close_cb close_cb;
+    void *close_arg;
+} fake_stream_t;
+
+static int fake_read_start(stream_t *s)
+{
+    ((fake_stream_t *)s)->reading = 1;
+    return 0;
+}
+
+static void fake_read_stop(stream_t *s)
+{
+    ((fake_stream_t *)s)->reading = 0;
+}
+
+static int fake_write(stream_t *s, char *buf, size_t n)
+{
+    fake_stream_t *f = (fake_stream_t *)s;
+    ck_assert_uint_le(f->wlen + n, sizeof f->written);
+    memcpy(f->written + f->wlen, buf, n);
+    f->wlen += n;
+    free(buf);
+    return 0;
+}
+
+static void fake_on_closed(uv_handle_t *h)
+{
+    fake_stream_t *f = h->data;
+    stream_close_cb cb = f->close_cb;
+    void *arg = f->close_arg;
+    free(f);
+    cb(arg);
+}
+
+static void fake_close(stream_t *s, stream_close_cb cb, void *arg)
+{
+    fake_stream_t *f = (fake_stream_t *)s;
+    ck_assert(!f->closed);
+    f->closed = 1;
+    f->close_cb = cb;
+    f->close_arg = arg;
+    uv_close((uv_handle_t *)&f->closer, fake_on_closed); /* never from inside */
+}
+
+static int fake_reusable(const stream_t *s)
+{
+    (void)s;
+    return 1;
+}
+
+static void fake_release(stream_t *s)
+{
+    (void)s;
+}
+
+static const stream_fault_t *fake_fault(const stream_t *s)
+{
+    return &((const fake_stream_t *)s)->fault;
+}
+
+static const stream_ops_t fake_ops = {
+    .read_start = fake_read_start,
+    .read_stop = fake_read_stop,
+    .write = fake_write,
+    .close = fake_close,
+    .reusable = fake_reusable,
+    .release = fake_release,
+    .fault = fake_fault,
+};
+
+/* The peer sends [p, p+n): one read, in a pooled buffer, as stream_tcp. */
+static void fake_send(fake_stream_t *f, const char *p, size_t n)
+{
+    ck_assert(f->reading);
+    buf_t *b = bufpool_get(f->pool);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_le(n, f->pool->size);
+    memcpy(b->data, p, n);
+    b->len = n;
+    f->base.cbs->on_activity(&f->base);
+    if (!f->closed)
+        f->base.cbs->on_read(&f->base, (ssize_t)n, b, b->data);
+    buf_unref(f->pool, b);
+}
+
+static void fake_end(fake_stream_t *f, ssize_t how)
+{
+    f->base.cbs->on_read(&f->base, how, NULL, NULL);
+}
+
+/* ---- a client with one pooled connection on the fake ---------------------- */
+
+static uv_loop_t loop;
+static hubd_config_t cfg;
+static bufpool_t pool;
+static http_client_t *client;
+
+typedef struct result {
+    int headers, status, done;
+    int64_t content_length;
+    char body[4096];
+    size_t body_len;
+    const char *code;
+    char msg[512];
+} result_t;
+
+static result_t res;
+
+static int on_headers(http_req_t *req, const http_response_t *resp, void *data)
+{
+    (void)req;
+    (void)data;
+    res.headers++;
+    res.status = resp->status;
+    res.content_length = resp->content_length;
+    return HTTP_BODY_DELIVER;
+}
+
+static void on_body(http_req_t *req, buf_t *buf, const char *p, size_t n, void *data)
+{
+    (void)req;
+    (void)data;
+    ck_assert(p >= buf->data && p + n <= buf->data + buf->len); /* a slice of its buffer */
+    ck_assert_uint_le(res.body_len + n, sizeof res.body);
+    memcpy(res.body + res.body_len, p, n);
+    res.body_len += n;
+}
+
+static void on_done(http_req_t *req, const char *code, const char *msg, void *data)
+{
+    (void)req;
+    (void)data;
+    res.done++;
+    res.code = code;
+    snprintf(res.msg, sizeof res.msg, "%s", msg ? msg : "");
+}
+
+static const http_req_cbs_t cbs = {on_headers, on_body, on_done};
+
+/* A client whose pool holds one idle connection to http://origin.test:80
+ * on a fake stream, returned. */
+static fake_stream_t *setup(void)
+{
+    memset(&res, 0, sizeof res);
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(config_defaults(&cfg), 0);
+    bufpool_init(&pool, 4096, 4);
+    ck_assert_int_eq(http_client_new(&loop, &cfg, &pool, NULL, &client), 0);
+    fake_stream_t *f = calloc(1, sizeof *f);
+    ck_assert_ptr_nonnull(f);
+    f->base.ops = &fake_ops;
+    f->pool = &pool;
+    uv_timer_init(&loop, &f->closer);
+    f->closer.data = f;
+    http_conn_t *conn = conn_new(client, "http://origin.test:80");
+    ck_assert_ptr_nonnull(conn);
+    conn->stream = &f->base;
+    stream_set_cbs(&f->base, &conn_stream_cbs, conn);
+    conn_make_idle(conn);
+    conn->reused = 0; /* a failure is reported, not retried on a new connection */
+    return f;
+}
+
+static http_req_t *get(const char *text)
+{
+    url_t u;
+    const char *why;
+    ck_assert_int_eq(url_parse(text, &u, &why), 0);
+    http_req_t *req = NULL;
+    ck_assert_int_eq(http_request(client, &u, NULL, &cbs, NULL, &req), 0);
+    url_free(&u);
+    return req;
+}
+
+static void client_closed(void *arg)
+{
+    *(int *)arg = 1;
+}
+
+/* Closes the client and checks that the loop ends with no handle open. */
+static void teardown(void)
+{
+    int closed = 0;
+    http_client_close(client, client_closed, &closed);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(closed, 1);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    ck_assert_uint_eq(pool.live, 0);
+    bufpool_destroy(&pool);
+    config_free(&cfg);
+}
+
+/* ---- tests ------------------------------------------------------------- */
+
+START_TEST(http_request_goes_out_on_the_pooled_stream)
+{
+    fake_stream_t *f = setup();
+    get("http://origin.test/a/b?c");
+    ck_assert_uint_eq(client->idle.n, 0);
+    f->written[f->wlen] = '\0';
+    ck_assert_str_eq(f->written, "GET /a/b?c HTTP/1.1\r\nHost: origin.test\r\nUser-Agent: "
+                                 "hubd/0.1.0\r\nAccept: */*\r\nAccept-Encoding: identity\r\n\r\n");
+    ck_assert(f->reading);
+    const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+    fake_send(f, resp, sizeof resp - 1);
+    ck_assert_int_eq(res.done, 1);
+    ck_assert_ptr_null(res.code);
+    ck_assert_uint_eq(client->idle.n, 1); /* kept alive */
+    teardown();
+}
+END_TEST
+
+static const char *const responses[] = {
+    "HTTP/1.1 200 OK\r\nContent-Length: 11\r\nETag: \"x\"\r\n\r\nhello world",
+    "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+};
+
+/* Whatever the read sizes, a response gives the same result: cut it in two
+ * at every byte. */
+START_TEST(http_response_split_at_every_byte)
+{
+    const char *resp = responses[_i];
+    size_t len = strlen(resp);
+    for (size_t cut = 1; cut < len; cut++) {
+        fake_stream_t *f = setup();
+        get("http://origin.test/f");
+        fake_send(f, resp, cut);
+        ck_assert_int_eq(res.done, 0);
+        fake_send(f, resp + cut, len - cut);
+        ck_assert_int_eq(res.headers, 1);
+        ck_assert_int_eq(res.status, 200);
+        ck_assert_int_eq(res.done, 1);
+        ck_assert_ptr_null(res.code);
+        ck_assert_uint_eq(res.body_len, 11);
+        ck_assert(memcmp(res.body, "hello world", 11) == 0);
+        ck_assert_uint_eq(client->idle.n, 1);
+        teardown();
+    }
+}
+END_TEST
+
+/* An end the stream cannot vouch for (TLS without close_notify) truncates a
+ * body read to the close, with the stream's words in the message. */
+START_TEST(http_unverified_end_truncates)
+{
+    fake_stream_t *f = setup();
+    get("http://origin.test/f");
+    const char resp[] = "HTTP/1.1 200 OK\r\n\r\nsome of it";
+    fake_send(f, resp, sizeof resp - 1);
+    f->fault = (stream_fault_t){.code = "truncated", .msg = "the fake ended"};
+    fake_end(f, STREAM_EOF_UNVERIFIED);
+    ck_assert_int_eq(res.done, 1);
+    ck_assert_str_eq(res.code, "truncated");
+    ck_assert_str_eq(res.msg, "the fake ended before the response was complete");
+    ck_assert_uint_eq(client->idle.n, 0);
+    teardown();
+}
+END_TEST
+
+/* The same end when the stream vouches for it completes that body. */
+START_TEST(http_clean_end_completes_a_body_read_to_the_close)
+{
+    fake_stream_t *f = setup();
+    get("http://origin.test/f");
+    const char resp[] = "HTTP/1.1 200 OK\r\n\r\nall of it";
+    fake_send(f, resp, sizeof resp - 1);
+    fake_end(f, UV_EOF);
+    ck_assert_int_eq(res.done, 1);
+    ck_assert_ptr_null(res.code);
+    ck_assert_uint_eq(res.body_len, 9);
+    teardown();
+}
+END_TEST
+
+/* A stream's own failure: the peer's becomes "truncated" once part of the
+ * response is in; ours (local) keeps its code. */
+START_TEST(http_stream_fault_codes)
+{
+    for (int local = 0; local < 2; local++) {
+        fake_stream_t *f = setup();
+        get("http://origin.test/f");
+        const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc";
+        fake_send(f, resp, sizeof resp - 1);
+        f->fault = (stream_fault_t){.code = local ? "internal" : "tls", .msg = "m", .local = local};
+        fake_end(f, STREAM_EFAULT);
+        ck_assert_int_eq(res.done, 1);
+        ck_assert_str_eq(res.code, local ? "internal" : "truncated");
+        ck_assert_str_eq(res.msg, "m");
+        teardown();
+    }
+}
+END_TEST
+
+/* Paused, the client stops the stream's reads; resumed, it starts them. */
+START_TEST(http_pause_stops_reading)
+{
+    fake_stream_t *f = setup();
+    http_req_t *req = get("http://origin.test/f");
+    http_req_set_paused(req, 1);
+    ck_assert(!f->reading);
+    http_req_set_paused(req, 0);
+    ck_assert(f->reading);
+    http_req_abort(req);
+    ck_assert_int_eq(res.done, 0);
+    teardown();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("http");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, http_request_goes_out_on_the_pooled_stream);
+    tcase_add_loop_test(tc, http_response_split_at_every_byte, 0,
+                        (int)(sizeof responses / sizeof responses[0]));
+    tcase_add_test(tc, http_unverified_end_truncates);
+    tcase_add_test(tc, http_clean_end_completes_a_body_read_to_the_close);
+    tcase_add_test(tc, http_stream_fault_codes);
+    tcase_add_test(tc, http_pause_stops_reading);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
