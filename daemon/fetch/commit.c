@@ -135,12 +135,18 @@ static void commit_work(uv_work_t *req)
     job->commit_rc = rc;
 }
 
-static void discard_work(uv_work_t *req)
+/* The partial and its row go: row first, as in commit_work. */
+static void discard_partial(job_t *job)
 {
-    job_t *job = req->data;
-    db_forget_partial(job->js->db, job->part_id); /* row first, as in commit_work */
+    db_forget_partial(job->js->db, job->part_id);
     store_discard(job->js->store, job->fd, job->part_id);
     job->fd = -1;
+}
+
+/* The discard item: a failed job's partial goes. */
+static void discard_work(uv_work_t *req)
+{
+    discard_partial(req->data);
 }
 
 /* A job stopped by a shutdown keeps what it wrote: one last checkpoint, and
@@ -151,7 +157,7 @@ static void park_work(uv_work_t *req)
     job_t *job = req->data;
     jobs_t *js = job->js;
     if (job->fd < 0 || job->truncate_file || job->write_err || job->written == 0) {
-        discard_work(req);
+        discard_partial(job);
         return;
     }
     if (job->written > job->durable && fdatasync(job->fd) == 0) {
@@ -166,7 +172,8 @@ static void park_work(uv_work_t *req)
     job->fd = -1;
 }
 
-static void after_discard(uv_work_t *req, int status)
+/* Back from the discard or the park item: the job goes. */
+static void after_cleanup(uv_work_t *req, int status)
 {
     job_t *job = req->data;
     (void)status;
@@ -230,9 +237,13 @@ void job_cleanup(job_t *job)
         job_free(job);
         return;
     }
-    job->commit_work.data = job;
-    uv_queue_work(job->js->loop, &job->commit_work, job->park ? park_work : discard_work,
-                  after_discard);
+    if (job->park) {
+        job->park_work.data = job;
+        uv_queue_work(job->js->loop, &job->park_work, park_work, after_cleanup);
+    } else {
+        job->discard_work.data = job;
+        uv_queue_work(job->js->loop, &job->discard_work, discard_work, after_cleanup);
+    }
 }
 
 static void after_commit(uv_work_t *req, int status)
@@ -307,8 +318,8 @@ void job_start_rehash(job_t *job)
     job->state = JOB_RESUMING;
     job->hash_busy = job->write_busy = 1; /* the item owns sha and fd */
     job->tmp_made = 1;
-    job->hash_work.data = job;
-    uv_queue_work(job->js->loop, &job->hash_work, rehash_work, after_rehash);
+    job->rehash_work.data = job;
+    uv_queue_work(job->js->loop, &job->rehash_work, rehash_work, after_rehash);
 }
 
 static void after_rehash(uv_work_t *req, int status)

@@ -351,3 +351,50 @@ void job_adopt_partial(job_t *job)
         job->total = -1;
     }
 }
+
+/* A new job for u (taken on success) and w's credentials, owned by w->uid,
+ * in the list of all jobs but not yet queued; it takes over a partial that
+ * the cache records for the URL. Returns 0 or -ENOMEM (u still the
+ * caller's). */
+int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out)
+{
+    job_t *job = calloc(1, sizeof *job);
+    if (!job)
+        return -ENOMEM;
+    job->js = js;
+    job->id = job->part_id = ++js->next_id;
+    job->url = *u;
+    job->key = strdup(u->canonical);
+    size_t hl = strlen(u->host) + 8;
+    job->host_key = malloc(hl);
+    if (!job->key || !job->host_key) {
+        free(job->key);
+        free(job->host_key);
+        free(job);
+        return -ENOMEM;
+    }
+    snprintf(job->host_key, hl, "%s:%u", u->host, u->port);
+    memcpy(job->cred_tag, w->cred_tag, sizeof job->cred_tag);
+    job->owner = w->uid;
+    job->cred_headers = w->cred_block; /* the job sends them to the first origin */
+    w->cred_block = NULL;
+    job->fd = -1;
+    job->ro_fd = -1;
+    job->total = -1;
+    sha256_init(&job->sha);
+    uv_timer_init(js->loop, &job->timer);
+    uv_timer_init(js->loop, &job->retry_timer);
+    job->timer.data = job->retry_timer.data = job;
+    job->handles_open = 2;
+    worktrack_hold(&js->work);
+    js->stats.misses++;
+    job_adopt_partial(job);
+    job->all_next = js->all;
+    if (js->all)
+        js->all->all_prev = job;
+    js->all = job;
+
+    job->state = JOB_QUEUED;
+    *out = job;
+    return 0;
+}

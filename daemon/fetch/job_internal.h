@@ -182,8 +182,11 @@ struct job {
     int park;            /* on failure keep the partial for a later fetch (shutdown) */
     atomic_int failed;   /* set with state FAILED: a checkpoint in flight records nothing */
 
-    /* Commit. */
-    uv_work_t commit_work;
+    /* The items at the ends of a job's life (commit.c), one slot each. */
+    uv_work_t rehash_work;  /* re-hash a recorded partial before resuming it */
+    uv_work_t commit_work;  /* fsync, link, record */
+    uv_work_t discard_work; /* a failed job's partial goes */
+    uv_work_t park_work;    /* a stopped job's partial is kept to resume */
     int commit_rc;
     int ro_fd;
     char digest[65];
@@ -220,6 +223,8 @@ void job_waiter_restart(job_t *job, job_waiter_t *w);
 /* sched.c: the queue and the global, per-host and per-uid limits */
 void job_unlist(job_t *job);
 void jobs_start_queued(jobs_t *js);
+int jobs_uid_at_limit(const jobs_t *js, uid_t uid);
+void jobs_enqueue(job_t *job);
 
 /* stats.c: STATS counters and STATUS pages */
 void jobs_count_error(jobs_t *js, const char *code);
@@ -237,6 +242,7 @@ void job_fail_digest(job_t *job, const char *code, const char *msg, const char *
 void job_fail(job_t *job, const char *code, const char *msg);
 void job_on_progress_tick(uv_timer_t *t);
 void job_adopt_partial(job_t *job);
+int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out);
 
 /* transfer.c: the HTTP exchange of a job */
 void job_begin_request(job_t *job);

@@ -78,62 +78,13 @@ static int jobs_start_download(jobs_t *js, url_t *u, job_waiter_t *w)
             w->on_start(w, FETCH_ATTACHED, job->id);
         return 0;
     }
-    /* A client that asks and hangs up leaves its job running: so the jobs
-     * one uid created (queued or transferring) are bounded too. */
-    unsigned max = js->cfg->max_requests_per_user, mine = 0;
-    job_t *lists[2] = {js->active, js->queue_head};
-    for (int i = 0; max && i < 2; i++)
-        for (job_t *j = lists[i]; j; j = j->next)
-            mine += j->owner == w->uid;
-    if (max && mine >= max) {
+    if (jobs_uid_at_limit(js, w->uid)) {
         url_free(u);
         return -EAGAIN;
     }
-    job = calloc(1, sizeof *job);
-    if (!job)
+    if (job_new(js, u, w, &job))
         goto fail;
-    job->js = js;
-    job->id = job->part_id = ++js->next_id;
-    job->url = *u;
-    job->key = strdup(u->canonical);
-    size_t hl = strlen(u->host) + 8;
-    job->host_key = malloc(hl);
-    if (!job->key || !job->host_key) {
-        free(job->key);
-        free(job->host_key);
-        free(job);
-        goto fail;
-    }
-    snprintf(job->host_key, hl, "%s:%u", u->host, u->port);
-    memcpy(job->cred_tag, w->cred_tag, sizeof job->cred_tag);
-    job->owner = w->uid;
-    job->cred_headers = w->cred_block; /* the job sends them to the first origin */
-    w->cred_block = NULL;
-    job->fd = -1;
-    job->ro_fd = -1;
-    job->total = -1;
-    sha256_init(&job->sha);
-    uv_timer_init(js->loop, &job->timer);
-    uv_timer_init(js->loop, &job->retry_timer);
-    job->timer.data = job->retry_timer.data = job;
-    job->handles_open = 2;
-    worktrack_hold(&js->work);
-    js->stats.misses++;
-    job_adopt_partial(job);
-    job->all_next = js->all;
-    if (js->all)
-        js->all->all_prev = job;
-    js->all = job;
-
-    job->state = JOB_QUEUED;
-    job->in_queue = 1;
-    job->prev = js->queue_tail;
-    if (js->queue_tail)
-        js->queue_tail->next = job;
-    else
-        js->queue_head = job;
-    js->queue_tail = job;
-    js->stats.queued++;
+    jobs_enqueue(job);
 
     job_waiter_link(job, w);
     log_info("job %llu: fetching %s", (unsigned long long)job->id, job->key);

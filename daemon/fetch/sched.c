@@ -101,3 +101,30 @@ void jobs_start_queued(jobs_t *js)
     } while (js->start_again);
     js->starting_queued = 0;
 }
+
+/* Whether uid created max_requests_per_user jobs still queued or running:
+ * a client that asks and hangs up leaves its job running, so the jobs one
+ * uid created are bounded too. */
+int jobs_uid_at_limit(const jobs_t *js, uid_t uid)
+{
+    unsigned max = js->cfg->max_requests_per_user, mine = 0;
+    job_t *lists[2] = {js->active, js->queue_head};
+    for (int i = 0; max && i < 2; i++)
+        for (job_t *j = lists[i]; j; j = j->next)
+            mine += j->owner == uid;
+    return max && mine >= max;
+}
+
+/* A new job goes to the end of the queue. */
+void jobs_enqueue(job_t *job)
+{
+    jobs_t *js = job->js;
+    job->in_queue = 1;
+    job->prev = js->queue_tail;
+    if (js->queue_tail)
+        js->queue_tail->next = job;
+    else
+        js->queue_head = job;
+    js->queue_tail = job;
+    js->stats.queued++;
+}
