@@ -177,7 +177,7 @@ static void after_cleanup(uv_work_t *req, int status)
 {
     job_t *job = req->data;
     (void)status;
-    if (job->park && job->durable > 0)
+    if ((job->flags & JOB_PARK) && job->durable > 0)
         log_info("job %llu: kept the first %llu bytes of %s to resume after the restart",
                  (unsigned long long)job->id, (unsigned long long)job->durable, job->key);
     job_free(job);
@@ -218,9 +218,9 @@ static void job_collect_waiters(job_t *job)
 void job_start_commit(job_t *job)
 {
     job_collect_waiters(job);
-    job->state = JOB_COMMITTING;
+    job_set_state(job, JOB_COMMITTING);
     job->commit_work.data = job;
-    job->commit_busy = 1;
+    job->items |= JOB_ITEM_COMMIT;
     uv_queue_work(job->js->loop, &job->commit_work, commit_work, after_commit);
 }
 
@@ -228,16 +228,15 @@ void job_start_commit(job_t *job)
  * partial file, then free the job. */
 void job_cleanup(job_t *job)
 {
-    if (job->hash_busy || job->write_busy || job->sync_busy || job->commit_busy ||
-        job->cleanup_queued)
+    if (job->items || (job->flags & JOB_CLEANING))
         return;
     job_drop_batches(job);
-    job->cleanup_queued = 1;
-    if (!job->tmp_made && job->fd < 0) {
+    job->flags |= JOB_CLEANING;
+    if (!(job->flags & JOB_TMP_MADE) && job->fd < 0) {
         job_free(job);
         return;
     }
-    if (job->park) {
+    if (job->flags & JOB_PARK) {
         job->park_work.data = job;
         uv_queue_work(job->js->loop, &job->park_work, park_work, after_cleanup);
     } else {
@@ -250,12 +249,12 @@ static void after_commit(uv_work_t *req, int status)
 {
     job_t *job = req->data;
     (void)status;
-    job->commit_busy = 0;
+    job->items &= ~JOB_ITEM_COMMIT;
     jobs_t *js = job->js;
     if (job->state == JOB_FAILED) { /* shut down while committing */
         if (job->ro_fd >= 0)
             close(job->ro_fd);
-        job->tmp_made = 0; /* the commit consumed or removed the partial */
+        job->flags &= ~JOB_TMP_MADE; /* the commit consumed or removed the partial */
         job_cleanup(job);
         return;
     }
@@ -263,7 +262,7 @@ static void after_commit(uv_work_t *req, int status)
         /* Not kept: every waiter when the commit started expected another
          * digest. One that attached since and would have taken these
          * bytes did not fail: it goes on in a job of its own. */
-        job->tmp_made = 0;
+        job->flags &= ~JOB_TMP_MADE;
         job_unlist(job);
         for (job_waiter_t *w = job->waiters, *next; w; w = next) {
             next = w->next;
@@ -279,7 +278,7 @@ static void after_commit(uv_work_t *req, int status)
         snprintf(msg, sizeof msg, "committing to the cache: %s", strerror(-job->commit_rc));
         if (job->ro_fd >= 0)
             close(job->ro_fd);
-        job->tmp_made = 0;
+        job->flags &= ~JOB_TMP_MADE;
         job_fail(job, job->commit_rc == -ENOSPC ? "no_space" : "io", msg);
         return;
     }
@@ -288,7 +287,7 @@ static void after_commit(uv_work_t *req, int status)
              "last byte (hash, write, fsync, commit)",
              (unsigned long long)job->id, job->key, (unsigned long long)job->received, job->digest,
              (double)(now - job->t_start) / 1000, (double)(now - job->t_body) / 1000);
-    job->state = JOB_DONE;
+    job_set_state(job, JOB_DONE);
     job_unlist(job);
     uv_timer_stop(&job->timer);
     char path[PATH_MAX];
@@ -315,9 +314,9 @@ static void after_commit(uv_work_t *req, int status)
 
 void job_start_rehash(job_t *job)
 {
-    job->state = JOB_RESUMING;
-    job->hash_busy = job->write_busy = 1; /* the item owns sha and fd */
-    job->tmp_made = 1;
+    job_set_state(job, JOB_RESUMING);
+    job->items |= JOB_ITEM_REHASH; /* the item owns sha and fd */
+    job->flags |= JOB_TMP_MADE;
     job->rehash_work.data = job;
     uv_queue_work(job->js->loop, &job->rehash_work, rehash_work, after_rehash);
 }
@@ -326,7 +325,7 @@ static void after_rehash(uv_work_t *req, int status)
 {
     job_t *job = req->data;
     (void)status;
-    job->hash_busy = job->write_busy = 0;
+    job->items &= ~JOB_ITEM_REHASH;
     if (job->state == JOB_FAILED) {
         job_pump(job);
         return;
@@ -350,8 +349,7 @@ static void after_rehash(uv_work_t *req, int status)
     if (job->total >= 0 && len == (uint64_t)job->total) {
         /* Every byte was there: a crash came between the last write and the
          * commit. Nothing to ask the origin for. */
-        job->state = JOB_BODY;
-        job->body_done = 1;
+        job_set_state(job, JOB_BODY_DONE);
         job->t_body = uv_now(job->js->loop);
         job_pump(job);
         return;

@@ -115,12 +115,12 @@ static void after_evict(uv_work_t *req, int status)
      * asked: still short, they fail; else they go on (to their commit). */
     for (job_t *j = js->active, *next; j && !js->shutting_down; j = next) {
         next = j->next; /* job_fail unlists j */
-        if (!j->short_wait || js->evict_runs <= j->short_runs)
+        if (!(j->flags & JOB_SHORT_WAIT) || js->evict_runs <= j->short_runs)
             continue;
         if (js->evict_short_after) {
             job_fail(j, "no_space", job_short_of_space_msg);
         } else {
-            j->short_wait = 0;
+            j->flags &= ~JOB_SHORT_WAIT;
             job_pump(j);
         }
     }

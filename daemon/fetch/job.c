@@ -29,7 +29,7 @@ static void job_on_timer_closed(uv_handle_t *h)
     free(job->uids);
     free(job->key);
     free(job->host_key);
-    free(job->redirect_to);
+    disposition_clear(&job->disp);
     free(job->cred_headers);
     free(job->etag);
     free(job->last_modified);
@@ -39,8 +39,7 @@ static void job_on_timer_closed(uv_handle_t *h)
 
 void job_free(job_t *job)
 {
-    assert(!job->hash_busy && !job->write_busy && !job->sync_busy && !job->commit_busy &&
-           !job->req && !job->waiters);
+    assert(!job->items && !job->req && !job->waiters);
     uv_close((uv_handle_t *)&job->timer, job_on_timer_closed);
     uv_close((uv_handle_t *)&job->retry_timer, job_on_timer_closed);
 }
@@ -120,19 +119,6 @@ const char *job_validator(const job_t *job)
     return job->last_modified;
 }
 
-/* Transient failures: the network, timeouts, a cut body (also a TLS record
- * cut short), 5xx, 408, 429. The rest (4xx, bad responses, TLS handshakes
- * and verification, disk) would fail again. */
-static int is_transient(const char *code)
-{
-    static const char *const codes[] = {"connect", "timeout",  "truncated",
-                                        "tls",     "http_408", "http_429"};
-    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
-        if (strcmp(code, codes[i]) == 0)
-            return 1;
-    return strncmp(code, "http_5", 6) == 0;
-}
-
 static void on_retry_timer(uv_timer_t *t)
 {
     job_t *job = t->data;
@@ -140,30 +126,28 @@ static void on_retry_timer(uv_timer_t *t)
         return;
     if (job->received > 0 && !job_validator(job)) {
         /* Nothing to tie a range to the same file: safer to start over. */
-        job->restart_pending = 1;
+        job_set_state(job, JOB_RESTARTING);
         job_pump(job);
         return;
     }
     job_begin_request(job);
 }
 
-/* Back to the URL that was asked for, with the request (if any) dropped. */
+/* Back to the URL that was asked for, with the request (if any) dropped;
+ * the caller sets the state that waits for the next attempt. */
 static void job_rewind(job_t *job)
 {
     if (job->req) {
         http_req_abort(job->req);
         job->req = NULL;
     }
-    free(job->redirect_to);
-    job->redirect_to = NULL;
-    job->http_status = 0;
+    disposition_clear(&job->disp);
     job->redirects = 0;
     url_t u;
     if (url_parse(job->key, &u, NULL) == 0) {
         url_free(&job->url);
         job->url = u;
     }
-    job->state = JOB_RETRY_WAIT;
 }
 
 /* The response cannot continue what we have: drop it all once the pipeline
@@ -173,10 +157,10 @@ void job_restart_from_zero(job_t *job, const char *why)
 {
     log_warn("job %llu: %s: restarting %s from byte 0", (unsigned long long)job->id, why, job->key);
     job_rewind(job);
+    job_set_state(job, JOB_RESTARTING);
     job_seal(job);
     job->etag = (free(job->etag), NULL);
     job->last_modified = (free(job->last_modified), NULL);
-    job->restart_pending = 1;
     job_pump(job);
 }
 
@@ -191,22 +175,17 @@ void job_error(job_t *job, const char *code, const char *msg)
     jobs_t *js = job->js;
     const hubd_config_t *cfg = js->cfg;
     char final[600];
-    if (!is_transient(code) || js->shutting_down || job->attempts >= cfg->retries) {
-        if (job->attempts > 0 && is_transient(code)) {
+    if (!disposition_is_transient(code) || js->shutting_down || job->attempts >= cfg->retries) {
+        if (job->attempts > 0 && disposition_is_transient(code)) {
             snprintf(final, sizeof final, "%s (after %u attempts)", msg, job->attempts + 1);
             msg = final;
         }
         job_fail(job, code, msg);
         return;
     }
-    uint64_t delay = cfg->retry_delay_ms;
-    for (unsigned i = 0; i < job->attempts && delay < cfg->retry_max_delay_ms; i++)
-        delay *= 2;
-    delay = delay / 2 + (uint64_t)random() % (delay / 2 + 1); /* jitter: [d/2, d] */
-    if (job->retry_after_ms > delay)
-        delay = job->retry_after_ms;
-    if (delay > cfg->retry_max_delay_ms)
-        delay = cfg->retry_max_delay_ms;
+    uint64_t delay =
+        disposition_backoff_ms(cfg->retry_delay_ms, cfg->retry_max_delay_ms, job->attempts,
+                               job->disp.retry_after_ms, (uint64_t)random());
     uint64_t now = uv_now(js->loop);
     if (cfg->deadline_ms && now + delay - job->t_start >= cfg->deadline_ms) {
         snprintf(final, sizeof final, "%s (deadline reached after %u attempts)", msg,
@@ -215,8 +194,8 @@ void job_error(job_t *job, const char *code, const char *msg)
         return;
     }
     job->attempts++;
-    job->retry_after_ms = 0;
-    job_rewind(job);
+    job_rewind(job); /* the Retry-After is spent with the disposition */
+    job_set_state(job, JOB_RETRY_WAIT);
     job_seal(job); /* what arrived is kept: the next request resumes after it */
     log_warn("job %llu: attempt %u of %s failed: %s: %s; retrying in %llu ms from byte %llu",
              (unsigned long long)job->id, job->attempts, job->key, code, msg,
@@ -233,11 +212,12 @@ void job_fail_digest(job_t *job, const char *code, const char *msg, const char *
     if (job->state == JOB_FAILED || job->state == JOB_DONE)
         return;
     jobs_t *js = job->js;
-    job->state = JOB_FAILED;
+    job_set_state(job, JOB_FAILED);
     atomic_store(&job->failed, 1);
     /* Stopped, not broken: what is on disk is good to resume from. Any
      * other failure discards it (a new fetch starts afresh). */
-    job->park = strcmp(code, "shutting_down") == 0 && job_validator(job) != NULL;
+    if (strcmp(code, "shutting_down") == 0 && job_validator(job) != NULL)
+        job->flags |= JOB_PARK;
     log_warn("job %llu: %s failed: %s: %s", (unsigned long long)job->id, job->key, code, msg);
     job_unlist(job);
     uv_timer_stop(&job->timer);
@@ -248,7 +228,7 @@ void job_fail_digest(job_t *job, const char *code, const char *msg, const char *
     }
     job_result_t res = {.err_code = code, .err_msg = msg, .sha256 = digest};
     job_notify_all(job, &res);
-    if (!job->commit_busy) /* else after_commit comes back to clean up */
+    if (!(job->items & JOB_ITEM_COMMIT)) /* else after_commit comes back to clean up */
         job_pump(job);
     jobs_start_queued(js);
 }
@@ -268,7 +248,7 @@ static int job_check_speed(job_t *job, uint64_t now)
 {
     const hubd_config_t *cfg = job->js->cfg;
     if (!cfg->low_speed_limit || !cfg->low_speed_time_ms || job->state != JOB_BODY || !job->req ||
-        job->paused || !job->slow_t0) {
+        (job->flags & JOB_PAUSED) || !job->slow_t0) {
         job->slow_t0 = now; /* the window (re)starts now */
         job->slow_from = job->received;
         return 0;
@@ -394,7 +374,54 @@ int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out)
         js->all->all_prev = job;
     js->all = job;
 
-    job->state = JOB_QUEUED;
+    job->state = JOB_QUEUED; /* the first state: no transition */
     *out = job;
     return 0;
+}
+
+/* The transition table: allowed[from] is the set of states a job may go to
+ * from `from`. A row not listed is refused (DONE and FAILED are final). */
+#define TO(s) (1u << (s))
+static const unsigned allowed[JOB_NSTATES] = {
+    /* A free slot: re-hash a recorded partial first, or ask the origin;
+     * a shutdown fails the queue. */
+    [JOB_QUEUED] = TO(JOB_RESUMING) | TO(JOB_CONNECTING) | TO(JOB_FAILED),
+    /* The partial re-hashed (or unusable: all again) asks for the rest; a
+     * partial with every byte goes straight to the commit. */
+    [JOB_RESUMING] = TO(JOB_CONNECTING) | TO(JOB_BODY_DONE) | TO(JOB_FAILED),
+    /* A head: taken (BODY), a redirect's next hop (CONNECTING again), a
+     * transient failure (RETRY_WAIT), or a response that cannot continue
+     * the bytes we have (RESTARTING). */
+    [JOB_CONNECTING] = TO(JOB_CONNECTING) | TO(JOB_BODY) | TO(JOB_RETRY_WAIT) | TO(JOB_RESTARTING) |
+                       TO(JOB_FAILED),
+    /* The body ends well, or is cut (retried, resuming after what came). */
+    [JOB_BODY] = TO(JOB_BODY_DONE) | TO(JOB_RETRY_WAIT) | TO(JOB_FAILED),
+    /* The backoff is over: resume, or start over without a validator. */
+    [JOB_RETRY_WAIT] = TO(JOB_CONNECTING) | TO(JOB_RESTARTING) | TO(JOB_FAILED),
+    /* The old attempt's items are back and its bytes dropped: from byte 0. */
+    [JOB_RESTARTING] = TO(JOB_CONNECTING) | TO(JOB_FAILED),
+    /* Hashed and written to the last byte (and room found): commit. */
+    [JOB_BODY_DONE] = TO(JOB_COMMITTING) | TO(JOB_FAILED),
+    /* Durable and recorded; or not kept, or a shutdown came meanwhile. */
+    [JOB_COMMITTING] = TO(JOB_DONE) | TO(JOB_FAILED),
+};
+#undef TO
+
+int job_transition_ok(job_state_t from, job_state_t to)
+{
+    return from < JOB_NSTATES && to < JOB_NSTATES && (allowed[from] >> to & 1u);
+}
+
+/* The one place a job's state changes. A refused transition is a bug of
+ * this module: said in the log (and fatal in a debug build), and the job
+ * keeps its state. */
+void job_set_state(job_t *job, job_state_t to)
+{
+    if (!job_transition_ok(job->state, to)) {
+        log_err("job %llu: refused state change %s -> %s", (unsigned long long)job->id,
+                job_state_names[job->state], job_state_names[to]);
+        assert(!"job state transition not in the table");
+        return;
+    }
+    job->state = to;
 }

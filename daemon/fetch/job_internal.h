@@ -15,6 +15,7 @@
 #include "url.h"
 #include "verifier.h"
 #include "cache.h"
+#include "disposition.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -35,18 +36,66 @@
 #define CHECKPOINT_MS 250
 #define REHASH_CHUNK (1u << 20)
 
+/* The states of a job. Every change goes through job_set_state(), which
+ * checks it against the table in job.c (each row says why it is allowed).
+ *
+ *   QUEUED --slot free--> RESUMING --partial re-hashed--> CONNECTING
+ *   QUEUED --slot free, nothing to resume----------------> CONNECTING
+ *   RESUMING --every byte was there--> BODY_DONE
+ *
+ *   CONNECTING --3xx (next hop)--> CONNECTING
+ *   CONNECTING --head taken------> BODY --body ended well--> BODY_DONE
+ *   BODY_DONE --pipeline drained--> COMMITTING --blob and row durable--> DONE
+ *
+ *   CONNECTING, BODY --transient failure--> RETRY_WAIT --backoff--> CONNECTING
+ *   CONNECTING --response cannot continue our bytes--> RESTARTING
+ *   RETRY_WAIT --no validator to resume with---------> RESTARTING
+ *   RESTARTING --pipeline idle, all dropped--> CONNECTING (from byte 0)
+ *
+ *   any but DONE --error--> FAILED (waiters told now; freed once the pool
+ *                                   work is back)
+ *
+ * STATUS shows RETRY_WAIT and RESTARTING as "retrying", BODY_DONE as "body". */
 typedef enum {
-    JOB_QUEUED,
+    JOB_QUEUED,     /* waiting for a download slot */
     JOB_RESUMING,   /* re-hashing a recorded partial before asking for the rest */
-    JOB_CONNECTING, /* request sent or being sent, no final status yet */
-    JOB_BODY,
+    JOB_CONNECTING, /* request sent or being sent, no response head taken yet */
+    JOB_BODY,       /* the body arrives */
     JOB_RETRY_WAIT, /* a transient failure: waiting to try again (resuming) */
-    JOB_COMMITTING,
-    JOB_DONE,
-    JOB_FAILED,
+    JOB_RESTARTING, /* dropping all we have once the pipeline is idle, then from byte 0 */
+    JOB_BODY_DONE,  /* the response ended well: the pipeline drains before the commit */
+    JOB_COMMITTING, /* the commit item is in flight */
+    JOB_DONE,       /* committed, waiters told */
+    JOB_FAILED,     /* waiters told; the partial goes (or is parked) once the pool is done */
+    JOB_NSTATES
 } job_state_t;
 
-extern const char *const job_state_names[];
+extern const char *const job_state_names[JOB_NSTATES];
+
+/* Whether a job may go from one state to the other (the table in job.c). */
+int job_transition_ok(job_state_t from, job_state_t to);
+
+/* job->flags: sub-states of the loop thread's, never read in the pool. */
+enum {
+    JOB_IN_QUEUE = 1u << 0,   /* in js's queue */
+    JOB_IN_ACTIVE = 1u << 1,  /* in js->active */
+    JOB_PAUSED = 1u << 2,     /* reading stopped for backpressure */
+    JOB_SHORT_WAIT = 1u << 3, /* short of room: waiting for an eviction run (short_runs) */
+    JOB_TMP_MADE = 1u << 4,   /* a write item has run: tmp/<id>.part may exist */
+    JOB_PARK = 1u << 5,       /* failed by a shutdown: the partial is kept to resume */
+    JOB_CLEANING = 1u << 6,   /* the discard or park item started (or the job went) */
+};
+
+/* job->items: the job's pool items in flight, one bit per work slot. */
+enum {
+    JOB_ITEM_HASH = 1u << 0,   /* hash_work: owns sha */
+    JOB_ITEM_WRITE = 1u << 1,  /* write_work: owns fd and the write hand-over fields */
+    JOB_ITEM_SYNC = 1u << 2,   /* sync_work: fdatasync beside the write item, ckpt */
+    JOB_ITEM_REHASH = 1u << 3, /* rehash_work: owns sha and fd */
+    JOB_ITEM_COMMIT = 1u << 4, /* commit_work: owns sha and fd */
+};
+/* The items of the body's way to disk: none may be in flight to restart. */
+#define JOB_ITEMS_DATA (JOB_ITEM_HASH | JOB_ITEM_WRITE | JOB_ITEM_SYNC | JOB_ITEM_REHASH)
 
 typedef struct batch {
     struct batch *next;
@@ -100,23 +149,22 @@ struct jobs {
 struct job {
     jobs_t *js;
     uint64_t id;
-    uint64_t part_id; /* its partial is tmp/<part_id>.part and partials row part_id */
-    job_state_t state;
-    char *key;      /* canonical URL asked for: the dedup and cache key */
-    char *host_key; /* "host:port" of key, for max_per_host */
-    url_t url;      /* current hop */
+    uint64_t part_id;  /* its partial is tmp/<part_id>.part and partials row part_id */
+    job_state_t state; /* only job_set_state() changes it */
+    unsigned flags;    /* JOB_IN_QUEUE ... */
+    unsigned items;    /* JOB_ITEM_*: pool items in flight */
+    char *key;         /* canonical URL asked for: the dedup and cache key */
+    char *host_key;    /* "host:port" of key, for max_per_host */
+    url_t url;         /* current hop */
     unsigned redirects;
-    char *redirect_to;       /* Location of a 3xx being drained */
-    char *cred_headers;      /* the client's "Name: value\r\n" lines: sent only to the origin
-                                of the URL asked for (job_begin_request checks every hop) */
-    int http_status;         /* an error status whose body is being drained */
-    unsigned retry_after_ms; /* Retry-After of that status, 0 if none */
-    unsigned attempts;       /* failed attempts so far */
-    uint64_t resume_from;    /* Range start of the request in flight (0: whole) */
-    int restart_pending;     /* discard what we have and start again at byte 0 */
-    int truncate_file;       /* the next write item empties the partial first */
-    uv_timer_t retry_timer;  /* backoff before the next attempt; a failed start's report */
-    const char *begin_code;  /* why the request could not start (on_begin_failed) */
+    disposition_t disp;     /* what the response head in flight means (DISP_NONE before) */
+    char *cred_headers;     /* the client's "Name: value\r\n" lines: sent only to the origin
+                               of the URL asked for (job_begin_request checks every hop) */
+    unsigned attempts;      /* failed attempts so far */
+    uint64_t resume_from;   /* Range start of the request in flight (0: whole) */
+    int truncate_file;      /* the next write item empties the partial first (it clears it) */
+    uv_timer_t retry_timer; /* backoff before the next attempt; a failed start's report */
+    const char *begin_code; /* why the request could not start (on_begin_failed) */
     char begin_msg[400];
     int handles_open; /* timers not yet closed */
     /* What the commit keeps: set on the loop when the commit starts, from
@@ -135,7 +183,6 @@ struct job {
     unsigned nwaiters;
     job_t *next, *prev;         /* in active list or queue */
     job_t *all_next, *all_prev; /* in js->all */
-    int in_active, in_queue;
 
     /* Body pipeline. */
     int64_t total;       /* Content-Length, -1 unknown */
@@ -143,13 +190,10 @@ struct job {
     uint64_t floor_hint; /* min_free_space then (the write item's copy) */
     unsigned floor_pct_hint;
     int space_short;       /* the write item found the floor would be crossed */
-    int short_wait;        /* eviction was asked for room: waiting for a run */
     uint64_t short_runs;   /* the run that must complete before giving up */
     uint64_t received;     /* body bytes from the network */
     uint64_t sealed;       /* bytes in sealed batches (next batch's offset) */
     uint64_t queued_bytes; /* bytes in batches not yet freed */
-    int paused;            /* reading stopped for backpressure */
-    int body_done;         /* the response ended well */
     batch_t *cur;          /* being filled */
     batch_t *head, *tail;  /* sealed, not yet both hashed and written */
     batch_t *hash_next;    /* first sealed batch not yet given to a hash item */
@@ -158,11 +202,8 @@ struct job {
     uv_work_t write_work;
     batch_t *hash_first, *write_first; /* what the item in flight covers */
     int hash_count, write_count;
-    int hash_busy, write_busy;
-    int commit_busy;  /* the commit item is in flight: it owns sha and fd */
     sha256_ctx_t sha; /* owned by the hash item in flight, else the loop */
     int fd;           /* partial file; owned by the write item in flight */
-    int tmp_made;     /* a write item has run: tmp/<id>.part may exist */
     int write_err;    /* first write error (negative errno) */
     uint64_t written; /* bytes written, for sync_file_range */
     uint64_t flushed; /* bytes already given to writeback */
@@ -175,11 +216,9 @@ struct job {
     uint64_t on_disk;    /* bytes written, as of the last write item back */
     uint64_t t_ckpt;     /* uv_now of the last checkpoint started */
     uv_work_t sync_work; /* the checkpoint item */
-    int sync_busy;       /* it is in flight (it uses fd beside the write item) */
     int sync_err;        /* its fdatasync failed (negative errno) */
     db_partial_t ckpt;   /* what its row records (copies), owned by that item */
     uint64_t ckpt_done;  /* what the checkpoint made durable, 0 if it did not */
-    int park;            /* on failure keep the partial for a later fetch (shutdown) */
     atomic_int failed;   /* set with state FAILED: a checkpoint in flight records nothing */
 
     /* The items at the ends of a job's life (commit.c), one slot each. */
@@ -190,7 +229,6 @@ struct job {
     int commit_rc;
     int ro_fd;
     char digest[65];
-    int cleanup_queued; /* the discard work item was started */
 
     /* Progress and timing (uv_now milliseconds). */
     uint64_t t_start; /* the request started */
@@ -242,6 +280,7 @@ void job_fail_digest(job_t *job, const char *code, const char *msg, const char *
 void job_fail(job_t *job, const char *code, const char *msg);
 void job_on_progress_tick(uv_timer_t *t);
 void job_adopt_partial(job_t *job);
+void job_set_state(job_t *job, job_state_t to);
 int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out);
 
 /* transfer.c: the HTTP exchange of a job */

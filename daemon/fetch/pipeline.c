@@ -182,8 +182,9 @@ void job_seal(job_t *job)
 static void job_checkpoint(job_t *job)
 {
     uint64_t now = uv_now(job->js->loop);
-    if (job->sync_busy || job->restart_pending || job->body_done || job->state == JOB_FAILED ||
-        job->state == JOB_COMMITTING || !job_validator(job) || job->on_disk <= job->durable ||
+    if ((job->items & JOB_ITEM_SYNC) || job->state == JOB_RESTARTING ||
+        job->state == JOB_BODY_DONE || job->state == JOB_COMMITTING || job->state == JOB_DONE ||
+        job->state == JOB_FAILED || !job_validator(job) || job->on_disk <= job->durable ||
         (job->on_disk - job->durable < CHECKPOINT_BYTES && now - job->t_ckpt < CHECKPOINT_MS))
         return;
     db_partial_free(&job->ckpt);
@@ -194,7 +195,7 @@ static void job_checkpoint(job_t *job)
     job->ckpt.total = job->total;
     job->ckpt.durable = job->on_disk;
     job->t_ckpt = now;
-    job->sync_busy = 1;
+    job->items |= JOB_ITEM_SYNC;
     job->sync_work.data = job;
     uv_queue_work(job->js->loop, &job->sync_work, sync_work, after_sync);
 }
@@ -214,19 +215,19 @@ static int take_batches(batch_t **next, batch_t **first)
 static void submit_work(job_t *job)
 {
     uv_loop_t *loop = job->js->loop;
-    if (!job->hash_busy && job->hash_next) {
+    if (!(job->items & JOB_ITEM_HASH) && job->hash_next) {
         job->hash_count = take_batches(&job->hash_next, &job->hash_first);
-        job->hash_busy = 1;
+        job->items |= JOB_ITEM_HASH;
         job->hash_work.data = job;
         uv_queue_work(loop, &job->hash_work, hash_work, after_hash);
     }
-    if (!job->write_busy && job->write_next) {
+    if (!(job->items & JOB_ITEM_WRITE) && job->write_next) {
         job->write_count = take_batches(&job->write_next, &job->write_first);
-        job->write_busy = 1;
+        job->items |= JOB_ITEM_WRITE;
         job->total_hint = job->total; /* the write item's copies, handed over with it */
         job->floor_hint = job->js->cfg->min_free_space;
         job->floor_pct_hint = job->js->cfg->min_free_percent;
-        job->tmp_made = 1;
+        job->flags |= JOB_TMP_MADE;
         job->write_work.data = job;
         uv_queue_work(loop, &job->write_work, write_work, after_write);
     }
@@ -256,19 +257,18 @@ void job_pump(job_t *job)
         job_cleanup(job);
         return;
     }
-    if (job->restart_pending) {
+    if (job->state == JOB_RESTARTING) {
         /* Once no item of the old attempt is in flight, drop all it left and
          * start the hash and the file over; until then submit nothing. */
-        if (job->hash_busy || job->write_busy || job->sync_busy)
+        if (job->items & JOB_ITEMS_DATA)
             return;
         job_drop_batches(job);
-        job->restart_pending = 0;
         sha256_init(&job->sha);
         job->received = job->sealed = job->queued_bytes = 0;
         job->written = job->flushed = job->last_done = 0;
         job->durable = job->on_disk = 0; /* the write item that truncates forgets the row */
         job->total = -1;
-        job->truncate_file = job->tmp_made;
+        job->truncate_file = (job->flags & JOB_TMP_MADE) != 0;
         job_begin_request(job);
         return;
     }
@@ -281,16 +281,16 @@ void job_pump(job_t *job)
         batch_free(job->js, b);
     }
     submit_work(job);
-    if (job->paused && job->queued_bytes <= job->js->cfg->max_inflight / 2) {
-        job->paused = 0;
+    if ((job->flags & JOB_PAUSED) && job->queued_bytes <= job->js->cfg->max_inflight / 2) {
+        job->flags &= ~JOB_PAUSED;
         if (job->req)
             http_req_set_paused(job->req, 0);
     }
     job_checkpoint(job);
     /* Not while short of room: the eviction run it asked for decides
      * (after_evict) whether there is room for it to be kept. */
-    if (job->body_done && !job->head && !job->cur && !job->hash_busy && !job->write_busy &&
-        !job->sync_busy && !job->short_wait && job->state == JOB_BODY)
+    if (job->state == JOB_BODY_DONE && !job->head && !job->cur && !(job->items & JOB_ITEMS_DATA) &&
+        !(job->flags & JOB_SHORT_WAIT))
         job_start_commit(job);
 }
 
@@ -301,7 +301,7 @@ static void after_hash(uv_work_t *req, int status)
     batch_t *b = job->hash_first;
     for (int i = 0; i < job->hash_count; i++, b = b->next)
         b->hashed = 1;
-    job->hash_busy = 0;
+    job->items &= ~JOB_ITEM_HASH;
     job_pump(job);
 }
 
@@ -316,11 +316,11 @@ static int job_short_of_space(job_t *job)
 {
     jobs_t *js = job->js;
     if (!job->space_short || job->state == JOB_FAILED) {
-        job->short_wait = 0;
+        job->flags &= ~JOB_SHORT_WAIT;
         return 0;
     }
-    if (!job->short_wait) {
-        job->short_wait = 1;
+    if (!(job->flags & JOB_SHORT_WAIT)) {
+        job->flags |= JOB_SHORT_WAIT;
         job->short_runs = js->evict_runs + (js->evict_busy ? 1 : 0); /* one that starts later */
         jobs_evict_run(js, NULL, 1);
         return 0;
@@ -338,7 +338,7 @@ static void after_write(uv_work_t *req, int status)
     batch_t *b = job->write_first;
     for (int i = 0; i < job->write_count; i++, b = b->next)
         b->written = 1;
-    job->write_busy = 0;
+    job->items &= ~JOB_ITEM_WRITE;
     job->on_disk = job->written;
     if (job->write_err && job->state != JOB_FAILED) {
         char msg[256];
@@ -356,7 +356,7 @@ static void after_sync(uv_work_t *req, int status)
 {
     job_t *job = req->data;
     (void)status;
-    job->sync_busy = 0;
+    job->items &= ~JOB_ITEM_SYNC;
     db_partial_free(&job->ckpt);
     if (job->ckpt_done) {
         job->durable = job->ckpt_done;

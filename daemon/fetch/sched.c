@@ -26,14 +26,14 @@ static void list_remove(job_t **head, job_t **tail, job_t *job)
 void job_unlist(job_t *job)
 {
     jobs_t *js = job->js;
-    if (job->in_active) {
+    if (job->flags & JOB_IN_ACTIVE) {
         list_remove(&js->active, NULL, job);
-        job->in_active = 0;
+        job->flags &= ~JOB_IN_ACTIVE;
         js->stats.active--;
     }
-    if (job->in_queue) {
+    if (job->flags & JOB_IN_QUEUE) {
         list_remove(&js->queue_head, &js->queue_tail, job);
-        job->in_queue = 0;
+        job->flags &= ~JOB_IN_QUEUE;
         js->stats.queued--;
     }
 }
@@ -58,7 +58,7 @@ static unsigned active_for_owner(jobs_t *js, uid_t uid)
 static void job_activate(job_t *job)
 {
     jobs_t *js = job->js;
-    job->in_active = 1;
+    job->flags |= JOB_IN_ACTIVE;
     job->next = js->active;
     job->prev = NULL;
     if (js->active)
@@ -119,7 +119,7 @@ int jobs_uid_at_limit(const jobs_t *js, uid_t uid)
 void jobs_enqueue(job_t *job)
 {
     jobs_t *js = job->js;
-    job->in_queue = 1;
+    job->flags |= JOB_IN_QUEUE;
     job->prev = js->queue_tail;
     if (js->queue_tail)
         js->queue_tail->next = job;

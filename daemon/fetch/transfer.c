@@ -11,92 +11,53 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int is_redirect(int status)
-{
-    return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
-}
-
+/* A response head: what it means is decided by disposition_of(), from the
+ * head and the request alone; here it is applied. */
 static int on_http_headers(http_req_t *req, const http_response_t *resp, void *data)
 {
     job_t *job = data;
     (void)req;
-    if (is_redirect(resp->status)) {
-        char msg[160];
-        if (!resp->location || !*resp->location) {
-            snprintf(msg, sizeof msg, "HTTP %d redirect without a Location", resp->status);
-            job_fail(job, "redirect", msg);
-            return HTTP_BODY_DISCARD;
-        }
-        if (job->redirects >= job->js->cfg->max_redirects) {
-            snprintf(msg, sizeof msg, "more than %u redirects", job->js->cfg->max_redirects);
-            job_fail(job, "redirect", msg);
-            return HTTP_BODY_DISCARD;
-        }
-        free(job->redirect_to);
-        int rc = url_resolve(&job->url, resp->location, &job->redirect_to);
-        if (rc) {
-            job->redirect_to = NULL;
-            job_fail(job, "redirect", "redirect to an unusable Location");
-        }
+    disp_head_t head = {
+        .status = resp->status,
+        .content_length = resp->content_length,
+        .location = resp->location,
+        .etag = resp->etag,
+        .content_range = resp->content_range,
+        .retry_after = resp->retry_after,
+    };
+    disp_request_t asked = {
+        .url = &job->url,
+        .offset = job->resume_from,
+        .total = job->total,
+        .etag = job->etag,
+        .redirects = job->redirects,
+        .max_redirects = job->js->cfg->max_redirects,
+    };
+    disposition_t *d = &job->disp;
+    disposition_clear(d);
+    disposition_of(&head, &asked, d);
+    switch (d->kind) {
+    case DISP_FAIL:
+        job_fail(job, d->code, d->msg);
         return HTTP_BODY_DISCARD;
-    }
-    if (job->resume_from > 0 &&
-        (resp->status == 200 || resp->status == 203 || resp->status == 416)) {
-        /* The server ignored the Range, or If-Range found the file changed:
-         * what we have is not a prefix of this body. Start over. */
-        job_restart_from_zero(job, "the server sent the whole file (or refused the range)");
+    case DISP_RESTART:
+        job_restart_from_zero(job, d->why);
         return HTTP_BODY_DISCARD;
-    }
-    if (resp->status == 206 && job->resume_from > 0) {
-        unsigned long long start, end, total;
-        int n = resp->content_range
-                    ? sscanf(resp->content_range, "bytes %llu-%llu/%llu", &start, &end, &total)
-                    : 0;
-        /* The file's length is the one already known, whatever this
-         * response says (a "*" length: unknown to the server): a range that does
-         * not reach it is not the end of the file. */
-        int64_t length = n == 3 ? (int64_t)total : job->total;
-        if (n < 2 || start != job->resume_from || end < start ||
-            (job->etag && resp->etag && strcmp(job->etag, resp->etag) != 0) ||
-            (n == 3 && (total > INT64_MAX || (job->total >= 0 && (int64_t)total != job->total))) ||
-            (length >= 0 && end >= (unsigned long long)length) ||
-            (resp->content_length >= 0 && (uint64_t)resp->content_length != end - start + 1)) {
-            job_restart_from_zero(job, "the range sent is not the one asked for");
-            return HTTP_BODY_DISCARD;
-        }
-        if (length < 0) {
-            /* Neither response said how long the file is: where this range
-             * ends proves nothing. The whole file, then, to its real end. */
-            job_restart_from_zero(job, "a range of a file of unknown length");
-            return HTTP_BODY_DISCARD;
-        }
-        /* A range that ends before the file does is taken; on_http_done
-         * then finds the file short (truncated: retried, resuming). */
-        job->state = JOB_BODY;
-        job->total = length;
-        if (job_too_large(job, job->total))
-            return HTTP_BODY_DISCARD;
-        jobs_evict(job->js, NULL); /* room for the rest, before writing it */
-        return HTTP_BODY_DELIVER;
-    }
-    if (resp->status != 200 && resp->status != 203) {
-        /* Fail once the (small) body is read, so the connection is kept. */
-        job->http_status = resp->status;
-        job->retry_after_ms = 0;
-        if (resp->retry_after) { /* seconds; an HTTP date is not honoured */
-            char *end;
-            unsigned long secs = strtoul(resp->retry_after, &end, 10);
-            if (end != resp->retry_after && *end == '\0' && secs < 86400)
-                job->retry_after_ms = (unsigned)secs * 1000;
-        }
+    case DISP_REDIRECT: /* followed once the body is drained (on_http_done) */
+    case DISP_STATUS:   /* failed then, so that the connection is kept */
+    case DISP_NONE:
         return HTTP_BODY_DISCARD;
+    case DISP_TAKE:
+        break;
     }
-    job->state = JOB_BODY;
-    job->total = resp->content_length;
-    free(job->etag);
-    free(job->last_modified);
-    job->etag = resp->etag ? strdup(resp->etag) : NULL;
-    job->last_modified = resp->last_modified ? strdup(resp->last_modified) : NULL;
+    job_set_state(job, JOB_BODY);
+    job->total = d->total;
+    if (d->new_validators) {
+        free(job->etag);
+        free(job->last_modified);
+        job->etag = resp->etag ? strdup(resp->etag) : NULL;
+        job->last_modified = resp->last_modified ? strdup(resp->last_modified) : NULL;
+    }
     if (job_too_large(job, job->total))
         return HTTP_BODY_DISCARD;
     jobs_evict(job->js, NULL); /* make room before writing, not after */
@@ -132,51 +93,41 @@ static void on_http_body(http_req_t *req, buf_t *buf, const char *p, size_t n, v
         job_seal(job);
         job_pump(job);
     }
-    if (!job->paused && job->queued_bytes > js->cfg->max_inflight && job->state == JOB_BODY) {
+    if (!(job->flags & JOB_PAUSED) && job->queued_bytes > js->cfg->max_inflight &&
+        job->state == JOB_BODY) {
         /* Seal and hand on what we hold first: the work item that then
          * completes is what resumes us (job_pump), so pausing cannot stall. */
         job_seal(job);
         job_pump(job);
-        job->paused = 1;
+        job->flags |= JOB_PAUSED;
         http_req_set_paused(req, 1);
     }
 }
 
+/* The exchange is over: a failed attempt, a drained status or redirect, or
+ * the whole body. */
 static void on_http_done(http_req_t *req, const char *code, const char *msg, void *data)
 {
     job_t *job = data;
     (void)req;
     job->req = NULL;
-    if (job->state == JOB_FAILED || job->state == JOB_RETRY_WAIT)
+    if (job->state == JOB_FAILED || job->state == JOB_RETRY_WAIT || job->state == JOB_RESTARTING)
         return; /* failed or restarting from a callback: the request was ours to drop */
     if (code) {
         job_error(job, code, msg);
         return;
     }
-    if (job->http_status) {
-        char status_code[16], status_msg[300];
-        snprintf(status_code, sizeof status_code, "http_%d", job->http_status);
-        snprintf(status_msg, sizeof status_msg, "%s answered HTTP %d", job->url.canonical,
-                 job->http_status);
-        job->http_status = 0;
-        job_error(job, status_code, status_msg);
+    char m[300];
+    if (job->disp.kind == DISP_STATUS) {
+        char status_code[16];
+        snprintf(status_code, sizeof status_code, "http_%d", job->disp.status);
+        snprintf(m, sizeof m, "%s answered HTTP %d", job->url.canonical, job->disp.status);
+        job_error(job, status_code, m);
         return;
     }
-    if (job->redirect_to) {
+    if (job->disp.kind == DISP_REDIRECT) {
         url_t next;
-        const char *why = NULL;
-        int rc = url_parse(job->redirect_to, &next, &why);
-        char m[300];
-        if (rc) {
-            snprintf(m, sizeof m, "redirect to an unusable URL: %s", why ? why : "bad URL");
-            job_fail(job, "redirect", m);
-            return;
-        }
-        if (strcmp(job->url.scheme, "https") == 0 && strcmp(next.scheme, "http") == 0) {
-            /* A downgrade would hand the rest of the exchange, and the bytes
-             * we store, to anyone on the path. */
-            snprintf(m, sizeof m, "refused a redirect from https to http (%s)", next.canonical);
-            url_free(&next);
+        if (disposition_follow(&job->url, job->disp.location, &next, m, sizeof m)) {
             job_fail(job, "redirect", m);
             return;
         }
@@ -184,8 +135,7 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
                   next.canonical);
         url_free(&job->url);
         job->url = next;
-        free(job->redirect_to);
-        job->redirect_to = NULL;
+        disposition_clear(&job->disp);
         job->redirects++;
         job_begin_request(job);
         return;
@@ -193,14 +143,13 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
     if (job->total >= 0 && job->received != (uint64_t)job->total) {
         /* A 206 that stopped short of its range (or a server that lied
          * about the total): never commit a prefix as the file. */
-        char m[200];
         snprintf(m, sizeof m, "the response ended at byte %llu of %lld",
                  (unsigned long long)job->received, (long long)job->total);
         job_error(job, "truncated", m);
         return;
     }
     job_seal(job);
-    job->body_done = 1;
+    job_set_state(job, JOB_BODY_DONE);
     job->t_body = uv_now(job->js->loop);
     job_pump(job);
 }
@@ -215,7 +164,7 @@ static void on_begin_failed(uv_timer_t *t)
 
 void job_begin_request(job_t *job)
 {
-    job->state = JOB_CONNECTING;
+    job_set_state(job, JOB_CONNECTING);
     job->resume_from = job->received; /* all of it is sealed, or the job restarted */
     char *hdrs = NULL;
     /* Credentials are for the origin they were given for: never sent to
