@@ -24,12 +24,11 @@ static void job_on_timer_closed(uv_handle_t *h)
     if (job->all_next)
         job->all_next->all_prev = job->all_prev;
     db_partial_free(&job->ckpt);
-    url_free(&job->url);
+    transfer_free(&job->xfer);
     free(job->accepts);
     free(job->uids);
     free(job->key);
     free(job->host_key);
-    disposition_clear(&job->disp);
     free(job->cred_headers);
     free(job->etag);
     free(job->last_modified);
@@ -39,7 +38,7 @@ static void job_on_timer_closed(uv_handle_t *h)
 
 void job_free(job_t *job)
 {
-    assert(!job->items && !job->req && !job->waiters);
+    assert(!job->items && !job->xfer.req && !job->waiters);
     uv_close((uv_handle_t *)&job->timer, job_on_timer_closed);
     uv_close((uv_handle_t *)&job->retry_timer, job_on_timer_closed);
 }
@@ -119,88 +118,17 @@ const char *job_validator(const job_t *job)
     return job->last_modified;
 }
 
-static void on_retry_timer(uv_timer_t *t)
-{
-    job_t *job = t->data;
-    if (job->state != JOB_RETRY_WAIT)
-        return;
-    if (job->received > 0 && !job_validator(job)) {
-        /* Nothing to tie a range to the same file: safer to start over. */
-        job_set_state(job, JOB_RESTARTING);
-        job_pump(job);
-        return;
-    }
-    job_begin_request(job);
-}
-
-/* Back to the URL that was asked for, with the request (if any) dropped;
- * the caller sets the state that waits for the next attempt. */
-static void job_rewind(job_t *job)
-{
-    if (job->req) {
-        http_req_abort(job->req);
-        job->req = NULL;
-    }
-    disposition_clear(&job->disp);
-    job->redirects = 0;
-    url_t u;
-    if (url_parse(job->key, &u, NULL) == 0) {
-        url_free(&job->url);
-        job->url = u;
-    }
-}
-
 /* The response cannot continue what we have: drop it all once the pipeline
  * is idle (job_pump) and request the whole file again, at once. Not counted
  * as a failed attempt: the next response is a plain 200. */
 void job_restart_from_zero(job_t *job, const char *why)
 {
     log_warn("job %llu: %s: restarting %s from byte 0", (unsigned long long)job->id, why, job->key);
-    job_rewind(job);
+    transfer_rewind(&job->xfer);
     job_set_state(job, JOB_RESTARTING);
     job_seal(job);
     job->etag = (free(job->etag), NULL);
     job->last_modified = (free(job->last_modified), NULL);
-    job_pump(job);
-}
-
-/* A failed attempt: retry after a backoff with jitter (at least what
- * Retry-After asked, within retry_max_delay and the deadline), resuming at
- * the first byte we do not have; or, when the failure is permanent or the
- * attempts are spent, fail the job. */
-void job_error(job_t *job, const char *code, const char *msg)
-{
-    if (job->state == JOB_FAILED || job->state == JOB_DONE)
-        return;
-    jobs_t *js = job->js;
-    const hubd_config_t *cfg = js->cfg;
-    char final[600];
-    if (!disposition_is_transient(code) || js->shutting_down || job->attempts >= cfg->retries) {
-        if (job->attempts > 0 && disposition_is_transient(code)) {
-            snprintf(final, sizeof final, "%s (after %u attempts)", msg, job->attempts + 1);
-            msg = final;
-        }
-        job_fail(job, code, msg);
-        return;
-    }
-    uint64_t delay =
-        disposition_backoff_ms(cfg->retry_delay_ms, cfg->retry_max_delay_ms, job->attempts,
-                               job->disp.retry_after_ms, (uint64_t)random());
-    uint64_t now = uv_now(js->loop);
-    if (cfg->deadline_ms && now + delay - job->t_start >= cfg->deadline_ms) {
-        snprintf(final, sizeof final, "%s (deadline reached after %u attempts)", msg,
-                 job->attempts + 1);
-        job_fail(job, code, final);
-        return;
-    }
-    job->attempts++;
-    job_rewind(job); /* the Retry-After is spent with the disposition */
-    job_set_state(job, JOB_RETRY_WAIT);
-    job_seal(job); /* what arrived is kept: the next request resumes after it */
-    log_warn("job %llu: attempt %u of %s failed: %s: %s; retrying in %llu ms from byte %llu",
-             (unsigned long long)job->id, job->attempts, job->key, code, msg,
-             (unsigned long long)delay, (unsigned long long)job->received);
-    uv_timer_start(&job->retry_timer, on_retry_timer, delay, 0);
     job_pump(job);
 }
 
@@ -222,10 +150,7 @@ void job_fail_digest(job_t *job, const char *code, const char *msg, const char *
     job_unlist(job);
     uv_timer_stop(&job->timer);
     uv_timer_stop(&job->retry_timer);
-    if (job->req) {
-        http_req_abort(job->req);
-        job->req = NULL;
-    }
+    transfer_abort(&job->xfer);
     job_result_t res = {.err_code = code, .err_msg = msg, .sha256 = digest};
     job_notify_all(job, &res);
     if (!(job->items & JOB_ITEM_COMMIT)) /* else after_commit comes back to clean up */
@@ -247,8 +172,8 @@ void job_fail(job_t *job, const char *code, const char *msg)
 static int job_check_speed(job_t *job, uint64_t now)
 {
     const hubd_config_t *cfg = job->js->cfg;
-    if (!cfg->low_speed_limit || !cfg->low_speed_time_ms || job->state != JOB_BODY || !job->req ||
-        (job->flags & JOB_PAUSED) || !job->slow_t0) {
+    if (!cfg->low_speed_limit || !cfg->low_speed_time_ms || job->state != JOB_BODY ||
+        !job->xfer.req || (job->flags & JOB_PAUSED) || !job->slow_t0) {
         job->slow_t0 = now; /* the window (re)starts now */
         job->slow_from = job->received;
         return 0;
@@ -265,7 +190,7 @@ static int job_check_speed(job_t *job, uint64_t now)
     snprintf(msg, sizeof msg,
              "%llu bytes in %.1f s, below low_speed_limit (%u bytes/s over low_speed_time)",
              (unsigned long long)got, (double)span / 1000, cfg->low_speed_limit);
-    job_error(job, "timeout", msg);
+    transfer_error(&job->xfer, "timeout", msg);
     return 1;
 }
 
@@ -343,7 +268,7 @@ int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out)
         return -ENOMEM;
     job->js = js;
     job->id = job->part_id = ++js->next_id;
-    job->url = *u;
+    transfer_init(&job->xfer, job, u);
     job->key = strdup(u->canonical);
     size_t hl = strlen(u->host) + 8;
     job->host_key = malloc(hl);
@@ -424,4 +349,50 @@ void job_set_state(job_t *job, job_state_t to)
         return;
     }
     job->state = to;
+}
+
+/* The job's transfer asks for the bytes from the first one it lacks: all of
+ * them are sealed, or the job restarted from 0. */
+void job_begin_request(job_t *job)
+{
+    job_set_state(job, JOB_CONNECTING);
+    transfer_start(&job->xfer, job->received);
+}
+
+/* The transfer took a response head (disposition DISP_TAKE): the body of
+ * a file of total bytes (-1 unknown) follows; a whole file's validators
+ * replace ours. Returns 0 to read the body, -1 when the job failed. */
+int job_take_head(job_t *job, int64_t total, int new_validators, const char *etag,
+                  const char *last_modified)
+{
+    job_set_state(job, JOB_BODY);
+    job->total = total;
+    if (new_validators) {
+        free(job->etag);
+        free(job->last_modified);
+        job->etag = etag ? strdup(etag) : NULL;
+        job->last_modified = last_modified ? strdup(last_modified) : NULL;
+    }
+    if (job_too_large(job, job->total))
+        return -1;
+    jobs_evict(job->js, NULL); /* make room before writing, not after */
+    return 0;
+}
+
+/* The response ended well: the file is complete if its length says so. */
+void job_body_ended(job_t *job)
+{
+    if (job->total >= 0 && job->received != (uint64_t)job->total) {
+        /* A 206 that stopped short of its range (or a server that lied
+         * about the total): never commit a prefix as the file. */
+        char m[200];
+        snprintf(m, sizeof m, "the response ended at byte %llu of %lld",
+                 (unsigned long long)job->received, (long long)job->total);
+        transfer_error(&job->xfer, "truncated", m);
+        return;
+    }
+    job_seal(job);
+    job_set_state(job, JOB_BODY_DONE);
+    job->t_body = uv_now(job->js->loop);
+    job_pump(job);
 }

@@ -16,6 +16,7 @@
 #include "verifier.h"
 #include "cache.h"
 #include "disposition.h"
+#include "transfer.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -149,24 +150,18 @@ struct jobs {
 struct job {
     jobs_t *js;
     uint64_t id;
-    uint64_t part_id;  /* its partial is tmp/<part_id>.part and partials row part_id */
-    job_state_t state; /* only job_set_state() changes it */
-    unsigned flags;    /* JOB_IN_QUEUE ... */
-    unsigned items;    /* JOB_ITEM_*: pool items in flight */
-    char *key;         /* canonical URL asked for: the dedup and cache key */
-    char *host_key;    /* "host:port" of key, for max_per_host */
-    url_t url;         /* current hop */
-    unsigned redirects;
-    disposition_t disp;     /* what the response head in flight means (DISP_NONE before) */
+    uint64_t part_id;       /* its partial is tmp/<part_id>.part and partials row part_id */
+    job_state_t state;      /* only job_set_state() changes it */
+    unsigned flags;         /* JOB_IN_QUEUE ... */
+    unsigned items;         /* JOB_ITEM_*: pool items in flight */
+    char *key;              /* canonical URL asked for: the dedup and cache key */
+    char *host_key;         /* "host:port" of key, for max_per_host */
     char *cred_headers;     /* the client's "Name: value\r\n" lines: sent only to the origin
                                of the URL asked for (job_begin_request checks every hop) */
-    unsigned attempts;      /* failed attempts so far */
-    uint64_t resume_from;   /* Range start of the request in flight (0: whole) */
     int truncate_file;      /* the next write item empties the partial first (it clears it) */
-    uv_timer_t retry_timer; /* backoff before the next attempt; a failed start's report */
-    const char *begin_code; /* why the request could not start (on_begin_failed) */
-    char begin_msg[400];
-    int handles_open; /* timers not yet closed */
+    transfer_t xfer;        /* its one transfer: the HTTP exchange for the bytes it lacks */
+    uv_timer_t retry_timer; /* the transfer's backoff; a failed start's report */
+    int handles_open;       /* timers not yet closed */
     /* What the commit keeps: set on the loop when the commit starts, from
      * the waiters then, read by the commit item. A download is committed
      * (under its real digest) when any waiter takes it: one without an
@@ -178,7 +173,6 @@ struct job {
     size_t nuids;
     char cred_tag[65];     /* its credentials' tag: entries and partials are keyed by it */
     uid_t owner;           /* the uid whose request created it */
-    http_req_t *req;       /* in flight, or NULL */
     job_waiter_t *waiters; /* doubly linked */
     unsigned nwaiters;
     job_t *next, *prev;         /* in active list or queue */
@@ -275,22 +269,23 @@ void job_notify_all(job_t *job, const job_result_t *res);
 int job_too_large(job_t *job, int64_t size);
 const char *job_validator(const job_t *job);
 void job_restart_from_zero(job_t *job, const char *why);
-void job_error(job_t *job, const char *code, const char *msg);
 void job_fail_digest(job_t *job, const char *code, const char *msg, const char *digest);
 void job_fail(job_t *job, const char *code, const char *msg);
 void job_on_progress_tick(uv_timer_t *t);
 void job_adopt_partial(job_t *job);
 void job_set_state(job_t *job, job_state_t to);
-int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out);
-
-/* transfer.c: the HTTP exchange of a job */
 void job_begin_request(job_t *job);
+int job_take_head(job_t *job, int64_t total, int new_validators, const char *etag,
+                  const char *last_modified);
+void job_body_ended(job_t *job);
+int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out);
 
 /* pipeline.c: batches, hash and write items, checkpoints */
 uint64_t job_space_floor(const struct statvfs *v, uint64_t bytes, unsigned pct);
 void job_seal(job_t *job);
 void job_drop_batches(job_t *job);
 void job_pump(job_t *job);
+void job_take_body(job_t *job, buf_t *buf, const char *p, size_t n);
 extern const char job_short_of_space_msg[];
 
 /* commit.c: the commit, discard, park and rehash items */

@@ -283,8 +283,7 @@ void job_pump(job_t *job)
     submit_work(job);
     if ((job->flags & JOB_PAUSED) && job->queued_bytes <= job->js->cfg->max_inflight / 2) {
         job->flags &= ~JOB_PAUSED;
-        if (job->req)
-            http_req_set_paused(job->req, 0);
+        transfer_set_paused(&job->xfer, 0);
     }
     job_checkpoint(job);
     /* Not while short of room: the eviction run it asked for decides
@@ -372,4 +371,46 @@ static void after_sync(uv_work_t *req, int status)
         return;
     }
     job_pump(job);
+}
+
+/* n body bytes at p, in the pooled read buffer buf: appended to the batch
+ * being filled (a reference to buf held), which is sealed and handed on
+ * once full; above max_inflight queued bytes reading stops. */
+void job_take_body(job_t *job, buf_t *buf, const char *p, size_t n)
+{
+    jobs_t *js = job->js;
+    js->stats.bytes_from_origin += n;
+    job->received += n;
+    if (job_too_large(job, (int64_t)job->received)) /* chunked, or a lying length */
+        return;
+    job->queued_bytes += n;
+    batch_t *b = job->cur;
+    if (!b && !(b = job->cur = calloc(1, sizeof *b))) {
+        job_fail(job, "internal", "out of memory");
+        return;
+    }
+    if (b->nbufs == 0 || b->bufs[b->nbufs - 1] != buf) {
+        buf_ref(buf);
+        b->bufs[b->nbufs++] = buf;
+    }
+    struct iovec *last = b->niov ? &b->iov[b->niov - 1] : NULL;
+    if (last && (const char *)last->iov_base + last->iov_len == p)
+        last->iov_len += n; /* contiguous in the same buffer: one iovec */
+    else
+        b->iov[b->niov++] = (struct iovec){(void *)p, n};
+    b->bytes += n;
+    if (b->bytes >= js->cfg->read_buffer_size || b->niov == BATCH_MAX_IOV ||
+        b->nbufs == BATCH_MAX_IOV) {
+        job_seal(job);
+        job_pump(job);
+    }
+    if (!(job->flags & JOB_PAUSED) && job->queued_bytes > js->cfg->max_inflight &&
+        job->state == JOB_BODY) {
+        /* Seal and hand on what we hold first: the work item that then
+         * completes is what resumes us (job_pump), so pausing cannot stall. */
+        job_seal(job);
+        job_pump(job);
+        job->flags |= JOB_PAUSED;
+        transfer_set_paused(&job->xfer, 1);
+    }
 }

@@ -1,11 +1,11 @@
-/* transfer: the HTTP exchange of a job: the request (Range, If-Range,
- * credentials for the first origin only) and the response callbacks that
- * decide what the response means (take the body, redirect, retry, restart).
- * Loop thread. */
+/* transfer: one HTTP exchange of a job (see transfer.h): the request
+ * (Range, If-Range, credentials for the first origin only), the response
+ * callbacks that apply what disposition_of() decides, redirects, and the
+ * retries of failed attempts. Loop thread. */
+#include "transfer.h"
 #include "job_internal.h"
 #include "log.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,8 @@
  * head and the request alone; here it is applied. */
 static int on_http_headers(http_req_t *req, const http_response_t *resp, void *data)
 {
-    job_t *job = data;
+    transfer_t *t = data;
+    job_t *job = t->job;
     (void)req;
     disp_head_t head = {
         .status = resp->status,
@@ -26,14 +27,14 @@ static int on_http_headers(http_req_t *req, const http_response_t *resp, void *d
         .retry_after = resp->retry_after,
     };
     disp_request_t asked = {
-        .url = &job->url,
-        .offset = job->resume_from,
+        .url = &t->url,
+        .offset = t->offset,
         .total = job->total,
         .etag = job->etag,
-        .redirects = job->redirects,
+        .redirects = t->redirects,
         .max_redirects = job->js->cfg->max_redirects,
     };
-    disposition_t *d = &job->disp;
+    disposition_t *d = &t->disp;
     disposition_clear(d);
     disposition_of(&head, &asked, d);
     switch (d->kind) {
@@ -50,122 +51,83 @@ static int on_http_headers(http_req_t *req, const http_response_t *resp, void *d
     case DISP_TAKE:
         break;
     }
-    job_set_state(job, JOB_BODY);
-    job->total = d->total;
-    if (d->new_validators) {
-        free(job->etag);
-        free(job->last_modified);
-        job->etag = resp->etag ? strdup(resp->etag) : NULL;
-        job->last_modified = resp->last_modified ? strdup(resp->last_modified) : NULL;
-    }
-    if (job_too_large(job, job->total))
-        return HTTP_BODY_DISCARD;
-    jobs_evict(job->js, NULL); /* make room before writing, not after */
-    return HTTP_BODY_DELIVER;
+    return job_take_head(job, d->total, d->new_validators, resp->etag, resp->last_modified)
+               ? HTTP_BODY_DISCARD
+               : HTTP_BODY_DELIVER;
 }
 
 static void on_http_body(http_req_t *req, buf_t *buf, const char *p, size_t n, void *data)
 {
-    job_t *job = data;
-    jobs_t *js = job->js;
-    js->stats.bytes_from_origin += n;
-    job->received += n;
-    if (job_too_large(job, (int64_t)job->received)) /* chunked, or a lying length */
-        return;
-    job->queued_bytes += n;
-    batch_t *b = job->cur;
-    if (!b && !(b = job->cur = calloc(1, sizeof *b))) {
-        job_fail(job, "internal", "out of memory");
-        return;
-    }
-    if (b->nbufs == 0 || b->bufs[b->nbufs - 1] != buf) {
-        buf_ref(buf);
-        b->bufs[b->nbufs++] = buf;
-    }
-    struct iovec *last = b->niov ? &b->iov[b->niov - 1] : NULL;
-    if (last && (const char *)last->iov_base + last->iov_len == p)
-        last->iov_len += n; /* contiguous in the same buffer: one iovec */
-    else
-        b->iov[b->niov++] = (struct iovec){(void *)p, n};
-    b->bytes += n;
-    if (b->bytes >= js->cfg->read_buffer_size || b->niov == BATCH_MAX_IOV ||
-        b->nbufs == BATCH_MAX_IOV) {
-        job_seal(job);
-        job_pump(job);
-    }
-    if (!(job->flags & JOB_PAUSED) && job->queued_bytes > js->cfg->max_inflight &&
-        job->state == JOB_BODY) {
-        /* Seal and hand on what we hold first: the work item that then
-         * completes is what resumes us (job_pump), so pausing cannot stall. */
-        job_seal(job);
-        job_pump(job);
-        job->flags |= JOB_PAUSED;
-        http_req_set_paused(req, 1);
-    }
+    transfer_t *t = data;
+    (void)req;
+    job_take_body(t->job, buf, p, n);
 }
 
 /* The exchange is over: a failed attempt, a drained status or redirect, or
  * the whole body. */
 static void on_http_done(http_req_t *req, const char *code, const char *msg, void *data)
 {
-    job_t *job = data;
+    transfer_t *t = data;
+    job_t *job = t->job;
     (void)req;
-    job->req = NULL;
+    t->req = NULL;
     if (job->state == JOB_FAILED || job->state == JOB_RETRY_WAIT || job->state == JOB_RESTARTING)
         return; /* failed or restarting from a callback: the request was ours to drop */
     if (code) {
-        job_error(job, code, msg);
+        transfer_error(t, code, msg);
         return;
     }
     char m[300];
-    if (job->disp.kind == DISP_STATUS) {
+    if (t->disp.kind == DISP_STATUS) {
         char status_code[16];
-        snprintf(status_code, sizeof status_code, "http_%d", job->disp.status);
-        snprintf(m, sizeof m, "%s answered HTTP %d", job->url.canonical, job->disp.status);
-        job_error(job, status_code, m);
+        snprintf(status_code, sizeof status_code, "http_%d", t->disp.status);
+        snprintf(m, sizeof m, "%s answered HTTP %d", t->url.canonical, t->disp.status);
+        transfer_error(t, status_code, m);
         return;
     }
-    if (job->disp.kind == DISP_REDIRECT) {
+    if (t->disp.kind == DISP_REDIRECT) {
         url_t next;
-        if (disposition_follow(&job->url, job->disp.location, &next, m, sizeof m)) {
+        if (disposition_follow(&t->url, t->disp.location, &next, m, sizeof m)) {
             job_fail(job, "redirect", m);
             return;
         }
-        log_debug("job %llu: redirect %u to %s", (unsigned long long)job->id, job->redirects + 1,
+        log_debug("job %llu: redirect %u to %s", (unsigned long long)job->id, t->redirects + 1,
                   next.canonical);
-        url_free(&job->url);
-        job->url = next;
-        disposition_clear(&job->disp);
-        job->redirects++;
+        url_free(&t->url);
+        t->url = next;
+        disposition_clear(&t->disp);
+        t->redirects++;
         job_begin_request(job);
         return;
     }
-    if (job->total >= 0 && job->received != (uint64_t)job->total) {
-        /* A 206 that stopped short of its range (or a server that lied
-         * about the total): never commit a prefix as the file. */
-        snprintf(m, sizeof m, "the response ended at byte %llu of %lld",
-                 (unsigned long long)job->received, (long long)job->total);
-        job_error(job, "truncated", m);
-        return;
-    }
-    job_seal(job);
-    job_set_state(job, JOB_BODY_DONE);
-    job->t_body = uv_now(job->js->loop);
-    job_pump(job);
+    job_body_ended(job);
 }
 
-static const http_req_cbs_t job_http_cbs = {on_http_headers, on_http_body, on_http_done};
+static const http_req_cbs_t transfer_http_cbs = {on_http_headers, on_http_body, on_http_done};
 
-static void on_begin_failed(uv_timer_t *t)
+void transfer_init(transfer_t *t, struct job *job, const url_t *u)
 {
-    job_t *job = t->data;
-    job_fail(job, job->begin_code, job->begin_msg);
+    memset(t, 0, sizeof *t);
+    t->job = job;
+    t->url = *u;
 }
 
-void job_begin_request(job_t *job)
+void transfer_free(transfer_t *t)
 {
-    job_set_state(job, JOB_CONNECTING);
-    job->resume_from = job->received; /* all of it is sealed, or the job restarted */
+    url_free(&t->url);
+    disposition_clear(&t->disp);
+}
+
+static void on_begin_failed(uv_timer_t *timer)
+{
+    job_t *job = timer->data;
+    job_fail(job, job->xfer.begin_code, job->xfer.begin_msg);
+}
+
+void transfer_start(transfer_t *t, uint64_t offset)
+{
+    job_t *job = t->job;
+    t->offset = offset;
     char *hdrs = NULL;
     /* Credentials are for the origin they were given for: never sent to
      * another scheme, host or port a redirect leads to. They are kept, not
@@ -173,29 +135,106 @@ void job_begin_request(job_t *job)
     const char *cred = "";
     url_t first;
     if (job->cred_headers && url_parse(job->key, &first, NULL) == 0) {
-        if (url_same_origin(&job->url, &first))
+        if (url_same_origin(&t->url, &first))
             cred = job->cred_headers;
         url_free(&first);
     }
     const char *validator = job_validator(job);
-    int n = job->resume_from > 0 ? asprintf(&hdrs, "Range: bytes=%llu-\r\nIf-Range: %s\r\n%s",
-                                            (unsigned long long)job->resume_from, validator, cred)
-                                 : asprintf(&hdrs, "%s", cred);
+    int n = t->offset > 0 ? asprintf(&hdrs, "Range: bytes=%llu-\r\nIf-Range: %s\r\n%s",
+                                     (unsigned long long)t->offset, validator, cred)
+                          : asprintf(&hdrs, "%s", cred);
     int rc = n < 0 ? -ENOMEM : 0;
     if (!rc)
-        rc = http_request(job->js->http, &job->url, hdrs, &job_http_cbs, job, &job->req);
+        rc = http_request(job->js->http, &t->url, hdrs, &transfer_http_cbs, t, &t->req);
     free(hdrs);
     if (!rc)
         return;
     /* Failed from the next loop iteration: this may run inside jobs_fetch
      * (a new job that starts at once), which never calls back itself. */
-    job->req = NULL;
-    job->begin_code = rc == -EACCES ? "forbidden" : "internal";
+    t->req = NULL;
+    t->begin_code = rc == -EACCES ? "forbidden" : "internal";
     if (rc == -EACCES)
-        snprintf(job->begin_msg, sizeof job->begin_msg,
+        snprintf(t->begin_msg, sizeof t->begin_msg,
                  "the network policy does not allow the host %s (allow_hosts, deny_hosts)",
-                 job->url.host);
+                 t->url.host);
     else
-        snprintf(job->begin_msg, sizeof job->begin_msg, "cannot start the request");
+        snprintf(t->begin_msg, sizeof t->begin_msg, "cannot start the request");
     uv_timer_start(&job->retry_timer, on_begin_failed, 0, 0);
+}
+
+void transfer_abort(transfer_t *t)
+{
+    if (t->req) {
+        http_req_abort(t->req);
+        t->req = NULL;
+    }
+}
+
+void transfer_set_paused(transfer_t *t, int paused)
+{
+    if (t->req)
+        http_req_set_paused(t->req, paused);
+}
+
+void transfer_rewind(transfer_t *t)
+{
+    transfer_abort(t);
+    disposition_clear(&t->disp);
+    t->redirects = 0;
+    url_t u;
+    if (url_parse(t->job->key, &u, NULL) == 0) {
+        url_free(&t->url);
+        t->url = u;
+    }
+}
+
+static void on_retry_timer(uv_timer_t *timer)
+{
+    job_t *job = timer->data;
+    if (job->state != JOB_RETRY_WAIT)
+        return;
+    if (job->received > 0 && !job_validator(job)) {
+        /* Nothing to tie a range to the same file: safer to start over. */
+        job_set_state(job, JOB_RESTARTING);
+        job_pump(job);
+        return;
+    }
+    job_begin_request(job);
+}
+
+void transfer_error(transfer_t *t, const char *code, const char *msg)
+{
+    job_t *job = t->job;
+    if (job->state == JOB_FAILED || job->state == JOB_DONE)
+        return;
+    jobs_t *js = job->js;
+    const hubd_config_t *cfg = js->cfg;
+    char final[600];
+    if (!disposition_is_transient(code) || js->shutting_down || t->attempts >= cfg->retries) {
+        if (t->attempts > 0 && disposition_is_transient(code)) {
+            snprintf(final, sizeof final, "%s (after %u attempts)", msg, t->attempts + 1);
+            msg = final;
+        }
+        job_fail(job, code, msg);
+        return;
+    }
+    uint64_t delay =
+        disposition_backoff_ms(cfg->retry_delay_ms, cfg->retry_max_delay_ms, t->attempts,
+                               t->disp.retry_after_ms, (uint64_t)random());
+    uint64_t now = uv_now(js->loop);
+    if (cfg->deadline_ms && now + delay - job->t_start >= cfg->deadline_ms) {
+        snprintf(final, sizeof final, "%s (deadline reached after %u attempts)", msg,
+                 t->attempts + 1);
+        job_fail(job, code, final);
+        return;
+    }
+    t->attempts++;
+    transfer_rewind(t); /* the Retry-After is spent with the disposition */
+    job_set_state(job, JOB_RETRY_WAIT);
+    job_seal(job); /* what arrived is kept: the next request resumes after it */
+    log_warn("job %llu: attempt %u of %s failed: %s: %s; retrying in %llu ms from byte %llu",
+             (unsigned long long)job->id, t->attempts, job->key, code, msg,
+             (unsigned long long)delay, (unsigned long long)job->received);
+    uv_timer_start(&job->retry_timer, on_retry_timer, delay, 0);
+    job_pump(job);
 }
