@@ -286,6 +286,30 @@ void job_seal(job_t *job);
 void job_drop_batches(job_t *job);
 void job_pump(job_t *job);
 void job_take_body(job_t *job, buf_t *buf, const char *p, size_t n);
+
+/* The pipeline's decisions, pure functions of their arguments: */
+/* Appends n bytes at p, in buf, to b: one iovec with the last one when they
+ * follow it in memory. Returns 1 when buf is new to b: the caller takes a
+ * reference for it. b must not be full (pipeline_batch_full). */
+int pipeline_batch_add(batch_t *b, const buf_t *buf, const char *p, size_t n);
+/* Whether b is to be sealed: about read_buffer_size bytes, or no room for
+ * another iovec or buffer. */
+int pipeline_batch_full(const batch_t *b, size_t read_buffer_size);
+/* Backpressure with hysteresis: stop reading above max_inflight queued
+ * bytes, read again at half of it. */
+int pipeline_should_pause(uint64_t queued, size_t max_inflight);
+int pipeline_should_resume(uint64_t queued, size_t max_inflight);
+/* A checkpoint is due: bytes on disk not yet durable, and CHECKPOINT_BYTES
+ * of them or CHECKPOINT_MS since the last one (now, t_ckpt: uv_now). */
+int pipeline_checkpoint_due(uint64_t on_disk, uint64_t durable, uint64_t now, uint64_t t_ckpt);
+/* Start writeback of what was written since `flushed`: every WRITEBACK_CHUNK. */
+int pipeline_writeback_due(uint64_t written, uint64_t flushed);
+/* Hands the sealed batches from *next on (at most WORK_MAX_BATCHES) to one
+ * work item: *first is its first, *next moves past its last. Returns how many. */
+int pipeline_take_batches(batch_t **next, batch_t **first);
+/* The room a write item needs: its count batches from first, or the rest of
+ * a file of total bytes from first's offset when that is more. */
+uint64_t pipeline_room_wanted(const batch_t *first, int count, int64_t total);
 extern const char job_short_of_space_msg[];
 
 /* commit.c: the commit, discard, park and rehash items */

@@ -21,10 +21,75 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 static void after_hash(uv_work_t *req, int status);
 static void after_write(uv_work_t *req, int status);
 static void after_sync(uv_work_t *req, int status);
-#include <unistd.h>
+
+/* ---- decisions: pure functions of their arguments (test_pipeline.c) ---- */
+
+int pipeline_batch_add(batch_t *b, const buf_t *buf, const char *p, size_t n)
+{
+    int fresh = b->nbufs == 0 || b->bufs[b->nbufs - 1] != buf;
+    if (fresh)
+        b->bufs[b->nbufs++] = (buf_t *)buf;
+    struct iovec *last = b->niov ? &b->iov[b->niov - 1] : NULL;
+    if (last && (const char *)last->iov_base + last->iov_len == p)
+        last->iov_len += n; /* contiguous in the same buffer: one iovec */
+    else
+        b->iov[b->niov++] = (struct iovec){(void *)p, n};
+    b->bytes += n;
+    return fresh;
+}
+
+int pipeline_batch_full(const batch_t *b, size_t read_buffer_size)
+{
+    return b->bytes >= read_buffer_size || b->niov == BATCH_MAX_IOV || b->nbufs == BATCH_MAX_IOV;
+}
+
+int pipeline_should_pause(uint64_t queued, size_t max_inflight)
+{
+    return queued > max_inflight;
+}
+
+int pipeline_should_resume(uint64_t queued, size_t max_inflight)
+{
+    return queued <= max_inflight / 2;
+}
+
+int pipeline_checkpoint_due(uint64_t on_disk, uint64_t durable, uint64_t now, uint64_t t_ckpt)
+{
+    return on_disk > durable &&
+           (on_disk - durable >= CHECKPOINT_BYTES || now - t_ckpt >= CHECKPOINT_MS);
+}
+
+int pipeline_writeback_due(uint64_t written, uint64_t flushed)
+{
+    return written - flushed >= WRITEBACK_CHUNK;
+}
+
+int pipeline_take_batches(batch_t **next, batch_t **first)
+{
+    int n = 0;
+    *first = *next;
+    while (*next && n < WORK_MAX_BATCHES) {
+        *next = (*next)->next;
+        n++;
+    }
+    return n;
+}
+
+uint64_t pipeline_room_wanted(const batch_t *first, int count, int64_t total)
+{
+    uint64_t want = 0;
+    const batch_t *c = first;
+    for (int i = 0; i < count; i++, c = i < count ? c->next : c)
+        want += c->bytes;
+    if (total >= 0 && (uint64_t)total > first->offset + want)
+        want = (uint64_t)total - first->offset;
+    return want;
+}
 
 static void hash_work(uv_work_t *req)
 {
@@ -95,12 +160,7 @@ static void write_work(uv_work_t *req)
     struct statvfs v;
     job->space_short = 0;
     if (fstatvfs(job->fd, &v) == 0) {
-        uint64_t want = 0;
-        batch_t *c = job->write_first;
-        for (int i = 0; i < job->write_count; i++, c = i < job->write_count ? c->next : c)
-            want += c->bytes;
-        if (job->total_hint >= 0 && (uint64_t)job->total_hint > job->write_first->offset + want)
-            want = (uint64_t)job->total_hint - job->write_first->offset;
+        uint64_t want = pipeline_room_wanted(job->write_first, job->write_count, job->total_hint);
         job->space_short = (uint64_t)v.f_bavail * v.f_frsize <
                            job_space_floor(&v, job->floor_hint, job->floor_pct_hint) + want;
     }
@@ -125,7 +185,7 @@ static void write_work(uv_work_t *req)
     }
     /* Start writeback now, so the fsync at commit finds little left to do
      * and the disk works while the network does. Advisory: errors ignored. */
-    if (job->written - job->flushed >= WRITEBACK_CHUNK) {
+    if (pipeline_writeback_due(job->written, job->flushed)) {
         sync_file_range(job->fd, (off_t)job->flushed, (off_t)(job->written - job->flushed),
                         SYNC_FILE_RANGE_WRITE);
         job->flushed = job->written;
@@ -184,8 +244,8 @@ static void job_checkpoint(job_t *job)
     uint64_t now = uv_now(job->js->loop);
     if ((job->items & JOB_ITEM_SYNC) || job->state == JOB_RESTARTING ||
         job->state == JOB_BODY_DONE || job->state == JOB_COMMITTING || job->state == JOB_DONE ||
-        job->state == JOB_FAILED || !job_validator(job) || job->on_disk <= job->durable ||
-        (job->on_disk - job->durable < CHECKPOINT_BYTES && now - job->t_ckpt < CHECKPOINT_MS))
+        job->state == JOB_FAILED || !job_validator(job) ||
+        !pipeline_checkpoint_due(job->on_disk, job->durable, now, job->t_ckpt))
         return;
     db_partial_free(&job->ckpt);
     job->ckpt.etag = job->etag ? strdup(job->etag) : NULL;
@@ -200,29 +260,17 @@ static void job_checkpoint(job_t *job)
     uv_queue_work(job->js->loop, &job->sync_work, sync_work, after_sync);
 }
 
-/* Hands the sealed batches from *next on to one work item. */
-static int take_batches(batch_t **next, batch_t **first)
-{
-    int n = 0;
-    *first = *next;
-    while (*next && n < WORK_MAX_BATCHES) {
-        *next = (*next)->next;
-        n++;
-    }
-    return n;
-}
-
 static void submit_work(job_t *job)
 {
     uv_loop_t *loop = job->js->loop;
     if (!(job->items & JOB_ITEM_HASH) && job->hash_next) {
-        job->hash_count = take_batches(&job->hash_next, &job->hash_first);
+        job->hash_count = pipeline_take_batches(&job->hash_next, &job->hash_first);
         job->items |= JOB_ITEM_HASH;
         job->hash_work.data = job;
         uv_queue_work(loop, &job->hash_work, hash_work, after_hash);
     }
     if (!(job->items & JOB_ITEM_WRITE) && job->write_next) {
-        job->write_count = take_batches(&job->write_next, &job->write_first);
+        job->write_count = pipeline_take_batches(&job->write_next, &job->write_first);
         job->items |= JOB_ITEM_WRITE;
         job->total_hint = job->total; /* the write item's copies, handed over with it */
         job->floor_hint = job->js->cfg->min_free_space;
@@ -281,7 +329,8 @@ void job_pump(job_t *job)
         batch_free(job->js, b);
     }
     submit_work(job);
-    if ((job->flags & JOB_PAUSED) && job->queued_bytes <= job->js->cfg->max_inflight / 2) {
+    if ((job->flags & JOB_PAUSED) &&
+        pipeline_should_resume(job->queued_bytes, job->js->cfg->max_inflight)) {
         job->flags &= ~JOB_PAUSED;
         transfer_set_paused(&job->xfer, 0);
     }
@@ -389,23 +438,14 @@ void job_take_body(job_t *job, buf_t *buf, const char *p, size_t n)
         job_fail(job, "internal", "out of memory");
         return;
     }
-    if (b->nbufs == 0 || b->bufs[b->nbufs - 1] != buf) {
-        buf_ref(buf);
-        b->bufs[b->nbufs++] = buf;
-    }
-    struct iovec *last = b->niov ? &b->iov[b->niov - 1] : NULL;
-    if (last && (const char *)last->iov_base + last->iov_len == p)
-        last->iov_len += n; /* contiguous in the same buffer: one iovec */
-    else
-        b->iov[b->niov++] = (struct iovec){(void *)p, n};
-    b->bytes += n;
-    if (b->bytes >= js->cfg->read_buffer_size || b->niov == BATCH_MAX_IOV ||
-        b->nbufs == BATCH_MAX_IOV) {
+    if (pipeline_batch_add(b, buf, p, n))
+        buf_ref(buf); /* the batch's reference */
+    if (pipeline_batch_full(b, js->cfg->read_buffer_size)) {
         job_seal(job);
         job_pump(job);
     }
-    if (!(job->flags & JOB_PAUSED) && job->queued_bytes > js->cfg->max_inflight &&
-        job->state == JOB_BODY) {
+    if (!(job->flags & JOB_PAUSED) &&
+        pipeline_should_pause(job->queued_bytes, js->cfg->max_inflight) && job->state == JOB_BODY) {
         /* Seal and hand on what we hold first: the work item that then
          * completes is what resumes us (job_pump), so pausing cannot stall. */
         job_seal(job);
