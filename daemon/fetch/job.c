@@ -67,6 +67,17 @@ void job_waiter_link(job_t *job, job_waiter_t *w)
     job->nwaiters++;
 }
 
+/* Tells the waiters that want it how far the partial file is written and
+ * durable. A waiter may leave (jobs_cancel) from its callback. */
+void job_notify_written(job_t *job)
+{
+    for (job_waiter_t *w = job->waiters, *next; w; w = next) {
+        next = w->next;
+        if (w->on_written)
+            w->on_written(w, job->on_disk, job->durable);
+    }
+}
+
 /* Tells every waiter the outcome and detaches them. Each waiter with its own
  * expected digest is checked here: waiters of one URL may expect different
  * digests, and each hears about its own (a hash_mismatch result carries the

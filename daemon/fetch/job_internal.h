@@ -266,6 +266,7 @@ void job_free(job_t *job);
 void job_waiter_unlink(job_t *job, job_waiter_t *w);
 void job_waiter_link(job_t *job, job_waiter_t *w);
 void job_notify_all(job_t *job, const job_result_t *res);
+void job_notify_written(job_t *job);
 int job_too_large(job_t *job, int64_t size);
 const char *job_validator(const job_t *job);
 void job_restart_from_zero(job_t *job, const char *why);

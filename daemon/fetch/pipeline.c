@@ -397,6 +397,8 @@ static void after_write(uv_work_t *req, int status)
     }
     if (job_short_of_space(job))
         return;
+    if (job->state != JOB_FAILED)
+        job_notify_written(job);
     job_pump(job);
 }
 
@@ -411,6 +413,8 @@ static void after_sync(uv_work_t *req, int status)
         job->ckpt_done = 0;
         log_debug("job %llu: checkpoint: %llu bytes durable", (unsigned long long)job->id,
                   (unsigned long long)job->durable);
+        if (!job->sync_err && job->state != JOB_FAILED)
+            job_notify_written(job);
     }
     if (job->sync_err && job->state != JOB_FAILED) {
         char msg[256];

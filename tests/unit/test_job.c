@@ -1,5 +1,6 @@
-/* Unit tests for the job state machine of daemon/fetch/job.c: the
- * transition table, allowed and refused changes. */
+/* Unit tests for daemon/fetch/job.c: the state machine's transition table
+ * (allowed and refused changes) and the waiters' written-bytes
+ * notification. */
 #include "job_internal.h"
 
 #include <check.h>
@@ -65,6 +66,57 @@ START_TEST(job_state_names_for_status)
 }
 END_TEST
 
+static unsigned calls[2];
+static uint64_t last_written, last_durable;
+
+static void count_written(job_waiter_t *w, uint64_t written, uint64_t durable)
+{
+    (void)w;
+    calls[0]++;
+    last_written = written;
+    last_durable = durable;
+}
+
+/* Leaves from its own callback, as a session whose client went away. */
+static void leave_when_told(job_waiter_t *w, uint64_t written, uint64_t durable)
+{
+    (void)written;
+    (void)durable;
+    calls[1]++;
+    jobs_cancel(w);
+}
+
+START_TEST(job_tells_waiters_what_is_written)
+{
+    job_t *job = calloc(1, sizeof *job);
+    job_waiter_t told = {.on_written = count_written}, leaving = {.on_written = leave_when_told},
+                 quiet = {0}; /* no on_written: not told */
+    job_waiter_link(job, &quiet);
+    job_waiter_link(job, &leaving);
+    job_waiter_link(job, &told);
+    job->on_disk = 3 << 20;
+    job->durable = 1 << 20;
+    job_notify_written(job);
+    ck_assert_uint_eq(calls[0], 1);
+    ck_assert_uint_eq(calls[1], 1);
+    ck_assert_uint_eq(last_written, 3 << 20);
+    ck_assert_uint_eq(last_durable, 1 << 20);
+    ck_assert_uint_eq(job->nwaiters, 2); /* the one that left is gone */
+    ck_assert_ptr_null(leaving.job);
+
+    job->on_disk = 0; /* restarted from byte 0 */
+    job->durable = 0;
+    job_notify_written(job);
+    ck_assert_uint_eq(calls[0], 2);
+    ck_assert_uint_eq(calls[1], 1);
+    ck_assert_uint_eq(last_written, 0);
+    jobs_cancel(&told);
+    jobs_cancel(&quiet);
+    ck_assert_uint_eq(job->nwaiters, 0);
+    free(job);
+}
+END_TEST
+
 static Suite *job_suite(void)
 {
     Suite *s = suite_create("job");
@@ -74,6 +126,10 @@ static Suite *job_suite(void)
     tcase_add_test(tc, job_transitions_refused);
     tcase_add_test(tc, job_state_names_for_status);
     suite_add_tcase(s, tc);
+
+    TCase *waiters = tcase_create("waiters");
+    tcase_add_test(waiters, job_tells_waiters_what_is_written);
+    suite_add_tcase(s, waiters);
     return s;
 }
 
