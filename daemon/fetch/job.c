@@ -1,6 +1,7 @@
-/* job: one job's life on the loop thread: its waiters, the single failure
- * path, retries with backoff, restarts from byte 0, progress and the
- * deadline and low-speed checks. */
+/* job: one job's life on the loop thread: its creation, its state changes
+ * (the transition table), its waiters, what its transfer hands it (a head
+ * taken, the end of the body), the single failure path, restarts from byte
+ * 0, progress and the deadline and low-speed checks. */
 #include "job_internal.h"
 #include "log.h"
 

@@ -72,7 +72,7 @@ struct job_waiter {
      * restarts from byte 0. */
     void (*on_written)(job_waiter_t *w, uint64_t written, uint64_t durable);
     uid_t uid; /* who asks: a new job counts toward this uid's max_jobs_per_user */
-    /* Private to job.c. */
+    /* Private to the jobs module (daemon/fetch/). */
     job_t *job;        /* the job waited on, or NULL */
     job_hit_t *hit;    /* the cache look-up in flight, or NULL */
     fetch_kind_t kind; /* what on_start said */

@@ -152,13 +152,12 @@ struct job {
     uint64_t id;
     uint64_t part_id;       /* its partial is tmp/<part_id>.part and partials row part_id */
     job_state_t state;      /* only job_set_state() changes it */
-    unsigned flags;         /* JOB_IN_QUEUE ... */
+    unsigned flags;         /* JOB_IN_QUEUE etc.: the loop's sub-states */
     unsigned items;         /* JOB_ITEM_*: pool items in flight */
     char *key;              /* canonical URL asked for: the dedup and cache key */
     char *host_key;         /* "host:port" of key, for max_per_host */
     char *cred_headers;     /* the client's "Name: value\r\n" lines: sent only to the origin
-                               of the URL asked for (job_begin_request checks every hop) */
-    int truncate_file;      /* the next write item empties the partial first (it clears it) */
+                               of the URL asked for (transfer_start checks every hop) */
     transfer_t xfer;        /* its one transfer: the HTTP exchange for the bytes it lacks */
     uv_timer_t retry_timer; /* the transfer's backoff; a failed start's report */
     int handles_open;       /* timers not yet closed */
@@ -184,6 +183,7 @@ struct job {
     uint64_t floor_hint; /* min_free_space then (the write item's copy) */
     unsigned floor_pct_hint;
     int space_short;       /* the write item found the floor would be crossed */
+    int truncate_file;     /* the next write item empties the partial first (and clears it) */
     uint64_t short_runs;   /* the run that must complete before giving up */
     uint64_t received;     /* body bytes from the network */
     uint64_t sealed;       /* bytes in sealed batches (next batch's offset) */
