@@ -10,8 +10,9 @@
  *
  * Loop thread only. Each waiter gets on_start once (possibly from inside
  * jobs_fetch; skipped only when the fetch fails before it starts), then
- * on_progress any number of times, then on_finish exactly once (never from
- * inside jobs_fetch) unless it leaves first with jobs_cancel. */
+ * on_progress (and on_written, if set) any number of times, then on_finish
+ * exactly once (never from inside jobs_fetch) unless it leaves first with
+ * jobs_cancel. */
 #ifndef HUBD_JOB_H
 #define HUBD_JOB_H
 
@@ -63,8 +64,15 @@ struct job_waiter {
     void (*on_start)(job_waiter_t *w, fetch_kind_t kind, uint64_t job_id);
     void (*on_progress)(job_waiter_t *w, uint64_t done, int64_t total, uint64_t rate);
     void (*on_finish)(job_waiter_t *w, const job_result_t *res);
+    /* Optional (NULL: not told): the download's partial file holds its
+     * first `written` bytes, the first `durable` of them fdatasync'ed and
+     * recorded (they survive a crash), so a reader can follow the file as
+     * it lands. Called after each write item and each checkpoint, between
+     * on_start and on_finish; `written` goes back to 0 when the download
+     * restarts from byte 0. */
+    void (*on_written)(job_waiter_t *w, uint64_t written, uint64_t durable);
     uid_t uid; /* who asks: a new job counts toward this uid's max_jobs_per_user */
-    /* Private to job.c. */
+    /* Private to the jobs module (daemon/fetch/). */
     job_t *job;        /* the job waited on, or NULL */
     job_hit_t *hit;    /* the cache look-up in flight, or NULL */
     fetch_kind_t kind; /* what on_start said */

@@ -1,0 +1,167 @@
+/* disposition: the response and retry rules as pure functions (see the
+ * header). Everything a test can check without a socket or a loop. */
+#include "disposition.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int is_redirect(int status)
+{
+    return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+static void restart(disposition_t *d, const char *why)
+{
+    d->kind = DISP_RESTART;
+    d->why = why;
+}
+
+static void fail(disposition_t *d, const char *code)
+{
+    d->kind = DISP_FAIL;
+    d->code = code;
+}
+
+/* A 3xx: where to, if anywhere. */
+static void redirect_of(const disp_head_t *h, const disp_request_t *r, disposition_t *d)
+{
+    if (!h->location || !*h->location) {
+        fail(d, "redirect");
+        snprintf(d->msg, sizeof d->msg, "HTTP %d redirect without a Location", h->status);
+        return;
+    }
+    if (r->redirects >= r->max_redirects) {
+        fail(d, "redirect");
+        snprintf(d->msg, sizeof d->msg, "more than %u redirects", r->max_redirects);
+        return;
+    }
+    if (url_resolve(r->url, h->location, &d->location)) {
+        d->location = NULL;
+        fail(d, "redirect");
+        snprintf(d->msg, sizeof d->msg, "redirect to an unusable Location");
+        return;
+    }
+    d->kind = DISP_REDIRECT;
+}
+
+/* A 206 to a resumed request: only the range asked for, of the file we
+ * have the start of, is taken. */
+static void range_of(const disp_head_t *h, const disp_request_t *r, disposition_t *d)
+{
+    unsigned long long start, end, total;
+    int n = h->content_range
+                ? sscanf(h->content_range, "bytes %llu-%llu/%llu", &start, &end, &total)
+                : 0;
+    /* The file's length is the one already known, whatever this response
+     * says (a "*" length: unknown to the server): a range that does not
+     * reach it is not the end of the file. */
+    int64_t length = n == 3 ? (int64_t)total : r->total;
+    if (n < 2 || start != r->offset || end < start ||
+        (r->etag && h->etag && strcmp(r->etag, h->etag) != 0) ||
+        (n == 3 && (total > INT64_MAX || (r->total >= 0 && (int64_t)total != r->total))) ||
+        (length >= 0 && end >= (unsigned long long)length) ||
+        (h->content_length >= 0 && (uint64_t)h->content_length != end - start + 1)) {
+        restart(d, "the range sent is not the one asked for");
+        return;
+    }
+    if (length < 0) {
+        /* Neither response said how long the file is: where this range
+         * ends proves nothing. The whole file, then, to its real end. */
+        restart(d, "a range of a file of unknown length");
+        return;
+    }
+    /* A range that ends before the file does is taken; the end of the
+     * body then finds the file short (truncated: retried, resuming). */
+    d->kind = DISP_TAKE;
+    d->total = length;
+}
+
+void disposition_of(const disp_head_t *h, const disp_request_t *r, disposition_t *d)
+{
+    d->status = h->status;
+    d->total = -1;
+    if (is_redirect(h->status)) {
+        redirect_of(h, r, d);
+        return;
+    }
+    if (r->offset > 0 && (h->status == 200 || h->status == 203 || h->status == 416)) {
+        /* The server ignored the Range, or If-Range found the file changed:
+         * what we have is not a prefix of this body. */
+        restart(d, "the server sent the whole file (or refused the range)");
+        return;
+    }
+    if (h->status == 206 && r->offset > 0) {
+        range_of(h, r, d);
+        return;
+    }
+    if (h->status != 200 && h->status != 203) {
+        /* Ends the attempt once the (small) body is read: the connection
+         * is kept. A 206 to a request without a Range lands here too. */
+        d->kind = DISP_STATUS;
+        d->retry_after_ms = disposition_retry_after_ms(h->retry_after);
+        return;
+    }
+    d->kind = DISP_TAKE;
+    d->total = h->content_length;
+    d->new_validators = 1;
+}
+
+void disposition_clear(disposition_t *d)
+{
+    free(d->location);
+    memset(d, 0, sizeof *d);
+}
+
+unsigned disposition_retry_after_ms(const char *value)
+{
+    if (!value)
+        return 0;
+    char *end;
+    unsigned long secs = strtoul(value, &end, 10);
+    if (end != value && *end == '\0' && secs < 86400)
+        return (unsigned)secs * 1000;
+    return 0;
+}
+
+int disposition_is_transient(const char *code)
+{
+    static const char *const codes[] = {"connect", "timeout",  "truncated",
+                                        "tls",     "http_408", "http_429"};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        if (strcmp(code, codes[i]) == 0)
+            return 1;
+    return strncmp(code, "http_5", 6) == 0;
+}
+
+uint64_t disposition_backoff_ms(uint64_t base_ms, uint64_t max_ms, unsigned attempts,
+                                unsigned retry_after_ms, uint64_t rnd)
+{
+    uint64_t delay = base_ms;
+    for (unsigned i = 0; i < attempts && delay < max_ms; i++)
+        delay *= 2;
+    delay = delay / 2 + rnd % (delay / 2 + 1); /* jitter: [d/2, d] */
+    if (retry_after_ms > delay)
+        delay = retry_after_ms;
+    if (delay > max_ms)
+        delay = max_ms;
+    return delay;
+}
+
+int disposition_follow(const url_t *from, const char *to, url_t *next, char *msg, size_t len)
+{
+    const char *why = NULL;
+    if (url_parse(to, next, &why)) {
+        snprintf(msg, len, "redirect to an unusable URL: %s", why ? why : "bad URL");
+        return -EINVAL;
+    }
+    if (strcmp(from->scheme, "https") == 0 && strcmp(next->scheme, "http") == 0) {
+        /* A downgrade would hand the rest of the exchange, and the bytes we
+         * store, to anyone on the path. */
+        snprintf(msg, len, "refused a redirect from https to http (%s)", next->canonical);
+        url_free(next);
+        return -EINVAL;
+    }
+    return 0;
+}

@@ -1,0 +1,85 @@
+/* disposition: what a response head means for the request that got it, and
+ * the retry rules around it.
+ *
+ * Pure functions: no I/O, no libuv, no clock, no globals; the transfer
+ * applies the verdict (transfer.c) and the job the retry schedule (job.c).
+ * Any thread; the unit tests call them directly. */
+#ifndef HUBD_DISPOSITION_H
+#define HUBD_DISPOSITION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "url.h"
+
+typedef enum {
+    DISP_NONE,     /* no response head yet */
+    DISP_TAKE,     /* deliver the body: it is the file from the offset asked for */
+    DISP_REDIRECT, /* drain the body, then follow `location` */
+    DISP_STATUS,   /* drain the body, then end the attempt with http_<status> */
+    DISP_RESTART,  /* what we have is not a prefix of this body: start over at byte 0 */
+    DISP_FAIL,     /* fail the job now with code and msg */
+} disp_kind_t;
+
+/* The parts of a response head that decide (http_response_t's fields). */
+typedef struct disp_head {
+    int status;
+    int64_t content_length;                                    /* -1 when not announced */
+    const char *location, *etag, *content_range, *retry_after; /* NULL when absent */
+} disp_head_t;
+
+/* The request the head answers. */
+typedef struct disp_request {
+    const url_t *url;       /* the hop asked (a relative Location resolves against it) */
+    uint64_t offset;        /* the Range start asked for; 0: the whole file */
+    int64_t total;          /* the file's length known before, -1 unknown */
+    const char *etag;       /* the ETag held for the partial, NULL if none */
+    unsigned redirects;     /* redirects followed so far */
+    unsigned max_redirects; /* the configured bound */
+} disp_request_t;
+
+typedef struct disposition {
+    disp_kind_t kind;
+    int status;              /* the response's */
+    int64_t total;           /* TAKE: the file's length, -1 unknown */
+    int new_validators;      /* TAKE: a whole file: its ETag and Last-Modified replace ours */
+    unsigned retry_after_ms; /* STATUS: Retry-After in ms, 0 if none or unusable */
+    char *location;          /* REDIRECT: the absolute URL (malloc'd: disposition_clear) */
+    const char *code;        /* FAIL: the error code */
+    const char *why;         /* RESTART: the reason, for the log */
+    char msg[160];           /* FAIL: the message */
+} disposition_t;
+
+/* Decides what the head h means for request r. *out must be clear (zeroed
+ * or disposition_clear'ed). The rules: a 3xx redirect needs a Location
+ * and stays within max_redirects; a resumed request (offset > 0) that gets
+ * 200, 203 or 416 restarts, and its 206 must carry the Content-Range,
+ * length and ETag of the range asked for (else restart); any other status
+ * but 200 and 203 ends the attempt once drained. */
+void disposition_of(const disp_head_t *h, const disp_request_t *r, disposition_t *out);
+
+/* Frees what a disposition holds and makes it DISP_NONE. */
+void disposition_clear(disposition_t *d);
+
+/* Retry-After in milliseconds: delta-seconds below a day; 0 for none, an
+ * HTTP date (not honoured) or anything else. */
+unsigned disposition_retry_after_ms(const char *value);
+
+/* Whether a failure with this error code is worth another attempt: the
+ * network, timeouts, a cut body (also a TLS record cut short), 5xx, 408,
+ * 429. The rest (4xx, bad responses, TLS handshakes and verification,
+ * disk) would fail again. */
+int disposition_is_transient(const char *code);
+
+/* The wait before the attempt after `attempts` failed ones: base_ms doubled
+ * per attempt (until max_ms is reached), with jitter in [d/2, d] taken from
+ * rnd, at least retry_after_ms, at most max_ms. */
+uint64_t disposition_backoff_ms(uint64_t base_ms, uint64_t max_ms, unsigned attempts,
+                                unsigned retry_after_ms, uint64_t rnd);
+
+/* Whether a redirect from `from` to the absolute URL `to` may be followed:
+ * 0 with *next parsed (url_free it), or -EINVAL with the reason in msg
+ * (an unusable URL, or a downgrade from https to http). */
+int disposition_follow(const url_t *from, const char *to, url_t *next, char *msg, size_t len);
+
+#endif

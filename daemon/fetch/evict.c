@@ -1,0 +1,200 @@
+/* evict: the eviction coordinator. One run in the pool at a time, asked
+ * again while busy runs once more; what the running downloads will hold is
+ * subtracted from max_cache_size, and downloads short of room wait for a
+ * run that started after they asked. Loop thread (the item: the pool). */
+#include "job_internal.h"
+#include "log.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void evict_start(jobs_t *js, const char *keep);
+
+/* The item: down to max_cache_size less what the running downloads will
+ * hold, and (with a floor) to what leaves min_free_space free once they
+ * have written the rest. */
+static void evict_work(uv_work_t *req)
+{
+    jobs_t *js = req->data;
+    uint64_t target = js->evict_target, total;
+    struct statvfs v;
+    js->evict_lack = 0;
+    if (statvfs(store_dir(js->store), &v) == 0) {
+        uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
+        uint64_t need =
+            job_space_floor(&v, js->evict_floor, js->evict_floor_pct) + js->evict_remaining;
+        if (avail < need && db_total_size(js->db, js->evict_fence, &total) == 0) {
+            uint64_t lack = need - avail;
+            if (lack <= total) {
+                if (total - lack < target)
+                    target = total - lack;
+            } else {
+                /* Other data holds the room: emptying the cache would not
+                 * make it, so nothing goes for it (the download fails). */
+                js->evict_lack = lack;
+            }
+        }
+    }
+    memset(&js->evict_res, 0, sizeof js->evict_res);
+    js->evict_rc = 0;
+    if (target != UINT64_MAX)
+        js->evict_rc =
+            cache_evict(js->store, js->db, target, js->evict_keep[0] ? js->evict_keep : NULL,
+                        js->evict_fence, &js->evict_res);
+    if (js->evict_res.evicted)
+        cache_reserve_make(js->store); /* a full disk may have taken it */
+    /* What is left now, for the downloads that wait on this run. */
+    js->evict_short_after =
+        statvfs(store_dir(js->store), &v) == 0 &&
+        (uint64_t)v.f_bavail * v.f_frsize <
+            job_space_floor(&v, js->evict_floor, js->evict_floor_pct) + js->evict_remaining;
+}
+
+/* A blob larger than the whole cache may hold: its waiters have it (each
+ * DONE passed an fd), then it goes, instead of every other blob. */
+typedef struct drop_req {
+    uv_work_t work;
+    jobs_t *js;
+    char sha[65];
+    int rc;
+} drop_req_t;
+
+static void drop_work(uv_work_t *w)
+{
+    drop_req_t *d = w->data;
+    d->rc = cache_drop(d->js->store, d->js->db, d->sha);
+}
+
+static void after_drop(uv_work_t *w, int status)
+{
+    drop_req_t *d = w->data;
+    (void)status;
+    if (d->rc == 0) {
+        d->js->stats.evicted++;
+        log_info("blob %s is larger than max_cache_size: handed out, not kept", d->sha);
+    }
+    jobs_release(d->js);
+    free(d);
+}
+
+void jobs_drop_oversized(jobs_t *js, const char *sha, uint64_t size)
+{
+    drop_req_t *d = calloc(1, sizeof *d);
+    log_debug("blob %s: %llu bytes, over max_cache_size", sha, (unsigned long long)size);
+    if (!d)
+        return; /* it stays until the next eviction */
+    d->js = js;
+    snprintf(d->sha, sizeof d->sha, "%s", sha);
+    d->work.data = d;
+    worktrack_hold(&js->work);
+    uv_queue_work(js->loop, &d->work, drop_work, after_drop);
+}
+
+static void after_evict(uv_work_t *req, int status)
+{
+    jobs_t *js = req->data;
+    (void)status;
+    js->evict_busy = 0;
+    js->evict_runs++;
+    js->stats.evicted += js->evict_res.evicted;
+    js->stats.evicted_bytes += js->evict_res.freed;
+    if (js->evict_rc)
+        log_warn("eviction stopped: %s", strerror(-js->evict_rc));
+    uint64_t now = uv_now(js->loop);
+    if (js->evict_lack && (!js->lack_logged || now - js->lack_logged > 60000)) {
+        js->lack_logged = now;
+        log_warn("the cache's file system lacks %llu bytes for min_free_space and the downloads "
+                 "in progress, more than the whole cache holds: nothing evicted for it (other "
+                 "files hold the room; free some, or lower min_free_space)",
+                 (unsigned long long)js->evict_lack);
+    }
+    /* Downloads short of room that waited for a run started after they
+     * asked: still short, they fail; else they go on (to their commit). */
+    for (job_t *j = js->active, *next; j && !js->shutting_down; j = next) {
+        next = j->next; /* job_fail unlists j */
+        if (!(j->flags & JOB_SHORT_WAIT) || js->evict_runs <= j->short_runs)
+            continue;
+        if (js->evict_short_after) {
+            job_fail(j, "no_space", job_short_of_space_msg);
+        } else {
+            j->flags &= ~JOB_SHORT_WAIT;
+            job_pump(j);
+        }
+    }
+    if (js->evict_again && !js->shutting_down) {
+        js->evict_again = 0;
+        evict_start(js, js->next_keep[0] ? js->next_keep : NULL);
+    }
+    jobs_release(js);
+}
+
+/* What the running downloads will hold once done (each one's length when
+ * known, else what it has so far), and what they have still to write. A
+ * download larger than max_cache_size alone is left out: making room for
+ * it would empty the cache for nothing (it is handed out, then dropped). */
+static void jobs_inflight(const jobs_t *js, uint64_t *held, uint64_t *remaining)
+{
+    uint64_t max = js->cfg->max_cache_size;
+    *held = *remaining = 0;
+    for (const job_t *j = js->active; j; j = j->next) {
+        uint64_t size =
+            j->total >= 0 && (uint64_t)j->total > j->received ? (uint64_t)j->total : j->received;
+        /* A committing one's row may be in the blobs' total already: it
+         * must not count twice (its own blob would be evicted for it). */
+        if ((max && size > max) || j->state == JOB_COMMITTING)
+            continue;
+        *held += size;
+        *remaining += size - j->received;
+    }
+}
+
+/* Starts a run, with the targets as of now (the item gets its own copy). */
+static void evict_start(jobs_t *js, const char *keep)
+{
+    const hubd_config_t *cfg = js->cfg;
+    uint64_t held, remaining;
+    jobs_inflight(js, &held, &remaining);
+    js->evict_target = !cfg->max_cache_size         ? UINT64_MAX
+                       : held < cfg->max_cache_size ? cfg->max_cache_size - held
+                                                    : 0;
+    js->evict_remaining = remaining;
+    /* Blobs recorded after this point belong to jobs counted in `held`
+     * (or to commits counted in neither, which is safe): not this run's. */
+    js->evict_fence = db_use_seq(js->db);
+    js->evict_floor = cfg->min_free_space;
+    js->evict_floor_pct = cfg->min_free_percent;
+    snprintf(js->evict_keep, sizeof js->evict_keep, "%s", keep ? keep : "");
+    js->evict_busy = 1;
+    worktrack_hold(&js->work); /* jobs_shutdown waits for it */
+    js->evict_work.data = js;
+    uv_queue_work(js->loop, &js->evict_work, evict_work, after_evict);
+}
+
+/* force: a download is short of room, whatever the settings (a full disk
+ * is a floor of 0). */
+void jobs_evict_run(jobs_t *js, const char *keep, int force)
+{
+    const hubd_config_t *cfg = js->cfg;
+    if (js->shutting_down ||
+        (!force && !cfg->max_cache_size && !cfg->min_free_space && !cfg->min_free_percent))
+        return;
+    if (!js->evict_busy) {
+        evict_start(js, keep);
+        return;
+    }
+    /* The run in flight may have seen an older state: run once more after
+     * it (its targets are taken then). */
+    if (keep)
+        snprintf(js->next_keep, sizeof js->next_keep, "%s", keep);
+    else if (!js->evict_again)
+        js->next_keep[0] = '\0';
+    js->evict_again = 1;
+}
+
+void jobs_evict(jobs_t *js, const char *keep)
+{
+    jobs_evict_run(js, keep, 0);
+}

@@ -1,0 +1,418 @@
+/* jobs: the front door. jobs_fetch resolves a request against the cache
+ * (a hit is confirmed in the pool) and the running jobs (single flight: one
+ * job per URL and credentials); the rest of the public jobs_* API, start-up
+ * and shutdown. Loop thread only. */
+#include "job_internal.h"
+#include "log.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Last step of a shutdown: the HTTP client's connections hold read buffers,
+ * so the pool goes only after the client is gone. */
+static void on_http_closed(void *arg)
+{
+    jobs_t *js = arg;
+    void (*cb)(void *) = js->shutdown_cb;
+    void *cb_arg = js->shutdown_arg;
+    bufpool_destroy(&js->pool);
+    free(js);
+    if (cb)
+        cb(cb_arg);
+}
+
+/* Everything in flight has gone after jobs_shutdown: the HTTP client goes
+ * next, then js. */
+static void on_jobs_drained(void *arg)
+{
+    jobs_t *js = arg;
+    js->http_closing = 1;
+    http_client_close(js->http, on_http_closed, js);
+}
+
+void jobs_release(jobs_t *js)
+{
+    worktrack_release(&js->work);
+}
+
+/* A running job for the same URL and the same credentials (a request
+ * without them must never share a gated download). Only the same URL: a
+ * job of another URL that promises the same digest could be slow, fail or
+ * lie (another user's job), and an attacher must not wait on, or fail
+ * with, what it did not ask for. A digest already in the cache is a hit
+ * whatever its URL. */
+static job_t *job_find(jobs_t *js, const char *key, const char *cred_tag)
+{
+    job_t *lists[2] = {js->active, js->queue_head};
+    for (int i = 0; i < 2; i++)
+        for (job_t *j = lists[i]; j; j = j->next)
+            if (strcmp(j->cred_tag, cred_tag) == 0 && strcmp(j->key, key) == 0)
+                return j;
+    return NULL;
+}
+
+/* Attaches w to a running job for the same URL, or queues a new job. Takes
+ * u. A waiter moved from a failed job (w->restarted) hears no second
+ * on_start. Returns 0, or -ENOMEM or -EAGAIN (too many jobs for the uid)
+ * with no callback made. */
+static int jobs_start_download(jobs_t *js, url_t *u, job_waiter_t *w)
+{
+    job_t *job = job_find(js, u->canonical, w->cred_tag);
+    if (job) {
+        url_free(u);
+        free(w->cred_block); /* the job has the same credentials already */
+        w->cred_block = NULL;
+        js->stats.attached++;
+        if (!w->restarted)
+            w->kind = FETCH_ATTACHED;
+        job_waiter_link(job, w);
+        if (!w->restarted)
+            w->on_start(w, FETCH_ATTACHED, job->id);
+        return 0;
+    }
+    if (jobs_uid_at_limit(js, w->uid)) {
+        url_free(u);
+        return -EAGAIN;
+    }
+    if (job_new(js, u, w, &job))
+        goto fail;
+    jobs_enqueue(job);
+
+    job_waiter_link(job, w);
+    log_info("job %llu: fetching %s", (unsigned long long)job->id, job->key);
+    if (!w->restarted) {
+        w->kind = FETCH_QUEUED;
+        w->on_start(w, FETCH_QUEUED, job->id);
+    }
+    jobs_start_queued(js);
+    return 0;
+fail:
+    url_free(u);
+    return -ENOMEM;
+}
+
+/* A waiter whose job failed for a reason that is not its own (another
+ * waiter's expected digest) goes on in a job of its own for the same URL,
+ * with the same headers; its client sees progress go on, and one final
+ * line. */
+void job_waiter_restart(job_t *job, job_waiter_t *w)
+{
+    jobs_t *js = job->js;
+    job_waiter_unlink(job, w);
+    free(w->cred_block);
+    w->cred_block = job->cred_headers ? strdup(job->cred_headers) : NULL;
+    url_t u;
+    int rc = -ENOMEM;
+    if ((!job->cred_headers || w->cred_block) && url_parse(job->key, &u, NULL) == 0) {
+        w->restarted = 1;
+        rc = jobs_start_download(js, &u, w);
+    }
+    if (rc == 0) {
+        log_info("job %llu: a waiter whose expectation it did not fail goes on in job %llu",
+                 (unsigned long long)job->id, (unsigned long long)w->job->id);
+        return;
+    }
+    free(w->cred_block);
+    w->cred_block = NULL;
+    job_result_t res = {.err_code = rc == -EAGAIN ? "too_many_requests" : "internal",
+                        .err_msg = rc == -EAGAIN ? "its job was not kept, and this uid has "
+                                                   "max_requests_per_user downloads running"
+                                                 : "cannot start the download again",
+                        .kind = w->kind};
+    jobs_count_error(js, res.err_code);
+    w->on_finish(w, &res);
+}
+
+/* Opens the blob and checks, cheaply, that its file is still the one
+ * committed: same inode, size, mtime and ctime (an edit in place keeps the
+ * size, never the times). Under the writer's lock: a commit of the same
+ * digest replaces the file and records its identity under it too. One that
+ * differs is re-hashed before anything is said of it (a backup restored,
+ * `cp -a` to a new disk or a `chown -R` change the identity, not the
+ * bytes): good, its new identity is recorded and it is served; bad, it is
+ * quarantined and forgotten, and the request downloads again. A blob whose
+ * identity is not recorded yet (a cache from before) gets it from the
+ * background verification. */
+static void hit_work(uv_work_t *req)
+{
+    job_hit_t *hit = req->data;
+    jobs_t *js = hit->js;
+    struct stat st;
+    db_blob_stat_t rec;
+    int changed = 0;
+    db_lock(js->db);
+    hit->rc = store_open_blob(js->store, hit->sha, hit->size, &hit->fd, &st);
+    if (!hit->rc && db_get_blob_stat(js->db, hit->sha, &rec) == 0 && rec.ino) {
+        db_blob_stat_t now = db_blob_stat_of(&st);
+        changed = memcmp(&now, &rec, sizeof now) != 0;
+    }
+    db_unlock(js->db);
+    if (changed) {
+        close(hit->fd);
+        hit->fd = -1;
+        int rc = cache_verify_one(js->store, js->db, hit->sha, hit->size, (int64_t)time(NULL));
+        hit->rc = rc == -EBADMSG ? -ESTALE : rc ? rc : -EAGAIN;
+        if (!rc) /* the same bytes in another file: open that one */
+            hit->rc = store_open_blob(js->store, hit->sha, hit->size, &hit->fd, NULL);
+    }
+    if (!hit->rc)
+        db_touch(js->db, hit->sha, hit->by_entry ? hit->url : NULL, hit->cred_tag, hit->uid);
+}
+
+static void after_hit(uv_work_t *req, int status)
+{
+    (void)status;
+    job_hit_t *hit = req->data;
+    jobs_t *js = hit->js;
+    job_waiter_t *w = hit->w;
+    if (w)
+        w->hit = NULL;
+    if (w && hit->rc == 0) { /* served without a job: its headers are not needed */
+        free(w->cred_block);
+        w->cred_block = NULL;
+    }
+    if (w && hit->rc == 0 && js->shutting_down) {
+        job_result_t res = {.err_code = "shutting_down", .err_msg = "hubd is stopping"};
+        w->on_start(w, FETCH_HIT, 0);
+        w->on_finish(w, &res);
+    } else if (w && hit->rc == 0) {
+        char path[PATH_MAX];
+        store_blob_path(js->store, hit->sha, path, sizeof path);
+        js->stats.hits++;
+        js->stats.bytes_served += hit->size;
+        w->kind = FETCH_HIT;
+        w->on_start(w, FETCH_HIT, 0);
+        job_fd_t *fd = job_fd_new(hit->fd);
+        hit->fd = -1; /* the wrapper's now */
+        job_result_t res = {.path = path,
+                            .sha256 = hit->sha,
+                            .size = hit->size,
+                            .fd = fd,
+                            .kind = FETCH_HIT,
+                            .err_code = fd ? NULL : "internal",
+                            .err_msg = fd ? NULL : "out of memory"};
+        w->on_finish(w, &res);
+        job_fd_unref(fd);
+    } else if (w) {
+        /* The row said yes but the file is gone or wrong: download again. */
+        if (hit->rc == -ESTALE)
+            js->stats.bad_blobs++;
+        log_warn("blob %s listed but not usable (%s): fetching again", hit->sha,
+                 hit->rc == -ESTALE ? "changed on disk since its commit: quarantined"
+                                    : strerror(-hit->rc));
+        url_t u;
+        int rc = -EINVAL;
+        if (!js->shutting_down && url_parse(hit->url, &u, NULL) == 0)
+            rc = jobs_start_download(js, &u, w);
+        if (rc) { /* a shutdown, a full queue for this uid, or no memory */
+            job_result_t res = {.err_code = js->shutting_down ? "shutting_down" : "internal",
+                                .err_msg = js->shutting_down ? "hubd is stopping"
+                                                             : "cannot start the download again"};
+            free(w->cred_block); /* before on_finish: the waiter may be freed in it */
+            w->cred_block = NULL;
+            w->on_finish(w, &res);
+        }
+    }
+    if (hit->rc == 0 && hit->fd >= 0)
+        close(hit->fd);
+    free(hit->url);
+    free(hit);
+    jobs_release(js);
+}
+
+void jobs_set_policy(jobs_t *js, const netpolicy_t *policy)
+{
+    http_client_set_policy(js->http, policy);
+}
+
+void jobs_set_secret(jobs_t *js, const cred_secret_t *secret)
+{
+    js->secret = *secret;
+}
+
+int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *const *headers,
+               size_t nheaders, job_waiter_t *w, const char **code, const char **msg)
+{
+    url_t u;
+    const char *why = NULL;
+    memset(&w->job, 0, sizeof *w - offsetof(job_waiter_t, job));
+    if (js->shutting_down) {
+        *code = "shutting_down";
+        *msg = "hubd is stopping";
+        return -EINVAL;
+    }
+    int rc = url_parse(url, &u, &why);
+    if (rc) {
+        *code = rc == -EPROTONOSUPPORT ? "unsupported_scheme" : "bad_url";
+        *msg = why ? why : "bad URL";
+        return -EINVAL;
+    }
+    if (sha256)
+        snprintf(w->expected, sizeof w->expected, "%s", sha256);
+    rc = cred_build(&js->secret, headers, nheaders, &w->cred_block, w->cred_tag, &why);
+    if (rc) {
+        url_free(&u);
+        *code = rc == -EINVAL ? "bad_request" : "internal";
+        *msg = rc == -EINVAL ? why : "cannot build the request headers";
+        return -EINVAL;
+    }
+
+    /* A blob with the expected digest, whatever its URL, that the
+     * request's credentials (or none) got; else this URL's entry for those
+     * credentials. Both are confirmed by opening the file in the pool. */
+    char sha[65];
+    uint64_t size = 0;
+    int by_entry = 0;
+    int found = sha256 && db_find_blob_for(js->db, sha256, w->cred_tag, &size) == 0;
+    if (found) {
+        memcpy(sha, w->expected, sizeof sha);
+    } else if (db_find_entry(js->db, u.canonical, w->cred_tag, sha, &size) == 0 &&
+               (!sha256 || strcmp(sha, sha256) == 0)) {
+        found = by_entry = 1;
+    }
+    job_hit_t *hit = found ? calloc(1, sizeof *hit) : NULL;
+    if (hit && !(hit->url = strdup(u.canonical))) {
+        free(hit);
+        hit = NULL;
+    }
+    if (!hit) { /* a miss (or no memory to serve the hit: download instead) */
+        rc = jobs_start_download(js, &u, w);
+        if (rc == 0)
+            return 0;
+        free(w->cred_block);
+        w->cred_block = NULL;
+        *code = rc == -EAGAIN ? "too_many_requests" : "internal";
+        *msg = rc == -EAGAIN ? "this uid has max_requests_per_user downloads running or queued"
+                             : "out of memory";
+        return rc;
+    }
+    url_free(&u);
+    hit->js = js;
+    hit->w = w;
+    memcpy(hit->sha, sha, sizeof sha);
+    memcpy(hit->cred_tag, w->cred_tag, sizeof hit->cred_tag);
+    hit->uid = w->uid;
+    hit->size = size;
+    hit->by_entry = by_entry;
+    hit->fd = -1;
+    hit->work.data = hit;
+    w->hit = hit;
+    worktrack_hold(&js->work);
+    uv_queue_work(js->loop, &hit->work, hit_work, after_hit);
+    return 0;
+}
+
+void jobs_cancel(job_waiter_t *w)
+{
+    free(w->cred_block);
+    w->cred_block = NULL;
+    if (w->hit) {
+        w->hit->w = NULL;
+        w->hit = NULL;
+    }
+    if (w->job)
+        job_waiter_unlink(w->job, w);
+}
+
+job_fd_t *job_fd_new(int fd)
+{
+    job_fd_t *f = malloc(sizeof *f);
+    if (!f) {
+        close(fd);
+        return NULL;
+    }
+    f->fd = fd;
+    f->refs = 1;
+    return f;
+}
+
+job_fd_t *job_fd_ref(job_fd_t *f)
+{
+    f->refs++;
+    return f;
+}
+
+void job_fd_unref(job_fd_t *f)
+{
+    if (f && --f->refs == 0) {
+        close(f->fd);
+        free(f);
+    }
+}
+
+int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db, tls_ctx_t *tls,
+             jobs_t **out)
+{
+    jobs_t *js = calloc(1, sizeof *js);
+    if (!js)
+        return -ENOMEM;
+    js->loop = loop;
+    js->cfg = cfg;
+    js->store = store;
+    js->db = db;
+    /* Keep enough free buffers for every job's in-flight window. */
+    unsigned keep = (unsigned)(cfg->max_inflight / cfg->read_buffer_size) * 2 + 8;
+    bufpool_init(&js->pool, cfg->read_buffer_size, keep);
+    int rc = http_client_new(loop, cfg, &js->pool, tls, &js->http);
+    if (rc) {
+        free(js);
+        return rc;
+    }
+    if ((rc = verifier_start(loop, cfg, &js->work, store, db, &js->verifier)) != 0) {
+        js->verifier = NULL; /* only this feature is lost: said so, and hubd serves */
+        log_err("background verification not started: %s", strerror(-rc));
+    }
+    int r = cache_reserve_make(store); /* start-up: the loop does not run yet */
+    if (r)
+        log_warn("cannot keep room for removals on a full disk (%s/reserve): %s", store_dir(store),
+                 strerror(-r));
+    *out = js;
+    return 0;
+}
+
+void jobs_reload(jobs_t *js)
+{
+    jobs_evict(js, NULL);
+    jobs_start_queued(js);
+}
+
+worktrack_t *jobs_work(jobs_t *js)
+{
+    return &js->work;
+}
+
+void jobs_set_first_id(jobs_t *js, uint64_t above)
+{
+    if (js->next_id < above)
+        js->next_id = above;
+}
+
+void jobs_stop(jobs_t *js)
+{
+    js->shutting_down = 1;
+    cache_cancel_all();
+    if (js->verifier) {
+        verifier_stop(js->verifier);
+        js->verifier = NULL;
+    }
+    while (js->queue_head)
+        job_fail(js->queue_head, "shutting_down", "hubd is stopping");
+    while (js->active)
+        job_fail(js->active, "shutting_down", "hubd is stopping");
+}
+
+void jobs_shutdown(jobs_t *js, void (*done)(void *arg), void *arg)
+{
+    jobs_stop(js);
+    js->shutdown_cb = done;
+    js->shutdown_arg = arg;
+    worktrack_drain(&js->work, on_jobs_drained, js);
+}

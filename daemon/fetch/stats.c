@@ -1,0 +1,88 @@
+/* stats: the STATS counters (errors by code) and the STATUS pages of the
+ * jobs in memory. Loop thread. */
+#include "job_internal.h"
+#include "log.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The names STATUS shows: the states that are sub-steps of another show
+ * as that one. */
+const char *const job_state_names[JOB_NSTATES] = {
+    [JOB_QUEUED] = "queued",  [JOB_RESUMING] = "resuming",     [JOB_CONNECTING] = "connecting",
+    [JOB_BODY] = "body",      [JOB_RETRY_WAIT] = "retrying",   [JOB_RESTARTING] = "retrying",
+    [JOB_BODY_DONE] = "body", [JOB_COMMITTING] = "committing", [JOB_DONE] = "done",
+    [JOB_FAILED] = "failed",
+};
+
+static const char *const error_codes[JOBS_NERROR_CODES] = {JOBS_ERROR_CODES};
+
+const char *jobs_error_code_name(unsigned i)
+{
+    return i < JOBS_NERROR_CODES ? error_codes[i] : NULL;
+}
+
+void jobs_count_error(jobs_t *js, const char *code)
+{
+    unsigned i = 0;
+    js->stats.errors++;
+    if (strncmp(code, "http_4", 6) == 0)
+        code = "http_4xx";
+    else if (strncmp(code, "http_5", 6) == 0)
+        code = "http_5xx";
+    while (i < JOBS_NERROR_CODES - 1 && strcmp(error_codes[i], code) != 0)
+        i++;
+    js->stats.errors_by_code[i]++;
+}
+
+void jobs_stats(const jobs_t *js, jobs_stats_t *out)
+{
+    *out = js->stats;
+    if (js->verifier)
+        out->bad_blobs += verifier_bad(js->verifier);
+}
+
+static void info_of(const job_t *j, uid_t uid, job_info_t *info)
+{
+    info->id = j->id;
+    info->url = j->key;
+    info->state = job_state_names[j->state];
+    info->done = j->received;
+    info->total = j->total;
+    info->rate = j->rate;
+    info->waiters = j->nwaiters;
+    info->mine = j->owner == uid;
+    for (const job_waiter_t *w = j->waiters; w && !info->mine; w = w->next)
+        info->mine = w->uid == uid;
+}
+
+/* The listed job with the smallest id above `after`, or NULL. A scan of
+ * the jobs in memory (bounded by the per-uid limits), no I/O. */
+static job_t *job_after(jobs_t *js, uint64_t after)
+{
+    job_t *best = NULL;
+    job_t *lists[2] = {js->active, js->queue_head};
+    for (int i = 0; i < 2; i++)
+        for (job_t *j = lists[i]; j; j = j->next)
+            if (j->id > after && (!best || j->id < best->id))
+                best = j;
+    return best;
+}
+
+unsigned jobs_page(jobs_t *js, uint64_t after, unsigned max, uid_t uid,
+                   void (*fn)(void *arg, const job_info_t *info), void *arg)
+{
+    unsigned n = 0;
+    job_t *j;
+    while (n < max && (j = job_after(js, after)) != NULL) {
+        job_info_t info;
+        info_of(j, uid, &info);
+        fn(arg, &info);
+        after = j->id;
+        n++;
+    }
+    return n;
+}

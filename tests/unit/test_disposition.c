@@ -1,0 +1,324 @@
+/* Unit tests for daemon/fetch/disposition.c: what a response head means for
+ * the request that got it (206 validation, Content-Range checks, redirect
+ * rules, which statuses retry, Retry-After) and the backoff schedule. Pure
+ * functions: no loop, no socket. */
+#include "disposition.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static url_t base;
+
+static void setup(void)
+{
+    ck_assert_int_eq(url_parse("https://origin.example/files/a.bin", &base, NULL), 0);
+}
+
+static void teardown(void)
+{
+    url_free(&base);
+}
+
+/* A head with only a status; the tests set the rest. */
+static disp_head_t head(int status)
+{
+    return (disp_head_t){.status = status, .content_length = -1};
+}
+
+/* A request for the whole file (offset 0), nothing known. */
+static disp_request_t whole(void)
+{
+    return (disp_request_t){.url = &base, .total = -1, .max_redirects = 5};
+}
+
+/* A resumed request: offset bytes held of a file of `total` (or -1). */
+static disp_request_t resumed(uint64_t offset, int64_t total, const char *etag)
+{
+    disp_request_t r = whole();
+    r.offset = offset;
+    r.total = total;
+    r.etag = etag;
+    return r;
+}
+
+static disposition_t decide(const disp_head_t *h, const disp_request_t *r)
+{
+    disposition_t d;
+    memset(&d, 0, sizeof d);
+    disposition_of(h, r, &d);
+    return d;
+}
+
+START_TEST(disposition_takes_a_whole_file)
+{
+    disp_head_t h = head(200);
+    h.content_length = 1234;
+    disp_request_t r = whole();
+    disposition_t d = decide(&h, &r);
+    ck_assert_int_eq(d.kind, DISP_TAKE);
+    ck_assert_int_eq(d.total, 1234);
+    ck_assert_int_eq(d.new_validators, 1);
+
+    h = head(203); /* unknown length */
+    d = decide(&h, &r);
+    ck_assert_int_eq(d.kind, DISP_TAKE);
+    ck_assert_int_eq(d.total, -1);
+}
+END_TEST
+
+START_TEST(disposition_takes_the_range_asked_for)
+{
+    disp_head_t h = head(206);
+    h.content_range = "bytes 100-999/1000";
+    h.content_length = 900;
+    h.etag = "\"v1\"";
+    disp_request_t r = resumed(100, 1000, "\"v1\"");
+    disposition_t d = decide(&h, &r);
+    ck_assert_int_eq(d.kind, DISP_TAKE);
+    ck_assert_int_eq(d.total, 1000);
+    ck_assert_int_eq(d.new_validators, 0); /* a range keeps the validators we have */
+
+    /* "*": the length known before stands. */
+    h.content_range = "bytes 100-999/*";
+    d = decide(&h, &r);
+    ck_assert_int_eq(d.kind, DISP_TAKE);
+    ck_assert_int_eq(d.total, 1000);
+
+    /* A range that stops before the end is taken (the end of the body
+     * finds it short, and that is retried). */
+    h.content_range = "bytes 100-499/1000";
+    h.content_length = 400;
+    d = decide(&h, &r);
+    ck_assert_int_eq(d.kind, DISP_TAKE);
+    ck_assert_int_eq(d.total, 1000);
+}
+END_TEST
+
+/* Each head must restart the resumed request from byte 0. */
+static void restarts(const disp_head_t *h, const disp_request_t *r, const char *why)
+{
+    disposition_t d = decide(h, r);
+    ck_assert_msg(d.kind == DISP_RESTART, "status %d range %s: kind %d", h->status,
+                  h->content_range ? h->content_range : "-", d.kind);
+    ck_assert_str_eq(d.why, why);
+}
+
+START_TEST(disposition_checks_the_content_range)
+{
+    const char *wrong = "the range sent is not the one asked for";
+    disp_request_t r = resumed(100, 1000, "\"v1\"");
+    disp_head_t h = head(206);
+    h.content_length = -1;
+
+    h.content_range = NULL; /* none */
+    restarts(&h, &r, wrong);
+    h.content_range = "bytes 100"; /* no end */
+    restarts(&h, &r, wrong);
+    h.content_range = "bytes 0-999/1000"; /* not where we asked */
+    restarts(&h, &r, wrong);
+    h.content_range = "bytes 101-999/1000";
+    restarts(&h, &r, wrong);
+    h.content_range = "bytes 500-100/1000"; /* ends before it starts */
+    r = resumed(500, 1000, NULL);
+    restarts(&h, &r, wrong);
+    r = resumed(100, 1000, "\"v1\"");
+    h.content_range = "bytes 100-999/2000"; /* another length: another file */
+    restarts(&h, &r, wrong);
+    h.content_range = "bytes 100-1000/1000"; /* past the end */
+    restarts(&h, &r, wrong);
+    h.content_range = "bytes 100-999/99999999999999999999"; /* over INT64_MAX */
+    r = resumed(100, -1, NULL);
+    restarts(&h, &r, wrong);
+
+    /* A Content-Length that is not the range's. */
+    r = resumed(100, 1000, NULL);
+    h.content_range = "bytes 100-999/1000";
+    h.content_length = 899;
+    restarts(&h, &r, wrong);
+
+    /* Another ETag: the file changed. */
+    h.content_length = 900;
+    h.etag = "\"v2\"";
+    r = resumed(100, 1000, "\"v1\"");
+    restarts(&h, &r, wrong);
+
+    /* Neither response knows the length: the range proves nothing. */
+    h.etag = NULL;
+    h.content_range = "bytes 100-999/*";
+    r = resumed(100, -1, NULL);
+    restarts(&h, &r, "a range of a file of unknown length");
+}
+END_TEST
+
+START_TEST(disposition_restarts_when_the_range_is_ignored)
+{
+    const char *why = "the server sent the whole file (or refused the range)";
+    disp_request_t r = resumed(100, 1000, NULL);
+    int statuses[] = {200, 203, 416};
+    for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++) {
+        disp_head_t h = head(statuses[i]);
+        restarts(&h, &r, why);
+    }
+    /* Without a Range asked for, a 416 or a 206 is just an error status. */
+    r = whole();
+    disp_head_t h = head(416);
+    ck_assert_int_eq(decide(&h, &r).kind, DISP_STATUS);
+    h = head(206);
+    h.content_range = "bytes 0-9/10";
+    ck_assert_int_eq(decide(&h, &r).kind, DISP_STATUS);
+}
+END_TEST
+
+START_TEST(disposition_follows_redirects_within_the_rules)
+{
+    int statuses[] = {301, 302, 303, 307, 308};
+    disp_request_t r = whole();
+    for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++) {
+        disp_head_t h = head(statuses[i]);
+        h.location = "/other/b.bin";
+        disposition_t d = decide(&h, &r);
+        ck_assert_int_eq(d.kind, DISP_REDIRECT);
+        ck_assert_str_eq(d.location, "https://origin.example/other/b.bin");
+        disposition_clear(&d);
+        ck_assert_int_eq(d.kind, DISP_NONE);
+        ck_assert_ptr_null(d.location);
+    }
+    disp_head_t h = head(300); /* not a redirect we follow */
+    h.location = "/x";
+    ck_assert_int_eq(decide(&h, &r).kind, DISP_STATUS);
+
+    h = head(302); /* no Location */
+    disposition_t d = decide(&h, &r);
+    ck_assert_int_eq(d.kind, DISP_FAIL);
+    ck_assert_str_eq(d.code, "redirect");
+    ck_assert_str_eq(d.msg, "HTTP 302 redirect without a Location");
+    h.location = "";
+    ck_assert_int_eq(decide(&h, &r).kind, DISP_FAIL);
+
+    h.location = "/x"; /* too many */
+    r.redirects = 5;
+    d = decide(&h, &r);
+    ck_assert_int_eq(d.kind, DISP_FAIL);
+    ck_assert_str_eq(d.msg, "more than 5 redirects");
+    r.redirects = 4;
+    d = decide(&h, &r);
+    ck_assert_int_eq(d.kind, DISP_REDIRECT);
+    disposition_clear(&d);
+}
+END_TEST
+
+START_TEST(disposition_refuses_a_downgrade)
+{
+    url_t next;
+    char msg[300];
+    ck_assert_int_eq(disposition_follow(&base, "http://origin.example/a", &next, msg, sizeof msg),
+                     -EINVAL);
+    ck_assert_str_eq(msg, "refused a redirect from https to http (http://origin.example/a)");
+    ck_assert_int_eq(disposition_follow(&base, "https://mirror.example/a", &next, msg, sizeof msg),
+                     0);
+    ck_assert_str_eq(next.host, "mirror.example");
+    url_free(&next);
+    ck_assert_int_eq(disposition_follow(&base, "ftp://x/", &next, msg, sizeof msg), -EINVAL);
+    ck_assert_int_eq(strncmp(msg, "redirect to an unusable URL: ", 29), 0);
+
+    url_t plain;
+    ck_assert_int_eq(url_parse("http://origin.example/", &plain, NULL), 0);
+    ck_assert_int_eq(disposition_follow(&plain, "https://origin.example/b", &next, msg, sizeof msg),
+                     0); /* an upgrade is fine */
+    url_free(&next);
+    url_free(&plain);
+}
+END_TEST
+
+START_TEST(disposition_reads_retry_after)
+{
+    disp_head_t h = head(503);
+    h.retry_after = "7";
+    disp_request_t r = whole();
+    disposition_t d = decide(&h, &r);
+    ck_assert_int_eq(d.kind, DISP_STATUS);
+    ck_assert_int_eq(d.status, 503);
+    ck_assert_uint_eq(d.retry_after_ms, 7000);
+
+    ck_assert_uint_eq(disposition_retry_after_ms(NULL), 0);
+    ck_assert_uint_eq(disposition_retry_after_ms("0"), 0);
+    ck_assert_uint_eq(disposition_retry_after_ms("86399"), 86399000u);
+    ck_assert_uint_eq(disposition_retry_after_ms("86400"), 0); /* a day or more: ignored */
+    ck_assert_uint_eq(disposition_retry_after_ms("Wed, 21 Oct 2015 07:28:00 GMT"), 0);
+    ck_assert_uint_eq(disposition_retry_after_ms("5s"), 0);
+    ck_assert_uint_eq(disposition_retry_after_ms(""), 0);
+}
+END_TEST
+
+START_TEST(disposition_says_which_failures_retry)
+{
+    const char *yes[] = {"connect",  "timeout",  "truncated", "tls",      "http_408",
+                         "http_429", "http_500", "http_502",  "http_503", "http_599"};
+    const char *no[] = {"dns",       "tls_verify", "http_parse", "redirect", "hash_mismatch",
+                        "no_space",  "io",         "http_400",   "http_404", "http_416",
+                        "forbidden", "too_large",  "http_206",   "internal"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
+        ck_assert_msg(disposition_is_transient(yes[i]), "%s should retry", yes[i]);
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+        ck_assert_msg(!disposition_is_transient(no[i]), "%s should not retry", no[i]);
+}
+END_TEST
+
+START_TEST(disposition_backoff_doubles_with_jitter)
+{
+    /* rnd 0: the low end of the jitter, d/2; a large rnd of the form
+     * k*(d/2+1) - 1: the high end, d. */
+    ck_assert_uint_eq(disposition_backoff_ms(1000, 60000, 0, 0, 0), 500);
+    ck_assert_uint_eq(disposition_backoff_ms(1000, 60000, 0, 0, 500), 1000);
+    ck_assert_uint_eq(disposition_backoff_ms(1000, 60000, 0, 0, 501), 500); /* wraps */
+    ck_assert_uint_eq(disposition_backoff_ms(1000, 60000, 1, 0, 1000), 2000);
+    ck_assert_uint_eq(disposition_backoff_ms(1000, 60000, 3, 0, 0), 4000);
+    /* The doubling stops once max is reached, and the delay never passes it. */
+    ck_assert_uint_eq(disposition_backoff_ms(1000, 5000, 10, 0, 0), 4000);
+    ck_assert_uint_eq(disposition_backoff_ms(1000, 5000, 10, 0, 4000), 5000);
+    /* Retry-After is a floor, within max. */
+    ck_assert_uint_eq(disposition_backoff_ms(1000, 60000, 0, 30000, 0), 30000);
+    ck_assert_uint_eq(disposition_backoff_ms(1000, 60000, 0, 90000, 0), 60000);
+    ck_assert_uint_eq(disposition_backoff_ms(1000, 60000, 2, 100, 0), 2000);
+    for (uint64_t rnd = 0; rnd < 5000; rnd += 7) {
+        uint64_t d = disposition_backoff_ms(200, 10000, 2, 0, rnd);
+        ck_assert(d >= 400 && d <= 800);
+    }
+}
+END_TEST
+
+static Suite *disposition_suite(void)
+{
+    Suite *s = suite_create("disposition");
+    TCase *head_tc = tcase_create("head");
+    TCase *retry = tcase_create("retry");
+
+    tcase_add_checked_fixture(head_tc, setup, teardown);
+    tcase_add_test(head_tc, disposition_takes_a_whole_file);
+    tcase_add_test(head_tc, disposition_takes_the_range_asked_for);
+    tcase_add_test(head_tc, disposition_checks_the_content_range);
+    tcase_add_test(head_tc, disposition_restarts_when_the_range_is_ignored);
+    tcase_add_test(head_tc, disposition_follows_redirects_within_the_rules);
+    tcase_add_test(head_tc, disposition_refuses_a_downgrade);
+    tcase_add_test(head_tc, disposition_reads_retry_after);
+    suite_add_tcase(s, head_tc);
+
+    tcase_add_test(retry, disposition_says_which_failures_retry);
+    tcase_add_test(retry, disposition_backoff_doubles_with_jitter);
+    suite_add_tcase(s, retry);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(disposition_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

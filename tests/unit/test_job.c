@@ -1,0 +1,145 @@
+/* Unit tests for daemon/fetch/job.c: the state machine's transition table
+ * (allowed and refused changes) and the waiters' written-bytes
+ * notification. */
+#include "job_internal.h"
+
+#include <check.h>
+#include <stdlib.h>
+
+/* Every transition the code makes, and nothing else. */
+static const struct {
+    job_state_t from, to;
+} ok[] = {
+    {JOB_QUEUED, JOB_RESUMING},       {JOB_QUEUED, JOB_CONNECTING},
+    {JOB_QUEUED, JOB_FAILED},         {JOB_RESUMING, JOB_CONNECTING},
+    {JOB_RESUMING, JOB_BODY_DONE},    {JOB_RESUMING, JOB_FAILED},
+    {JOB_CONNECTING, JOB_CONNECTING}, {JOB_CONNECTING, JOB_BODY},
+    {JOB_CONNECTING, JOB_RETRY_WAIT}, {JOB_CONNECTING, JOB_RESTARTING},
+    {JOB_CONNECTING, JOB_FAILED},     {JOB_BODY, JOB_BODY_DONE},
+    {JOB_BODY, JOB_RETRY_WAIT},       {JOB_BODY, JOB_FAILED},
+    {JOB_RETRY_WAIT, JOB_CONNECTING}, {JOB_RETRY_WAIT, JOB_RESTARTING},
+    {JOB_RETRY_WAIT, JOB_FAILED},     {JOB_RESTARTING, JOB_CONNECTING},
+    {JOB_RESTARTING, JOB_FAILED},     {JOB_BODY_DONE, JOB_COMMITTING},
+    {JOB_BODY_DONE, JOB_FAILED},      {JOB_COMMITTING, JOB_DONE},
+    {JOB_COMMITTING, JOB_FAILED},
+};
+
+static int listed(job_state_t from, job_state_t to)
+{
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        if (ok[i].from == from && ok[i].to == to)
+            return 1;
+    return 0;
+}
+
+START_TEST(job_transitions_allowed)
+{
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        ck_assert_msg(job_transition_ok(ok[i].from, ok[i].to), "%s -> %s refused",
+                      job_state_names[ok[i].from], job_state_names[ok[i].to]);
+}
+END_TEST
+
+START_TEST(job_transitions_refused)
+{
+    for (int from = 0; from < JOB_NSTATES; from++)
+        for (int to = 0; to < JOB_NSTATES; to++)
+            if (!listed(from, to))
+                ck_assert_msg(!job_transition_ok(from, to), "%d -> %d allowed", from, to);
+    /* The ones that matter most: */
+    ck_assert(!job_transition_ok(JOB_DONE, JOB_FAILED));     /* told once */
+    ck_assert(!job_transition_ok(JOB_FAILED, JOB_QUEUED));   /* final */
+    ck_assert(!job_transition_ok(JOB_BODY, JOB_COMMITTING)); /* not before the last byte */
+    ck_assert(!job_transition_ok(JOB_QUEUED, JOB_BODY));     /* no body without a request */
+    ck_assert(!job_transition_ok(JOB_NSTATES, JOB_QUEUED));  /* out of range */
+}
+END_TEST
+
+START_TEST(job_state_names_for_status)
+{
+    /* STATUS shows the sub-steps as the states users know. */
+    ck_assert_str_eq(job_state_names[JOB_RETRY_WAIT], "retrying");
+    ck_assert_str_eq(job_state_names[JOB_RESTARTING], "retrying");
+    ck_assert_str_eq(job_state_names[JOB_BODY_DONE], "body");
+    for (int s = 0; s < JOB_NSTATES; s++)
+        ck_assert_ptr_nonnull(job_state_names[s]);
+}
+END_TEST
+
+static unsigned calls[2];
+static uint64_t last_written, last_durable;
+
+static void count_written(job_waiter_t *w, uint64_t written, uint64_t durable)
+{
+    (void)w;
+    calls[0]++;
+    last_written = written;
+    last_durable = durable;
+}
+
+/* Leaves from its own callback, as a session whose client went away. */
+static void leave_when_told(job_waiter_t *w, uint64_t written, uint64_t durable)
+{
+    (void)written;
+    (void)durable;
+    calls[1]++;
+    jobs_cancel(w);
+}
+
+START_TEST(job_tells_waiters_what_is_written)
+{
+    job_t *job = calloc(1, sizeof *job);
+    job_waiter_t told = {.on_written = count_written}, leaving = {.on_written = leave_when_told},
+                 quiet = {0}; /* no on_written: not told */
+    job_waiter_link(job, &quiet);
+    job_waiter_link(job, &leaving);
+    job_waiter_link(job, &told);
+    job->on_disk = 3 << 20;
+    job->durable = 1 << 20;
+    job_notify_written(job);
+    ck_assert_uint_eq(calls[0], 1);
+    ck_assert_uint_eq(calls[1], 1);
+    ck_assert_uint_eq(last_written, 3 << 20);
+    ck_assert_uint_eq(last_durable, 1 << 20);
+    ck_assert_uint_eq(job->nwaiters, 2); /* the one that left is gone */
+    ck_assert_ptr_null(leaving.job);
+
+    job->on_disk = 0; /* restarted from byte 0 */
+    job->durable = 0;
+    job_notify_written(job);
+    ck_assert_uint_eq(calls[0], 2);
+    ck_assert_uint_eq(calls[1], 1);
+    ck_assert_uint_eq(last_written, 0);
+    jobs_cancel(&told);
+    jobs_cancel(&quiet);
+    ck_assert_uint_eq(job->nwaiters, 0);
+    free(job);
+}
+END_TEST
+
+static Suite *job_suite(void)
+{
+    Suite *s = suite_create("job");
+    TCase *tc = tcase_create("states");
+
+    tcase_add_test(tc, job_transitions_allowed);
+    tcase_add_test(tc, job_transitions_refused);
+    tcase_add_test(tc, job_state_names_for_status);
+    suite_add_tcase(s, tc);
+
+    TCase *waiters = tcase_create("waiters");
+    tcase_add_test(waiters, job_tells_waiters_what_is_written);
+    suite_add_tcase(s, waiters);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(job_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

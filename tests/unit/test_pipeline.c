@@ -1,0 +1,153 @@
+/* Unit tests for the decisions of daemon/fetch/pipeline.c, pure functions
+ * of their arguments: batching (iovec merging, when a batch is sealed, how
+ * many batches one work item takes), backpressure (pause and resume with
+ * hysteresis), checkpoints, writeback and the room a write item needs. */
+#include "job_internal.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+static batch_t *batch_new(uint64_t offset, size_t bytes)
+{
+    batch_t *b = calloc(1, sizeof *b);
+    ck_assert_ptr_nonnull(b);
+    b->offset = offset;
+    b->bytes = bytes;
+    return b;
+}
+
+START_TEST(pipeline_batch_merges_contiguous_slices)
+{
+    static char mem1[4096], mem2[4096];
+    buf_t b1 = {.data = mem1}, b2 = {.data = mem2};
+    batch_t *b = batch_new(0, 0);
+
+    ck_assert_int_eq(pipeline_batch_add(b, &b1, mem1, 100), 1); /* new buffer: a reference */
+    ck_assert_int_eq(pipeline_batch_add(b, &b1, mem1 + 100, 50), 0);
+    ck_assert_int_eq(b->niov, 1); /* follows the last slice: one iovec */
+    ck_assert_uint_eq(b->iov[0].iov_len, 150);
+    ck_assert_int_eq(pipeline_batch_add(b, &b1, mem1 + 400, 10), 0);
+    ck_assert_int_eq(b->niov, 2); /* a gap: another iovec, the same buffer */
+    ck_assert_int_eq(b->nbufs, 1);
+    ck_assert_int_eq(pipeline_batch_add(b, &b2, mem2, 20), 1);
+    ck_assert_int_eq(b->nbufs, 2);
+    ck_assert_int_eq(b->niov, 3);
+    ck_assert_uint_eq(b->bytes, 180);
+    free(b);
+}
+END_TEST
+
+START_TEST(pipeline_batch_full_at_size_or_slots)
+{
+    batch_t *b = batch_new(0, 0);
+    b->bytes = 65535;
+    ck_assert(!pipeline_batch_full(b, 65536));
+    b->bytes = 65536;
+    ck_assert(pipeline_batch_full(b, 65536));
+    b->bytes = 10;
+    b->niov = BATCH_MAX_IOV - 1;
+    ck_assert(!pipeline_batch_full(b, 65536));
+    b->niov = BATCH_MAX_IOV;
+    ck_assert(pipeline_batch_full(b, 65536));
+    b->niov = 1;
+    b->nbufs = BATCH_MAX_IOV;
+    ck_assert(pipeline_batch_full(b, 65536));
+    free(b);
+}
+END_TEST
+
+START_TEST(pipeline_take_batches_caps_one_item)
+{
+    batch_t *head = NULL, **tail = &head;
+    for (int i = 0; i < WORK_MAX_BATCHES + 5; i++) {
+        *tail = batch_new((uint64_t)i * 10, 10);
+        tail = &(*tail)->next;
+    }
+    batch_t *next = head, *first = NULL;
+    ck_assert_int_eq(pipeline_take_batches(&next, &first), WORK_MAX_BATCHES);
+    ck_assert_ptr_eq(first, head);
+    ck_assert_uint_eq(next->offset, (uint64_t)WORK_MAX_BATCHES * 10);
+    ck_assert_int_eq(pipeline_take_batches(&next, &first), 5);
+    ck_assert_ptr_null(next);
+    ck_assert_int_eq(pipeline_take_batches(&next, &first), 0);
+    while (head) {
+        batch_t *b = head;
+        head = b->next;
+        free(b);
+    }
+}
+END_TEST
+
+START_TEST(pipeline_backpressure_has_hysteresis)
+{
+    size_t max = 8u << 20;
+    ck_assert(!pipeline_should_pause(max, max)); /* at the bound: still reading */
+    ck_assert(pipeline_should_pause(max + 1, max));
+    ck_assert(!pipeline_should_resume(max / 2 + 1, max)); /* not before half is gone */
+    ck_assert(pipeline_should_resume(max / 2, max));
+    ck_assert(pipeline_should_resume(0, max));
+}
+END_TEST
+
+START_TEST(pipeline_checkpoint_by_bytes_or_time)
+{
+    ck_assert(!pipeline_checkpoint_due(100, 100, 10000, 0)); /* nothing new */
+    ck_assert(!pipeline_checkpoint_due(50, 100, 10000, 0));
+    ck_assert(!pipeline_checkpoint_due(101, 100, CHECKPOINT_MS - 1, 0)); /* too soon */
+    ck_assert(pipeline_checkpoint_due(101, 100, CHECKPOINT_MS, 0));
+    ck_assert(pipeline_checkpoint_due(CHECKPOINT_BYTES, 0, 1, 0)); /* enough bytes */
+    ck_assert(!pipeline_checkpoint_due(CHECKPOINT_BYTES - 1, 0, 1, 0));
+}
+END_TEST
+
+START_TEST(pipeline_writeback_every_chunk)
+{
+    ck_assert(!pipeline_writeback_due(WRITEBACK_CHUNK - 1, 0));
+    ck_assert(pipeline_writeback_due(WRITEBACK_CHUNK, 0));
+    ck_assert(!pipeline_writeback_due(3 * WRITEBACK_CHUNK - 1, 2 * WRITEBACK_CHUNK));
+}
+END_TEST
+
+START_TEST(pipeline_room_for_the_rest_of_the_file)
+{
+    batch_t *a = batch_new(1000, 300), *b = batch_new(1300, 200);
+    a->next = b;
+    ck_assert_uint_eq(pipeline_room_wanted(a, 2, -1), 500); /* unknown length: the batches */
+    ck_assert_uint_eq(pipeline_room_wanted(a, 1, -1), 300);
+    ck_assert_uint_eq(pipeline_room_wanted(a, 2, 1400), 500);   /* the batches are more */
+    ck_assert_uint_eq(pipeline_room_wanted(a, 2, 10000), 9000); /* the rest of the file */
+    free(a);
+    free(b);
+}
+END_TEST
+
+static Suite *pipeline_suite(void)
+{
+    Suite *s = suite_create("pipeline");
+    TCase *batching = tcase_create("batching");
+    TCase *pacing = tcase_create("pacing");
+
+    tcase_add_test(batching, pipeline_batch_merges_contiguous_slices);
+    tcase_add_test(batching, pipeline_batch_full_at_size_or_slots);
+    tcase_add_test(batching, pipeline_take_batches_caps_one_item);
+    suite_add_tcase(s, batching);
+
+    tcase_add_test(pacing, pipeline_backpressure_has_hysteresis);
+    tcase_add_test(pacing, pipeline_checkpoint_by_bytes_or_time);
+    tcase_add_test(pacing, pipeline_writeback_every_chunk);
+    tcase_add_test(pacing, pipeline_room_for_the_rest_of_the_file);
+    suite_add_tcase(s, pacing);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(pipeline_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
