@@ -89,6 +89,7 @@ static void leave_when_told(job_waiter_t *w, uint64_t written, uint64_t durable)
 START_TEST(job_tells_waiters_what_is_written)
 {
     job_t *job = calloc(1, sizeof *job);
+    list_init(&job->waiters);
     job_waiter_t told = {.on_written = count_written}, leaving = {.on_written = leave_when_told},
                  quiet = {0}; /* no on_written: not told */
     job_waiter_link(job, &quiet);
