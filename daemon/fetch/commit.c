@@ -205,7 +205,8 @@ static void job_collect_waiters(job_t *job)
     job->accept_any = job->nwaiters == 0 || !job->accepts;
     if (job->uids)
         uid_add(job, job->owner);
-    for (job_waiter_t *w = job->waiters; w; w = w->next) {
+    for (list_node_t *n = list_first(&job->waiters); n; n = list_next(&job->waiters, n)) {
+        job_waiter_t *w = list_entry(n, job_waiter_t, node);
         if (job->uids)
             uid_add(job, w->uid);
         if (!w->expected[0])
@@ -264,8 +265,10 @@ static void after_commit(uv_work_t *req, int status)
          * bytes did not fail: it goes on in a job of its own. */
         job->flags &= ~JOB_TMP_MADE;
         job_unlist(job);
-        for (job_waiter_t *w = job->waiters, *next; w; w = next) {
-            next = w->next;
+        list_node_t *n, *tmp;
+        list_foreach_safe(&job->waiters, n, tmp)
+        {
+            job_waiter_t *w = list_entry(n, job_waiter_t, node);
             if (!w->expected[0] || strcmp(w->expected, job->digest) == 0)
                 job_waiter_restart(job, w);
         }

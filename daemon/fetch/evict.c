@@ -113,8 +113,12 @@ static void after_evict(uv_work_t *req, int status)
     }
     /* Downloads short of room that waited for a run started after they
      * asked: still short, they fail; else they go on (to their commit). */
-    for (job_t *j = js->active, *next; j && !js->shutting_down; j = next) {
-        next = j->next; /* job_fail unlists j */
+    list_node_t *n, *tmp;
+    list_foreach_safe(&js->active, n, tmp) /* job_fail unlists j */
+    {
+        job_t *j = list_entry(n, job_t, node);
+        if (js->shutting_down)
+            break;
         if (!(j->flags & JOB_SHORT_WAIT) || js->evict_runs <= j->short_runs)
             continue;
         if (js->evict_short_after) {
@@ -139,7 +143,8 @@ static void jobs_inflight(const jobs_t *js, uint64_t *held, uint64_t *remaining)
 {
     uint64_t max = js->cfg->max_cache_size;
     *held = *remaining = 0;
-    for (const job_t *j = js->active; j; j = j->next) {
+    for (const list_node_t *n = list_first(&js->active); n; n = list_next(&js->active, n)) {
+        const job_t *j = list_entry(n, job_t, node);
         uint64_t size =
             j->total >= 0 && (uint64_t)j->total > j->received ? (uint64_t)j->total : j->received;
         /* A committing one's row may be in the blobs' total already: it

@@ -18,12 +18,7 @@ static void job_on_timer_closed(uv_handle_t *h)
     if (--job->handles_open > 0)
         return;
     jobs_t *js = job->js;
-    if (job->all_prev)
-        job->all_prev->all_next = job->all_next;
-    else
-        js->all = job->all_next;
-    if (job->all_next)
-        job->all_next->all_prev = job->all_prev;
+    list_remove(&job->all_node);
     db_partial_free(&job->ckpt);
     transfer_free(&job->xfer);
     free(job->accepts);
@@ -39,20 +34,14 @@ static void job_on_timer_closed(uv_handle_t *h)
 
 void job_free(job_t *job)
 {
-    assert(!job->items && !job->xfer.req && !job->waiters);
+    assert(!job->items && !job->xfer.req && list_empty(&job->waiters));
     uv_close((uv_handle_t *)&job->timer, job_on_timer_closed);
     uv_close((uv_handle_t *)&job->retry_timer, job_on_timer_closed);
 }
 
 void job_waiter_unlink(job_t *job, job_waiter_t *w)
 {
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        job->waiters = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
-    w->next = w->prev = NULL;
+    list_remove(&w->node);
     w->job = NULL;
     job->nwaiters--;
 }
@@ -60,11 +49,7 @@ void job_waiter_unlink(job_t *job, job_waiter_t *w)
 void job_waiter_link(job_t *job, job_waiter_t *w)
 {
     w->job = job;
-    w->prev = NULL;
-    w->next = job->waiters;
-    if (job->waiters)
-        job->waiters->prev = w;
-    job->waiters = w;
+    list_push_front(&job->waiters, &w->node); /* the newest first */
     job->nwaiters++;
 }
 
@@ -72,8 +57,10 @@ void job_waiter_link(job_t *job, job_waiter_t *w)
  * durable. A waiter may leave (jobs_cancel) from its callback. */
 void job_notify_written(job_t *job)
 {
-    for (job_waiter_t *w = job->waiters, *next; w; w = next) {
-        next = w->next;
+    list_node_t *n, *tmp;
+    list_foreach_safe(&job->waiters, n, tmp)
+    {
+        job_waiter_t *w = list_entry(n, job_waiter_t, node);
         if (w->on_written)
             w->on_written(w, job->on_disk, job->durable);
     }
@@ -86,8 +73,9 @@ void job_notify_written(job_t *job)
 void job_notify_all(job_t *job, const job_result_t *res)
 {
     jobs_t *js = job->js;
-    while (job->waiters) {
-        job_waiter_t *w = job->waiters;
+    list_node_t *n;
+    while ((n = list_first(&job->waiters)) != NULL) {
+        job_waiter_t *w = list_entry(n, job_waiter_t, node);
         job_waiter_unlink(job, w);
         job_result_t r = *res;
         r.kind = w->kind;
@@ -228,8 +216,10 @@ void job_on_progress_tick(uv_timer_t *t)
     if (done == job->last_done && job->state != JOB_COMMITTING)
         return;
     job->last_done = done;
-    for (job_waiter_t *w = job->waiters, *next; w; w = next) {
-        next = w->next;
+    list_node_t *n, *tmp;
+    list_foreach_safe(&job->waiters, n, tmp)
+    {
+        job_waiter_t *w = list_entry(n, job_waiter_t, node);
         w->on_progress(w, done, job->total, job->rate);
     }
 }
@@ -237,8 +227,8 @@ void job_on_progress_tick(uv_timer_t *t)
 /* Whether a job not yet freed (failed ones too) still uses partial id. */
 static int part_in_use(const jobs_t *js, uint64_t id)
 {
-    for (const job_t *j = js->all; j; j = j->all_next)
-        if (j->part_id == id)
+    for (const list_node_t *n = list_first(&js->all); n; n = list_next(&js->all, n))
+        if (list_entry(n, job_t, all_node)->part_id == id)
             return 1;
     return 0;
 }
@@ -280,6 +270,7 @@ int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out)
         return -ENOMEM;
     job->js = js;
     job->id = job->part_id = ++js->next_id;
+    list_init(&job->waiters);
     transfer_init(&job->xfer, job, u);
     job->key = strdup(u->canonical);
     size_t hl = strlen(u->host) + 8;
@@ -306,10 +297,7 @@ int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out)
     worktrack_hold(&js->work);
     js->stats.misses++;
     job_adopt_partial(job);
-    job->all_next = js->all;
-    if (js->all)
-        js->all->all_prev = job;
-    js->all = job;
+    list_push_front(&js->all, &job->all_node);
 
     job->state = JOB_QUEUED; /* the first state: no transition */
     *out = job;

@@ -23,6 +23,7 @@
 #include "config.h"
 #include "cred.h"
 #include "db.h"
+#include "list.h"
 #include "netpolicy.h"
 #include "store.h"
 #include "tls.h"
@@ -80,7 +81,7 @@ struct job_waiter {
     char expected[65]; /* this waiter's expected digest, "" if none */
     char cred_tag[65]; /* its credential tag, "" without secret headers */
     char *cred_block;  /* its header lines, until a new job takes them */
-    job_waiter_t *next, *prev;
+    list_node_t node;  /* in job->waiters */
 };
 
 /* Error codes counted apart in STATS (the rest count as "other"). */

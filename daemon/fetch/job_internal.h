@@ -115,10 +115,9 @@ struct jobs {
     db_t *db;
     bufpool_t pool;
     http_client_t *http;
-    job_t *active;     /* jobs past QUEUED and not finished, newest first */
-    job_t *all;        /* every job not yet freed, failed ones too */
-    job_t *queue_head; /* QUEUED jobs, oldest first */
-    job_t *queue_tail;
+    list_t active; /* jobs past QUEUED and not finished, newest first (job_t.node) */
+    list_t all;    /* every job not yet freed, failed ones too (job_t.all_node) */
+    list_t queue;  /* QUEUED jobs, oldest first (job_t.node) */
     uint64_t next_id;
     worktrack_t work; /* jobs, hits and pool items a shutdown waits for */
     jobs_stats_t stats;
@@ -170,12 +169,12 @@ struct job {
     size_t naccepts;
     uid_t *uids; /* the entry's requesters: the owner and the waiters' uids */
     size_t nuids;
-    char cred_tag[65];     /* its credentials' tag: entries and partials are keyed by it */
-    uid_t owner;           /* the uid whose request created it */
-    job_waiter_t *waiters; /* doubly linked */
+    char cred_tag[65]; /* its credentials' tag: entries and partials are keyed by it */
+    uid_t owner;       /* the uid whose request created it */
+    list_t waiters;    /* job_waiter_t.node, the newest first */
     unsigned nwaiters;
-    job_t *next, *prev;         /* in active list or queue */
-    job_t *all_next, *all_prev; /* in js->all */
+    list_node_t node;     /* in js->active or js->queue */
+    list_node_t all_node; /* in js->all */
 
     /* Body pipeline. */
     int64_t total;       /* Content-Length, -1 unknown */

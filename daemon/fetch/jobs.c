@@ -51,11 +51,13 @@ void jobs_release(jobs_t *js)
  * whatever its URL. */
 static job_t *job_find(jobs_t *js, const char *key, const char *cred_tag)
 {
-    job_t *lists[2] = {js->active, js->queue_head};
+    list_t *lists[2] = {&js->active, &js->queue};
     for (int i = 0; i < 2; i++)
-        for (job_t *j = lists[i]; j; j = j->next)
+        for (list_node_t *n = list_first(lists[i]); n; n = list_next(lists[i], n)) {
+            job_t *j = list_entry(n, job_t, node);
             if (strcmp(j->cred_tag, cred_tag) == 0 && strcmp(j->key, key) == 0)
                 return j;
+        }
     return NULL;
 }
 
@@ -356,6 +358,9 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
         return -ENOMEM;
     js->loop = loop;
     js->cfg = cfg;
+    list_init(&js->active);
+    list_init(&js->all);
+    list_init(&js->queue);
     js->store = store;
     js->db = db;
     /* Keep enough free buffers for every job's in-flight window. */
@@ -403,10 +408,11 @@ void jobs_stop(jobs_t *js)
         verifier_stop(js->verifier);
         js->verifier = NULL;
     }
-    while (js->queue_head)
-        job_fail(js->queue_head, "shutting_down", "hubd is stopping");
-    while (js->active)
-        job_fail(js->active, "shutting_down", "hubd is stopping");
+    list_node_t *n;
+    while ((n = list_first(&js->queue)) != NULL)
+        job_fail(list_entry(n, job_t, node), "shutting_down", "hubd is stopping");
+    while ((n = list_first(&js->active)) != NULL)
+        job_fail(list_entry(n, job_t, node), "shutting_down", "hubd is stopping");
 }
 
 void jobs_shutdown(jobs_t *js, void (*done)(void *arg), void *arg)

@@ -317,6 +317,7 @@ void job_pump(job_t *job)
         job->durable = job->on_disk = 0; /* the write item that truncates forgets the row */
         job->total = -1;
         job->truncate_file = (job->flags & JOB_TMP_MADE) != 0;
+        job_notify_written(job); /* written (and durable) are 0 again */
         job_begin_request(job);
         return;
     }
@@ -397,7 +398,9 @@ static void after_write(uv_work_t *req, int status)
     }
     if (job_short_of_space(job))
         return;
-    if (job->state != JOB_FAILED)
+    /* Not the old attempt's bytes while restarting: they are dropped, and
+     * the restart tells written 0 (job_pump). */
+    if (job->state != JOB_FAILED && job->state != JOB_RESTARTING)
         job_notify_written(job);
     job_pump(job);
 }
@@ -413,7 +416,7 @@ static void after_sync(uv_work_t *req, int status)
         job->ckpt_done = 0;
         log_debug("job %llu: checkpoint: %llu bytes durable", (unsigned long long)job->id,
                   (unsigned long long)job->durable);
-        if (!job->sync_err && job->state != JOB_FAILED)
+        if (!job->sync_err && job->state != JOB_FAILED && job->state != JOB_RESTARTING)
             job_notify_written(job);
     }
     if (job->sync_err && job->state != JOB_FAILED) {

@@ -9,30 +9,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void list_remove(job_t **head, job_t **tail, job_t *job)
-{
-    if (job->prev)
-        job->prev->next = job->next;
-    else
-        *head = job->next;
-    if (job->next)
-        job->next->prev = job->prev;
-    else if (tail)
-        *tail = job->prev;
-    job->next = job->prev = NULL;
-}
-
 /* Off the table: new fetches of this URL no longer find the job. */
 void job_unlist(job_t *job)
 {
     jobs_t *js = job->js;
     if (job->flags & JOB_IN_ACTIVE) {
-        list_remove(&js->active, NULL, job);
+        list_remove(&job->node);
         job->flags &= ~JOB_IN_ACTIVE;
         js->stats.active--;
     }
     if (job->flags & JOB_IN_QUEUE) {
-        list_remove(&js->queue_head, &js->queue_tail, job);
+        list_remove(&job->node);
         job->flags &= ~JOB_IN_QUEUE;
         js->stats.queued--;
     }
@@ -41,8 +28,8 @@ void job_unlist(job_t *job)
 static unsigned active_for_host(jobs_t *js, const char *host_key)
 {
     unsigned n = 0;
-    for (job_t *j = js->active; j; j = j->next)
-        if (strcmp(j->host_key, host_key) == 0)
+    for (list_node_t *p = list_first(&js->active); p; p = list_next(&js->active, p))
+        if (strcmp(list_entry(p, job_t, node)->host_key, host_key) == 0)
             n++;
     return n;
 }
@@ -50,8 +37,8 @@ static unsigned active_for_host(jobs_t *js, const char *host_key)
 static unsigned active_for_owner(jobs_t *js, uid_t uid)
 {
     unsigned n = 0;
-    for (job_t *j = js->active; j; j = j->next)
-        n += j->owner == uid;
+    for (list_node_t *p = list_first(&js->active); p; p = list_next(&js->active, p))
+        n += list_entry(p, job_t, node)->owner == uid;
     return n;
 }
 
@@ -59,11 +46,7 @@ static void job_activate(job_t *job)
 {
     jobs_t *js = job->js;
     job->flags |= JOB_IN_ACTIVE;
-    job->next = js->active;
-    job->prev = NULL;
-    if (js->active)
-        js->active->prev = job;
-    js->active = job;
+    list_push_front(&js->active, &job->node); /* newest first */
     js->stats.active++;
     uv_timer_start(&job->timer, job_on_progress_tick, PROGRESS_INTERVAL_MS, PROGRESS_INTERVAL_MS);
     job->t_start = job->t_ckpt = uv_now(js->loop);
@@ -84,19 +67,20 @@ void jobs_start_queued(jobs_t *js)
     js->starting_queued = 1;
     do {
         js->start_again = 0;
-        job_t *job = js->queue_head;
-        while (job && js->stats.active < js->cfg->max_downloads && !js->shutting_down) {
+        list_node_t *n = list_first(&js->queue);
+        while (n && js->stats.active < js->cfg->max_downloads && !js->shutting_down) {
+            job_t *job = list_entry(n, job_t, node);
             /* A full host, or a user at max_jobs_per_user, waits without
              * holding up the others behind it in the queue. */
             unsigned per_user = js->cfg->max_jobs_per_user;
             if (active_for_host(js, job->host_key) >= js->cfg->max_per_host ||
                 (per_user && active_for_owner(js, job->owner) >= per_user)) {
-                job = job->next;
+                n = list_next(&js->queue, n);
                 continue;
             }
             job_unlist(job);
             job_activate(job);
-            job = js->queue_head; /* activation may have changed the queue */
+            n = list_first(&js->queue); /* activation may have changed the queue */
         }
     } while (js->start_again);
     js->starting_queued = 0;
@@ -108,10 +92,10 @@ void jobs_start_queued(jobs_t *js)
 int jobs_uid_at_limit(const jobs_t *js, uid_t uid)
 {
     unsigned max = js->cfg->max_requests_per_user, mine = 0;
-    job_t *lists[2] = {js->active, js->queue_head};
+    const list_t *lists[2] = {&js->active, &js->queue};
     for (int i = 0; max && i < 2; i++)
-        for (job_t *j = lists[i]; j; j = j->next)
-            mine += j->owner == uid;
+        for (const list_node_t *n = list_first(lists[i]); n; n = list_next(lists[i], n))
+            mine += list_entry(n, job_t, node)->owner == uid;
     return max && mine >= max;
 }
 
@@ -120,11 +104,6 @@ void jobs_enqueue(job_t *job)
 {
     jobs_t *js = job->js;
     job->flags |= JOB_IN_QUEUE;
-    job->prev = js->queue_tail;
-    if (js->queue_tail)
-        js->queue_tail->next = job;
-    else
-        js->queue_head = job;
-    js->queue_tail = job;
+    list_push_back(&js->queue, &job->node);
     js->stats.queued++;
 }

@@ -55,8 +55,9 @@ static void info_of(const job_t *j, uid_t uid, job_info_t *info)
     info->rate = j->rate;
     info->waiters = j->nwaiters;
     info->mine = j->owner == uid;
-    for (const job_waiter_t *w = j->waiters; w && !info->mine; w = w->next)
-        info->mine = w->uid == uid;
+    for (const list_node_t *n = list_first(&j->waiters); n && !info->mine;
+         n = list_next(&j->waiters, n))
+        info->mine = list_entry(n, job_waiter_t, node)->uid == uid;
 }
 
 /* The listed job with the smallest id above `after`, or NULL. A scan of
@@ -64,11 +65,13 @@ static void info_of(const job_t *j, uid_t uid, job_info_t *info)
 static job_t *job_after(jobs_t *js, uint64_t after)
 {
     job_t *best = NULL;
-    job_t *lists[2] = {js->active, js->queue_head};
+    list_t *lists[2] = {&js->active, &js->queue};
     for (int i = 0; i < 2; i++)
-        for (job_t *j = lists[i]; j; j = j->next)
+        for (list_node_t *n = list_first(lists[i]); n; n = list_next(lists[i], n)) {
+            job_t *j = list_entry(n, job_t, node);
             if (j->id > after && (!best || j->id < best->id))
                 best = j;
+        }
     return best;
 }
 

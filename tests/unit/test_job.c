@@ -2,9 +2,11 @@
  * (allowed and refused changes) and the waiters' written-bytes
  * notification. */
 #include "job_internal.h"
+#include "config.h"
 
 #include <check.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Every transition the code makes, and nothing else. */
 static const struct {
@@ -89,6 +91,7 @@ static void leave_when_told(job_waiter_t *w, uint64_t written, uint64_t durable)
 START_TEST(job_tells_waiters_what_is_written)
 {
     job_t *job = calloc(1, sizeof *job);
+    list_init(&job->waiters);
     job_waiter_t told = {.on_written = count_written}, leaving = {.on_written = leave_when_told},
                  quiet = {0}; /* no on_written: not told */
     job_waiter_link(job, &quiet);
@@ -117,6 +120,74 @@ START_TEST(job_tells_waiters_what_is_written)
 }
 END_TEST
 
+static unsigned restart_calls;
+static uint64_t restart_written = 1, restart_durable = 1;
+
+static void note_written(job_waiter_t *w, uint64_t written, uint64_t durable)
+{
+    (void)w;
+    restart_calls++;
+    restart_written = written;
+    restart_durable = durable;
+}
+
+static void on_http_closed(void *arg)
+{
+    *(int *)arg = 1;
+}
+
+/* A restart from byte 0 drops what the partial held: the waiters hear that
+ * it holds nothing (written 0), as job.h promises, before the new request. */
+START_TEST(job_restart_tells_waiters_nothing_is_written)
+{
+    uv_loop_t loop;
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    hubd_config_t cfg;
+    ck_assert_int_eq(config_defaults(&cfg), 0);
+    jobs_t js = {.loop = &loop, .cfg = &cfg};
+    list_init(&js.active);
+    list_init(&js.all);
+    list_init(&js.queue);
+    bufpool_init(&js.pool, cfg.read_buffer_size, 8);
+    ck_assert_int_eq(http_client_new(&loop, &cfg, &js.pool, NULL, &js.http), 0);
+
+    job_t *job = calloc(1, sizeof *job);
+    ck_assert_ptr_nonnull(job);
+    list_init(&job->waiters);
+    job->js = &js;
+    job->fd = job->ro_fd = -1;
+    url_t u;
+    ck_assert_int_eq(url_parse("http://127.0.0.1:9/file", &u, NULL), 0);
+    job->key = strdup(u.canonical);
+    transfer_init(&job->xfer, job, &u);
+    job->state = JOB_RESTARTING; /* the old attempt's items are all back */
+    job->received = job->sealed = job->written = job->on_disk = 3 << 20;
+    job->durable = 1 << 20;
+    job_waiter_t w = {.on_written = note_written};
+    job_waiter_link(job, &w);
+
+    job_pump(job);
+    ck_assert_int_eq(job->state, JOB_CONNECTING);
+    ck_assert_uint_eq(restart_calls, 1);
+    ck_assert_uint_eq(restart_written, 0);
+    ck_assert_uint_eq(restart_durable, 0);
+
+    transfer_abort(&job->xfer);
+    jobs_cancel(&w);
+    transfer_free(&job->xfer);
+    free(job->key);
+    free(job);
+    int closed = 0;
+    http_client_close(js.http, on_http_closed, &closed);
+    while (!closed)
+        uv_run(&loop, UV_RUN_ONCE);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    bufpool_destroy(&js.pool);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    config_free(&cfg);
+}
+END_TEST
+
 static Suite *job_suite(void)
 {
     Suite *s = suite_create("job");
@@ -129,6 +200,7 @@ static Suite *job_suite(void)
 
     TCase *waiters = tcase_create("waiters");
     tcase_add_test(waiters, job_tells_waiters_what_is_written);
+    tcase_add_test(waiters, job_restart_tells_waiters_nothing_is_written);
     suite_add_tcase(s, waiters);
     return s;
 }
