@@ -355,7 +355,10 @@ static int stls_read_start(stream_t *s)
 {
     stream_tls_t *st = (stream_tls_t *)s;
     st->reading = 1;
-    int rc = stream_read_start(st->inner);
+    /* Not while the spill is full: stls_kick resumes the inner reads once
+     * the backlog is below TLS_SPILL_MAX, else every pause and resume would
+     * let one more read into a spill already at its bound. */
+    int rc = st->spill_full ? 0 : stream_read_start(st->inner);
     stls_kick(st); /* records already read may hold more */
     return rc;
 }

@@ -2,13 +2,15 @@
  * is the stream's peer. Its writes are captured and its reads are fed by the
  * test, so the seam between http.c and the stream kinds is tested without a
  * socket. http.c is included, as h2o's tests do, to reach conn_new and the
- * stream callbacks. */
+ * stream callbacks; stream_tls.c too, to drive a TLS stream over the fake
+ * from the loop's side (no handshake: its state is set as after one). */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 #include "http.c"
+#include "stream_tls.c"
 
 /* ---- the fake stream ----------------------------------------------------- */
 
@@ -330,6 +332,84 @@ START_TEST(http_pause_stops_reading)
 }
 END_TEST
 
+/* ---- the TLS stream over the fake ---------------------------------------- */
+
+static void tls_user_on_read(stream_t *s, ssize_t n, buf_t *buf, const char *p)
+{
+    (void)s;
+    (void)n;
+    (void)buf;
+    (void)p;
+}
+
+static void tls_user_on_write_error(stream_t *s, int err)
+{
+    (void)s;
+    (void)err;
+}
+
+static const stream_cbs_t tls_user_cbs = {.on_read = tls_user_on_read,
+                                          .on_write_error = tls_user_on_write_error};
+
+static void tls_closed(void *arg)
+{
+    *(int *)arg = 1;
+}
+
+/* A request resumed while its TLS stream's spill is full (decryption is
+ * behind) must not start the inner reads again: only stls_kick does, once
+ * the backlog is below TLS_SPILL_MAX. Else each pause and resume of a slow
+ * download lets one more read into a spill already at its bound. */
+START_TEST(stls_resume_keeps_a_full_spill_stopped)
+{
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(config_defaults(&cfg), 0);
+    bufpool_init(&pool, 4096, 4);
+    tls_ctx_t *ctx = NULL;
+    char err[600] = "";
+    ck_assert_msg(tls_ctx_new(&cfg, &ctx, err, sizeof err) == 0, "%s", err);
+    fake_stream_t *f = calloc(1, sizeof *f);
+    ck_assert_ptr_nonnull(f);
+    f->base.ops = &fake_ops;
+    f->pool = &pool;
+    uv_timer_init(&loop, &f->closer);
+    f->closer.data = f;
+    stream_t *s = NULL;
+    ck_assert_int_eq(
+        stream_tls_new(&f->base, ctx, "origin.test", "https://origin.test:443", &loop, &pool, &s),
+        0);
+    stream_set_cbs(s, &tls_user_cbs, NULL);
+    stream_tls_t *st = (stream_tls_t *)s;
+    st->handshaking = 0; /* as after the handshake: reading, into the spill */
+    st->reading = 1;
+    f->reading = 1;
+    st->decrypt_in_flight = 1; /* an item is out, so the spill stays queued */
+    while (f->reading) {       /* the peer sends until the spill is full */
+        char *p = NULL;
+        size_t room = 0;
+        f->base.cbs->alloc(&f->base, &p, &room);
+        ck_assert_ptr_nonnull(p);
+        memset(p, 0x17, room);
+        f->base.cbs->on_read(&f->base, (ssize_t)room, NULL, p);
+    }
+    ck_assert(st->spill_full);
+    ck_assert_uint_ge(st->spill_len, TLS_SPILL_MAX);
+    stream_read_stop(s);                       /* the request pauses, */
+    ck_assert_int_eq(stream_read_start(s), 0); /* and resumes */
+    ck_assert_msg(!f->reading, "the inner stream reads into a full spill");
+    st->decrypt_in_flight = 0; /* the item never was: nothing to wait for */
+    int closed = 0;
+    stream_close(s, tls_closed, &closed);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(closed, 1);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    ck_assert_uint_eq(pool.live, 0);
+    tls_ctx_free(ctx);
+    bufpool_destroy(&pool);
+    config_free(&cfg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("http");
@@ -342,6 +422,7 @@ int main(void)
     tcase_add_test(tc, http_clean_end_completes_a_body_read_to_the_close);
     tcase_add_test(tc, http_stream_fault_codes);
     tcase_add_test(tc, http_pause_stops_reading);
+    tcase_add_test(tc, stls_resume_keeps_a_full_spill_stopped);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
