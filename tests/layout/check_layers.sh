@@ -1,0 +1,60 @@
+#!/bin/sh
+# The layer rule, checked from the sources: a file may include project
+# headers only from its own folder and the folders of the layers below it
+# (docs/ARCHITECTURE.md, "Layers"). The build already refuses most breaches
+# (a library sees only the include dirs of what it links); this also
+# catches a relative path ("../net/http.h") that would get around it.
+#   check_layers.sh SOURCE_DIR
+set -eu
+src=${1:?usage: check_layers.sh SOURCE_DIR}
+cd "$src"
+
+# folder: the folders whose headers it may include (besides its own)
+allowed() {
+    case $1 in
+    common) echo "" ;;
+    daemon/base) echo "common" ;;
+    daemon/net | daemon/cache) echo "common daemon/base" ;;
+    daemon/fetch) echo "common daemon/base daemon/net daemon/cache" ;;
+    daemon/front) echo "common daemon/base daemon/net daemon/cache daemon/fetch" ;;
+    daemon) echo "common daemon/base daemon/net daemon/cache daemon/fetch daemon/front" ;;
+    client/hubctl) echo "common" ;;
+    *) return 1 ;;
+    esac
+}
+
+bad=0
+checked=0
+for dir in common daemon/base daemon/net daemon/cache daemon/fetch daemon/front daemon client/hubctl; do
+    ok_dirs="$dir $(allowed "$dir")"
+    for f in "$dir"/*.c "$dir"/*.h; do
+        [ -e "$f" ] || continue
+        # Project headers are included with quotes; system ones with <>.
+        for h in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f"); do
+            checked=$((checked + 1))
+            case $h in
+            */*)
+                echo "$f: includes \"$h\": a path; name the header, the build finds its layer" >&2
+                bad=1
+                continue
+                ;;
+            esac
+            found=""
+            for d in $ok_dirs; do
+                [ -e "$d/$h" ] && found=$d && break
+            done
+            if [ -z "$found" ]; then
+                # Not in an allowed layer: say where it is, if anywhere.
+                where=$(find common daemon client -name "$h" -not -path '*/python/*' | head -n 1)
+                echo "$f: includes \"$h\" (${where:-not in the tree}), not in $dir or a layer below" >&2
+                bad=1
+            fi
+        done
+    done
+done
+[ "$checked" -gt 100 ] || {
+    echo "only $checked includes checked: is SOURCE_DIR the tree?" >&2
+    exit 1
+}
+[ "$bad" -eq 0 ] && echo "layers: $checked project includes, each from its own folder or a layer below"
+exit "$bad"
