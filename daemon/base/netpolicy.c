@@ -211,16 +211,30 @@ int netpolicy_check_hosts(const char *list)
     return each_item(list, check_host, NULL);
 }
 
+int netpolicy_cidr_contains(const uint8_t net[16], unsigned bits, const uint8_t a[16])
+{
+    unsigned whole = bits / 8, rest = bits % 8;
+    if (memcmp(a, net, whole) != 0)
+        return 0;
+    return !rest || !((a[whole] ^ net[whole]) & (uint8_t)(0xff << (8 - rest)));
+}
+
+int netpolicy_cidr_parse(const char *s, size_t n, uint8_t net[16], unsigned *bits)
+{
+    cidr_t c;
+    int rc = parse_cidr(s, n, &c);
+    if (rc)
+        return rc;
+    memcpy(net, c.addr, 16);
+    *bits = c.bits;
+    return 0;
+}
+
 static int in_cidrs(const cidr_list_t *l, const uint8_t a[16])
 {
-    for (size_t i = 0; i < l->n; i++) {
-        unsigned bits = l->v[i].bits, whole = bits / 8, rest = bits % 8;
-        if (memcmp(a, l->v[i].addr, whole) != 0)
-            continue;
-        if (rest && ((a[whole] ^ l->v[i].addr[whole]) & (uint8_t)(0xff << (8 - rest))))
-            continue;
-        return 1;
-    }
+    for (size_t i = 0; i < l->n; i++)
+        if (netpolicy_cidr_contains(l->v[i].addr, l->v[i].bits, a))
+            return 1;
     return 0;
 }
 

@@ -12,6 +12,8 @@
 #ifndef HUBD_NETPOLICY_H
 #define HUBD_NETPOLICY_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 #include "config.h"
@@ -28,6 +30,12 @@ int netpolicy_check_networks(const char *list);
  * that is a number in an item that is no IPv4 address: "10.0.0.256",
  * "*.0.0.1"), else 0. For config_set, as netpolicy_check_networks. */
 int netpolicy_check_hosts(const char *list);
+
+/* One "addr[/bits]" item of n bytes at s: the network in 16 bytes (IPv4 as
+ * IPv4-mapped, its bits counted over all 128). 0 or -EINVAL. */
+int netpolicy_cidr_parse(const char *s, size_t n, uint8_t net[16], unsigned *bits);
+/* 1 when the address a (16 bytes, IPv4-mapped for IPv4) is in net/bits. */
+int netpolicy_cidr_contains(const uint8_t net[16], unsigned bits, const uint8_t a[16]);
 
 int netpolicy_new(const hubd_config_t *cfg, netpolicy_t **out);
 void netpolicy_free(netpolicy_t *p);
