@@ -76,7 +76,7 @@ static void after_drop(uv_work_t *w, int status)
         d->js->stats.evicted++;
         log_info("blob %s is larger than max_cache_size: handed out, not kept", d->sha);
     }
-    jobs_release(d->js);
+    worktrack_release(&d->js->work);
     free(d);
 }
 
@@ -132,7 +132,7 @@ static void after_evict(uv_work_t *req, int status)
         js->evict_again = 0;
         evict_start(js, js->next_keep[0] ? js->next_keep : NULL);
     }
-    jobs_release(js);
+    worktrack_release(&js->work);
 }
 
 /* What the running downloads will hold once done (each one's length when

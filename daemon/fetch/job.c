@@ -29,7 +29,7 @@ static void job_on_timer_closed(uv_handle_t *h)
     free(job->etag);
     free(job->last_modified);
     free(job);
-    jobs_release(js);
+    worktrack_release(&js->work);
 }
 
 void job_free(job_t *job)

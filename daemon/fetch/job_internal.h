@@ -124,7 +124,6 @@ struct jobs {
     cred_secret_t secret; /* keys credential tags */
     verifier_t *verifier; /* background re-verification, NULL once stopped */
     int shutting_down;
-    int http_closing;    /* http_client_close called: js goes in its callback */
     int starting_queued; /* inside jobs_start_queued: do not re-enter */
     int start_again;     /* jobs_start_queued was asked again meanwhile */
     /* Eviction: one item at a time; asked again while busy, it runs again. */
@@ -248,7 +247,6 @@ struct job_hit {
 };
 
 /* jobs.c: the front door (hits, single flight, restarted waiters) */
-void jobs_release(jobs_t *js);
 void job_waiter_restart(job_t *job, job_waiter_t *w);
 
 /* sched.c: the queue and the global, per-host and per-uid limits */

@@ -34,13 +34,7 @@ static void on_http_closed(void *arg)
 static void on_jobs_drained(void *arg)
 {
     jobs_t *js = arg;
-    js->http_closing = 1;
     http_client_close(js->http, on_http_closed, js);
-}
-
-void jobs_release(jobs_t *js)
-{
-    worktrack_release(&js->work);
 }
 
 /* A running job for the same URL and the same credentials (a request
@@ -227,7 +221,7 @@ static void after_hit(uv_work_t *req, int status)
         close(hit->fd);
     free(hit->url);
     free(hit);
-    jobs_release(js);
+    worktrack_release(&js->work);
 }
 
 void jobs_set_policy(jobs_t *js, const netpolicy_t *policy)
