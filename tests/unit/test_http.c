@@ -162,7 +162,7 @@ static void on_done(http_req_t *req, const char *code, const char *msg, void *da
 
 static const http_req_cbs_t cbs = {on_headers, on_body, on_done};
 
-/* A client whose pool holds one idle connection to http://origin.test:80
+/* A client whose pool holds one idle connection to http://127.0.0.1:80
  * on a fake stream, returned. */
 static fake_stream_t *setup(void)
 {
@@ -177,7 +177,7 @@ static fake_stream_t *setup(void)
     f->pool = &pool;
     uv_timer_init(&loop, &f->closer);
     f->closer.data = f;
-    http_conn_t *conn = conn_new(client, "http://origin.test:80");
+    http_conn_t *conn = conn_new(client, "http://127.0.0.1:80");
     ck_assert_ptr_nonnull(conn);
     conn->stream = &f->base;
     stream_set_cbs(&f->base, &conn_stream_cbs, conn);
@@ -220,10 +220,10 @@ static void teardown(void)
 START_TEST(http_request_goes_out_on_the_pooled_stream)
 {
     fake_stream_t *f = setup();
-    get("http://origin.test/a/b?c");
+    get("http://127.0.0.1/a/b?c");
     ck_assert_uint_eq(client->idle.n, 0);
     f->written[f->wlen] = '\0';
-    ck_assert_str_eq(f->written, "GET /a/b?c HTTP/1.1\r\nHost: origin.test\r\nUser-Agent: "
+    ck_assert_str_eq(f->written, "GET /a/b?c HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: "
                                  "hubd/0.1.0\r\nAccept: */*\r\nAccept-Encoding: identity\r\n\r\n");
     ck_assert(f->reading);
     const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
@@ -249,7 +249,7 @@ START_TEST(http_response_split_at_every_byte)
     size_t len = strlen(resp);
     for (size_t cut = 1; cut < len; cut++) {
         fake_stream_t *f = setup();
-        get("http://origin.test/f");
+        get("http://127.0.0.1/f");
         fake_send(f, resp, cut);
         ck_assert_int_eq(res.done, 0);
         fake_send(f, resp + cut, len - cut);
@@ -270,7 +270,7 @@ END_TEST
 START_TEST(http_unverified_end_truncates)
 {
     fake_stream_t *f = setup();
-    get("http://origin.test/f");
+    get("http://127.0.0.1/f");
     const char resp[] = "HTTP/1.1 200 OK\r\n\r\nsome of it";
     fake_send(f, resp, sizeof resp - 1);
     f->fault = (stream_fault_t){.code = "truncated", .msg = "the fake ended"};
@@ -287,7 +287,7 @@ END_TEST
 START_TEST(http_clean_end_completes_a_body_read_to_the_close)
 {
     fake_stream_t *f = setup();
-    get("http://origin.test/f");
+    get("http://127.0.0.1/f");
     const char resp[] = "HTTP/1.1 200 OK\r\n\r\nall of it";
     fake_send(f, resp, sizeof resp - 1);
     fake_end(f, UV_EOF);
@@ -304,7 +304,7 @@ START_TEST(http_stream_fault_codes)
 {
     for (int local = 0; local < 2; local++) {
         fake_stream_t *f = setup();
-        get("http://origin.test/f");
+        get("http://127.0.0.1/f");
         const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc";
         fake_send(f, resp, sizeof resp - 1);
         f->fault = (stream_fault_t){.code = local ? "internal" : "tls", .msg = "m", .local = local};
@@ -321,7 +321,7 @@ END_TEST
 START_TEST(http_pause_stops_reading)
 {
     fake_stream_t *f = setup();
-    http_req_t *req = get("http://origin.test/f");
+    http_req_t *req = get("http://127.0.0.1/f");
     http_req_set_paused(req, 1);
     ck_assert(!f->reading);
     http_req_set_paused(req, 0);
@@ -376,8 +376,7 @@ START_TEST(stls_resume_keeps_a_full_spill_stopped)
     f->closer.data = f;
     stream_t *s = NULL;
     ck_assert_int_eq(
-        stream_tls_new(&f->base, ctx, "origin.test", "https://origin.test:443", &loop, &pool, &s),
-        0);
+        stream_tls_new(&f->base, ctx, "localhost", "https://localhost:443", &loop, &pool, &s), 0);
     stream_set_cbs(s, &tls_user_cbs, NULL);
     stream_tls_t *st = (stream_tls_t *)s;
     st->handshaking = 0; /* as after the handshake: reading, into the spill */
