@@ -4,6 +4,7 @@
 #include "job.h"
 #include "log.h"
 #include "netpolicy.h"
+#include "proxy.h"
 #include "reconcile.h"
 #include "service.h"
 #include "session.h"
@@ -39,6 +40,7 @@ typedef struct daemon_state {
     db_t *db;
     tls_ctx_t *tls;
     netpolicy_t *policy;
+    proxy_settings_t proxies;
     jobs_t *jobs;
     session_server_t *server;
     uv_signal_t sigint, sigterm, sighup;
@@ -272,6 +274,11 @@ static void raise_fd_limit(void)
     }
 }
 
+static const char *env_get(const char *name)
+{
+    return getenv(name);
+}
+
 int main(int argc, char **argv)
 {
     static daemon_state_t d;
@@ -283,8 +290,19 @@ int main(int argc, char **argv)
         config_free(&d.cfg);
         return 2;
     }
+    /* Proxies: the config's, or the environment hubd started with (a
+     * per-user daemon inherits its caller's; under systemd, Environment=). */
+    if (proxy_settings_init(&d.proxies, d.cfg.proxy, d.cfg.no_proxy, env_get, err, sizeof err)) {
+        fprintf(stderr, "hubd: %s\n", err);
+        config_free(&d.cfg);
+        return 2;
+    }
+    char proxies[1024];
+    proxy_settings_describe(&d.proxies, proxies, sizeof proxies);
     if (d.flags.check_config) {
         config_print(&d.cfg, stdout);
+        printf("# effective proxies: %s\n", proxies);
+        proxy_settings_free(&d.proxies);
         config_free(&d.cfg);
         return 0;
     }
@@ -328,6 +346,7 @@ int main(int argc, char **argv)
         goto out;
     }
     jobs_set_policy(d.jobs, d.policy);
+    jobs_set_proxies(d.jobs, &d.proxies);
     /* Signals are caught before the socket exists: a SIGTERM sent as soon as
      * the socket answers must find its handler (not the default action).
      * They run only once uv_run does, when d.server is set. */
@@ -354,6 +373,7 @@ int main(int argc, char **argv)
     log_info("hubd %s listening on %s, cache %s, sha256 %s, read buffers %zu KiB", HUBD_VERSION,
              listen_fd >= 0 ? "the socket systemd passed" : d.cfg.socket_path, d.cfg.cache_dir,
              sha256_impl_name(), d.cfg.read_buffer_size / 1024);
+    log_info("proxies: %s", proxies);
     if (rebuilt.aside[0]) /* loud where an admin looks: systemctl status */
         service_status("serving; DATABASE WAS CORRUPT: set aside as %s, rebuilt with %u blob(s) "
                        "from blobs/ (entries lost); cache %s",
@@ -372,6 +392,7 @@ run_out:
 out:
     tls_ctx_free(d.tls);
     netpolicy_free(d.policy);
+    proxy_settings_free(&d.proxies);
     db_close(d.db);
     store_close(d.store);
     config_free(&d.cfg);

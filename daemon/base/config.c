@@ -2,6 +2,7 @@
 #include "config.h"
 #include "log.h"
 #include "netpolicy.h"
+#include "proxy.h"
 #include "textnum.h"
 
 #include <errno.h>
@@ -166,6 +167,18 @@ static int set_string(char **slot, const char *value)
     return 0;
 }
 
+/* A string whose being set matters, even empty (proxy = : none, not the
+ * environment's). */
+static int set_set_string(char **slot, const char *value)
+{
+    char *copy = strdup(value);
+    if (!copy)
+        return -ENOMEM;
+    free(*slot);
+    *slot = copy;
+    return 0;
+}
+
 /* An optional string: empty means "none". */
 static int set_optional(char **slot, const char *value)
 {
@@ -286,6 +299,14 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value)
             return -EINVAL;
         return set_optional(key[0] == 'a' ? &cfg->allow_hosts : &cfg->deny_hosts, value);
     }
+    if (strcmp(key, "proxy") == 0) {
+        proxy_t p = {.authz = NULL};
+        int rc = *value ? proxy_parse(value, &p, NULL) : 0;
+        proxy_free(&p);
+        return rc ? -EINVAL : set_set_string(&cfg->proxy, value);
+    }
+    if (strcmp(key, "no_proxy") == 0)
+        return set_set_string(&cfg->no_proxy, value);
     if (strcmp(key, "log_level") == 0) {
         int lvl = log_level_parse(value);
         if (lvl < 0)
@@ -323,7 +344,13 @@ static int on_ini_key(void *user, const char *section, const char *name, const c
                  "bad value '%s' for key '%s': a timeout of 0 would fail every download "
                  "(give at least 1ms)",
                  value, name);
-    else if (rc)
+    else if (rc && strcmp(name, "proxy") == 0) { /* the value may hold a password: not shown */
+        const char *why = "";
+        proxy_t p = {.authz = NULL};
+        proxy_parse(value, &p, &why);
+        proxy_free(&p);
+        snprintf(ctx->err, ctx->errlen, "bad value for key 'proxy': %s", why);
+    } else if (rc)
         snprintf(ctx->err, ctx->errlen, "bad value '%s' for key '%s'", value, name);
     ctx->rc = rc;
     return rc == 0;
@@ -383,6 +410,25 @@ static const char *level_name(int level)
     }
 }
 
+/* proxy and no_proxy as set, the password masked; unset keys as comments,
+ * since the environment decides then (hubd --check-config adds what). */
+static void print_proxy(FILE *out, const hubd_config_t *cfg)
+{
+    proxy_t p = {.authz = NULL};
+    if (!cfg->proxy)
+        fprintf(out, "# proxy: not set, the environment decides (https_proxy, ...)\n");
+    else if (!*cfg->proxy)
+        fprintf(out, "proxy =\n");
+    else if (proxy_parse(cfg->proxy, &p, NULL) == 0)
+        fprintf(out, "%sproxy = %s\n", p.authz ? "# the password is not shown\n" : "",
+                p.authz ? p.shown : p.label);
+    proxy_free(&p);
+    if (cfg->no_proxy)
+        fprintf(out, "no_proxy = %s\n", cfg->no_proxy);
+    else
+        fprintf(out, "# no_proxy: not set\n");
+}
+
 void config_print(const hubd_config_t *cfg, FILE *out)
 {
     fprintf(out, "[hubd]\n");
@@ -430,6 +476,7 @@ void config_print(const hubd_config_t *cfg, FILE *out)
     fprintf(out, "allow_networks = %s\n", cfg->allow_networks ? cfg->allow_networks : "");
     fprintf(out, "allow_hosts = %s\n", cfg->allow_hosts ? cfg->allow_hosts : "");
     fprintf(out, "deny_hosts = %s\n", cfg->deny_hosts ? cfg->deny_hosts : "");
+    print_proxy(out, cfg);
 }
 
 static int str_differs(const char *a, const char *b)
@@ -513,6 +560,10 @@ void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *n
         note_key(needs_restart, cap, "allow_hosts");
     if (str_differs(cfg->deny_hosts, next->deny_hosts))
         note_key(needs_restart, cap, "deny_hosts");
+    if (str_differs(cfg->proxy, next->proxy))
+        note_key(needs_restart, cap, "proxy");
+    if (str_differs(cfg->no_proxy, next->no_proxy))
+        note_key(needs_restart, cap, "no_proxy");
 }
 
 void config_free(hubd_config_t *cfg)
@@ -532,6 +583,9 @@ void config_free(hubd_config_t *cfg)
     free(cfg->allow_networks);
     free(cfg->allow_hosts);
     free(cfg->deny_hosts);
+    free(cfg->proxy);
+    free(cfg->no_proxy);
+    cfg->proxy = cfg->no_proxy = NULL;
     cfg->socket_group = cfg->admin_group = NULL;
     cfg->deny_networks = cfg->allow_networks = cfg->allow_hosts = cfg->deny_hosts = NULL;
     cfg->socket_path = cfg->cache_dir = cfg->ca_file = cfg->ca_path = NULL;

@@ -53,6 +53,8 @@ typedef struct hubd_config {
     char *allow_networks;        /* exceptions to deny_networks, or NULL */
     char *allow_hosts;           /* if set, the only hosts fetched from ("*.x" for subdomains) */
     char *deny_hosts;            /* hosts never fetched from, or NULL */
+    char *proxy;    /* forward proxy URL (proxy.h); "" none; NULL: the environment decides */
+    char *no_proxy; /* hosts that go direct (curl's list); NULL: the environment's, if any */
 } hubd_config_t;
 
 /* Fills defaults; socket_path and cache_dir follow the environment

@@ -86,6 +86,17 @@ void disposition_of(const disp_head_t *h, const disp_request_t *r, disposition_t
         redirect_of(h, r, d);
         return;
     }
+    if (h->status == 407) {
+        /* Only a proxy sends it (plain http through one, in absolute form;
+         * a tunnel's 407 never gets here): its own error, not the
+         * origin's, and not retried: the same credentials would fail
+         * again. */
+        fail(d, "proxy_auth");
+        snprintf(d->msg, sizeof d->msg,
+                 "HTTP 407 from the proxy: it wants a user and password (proxy = "
+                 "http://user:password@host:port), or refused the ones given");
+        return;
+    }
     if (r->offset > 0 && (h->status == 200 || h->status == 203 || h->status == 416)) {
         /* The server ignored the Range, or If-Range found the file changed:
          * what we have is not a prefix of this body. */
@@ -127,8 +138,10 @@ unsigned disposition_retry_after_ms(const char *value)
 
 int disposition_is_transient(const char *code)
 {
-    static const char *const codes[] = {"connect", "timeout",  "truncated",
-                                        "tls",     "http_408", "http_429"};
+    /* "proxy": the proxy could not be reached or refused the tunnel, which
+     * a busy or restarting proxy does; "proxy_auth" is not retried. */
+    static const char *const codes[] = {"connect",  "timeout",  "truncated", "tls",
+                                        "http_408", "http_429", "proxy"};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         if (strcmp(code, codes[i]) == 0)
             return 1;

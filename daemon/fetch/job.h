@@ -25,6 +25,7 @@
 #include "db.h"
 #include "list.h"
 #include "netpolicy.h"
+#include "proxy.h"
 #include "store.h"
 #include "tls.h"
 #include "worktrack.h"
@@ -126,6 +127,8 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *cons
 
 /* Start-up: the network policy of every request and connection. */
 void jobs_set_policy(jobs_t *js, const netpolicy_t *policy);
+/* The forward proxies downloads go through (proxy.h); not owned. */
+void jobs_set_proxies(jobs_t *js, const proxy_settings_t *proxies);
 
 /* Start-up: the per-cache secret of credential tags. */
 void jobs_set_secret(jobs_t *js, const cred_secret_t *secret);

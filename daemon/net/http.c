@@ -1,15 +1,16 @@
 /* http: the HTTP/1.1 client: requests, connections and their timers, the
  * read path from a stream into llhttp, and the public API (http.h).
  *
- * A connection is made of parts it owns: a connector while connecting, then
- * a stream (TCP, or TLS over it), and its timer. It talks to its stream only
- * through stream.h, so nothing here knows whether the bytes are encrypted.
- * conn_close is its one close path; the memory goes when the close
- * callbacks of all its parts are in (closes_pending). */
+ * A connection is made of parts it owns: a dialer while connecting, then a
+ * stream (TCP, TLS over it, or TLS over a proxy's tunnel: dialer.h), and
+ * its timer. It talks to its stream only through stream.h, so nothing here
+ * knows whether the bytes are encrypted or tunnelled; a proxy shows only in
+ * the request's text (absolute form) and its pool key. conn_close is its
+ * one close path; the memory goes when the close callbacks of all its
+ * parts are in (closes_pending). */
 #include "http_internal.h"
 #include "log.h"
 #include "stream_tcp.h"
-#include "stream_tls.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -29,6 +30,7 @@ static const stream_cbs_t conn_stream_cbs;
 static void req_free(http_req_t *req)
 {
     free(req->key);
+    free(req->origin);
     free(req->host);
     free(req->head);
     free(req->value);
@@ -112,7 +114,7 @@ static void conn_fail(http_conn_t *conn, const char *code, const char *msg)
 
 static void conn_fail_uv(http_conn_t *conn, const char *code, const char *what, int uverr)
 {
-    char msg[512];
+    char msg[1024];
     snprintf(msg, sizeof msg, "%s %s: %s", what, conn->pooled.key, uv_strerror(uverr));
     conn_fail(conn, code, msg);
 }
@@ -157,11 +159,11 @@ static void on_timer_closed(uv_handle_t *h)
     on_part_closed(h->data);
 }
 
-static void conn_close_connector(http_conn_t *conn)
+static void conn_close_dialer(http_conn_t *conn)
 {
     conn->closes_pending++;
-    connector_close(conn->connector, on_part_closed, conn);
-    conn->connector = NULL;
+    dialer_close(conn->dialer, on_part_closed, conn);
+    conn->dialer = NULL;
 }
 
 /* The single close path of a connection: idempotent, safe inside callbacks
@@ -175,8 +177,8 @@ static void conn_close(http_conn_t *conn)
     conn->state = CONN_CLOSING;
     conn->closes_pending++;
     uv_close((uv_handle_t *)&conn->timer, on_timer_closed);
-    if (conn->connector)
-        conn_close_connector(conn);
+    if (conn->dialer)
+        conn_close_dialer(conn);
     if (conn->stream) {
         conn->closes_pending++;
         stream_close(conn->stream, on_part_closed, conn);
@@ -188,10 +190,7 @@ static void on_timeout(uv_timer_t *t)
 {
     http_conn_t *conn = t->data;
     switch (conn->state) {
-    case CONN_CONNECTING: /* the connector keeps its own time */
-        break;
-    case CONN_HANDSHAKE:
-        conn_fail(conn, "timeout", "TLS handshake timed out");
+    case CONN_CONNECTING: /* the dialer keeps its own time */
         break;
     case CONN_ACTIVE:
         if (conn->req && !conn->req->headers_done &&
@@ -370,7 +369,7 @@ static int conn_feed(http_conn_t *conn, const char *p, size_t n)
         return 1;
     }
     if (err != HPE_OK) {
-        char msg[512];
+        char msg[1024];
         snprintf(msg, sizeof msg, "bad response from %s: %s", conn->pooled.key,
                  conn->fail_msg ? conn->fail_msg : llhttp_get_error_reason(&conn->parser));
         conn_fail(conn, conn->fail_code ? conn->fail_code : "http_parse", msg);
@@ -442,54 +441,22 @@ static void conn_start_request(http_conn_t *conn, http_req_t *req)
         conn_fail_uv(conn, "connect", "sending the request to", rc);
 }
 
-static void on_handshake(stream_t *s, const char *code, const char *msg)
+static void on_dialed(dialer_t *d, stream_t *stream, const char *code, const char *msg, void *arg)
 {
-    http_conn_t *conn = s->data;
+    http_conn_t *conn = arg;
+    (void)d;
+    conn_close_dialer(conn); /* done: its close is counted like the others */
     if (code) {
         conn_fail(conn, code, msg);
         return;
     }
-    if (!conn->req) {
+    conn->stream = stream;
+    stream_set_cbs(stream, &conn_stream_cbs, conn);
+    if (!conn->req) { /* the request went away while we connected */
         conn_close(conn);
         return;
     }
     conn_start_request(conn, conn->req);
-}
-
-static void on_connected(connector_t *cn, stream_t *tcp, const char *code, const char *msg,
-                         void *arg)
-{
-    http_conn_t *conn = arg;
-    uint64_t deadline = connector_deadline(cn);
-    conn_close_connector(conn); /* done: its close is counted like the others */
-    if (code) {
-        conn_fail(conn, code, msg);
-        return;
-    }
-    conn->stream = tcp;
-    stream_set_cbs(tcp, &conn_stream_cbs, conn);
-    http_req_t *req = conn->req;
-    if (!req) { /* the request went away while we connected */
-        conn_close(conn);
-        return;
-    }
-    if (strncmp(conn->pooled.key, "https:", 6) != 0) {
-        conn_start_request(conn, req);
-        return;
-    }
-    http_client_t *c = conn->client;
-    stream_t *tls;
-    if (stream_tls_new(tcp, c->tls, req->host, conn->pooled.key, c->loop, c->pool, &tls)) {
-        conn_fail(conn, "internal", "cannot set up TLS");
-        return;
-    }
-    conn->stream = tls;
-    stream_set_cbs(tls, &conn_stream_cbs, conn);
-    conn->state = CONN_HANDSHAKE;
-    /* still under the connect timeout of the address */
-    uint64_t now = uv_now(c->loop);
-    timer_arm(conn, deadline > now ? deadline - now : 0);
-    stream_tls_handshake(tls, on_handshake);
 }
 
 static void req_connect_new(http_req_t *req)
@@ -503,21 +470,24 @@ static void req_connect_new(http_req_t *req)
     conn->state = CONN_CONNECTING;
     conn->req = req;
     req->conn = conn;
-    connector_opts_t o = {
+    dialer_opts_t o = {
         .loop = c->loop,
         .pool = c->pool,
         .policy = c->policy,
+        .tls = c->tls,
+        .https = strncmp(req->origin, "https:", 6) == 0,
         .host = req->host,
         .port = req->port,
-        .label = req->key,
+        .origin = req->origin,
+        .proxy = req->proxy,
         .timeout_ms = c->cfg->connect_timeout_ms,
     };
-    int rc = connector_start(&o, on_connected, conn, &conn->connector);
+    int rc = dialer_start(&o, on_dialed, conn, &conn->dialer);
     if (rc) {
         conn->req = NULL;
         req->conn = NULL;
         conn_close(conn);
-        req_finish(req, "dns", uv_strerror(rc));
+        req_finish(req, req->proxy ? "proxy" : "dns", uv_strerror(rc));
     }
 }
 
@@ -534,25 +504,38 @@ int http_request(http_client_t *c, const url_t *u, const char *extra_headers,
     req->client = c;
     req->cbs = *cbs;
     req->data = data;
+    /* Decided per request, hence per redirect hop: each may go direct. */
+    const proxy_t *px = req->proxy = proxy_for(c->proxies, u);
+    int absolute = px && strcmp(u->scheme, "http") == 0; /* else a tunnel, or direct */
     char hostport[300];
     if (url_hostport(u, hostport, sizeof hostport) < 0)
         goto nomem;
-    size_t kl = strlen(u->scheme) + strlen(u->host) + 16;
-    req->key = malloc(kl);
+    if (asprintf(&req->origin, "%s://%s%s%s:%u", u->scheme, u->ipv6 ? "[" : "", u->host,
+                 u->ipv6 ? "]" : "", u->port) < 0)
+        req->origin = NULL;
     req->host = strdup(u->host);
-    if (!req->key || !req->host)
+    if (!req->origin || !req->host)
         goto nomem;
-    snprintf(req->key, kl, "%s://%s%s%s:%u", u->scheme, u->ipv6 ? "[" : "", u->host,
-             u->ipv6 ? "]" : "", u->port);
+    /* Pooled per (proxy, origin): a connection through one proxy to one
+     * origin serves that pair only. */
+    if (asprintf(&req->key, "%s%s%s", req->origin, px ? " via " : "", px ? px->label : "") < 0) {
+        req->key = NULL;
+        goto nomem;
+    }
     snprintf(req->port, sizeof req->port, "%u", u->port);
     const char *extra = extra_headers ? extra_headers : "";
-    size_t hl = strlen(u->target) + strlen(hostport) + strlen(extra) + 160;
-    if (!(req->head = malloc(hl)))
-        goto nomem;
-    int n = snprintf(req->head, hl,
+    /* To a proxy in absolute form, with its credentials: those go in this
+     * request to the proxy only (through a tunnel, only in the CONNECT). */
+    const char *pa = absolute && px->authz ? px->authz : NULL;
+    int n = asprintf(&req->head,
                      "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: " HUBD_USER_AGENT
-                     "\r\nAccept: */*\r\nAccept-Encoding: identity\r\n%s\r\n",
-                     u->target, hostport, extra);
+                     "\r\nAccept: */*\r\nAccept-Encoding: identity\r\n%s%s%s%s\r\n",
+                     absolute ? u->canonical : u->target, hostport,
+                     pa ? "Proxy-Authorization: " : "", pa ? pa : "", pa ? "\r\n" : "", extra);
+    if (n < 0) {
+        req->head = NULL;
+        goto nomem;
+    }
     req->head_len = (size_t)n;
 
     *out = req;
@@ -610,6 +593,11 @@ void http_req_abort(http_req_t *req)
 void http_client_set_policy(http_client_t *c, const netpolicy_t *policy)
 {
     c->policy = policy;
+}
+
+void http_client_set_proxies(http_client_t *c, const proxy_settings_t *proxies)
+{
+    c->proxies = proxies;
 }
 
 int http_client_new(uv_loop_t *loop, const hubd_config_t *cfg, bufpool_t *pool, tls_ctx_t *tls,

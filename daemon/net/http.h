@@ -1,9 +1,10 @@
 /* http: an HTTP/1.1 client on libuv streams, responses parsed by llhttp.
  *
- * One request at a time per connection; idle connections are kept per origin
- * (scheme, host, port) and reused. A request goes: DNS (uv_getaddrinfo, in the
- * pool) -> TCP connect to each address in turn -> TLS handshake for https
- * (tls.h) -> write -> parse. Body bytes
+ * One request at a time per connection; idle connections are kept per
+ * (proxy, origin) and reused. A request goes: the dialer (dialer.h: DNS,
+ * TCP to the origin or to the forward proxy proxy_for() picks, a CONNECT
+ * tunnel for https through a proxy, TLS for https) -> write (to a proxy,
+ * plain http in absolute form) -> parse. Body bytes
  * are handed to the caller as slices of pooled, reference-counted read
  * buffers (bufpool.h): no copy on the loop thread.
  *
@@ -23,6 +24,7 @@
 #include "bufpool.h"
 #include "config.h"
 #include "netpolicy.h"
+#include "proxy.h"
 #include "tls.h"
 #include "url.h"
 
@@ -65,6 +67,10 @@ void http_client_close(http_client_t *c, void (*done)(void *arg), void *arg);
 /* The network policy every request (host) and connection (address)
  * follows; NULL: none. Not owned. */
 void http_client_set_policy(http_client_t *c, const netpolicy_t *policy);
+
+/* The forward proxies requests go through (proxy.h), decided per request,
+ * so per redirect hop; NULL: all direct. Not owned. */
+void http_client_set_proxies(http_client_t *c, const proxy_settings_t *proxies);
 
 /* Starts GET u. extra_headers: "Name: value\r\n" lines or NULL. Returns
  * -EACCES when the policy forbids u's host (no callback then); an address

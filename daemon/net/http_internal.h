@@ -4,7 +4,7 @@
 #ifndef HUBD_HTTP_INTERNAL_H
 #define HUBD_HTTP_INTERNAL_H
 
-#include "connector.h"
+#include "dialer.h"
 #include "http.h"
 #include "pool.h"
 #include "stream.h"
@@ -12,8 +12,7 @@
 #include <llhttp.h>
 
 typedef enum {
-    CONN_CONNECTING, /* the connector is resolving and connecting */
-    CONN_HANDSHAKE,  /* https: TLS handshake in progress */
+    CONN_CONNECTING, /* the dialer is connecting (and tunnelling, and TLS) */
     CONN_ACTIVE,     /* request written or being written, response being read */
     CONN_IDLE,       /* in the pool, reading only to notice a close */
     CONN_CLOSING,    /* closing its parts; freed when the last one is closed */
@@ -33,8 +32,9 @@ struct http_client {
     void (*close_cb)(void *);
     void *close_arg;
     llhttp_settings_t settings;
-    tls_ctx_t *tls;            /* shared TLS configuration; not owned */
-    const netpolicy_t *policy; /* NULL: no limits; not owned */
+    tls_ctx_t *tls;                  /* shared TLS configuration; not owned */
+    const netpolicy_t *policy;       /* NULL: no limits; not owned */
+    const proxy_settings_t *proxies; /* NULL: always direct; not owned */
 };
 
 struct http_conn {
@@ -42,7 +42,7 @@ struct http_conn {
     http_client_t *client;
     pool_entry_t pooled;     /* the origin (pooled.key) and the link while idle */
     uv_timer_t timer;        /* handshake, first-byte/idle (and header deadline), keep-alive */
-    connector_t *connector;  /* while connecting; owned */
+    dialer_t *dialer;        /* while connecting; owned */
     stream_t *stream;        /* once connected; owned */
     unsigned closes_pending; /* close callbacks of the timer, connector, stream to come */
     llhttp_t parser;
@@ -59,8 +59,10 @@ struct http_req {
     http_conn_t *conn; /* NULL between connections */
     http_req_cbs_t cbs;
     void *data;
-    char *key;  /* pool key */
-    char *host; /* for getaddrinfo */
+    char *key;            /* pool key: origin, and " via " proxy */
+    char *origin;         /* "scheme://host:port" */
+    const proxy_t *proxy; /* the proxy it goes through, or NULL */
+    char *host;           /* the origin's, for TLS (and DNS when direct) */
     char port[8];
     char *head; /* request text */
     size_t head_len;

@@ -9,11 +9,11 @@
 
 #include "list.h"
 
-#define POOL_KEY_MAX 288 /* "scheme://host:port" */
+#define POOL_KEY_MAX 600 /* "scheme://host:port", and " via http://proxy:port" */
 
 typedef struct pool_entry {
     list_node_t link;       /* in pool_t.idle while idle */
-    char key[POOL_KEY_MAX]; /* the origin it may serve */
+    char key[POOL_KEY_MAX]; /* the origin (and proxy) it may serve */
 } pool_entry_t;
 
 typedef struct pool {
