@@ -150,6 +150,23 @@ class FleetTest(MirrorTestCase):
                          [(True, False), (False, True)], "\n".join(log))
         self.assertIn('upstream_status="301 : 200"', log[0])
 
+    def test_credentials_pass_through_uncached(self):
+        """With `credentials` in the rule the Authorization header reaches
+        the upstream through nginx, and nginx neither stores nor serves
+        such a response from its cache (one user's gated file is not
+        another's)."""
+        digest = self.make_file("gated.bin", 100000)
+        url = self.https.url("/files/gated.bin")
+        rule = "%s/ %s/ credentials" % (self.https.base, self.nginx.base)
+        for name in ("cred1", "cred2"):
+            hub = self.start_hubd(name, [rule])
+            rc, out, err = self.ctl(hub, "fetch", "-H", "Authorization: Bearer x", "--sha256",
+                                    digest, url)
+            self.assertEqual(rc, 0, err)
+        self.assertEqual(self.https.stats()["auth"]["/files/gated.bin"], ["Bearer x"] * 2)
+        log = self.nginx.access()
+        self.assertEqual(["cache=BYPASS" in ln for ln in log], [True, True], "\n".join(log))
+
     def test_mirror_down_falls_back_to_the_origin(self):
         digest = self.make_file("down.bin", 200000)
         self.nginx.stop()
