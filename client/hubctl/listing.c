@@ -38,9 +38,14 @@ static void print_job(FILE *o, const proto_msg_t *m)
     out_line_add(&amount, "%s", out_field_bytes(m, "done", a, sizeof a));
     if (proto_get(m, "total"))
         out_line_add(&amount, " / %s", out_field_bytes(m, "total", b, sizeof b));
-    out_line_add(&cells, "%5.20s  %-10.20s  %-23s  %10s/s  %7.20s  ", out_get_or(m, "job", "?"),
-                 out_get_or(m, "state", "?"), amount.buf,
-                 out_field_bytes(m, "rate", rate, sizeof rate), out_get_or(m, "waiters", "?"));
+    /* Where the bytes come from: "origin", or the mirror's scheme://host. */
+    const char *source = proto_get(m, "mirror");
+    if (!source)
+        source = out_get_or(m, "source", "origin"); /* an older daemon: no mirrors */
+    out_line_add(&cells, "%5.20s  %-10.20s  %-23s  %10s/s  %7.20s  %-24.300s  ",
+                 out_get_or(m, "job", "?"), out_get_or(m, "state", "?"), amount.buf,
+                 out_field_bytes(m, "rate", rate, sizeof rate), out_get_or(m, "waiters", "?"),
+                 source);
     out_clean(o, cells.buf);
     out_clean(o, out_get_or(m, "url", "?"));
     putc('\n', o);
@@ -123,7 +128,9 @@ static void print_prometheus(FILE *o, const proto_msg_t *m)
 }
 
 static const listing_spec_t status_spec = {
-    "STATUS", "JOB", 1, "  JOB  STATE       DONE/TOTAL                       RATE  WAITERS  URL\n",
+    "STATUS", "JOB", 1,
+    "  JOB  STATE       DONE/TOTAL                       RATE  WAITERS  SOURCE                    "
+    "URL\n",
     print_job};
 static const listing_spec_t stats_spec = {"STATS", "STATS", 0, NULL, print_stats};
 static const listing_spec_t prometheus_spec = {"STATS", "STATS", 0, NULL, print_prometheus};

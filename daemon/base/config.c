@@ -1,8 +1,10 @@
 /* config: defaults, INI file (libinih), and key=value setters. */
 #include "config.h"
 #include "log.h"
+#include "mirror.h"
 #include "netpolicy.h"
 #include "proxy.h"
+#include "url.h"
 #include "textnum.h"
 
 #include <errno.h>
@@ -83,6 +85,7 @@ int config_defaults(hubd_config_t *cfg)
     cfg->max_jobs_per_user = 8;
     cfg->max_cache_size = 0;
     cfg->admin_group = strdup("hubd-admin");
+    cfg->mirror_fallback = 1;
     /* Link-local (where cloud metadata services answer: 169.254.169.254,
      * fd00:ec2::254, Alibaba's 100.100.100.200) and "this network". */
     cfg->deny_networks = strdup(DEFAULT_DENY_NETWORKS);
@@ -213,6 +216,44 @@ static int parse_mode(const char *s, unsigned *out)
     return 0;
 }
 
+/* yes/no (also true/false, on/off, 1/0). */
+static int parse_bool(const char *s, int *out)
+{
+    static const char *const yes[] = {"yes", "true", "on", "1"}, *const no[] = {"no", "false",
+                                                                                "off", "0"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        if (strcmp(s, yes[i]) == 0)
+            return *out = 1, 0;
+        if (strcmp(s, no[i]) == 0)
+            return *out = 0, 0;
+    }
+    return -EINVAL;
+}
+
+static void mirrors_clear(hubd_config_t *cfg)
+{
+    for (size_t i = 0; i < cfg->nmirrors; i++)
+        mirror_rule_free(&cfg->mirrors[i]);
+    cfg->nmirrors = 0;
+}
+
+/* `mirror` is repeatable: each line adds a rule; an empty value starts the
+ * list over (so a later file or flag can drop what an earlier one set). */
+static int add_mirror(hubd_config_t *cfg, const char *value)
+{
+    if (!*value) {
+        mirrors_clear(cfg);
+        return 0;
+    }
+    if (cfg->nmirrors >= MIRROR_MAX_RULES)
+        return -E2BIG;
+    const char *why;
+    int rc = mirror_rule_parse(value, &cfg->mirrors[cfg->nmirrors], &why);
+    if (!rc)
+        cfg->nmirrors++;
+    return rc;
+}
+
 int config_set(hubd_config_t *cfg, const char *key, const char *value)
 {
     if (strcmp(key, "socket") == 0)
@@ -307,6 +348,10 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value)
     }
     if (strcmp(key, "no_proxy") == 0)
         return set_set_string(&cfg->no_proxy, value);
+    if (strcmp(key, "mirror") == 0)
+        return add_mirror(cfg, value);
+    if (strcmp(key, "mirror_fallback") == 0)
+        return parse_bool(value, &cfg->mirror_fallback);
     if (strcmp(key, "log_level") == 0) {
         int lvl = log_level_parse(value);
         if (lvl < 0)
@@ -350,6 +395,15 @@ static int on_ini_key(void *user, const char *section, const char *name, const c
         proxy_parse(value, &p, &why);
         proxy_free(&p);
         snprintf(ctx->err, ctx->errlen, "bad value for key 'proxy': %s", why);
+    } else if (rc == -E2BIG)
+        snprintf(ctx->err, ctx->errlen, "too many rules for key '%s' (at most %d)", name,
+                 MIRROR_MAX_RULES);
+    else if (rc == -EINVAL && strcmp(name, "mirror") == 0) {
+        mirror_rule_t r;
+        const char *why = "bad rule";
+        if (mirror_rule_parse(value, &r, &why) == 0) /* cannot be: it just failed */
+            mirror_rule_free(&r);
+        snprintf(ctx->err, ctx->errlen, "bad value '%s' for key '%s': %s", value, name, why);
     } else if (rc)
         snprintf(ctx->err, ctx->errlen, "bad value '%s' for key '%s'", value, name);
     ctx->rc = rc;
@@ -477,6 +531,25 @@ void config_print(const hubd_config_t *cfg, FILE *out)
     fprintf(out, "allow_hosts = %s\n", cfg->allow_hosts ? cfg->allow_hosts : "");
     fprintf(out, "deny_hosts = %s\n", cfg->deny_hosts ? cfg->deny_hosts : "");
     print_proxy(out, cfg);
+    for (size_t i = 0; i < cfg->nmirrors; i++) {
+        char rule[2 * URL_MAX_LEN + 32];
+        mirror_rule_format(&cfg->mirrors[i], rule, sizeof rule);
+        fprintf(out, "mirror = %s\n", rule);
+    }
+    fprintf(out, "mirror_fallback = %s\n", cfg->mirror_fallback ? "yes" : "no");
+}
+
+/* Whether two configs hold the same mirror rules, in the same order. */
+static int mirrors_differ(const hubd_config_t *a, const hubd_config_t *b)
+{
+    if (a->nmirrors != b->nmirrors)
+        return 1;
+    for (size_t i = 0; i < a->nmirrors; i++)
+        if (strcmp(a->mirrors[i].prefix, b->mirrors[i].prefix) != 0 ||
+            strcmp(a->mirrors[i].replacement, b->mirrors[i].replacement) != 0 ||
+            a->mirrors[i].credentials != b->mirrors[i].credentials)
+            return 1;
+    return 0;
 }
 
 static int str_differs(const char *a, const char *b)
@@ -564,6 +637,11 @@ void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *n
         note_key(needs_restart, cap, "proxy");
     if (str_differs(cfg->no_proxy, next->no_proxy))
         note_key(needs_restart, cap, "no_proxy");
+    /* Read by jobs as they start; kept simple: a restart applies them. */
+    if (mirrors_differ(cfg, next))
+        note_key(needs_restart, cap, "mirror");
+    if (cfg->mirror_fallback != next->mirror_fallback)
+        note_key(needs_restart, cap, "mirror_fallback");
 }
 
 void config_free(hubd_config_t *cfg)
@@ -590,6 +668,7 @@ void config_free(hubd_config_t *cfg)
     cfg->deny_networks = cfg->allow_networks = cfg->allow_hosts = cfg->deny_hosts = NULL;
     cfg->socket_path = cfg->cache_dir = cfg->ca_file = cfg->ca_path = NULL;
     cfg->tls_ciphers = cfg->tls_insecure_hosts = NULL;
+    mirrors_clear(cfg);
 }
 
 /* Fuzzing (tests/fuzz/fuzz_config.c): config_load_file's parse of text in

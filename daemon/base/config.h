@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "mirror.h"
+
 /* What deny_networks is by default. */
 #define DEFAULT_DENY_NETWORKS                                                                      \
     "169.254.0.0/16, fe80::/10, fd00:ec2::254/128, 100.100.100.200/32, 0.0.0.0/8, ::/128"
@@ -55,6 +57,9 @@ typedef struct hubd_config {
     char *deny_hosts;            /* hosts never fetched from, or NULL */
     char *proxy;    /* forward proxy URL (proxy.h); "" none; NULL: the environment decides */
     char *no_proxy; /* hosts that go direct (curl's list); NULL: the environment's, if any */
+    mirror_rule_t mirrors[MIRROR_MAX_RULES]; /* `mirror` rules, in file order */
+    size_t nmirrors;                         /* rules in mirrors[] */
+    int mirror_fallback; /* a failing mirror gives way to the original URL (default 1) */
 } hubd_config_t;
 
 /* Fills defaults; socket_path and cache_dir follow the environment
@@ -68,7 +73,9 @@ int config_load_file(hubd_config_t *cfg, const char *path, char *err, size_t err
 
 /* Sets one key from its text form, as the file does; used by flags too.
  * Returns 0, -ENOENT for an unknown key, -EINVAL for a bad value, -ERANGE
- * for one out of range, -EDOM for a timeout of 0. */
+ * for one out of range, -EDOM for a timeout of 0. `mirror` is repeatable:
+ * each value adds a rule (-E2BIG past MIRROR_MAX_RULES), an empty one
+ * removes them all. */
 int config_set(hubd_config_t *cfg, const char *key, const char *value);
 
 /* Parses "256K", "1M", "2G", "1T" or plain bytes: parse_size (textnum.h). */

@@ -79,11 +79,16 @@ void job_notify_all(job_t *job, const job_result_t *res)
         job_waiter_unlink(job, w);
         job_result_t r = *res;
         r.kind = w->kind;
-        char msg[200];
+        char msg[400];
         int mismatch = res->err_code ? strcmp(res->err_code, "hash_mismatch") == 0
                                      : w->expected[0] && strcmp(w->expected, res->sha256) != 0;
         if (mismatch && w->expected[0] && res->sha256) {
-            snprintf(msg, sizeof msg, "expected sha256 %s, got %s", w->expected, res->sha256);
+            /* A mirror's bytes are checked as the origin's are; the
+             * message says where the wrong ones came from. */
+            const char *shown;
+            transfer_source(&job->xfer, &shown);
+            snprintf(msg, sizeof msg, "expected sha256 %s, got %s%s%s", w->expected, res->sha256,
+                     shown ? " from the mirror " : "", shown ? shown : "");
             r.err_code = "hash_mismatch";
             r.err_msg = msg;
         }
@@ -271,7 +276,6 @@ int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out)
     job->js = js;
     job->id = job->part_id = ++js->next_id;
     list_init(&job->waiters);
-    transfer_init(&job->xfer, job, u);
     job->key = strdup(u->canonical);
     size_t hl = strlen(u->host) + 8;
     job->host_key = malloc(hl);
@@ -282,6 +286,8 @@ int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out)
         return -ENOMEM;
     }
     snprintf(job->host_key, hl, "%s:%u", u->host, u->port);
+    /* Last of u's readers: a mirror rule may put another URL in its place. */
+    transfer_init(&job->xfer, job, u);
     memcpy(job->cred_tag, w->cred_tag, sizeof job->cred_tag);
     job->owner = w->uid;
     job->cred_headers = w->cred_block; /* the job sends them to the first origin */

@@ -111,7 +111,9 @@ typedef struct job_info {
     int64_t total; /* -1 unknown */
     uint64_t rate; /* bytes per second */
     unsigned waiters;
-    int mine; /* the uid asking created it or waits on it */
+    int mine;           /* the uid asking created it or waits on it */
+    const char *source; /* "mirror" or "origin": where its bytes are asked for now */
+    const char *mirror; /* the mirror's scheme://host[:port] when source is "mirror", else NULL */
 } job_info_t;
 
 int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db, tls_ctx_t *tls,

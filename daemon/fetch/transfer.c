@@ -5,11 +5,15 @@
 #include "transfer.h"
 #include "job_internal.h"
 #include "log.h"
+#include "mirror.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static int transfer_fall_back(transfer_t *t, const char *code, const char *msg);
+static void on_retry_timer(uv_timer_t *timer);
 
 /* A response head: what it means is decided by disposition_of(), from the
  * head and the request alone; here it is applied. */
@@ -39,7 +43,8 @@ static int on_http_headers(http_req_t *req, const http_response_t *resp, void *d
     disposition_of(&head, &asked, d);
     switch (d->kind) {
     case DISP_FAIL:
-        job_fail(job, d->code, d->msg);
+        if (!transfer_fall_back(t, d->code, d->msg))
+            job_fail(job, d->code, d->msg);
         return HTTP_BODY_DISCARD;
     case DISP_RESTART:
         job_restart_from_zero(job, d->why);
@@ -88,7 +93,8 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
     if (t->disp.kind == DISP_REDIRECT) {
         url_t next;
         if (disposition_follow(&t->url, t->disp.location, &next, m, sizeof m)) {
-            job_fail(job, "redirect", m);
+            if (!transfer_fall_back(t, "redirect", m))
+                job_fail(job, "redirect", m);
             return;
         }
         log_debug("job %llu: redirect %u to %s", (unsigned long long)job->id, t->redirects + 1,
@@ -105,23 +111,102 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
 
 static const http_req_cbs_t transfer_http_cbs = {on_http_headers, on_http_body, on_http_done};
 
+/* The first hop of an attempt: the mirror's URL while it is in use, else
+ * the job's own. Returns 0 or what url_parse does. */
+static int first_hop(const transfer_t *t, url_t *out)
+{
+    return url_parse(t->mirror_url ? t->mirror_url : t->job->key, out, NULL);
+}
+
+/* A mirror rule for the job's URL: the transfer starts there. A rewritten
+ * URL that does not parse (too long) leaves the job on its origin. */
+static void pick_mirror(transfer_t *t)
+{
+    const hubd_config_t *cfg = t->job->js->cfg;
+    const mirror_rule_t *r = mirror_match(cfg->mirrors, cfg->nmirrors, t->url.canonical);
+    url_t m;
+    char *text = NULL, host[300];
+    if (!r || mirror_rewrite(r, t->url.canonical, &text) || url_parse(text, &m, NULL)) {
+        if (r)
+            log_warn("job %llu: the mirror's URL for %s is unusable: fetching from the origin",
+                     (unsigned long long)t->job->id, t->url.canonical);
+        free(text);
+        return;
+    }
+    int n = url_hostport(&m, host, sizeof host);
+    if (n < 0 || asprintf(&t->mirror_shown, "%s://%s", m.scheme, host) < 0) {
+        t->mirror_shown = NULL;
+        url_free(&m);
+        free(text);
+        return;
+    }
+    log_info("job %llu: %s is fetched from the mirror %s%s", (unsigned long long)t->job->id,
+             t->url.canonical, t->mirror_shown, cfg->mirror_fallback ? "" : " (no fallback)");
+    url_free(&t->url);
+    t->url = m;
+    t->mirror = r;
+    t->mirror_url = text;
+}
+
 void transfer_init(transfer_t *t, struct job *job, const url_t *u)
 {
     memset(t, 0, sizeof *t);
     t->job = job;
     t->url = *u;
+    pick_mirror(t);
 }
 
 void transfer_free(transfer_t *t)
 {
     url_free(&t->url);
     disposition_clear(&t->disp);
+    free(t->mirror_url);
+    free(t->mirror_shown);
+    t->mirror_url = t->mirror_shown = NULL;
+}
+
+const char *transfer_source(const transfer_t *t, const char **shown)
+{
+    *shown = t->mirror_url ? t->mirror_shown : NULL;
+    return t->mirror_url ? "mirror" : "origin";
+}
+
+/* A failed attempt on the mirror: the transfer goes to the job's own URL
+ * at once (no backoff, not counted as an attempt), resuming after the
+ * bytes it has, as a retry would (If-Range guards the join; a validator
+ * the origin does not share restarts from byte 0). Any failure counts:
+ * the network, timeouts, TLS, bad or cut responses, redirects that cannot
+ * be followed, and every 4xx and 5xx status (a cache tier that lacks a
+ * file, or is not allowed it, may answer any of them). Returns 1 when it
+ * fell back; 0 when the transfer is not on the mirror, or mirror_fallback
+ * is off, or a shutdown is under way: the failure is then the job's. */
+static int transfer_fall_back(transfer_t *t, const char *code, const char *msg)
+{
+    job_t *job = t->job;
+    if (!t->mirror_url || !job->js->cfg->mirror_fallback || job->js->shutting_down)
+        return 0;
+    if (job->state == JOB_FAILED || job->state == JOB_DONE)
+        return 1;
+    log_info("job %llu: the mirror %s failed (%s: %s): falling back to %s from byte %llu",
+             (unsigned long long)job->id, t->mirror_shown, code, msg, job->key,
+             (unsigned long long)job->received);
+    free(t->mirror_url);
+    t->mirror_url = NULL;
+    t->mirror = NULL;
+    t->attempts = 0; /* the origin gets its own retries */
+    transfer_rewind(t);
+    job_set_state(job, JOB_RETRY_WAIT);
+    job_seal(job); /* what arrived is kept: the origin is asked for the rest */
+    uv_timer_start(&job->retry_timer, on_retry_timer, 0, 0);
+    job_pump(job);
+    return 1;
 }
 
 static void on_begin_failed(uv_timer_t *timer)
 {
     job_t *job = timer->data;
-    job_fail(job, job->xfer.begin_code, job->xfer.begin_msg);
+    if (!transfer_fall_back(&job->xfer, job->xfer.begin_code, job->xfer.begin_msg))
+        job_fail(job, job->xfer.begin_code, job->xfer.begin_msg);
 }
 
 void transfer_start(transfer_t *t, uint64_t offset)
@@ -131,10 +216,13 @@ void transfer_start(transfer_t *t, uint64_t offset)
     char *hdrs = NULL;
     /* Credentials are for the origin they were given for: never sent to
      * another scheme, host or port a redirect leads to. They are kept, not
-     * dropped: a retry goes back to the first origin, which needs them. */
+     * dropped: a retry goes back to the first origin, which needs them. A
+     * mirror gets them only when its rule says `credentials`, and then
+     * only on its own origin. */
     const char *cred = "";
     url_t first;
-    if (job->cred_headers && url_parse(job->key, &first, NULL) == 0) {
+    int allowed = !t->mirror_url || t->mirror->credentials;
+    if (job->cred_headers && allowed && first_hop(t, &first) == 0) {
         if (url_same_origin(&t->url, &first))
             cred = job->cred_headers;
         url_free(&first);
@@ -182,7 +270,7 @@ void transfer_rewind(transfer_t *t)
     disposition_clear(&t->disp);
     t->redirects = 0;
     url_t u;
-    if (url_parse(t->job->key, &u, NULL) == 0) {
+    if (first_hop(t, &u) == 0) {
         url_free(&t->url);
         t->url = u;
     }
@@ -209,7 +297,13 @@ void transfer_error(transfer_t *t, const char *code, const char *msg)
         return;
     jobs_t *js = job->js;
     const hubd_config_t *cfg = js->cfg;
-    char final[600];
+    char final[600], named[500];
+    if (transfer_fall_back(t, code, msg))
+        return;
+    if (t->mirror_url) { /* mirror_fallback = no: say whose failure it is */
+        snprintf(named, sizeof named, "the mirror %s: %s", t->mirror_shown, msg);
+        msg = named;
+    }
     if (!disposition_is_transient(code) || js->shutting_down || t->attempts >= cfg->retries) {
         if (t->attempts > 0 && disposition_is_transient(code)) {
             snprintf(final, sizeof final, "%s (after %u attempts)", msg, t->attempts + 1);

@@ -10,6 +10,12 @@
  * exactly one transfer, for the rest of the file from the first byte it
  * does not have.
  *
+ * A job whose URL matches a `mirror` rule (mirror.h) starts at the
+ * mirror's URL instead; credentials go there only if the rule says so. A
+ * failed attempt there (any error or 4xx/5xx status) falls back to the
+ * job's own URL at once, resuming, unless mirror_fallback is off; from
+ * then on the transfer stays on the origin.
+ *
  * Loop thread only. Lives inside its job (transfer_init when the job is
  * made, transfer_free when it goes); the job's retry_timer paces it. */
 #ifndef HUBD_TRANSFER_H
@@ -33,9 +39,12 @@ typedef struct transfer {
     unsigned attempts;      /* failed attempts so far */
     const char *begin_code; /* why the request could not start (reported a turn later) */
     char begin_msg[400];
+    const struct mirror_rule *mirror; /* the rule in use (the config's), NULL: the origin */
+    char *mirror_url;                 /* the job's URL rewritten by it (malloc'd) */
+    char *mirror_shown;               /* its scheme://host[:port], for STATUS and messages */
 } transfer_t;
 
-/* Starts idle at u (taken). */
+/* Starts idle at u (taken), or at the URL a mirror rule makes of it. */
 void transfer_init(transfer_t *t, struct job *job, const url_t *u);
 
 /* Frees what it holds; no request may be in flight. */
@@ -50,7 +59,8 @@ void transfer_start(transfer_t *t, uint64_t offset);
 /* Drops the request in flight, if any: no callback of it comes. */
 void transfer_abort(transfer_t *t);
 
-/* Back to the job's URL with the request dropped, for another attempt. */
+/* Back to the first hop (the mirror's URL while it is used, else the
+ * job's) with the request dropped, for another attempt. */
 void transfer_rewind(transfer_t *t);
 
 /* Backpressure: stop or resume reading the body. */
@@ -61,5 +71,9 @@ void transfer_set_paused(transfer_t *t, int paused);
  * deadline), resuming at the first byte the job does not have; or, when
  * the failure is permanent or the attempts are spent, the job fails. */
 void transfer_error(transfer_t *t, const char *code, const char *msg);
+
+/* Where the bytes are asked for now: "mirror" (then *shown is the mirror's
+ * scheme://host[:port]) or "origin" (*shown NULL). */
+const char *transfer_source(const transfer_t *t, const char **shown);
 
 #endif

@@ -337,6 +337,72 @@ START_TEST(config_shipped_file_documents_defaults)
 }
 END_TEST
 
+/* mirror (issue 12): repeatable, checked at load (errors name file, line
+ * and key), capped, printed back as read; mirror_fallback is yes/no; a
+ * reload names both as needing a restart. */
+START_TEST(config_mirror_rules)
+{
+    hubd_config_t cfg, back;
+    char err[600] = "";
+    ck_assert_int_eq(config_defaults(&cfg), 0);
+    ck_assert_int_eq(cfg.mirror_fallback, 1);
+    ck_assert_uint_eq(cfg.nmirrors, 0);
+    const char *path =
+        write_conf("[hubd]\nmirror = https://127.0.0.1:9/ http://127.0.0.1:8080/hf/\n"
+                   "mirror = http://127.0.0.2/a/ http://127.0.0.1:8081/ credentials\n"
+                   "mirror_fallback = no\n");
+    ck_assert_msg(config_load_file(&cfg, path, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    ck_assert_uint_eq(cfg.nmirrors, 2);
+    ck_assert_str_eq(cfg.mirrors[0].prefix, "https://127.0.0.1:9/");
+    ck_assert_str_eq(cfg.mirrors[0].replacement, "http://127.0.0.1:8080/hf/");
+    ck_assert_int_eq(cfg.mirrors[0].credentials, 0);
+    ck_assert_int_eq(cfg.mirrors[1].credentials, 1);
+    ck_assert_int_eq(cfg.mirror_fallback, 0);
+
+    char *text = print_config(&cfg);
+    ck_assert_ptr_nonnull(strstr(text, "mirror = https://127.0.0.1:9/ http://127.0.0.1:8080/hf/\n"
+                                       "mirror = http://127.0.0.2/a/ http://127.0.0.1:8081/ "
+                                       "credentials\nmirror_fallback = no\n"));
+    ck_assert_int_eq(config_defaults(&back), 0);
+    path = write_conf(text);
+    ck_assert_msg(config_load_file(&back, path, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    free(text);
+    ck_assert_uint_eq(back.nmirrors, 2);
+    ck_assert_str_eq(back.mirrors[1].prefix, cfg.mirrors[1].prefix);
+    ck_assert_int_eq(back.mirror_fallback, 0);
+
+    char restart[300];
+    ck_assert_int_eq(config_set(&back, "mirror", ""), 0); /* an empty value drops them all */
+    ck_assert_uint_eq(back.nmirrors, 0);
+    ck_assert_int_eq(config_set(&back, "mirror_fallback", "yes"), 0);
+    config_apply_runtime(&cfg, &back, restart, sizeof restart);
+    ck_assert_str_eq(restart, "mirror, mirror_fallback");
+    ck_assert_uint_eq(cfg.nmirrors, 2); /* kept until the restart */
+
+    static const char *const bad[] = {"https://127.0.0.1/", "ftp://127.0.0.1/ http://127.0.0.1/",
+                                      "https://127.0.0.1/ http://127.0.0.1/ creds"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(config_set(&back, "mirror", bad[i]) == -EINVAL, "'%s'", bad[i]);
+    ck_assert_int_eq(config_set(&back, "mirror_fallback", "maybe"), -EINVAL);
+    ck_assert_uint_eq(back.nmirrors, 0);
+    for (int i = 0; i < MIRROR_MAX_RULES; i++)
+        ck_assert_int_eq(config_set(&back, "mirror", "https://127.0.0.1/ http://127.0.0.1:1/"), 0);
+    ck_assert_int_eq(config_set(&back, "mirror", "https://127.0.0.1/ http://127.0.0.1:1/"), -E2BIG);
+
+    path = write_conf("[hubd]\nretries = 1\nmirror = https://127.0.0.1/ http://127.0.0.1/ creds\n");
+    ck_assert_int_eq(config_load_file(&cfg, path, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, path));
+    ck_assert_msg(strstr(err, ":3: bad value 'https://127.0.0.1/ http://127.0.0.1/ creds' for key "
+                              "'mirror': the third word of a rule can only be 'credentials'"),
+                  "%s", err);
+    unlink(path);
+    config_free(&cfg);
+    config_free(&back);
+}
+END_TEST
+
 /* SIGHUP: run-time keys move over, the others are named. */
 START_TEST(config_reload_splits_runtime_and_restart_keys)
 {
@@ -377,6 +443,7 @@ int main(void)
     tcase_add_test(tc, config_new_keys_print_and_read_back);
     tcase_add_test(tc, config_shipped_file_documents_defaults);
     tcase_add_test(tc, config_reload_splits_runtime_and_restart_keys);
+    tcase_add_test(tc, config_mirror_rules);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
