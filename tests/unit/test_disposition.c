@@ -252,13 +252,26 @@ START_TEST(disposition_reads_retry_after)
 }
 END_TEST
 
+/* A 407 (a proxy, for plain http in absolute form) fails at once as the
+ * proxy's, not as the origin's http_407, and names what to set. */
+START_TEST(disposition_407_is_the_proxys)
+{
+    disp_head_t h = head(407);
+    disp_request_t r = whole();
+    disposition_t d = decide(&h, &r);
+    ck_assert_int_eq(d.kind, DISP_FAIL);
+    ck_assert_str_eq(d.code, "proxy_auth");
+    ck_assert_ptr_nonnull(strstr(d.msg, "user:password@"));
+}
+END_TEST
+
 START_TEST(disposition_says_which_failures_retry)
 {
-    const char *yes[] = {"connect",  "timeout",  "truncated", "tls",      "http_408",
-                         "http_429", "http_500", "http_502",  "http_503", "http_599"};
+    const char *yes[] = {"connect",  "timeout",  "truncated", "tls",      "http_408", "http_429",
+                         "http_500", "http_502", "http_503",  "http_599", "proxy"};
     const char *no[] = {"dns",       "tls_verify", "http_parse", "redirect", "hash_mismatch",
                         "no_space",  "io",         "http_400",   "http_404", "http_416",
-                        "forbidden", "too_large",  "http_206",   "internal"};
+                        "forbidden", "too_large",  "http_206",   "internal", "proxy_auth"};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
         ck_assert_msg(disposition_is_transient(yes[i]), "%s should retry", yes[i]);
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
@@ -297,6 +310,7 @@ static Suite *disposition_suite(void)
 
     tcase_add_checked_fixture(head_tc, setup, teardown);
     tcase_add_test(head_tc, disposition_takes_a_whole_file);
+    tcase_add_test(head_tc, disposition_407_is_the_proxys);
     tcase_add_test(head_tc, disposition_takes_the_range_asked_for);
     tcase_add_test(head_tc, disposition_checks_the_content_range);
     tcase_add_test(head_tc, disposition_restarts_when_the_range_is_ignored);

@@ -9,109 +9,9 @@
 #include <string.h>
 
 #include "config.h"
+#include "fake_stream.h"
 #include "http.c"
 #include "stream_tls.c"
-
-/* ---- the fake stream ----------------------------------------------------- */
-
-typedef struct fake_stream {
-    stream_t base;
-    uv_timer_t closer; /* its close stands for the stream's close callback */
-    bufpool_t *pool;
-    char written[4096]; /* what the client sent */
-    size_t wlen;
-    int reading;
-    int closed;
-    stream_fault_t fault;
-    stream_close_cb close_cb;
-    void *close_arg;
-} fake_stream_t;
-
-static int fake_read_start(stream_t *s)
-{
-    ((fake_stream_t *)s)->reading = 1;
-    return 0;
-}
-
-static void fake_read_stop(stream_t *s)
-{
-    ((fake_stream_t *)s)->reading = 0;
-}
-
-static int fake_write(stream_t *s, char *buf, size_t n)
-{
-    fake_stream_t *f = (fake_stream_t *)s;
-    ck_assert_uint_le(f->wlen + n, sizeof f->written);
-    memcpy(f->written + f->wlen, buf, n);
-    f->wlen += n;
-    free(buf);
-    return 0;
-}
-
-static void fake_on_closed(uv_handle_t *h)
-{
-    fake_stream_t *f = h->data;
-    stream_close_cb cb = f->close_cb;
-    void *arg = f->close_arg;
-    free(f);
-    cb(arg);
-}
-
-static void fake_close(stream_t *s, stream_close_cb cb, void *arg)
-{
-    fake_stream_t *f = (fake_stream_t *)s;
-    ck_assert(!f->closed);
-    f->closed = 1;
-    f->close_cb = cb;
-    f->close_arg = arg;
-    uv_close((uv_handle_t *)&f->closer, fake_on_closed); /* never from inside */
-}
-
-static int fake_reusable(const stream_t *s)
-{
-    (void)s;
-    return 1;
-}
-
-static void fake_release(stream_t *s)
-{
-    (void)s;
-}
-
-static const stream_fault_t *fake_fault(const stream_t *s)
-{
-    return &((const fake_stream_t *)s)->fault;
-}
-
-static const stream_ops_t fake_ops = {
-    .read_start = fake_read_start,
-    .read_stop = fake_read_stop,
-    .write = fake_write,
-    .close = fake_close,
-    .reusable = fake_reusable,
-    .release = fake_release,
-    .fault = fake_fault,
-};
-
-/* The peer sends [p, p+n): one read, in a pooled buffer, as stream_tcp. */
-static void fake_send(fake_stream_t *f, const char *p, size_t n)
-{
-    ck_assert(f->reading);
-    buf_t *b = bufpool_get(f->pool);
-    ck_assert_ptr_nonnull(b);
-    ck_assert_uint_le(n, f->pool->size);
-    memcpy(b->data, p, n);
-    b->len = n;
-    f->base.cbs->on_activity(&f->base);
-    if (!f->closed)
-        f->base.cbs->on_read(&f->base, (ssize_t)n, b, b->data);
-    buf_unref(f->pool, b);
-}
-
-static void fake_end(fake_stream_t *f, ssize_t how)
-{
-    f->base.cbs->on_read(&f->base, how, NULL, NULL);
-}
 
 /* ---- a client with one pooled connection on the fake ---------------------- */
 
@@ -162,28 +62,29 @@ static void on_done(http_req_t *req, const char *code, const char *msg, void *da
 
 static const http_req_cbs_t cbs = {on_headers, on_body, on_done};
 
-/* A client whose pool holds one idle connection to http://127.0.0.1:80
- * on a fake stream, returned. */
-static fake_stream_t *setup(void)
+/* A client whose pool holds one idle connection for pool key (an origin,
+ * and " via " a proxy) on a fake stream, returned. */
+static fake_stream_t *setup_on(const char *key)
 {
     memset(&res, 0, sizeof res);
     ck_assert_int_eq(uv_loop_init(&loop), 0);
     ck_assert_int_eq(config_defaults(&cfg), 0);
     bufpool_init(&pool, 4096, 4);
     ck_assert_int_eq(http_client_new(&loop, &cfg, &pool, NULL, &client), 0);
-    fake_stream_t *f = calloc(1, sizeof *f);
-    ck_assert_ptr_nonnull(f);
-    f->base.ops = &fake_ops;
-    f->pool = &pool;
-    uv_timer_init(&loop, &f->closer);
-    f->closer.data = f;
-    http_conn_t *conn = conn_new(client, "http://127.0.0.1:80");
+    fake_stream_t *f = fake_new(&loop, &pool);
+    http_conn_t *conn = conn_new(client, key);
     ck_assert_ptr_nonnull(conn);
     conn->stream = &f->base;
     stream_set_cbs(&f->base, &conn_stream_cbs, conn);
     conn_make_idle(conn);
     conn->reused = 0; /* a failure is reported, not retried on a new connection */
     return f;
+}
+
+/* ... to http://127.0.0.1:80, direct. */
+static fake_stream_t *setup(void)
+{
+    return setup_on("http://127.0.0.1:80");
 }
 
 static http_req_t *get(const char *text)
@@ -368,12 +269,7 @@ START_TEST(stls_resume_keeps_a_full_spill_stopped)
     tls_ctx_t *ctx = NULL;
     char err[600] = "";
     ck_assert_msg(tls_ctx_new(&cfg, &ctx, err, sizeof err) == 0, "%s", err);
-    fake_stream_t *f = calloc(1, sizeof *f);
-    ck_assert_ptr_nonnull(f);
-    f->base.ops = &fake_ops;
-    f->pool = &pool;
-    uv_timer_init(&loop, &f->closer);
-    f->closer.data = f;
+    fake_stream_t *f = fake_new(&loop, &pool);
     stream_t *s = NULL;
     ck_assert_int_eq(
         stream_tls_new(&f->base, ctx, "localhost", "https://localhost:443", &loop, &pool, &s), 0);
@@ -409,6 +305,41 @@ START_TEST(stls_resume_keeps_a_full_spill_stopped)
 }
 END_TEST
 
+static const char *no_env(const char *name)
+{
+    (void)name;
+    return NULL;
+}
+
+/* Plain http through a proxy: the request goes on the connection pooled
+ * for (origin, proxy), in absolute form, with the proxy's credentials;
+ * the response is read as any. */
+START_TEST(http_through_a_proxy_in_absolute_form)
+{
+    proxy_settings_t ps;
+    char err[200];
+    ck_assert_int_eq(proxy_settings_init(&ps, "http://alice:s3cret@127.0.0.1:3128", NULL, no_env,
+                                         err, sizeof err),
+                     0);
+    fake_stream_t *f = setup_on("http://127.0.0.1:80 via http://127.0.0.1:3128");
+    http_client_set_proxies(client, &ps);
+    get("http://127.0.0.1/x?y=1");
+    static const char head[] = "GET http://127.0.0.1/x?y=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    ck_assert_uint_ge(f->wlen, sizeof head - 1);
+    ck_assert_msg(memcmp(f->written, head, sizeof head - 1) == 0, "%.*s", (int)f->wlen, f->written);
+    f->written[f->wlen < sizeof f->written ? f->wlen : sizeof f->written - 1] = '\0';
+    ck_assert_ptr_nonnull(
+        strstr(f->written, "\r\nProxy-Authorization: Basic YWxpY2U6czNjcmV0\r\n"));
+    static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    fake_send(f, resp, sizeof resp - 1);
+    ck_assert_int_eq(res.done, 1);
+    ck_assert_ptr_null(res.code);
+    ck_assert_uint_eq(res.body_len, 2);
+    teardown();
+    proxy_settings_free(&ps);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("http");
@@ -422,6 +353,7 @@ int main(void)
     tcase_add_test(tc, http_stream_fault_codes);
     tcase_add_test(tc, http_pause_stops_reading);
     tcase_add_test(tc, stls_resume_keeps_a_full_spill_stopped);
+    tcase_add_test(tc, http_through_a_proxy_in_absolute_form);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
