@@ -389,6 +389,30 @@ class PerUserTest(HubTestCase):
         self.assertEqual(r.returncode, 0, r)
         self.assertIn("no per-user hubd is running", r.stderr)
 
+    def test_autostarted_daemon_inherits_the_proxy_variables(self):
+        # The per-user daemon hubctl starts goes through the caller's proxy
+        # (curl's variables): here one on a closed port, so the fetch fails
+        # as the proxy's, naming it, and the origin sees nothing.
+        closed = socket.socket()
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        closed.close()
+        env = self.user_env(os.path.join(self.tmp, "no-system.sock"))
+        env["http_proxy"] = "http://127.0.0.1:%d" % port
+        self.make_file("a", 4000)
+        r = self.run_ctl(env, "fetch", self.origin.url("/files/a"))
+        m = re.search(r"started a per-user hubd \(pid (\d+)\)", r.stderr)
+        self.assertIsNotNone(m, r.stderr)
+        pid = int(m.group(1))
+        self.addCleanup(lambda: os.kill(pid, signal.SIGKILL) if os.path.exists(
+            "/proc/%d" % pid) else None)
+        self.assertNotEqual(r.returncode, 0, r)
+        self.assertIn("proxy", r.stderr)
+        self.assertIn("127.0.0.1:%d" % port, r.stderr)
+        self.assertEqual(self.origin.requests_for("/files/a"), 0)
+        r = self.run_ctl(env, "stop")
+        self.assertEqual(r.returncode, 0, r)
+
     def test_a_planted_tmp_folder_is_refused(self):
         # Without XDG_RUNTIME_DIR the per-user socket is in /tmp/hubd-UID:
         # another user who made that folder first must not get our fetches.
