@@ -222,3 +222,22 @@ class Squid:
     def close(self):
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def main(argv):
+    """The benchmark's (bench/bench.sh, BENCH_PROXY=1) way to the same
+    derivation: squid.py [--no-cache] PORT DIR prints the config."""
+    import argparse
+    ap = argparse.ArgumentParser(description="print a Squid config derived from etc/fleet/squid.conf")
+    ap.add_argument("--no-cache", action="store_true", help="cache deny all: measure the proxy path")
+    ap.add_argument("port", type=int)
+    ap.add_argument("dir", help="where Squid keeps its files (logs, pid, cache)")
+    args = ap.parse_args(argv)
+    with open(REFERENCE) as f:
+        print(derive_config(f.read(), args.port, os.path.abspath(args.dir), cache=not args.no_cache), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main(sys.argv[1:]))
