@@ -338,7 +338,9 @@ class SquidTest(ProxyTestCase):
         revalidate, an If-Modified-Since that the origin counts), and the
         file's Last-Modified is old (Squid's heuristic freshness is 20% of
         its age; a file written a second ago is stale at once, and each
-        collapsed request would revalidate it)."""
+        collapsed request would revalidate it). With curl, 8 concurrent
+        clients made one origin request this way, and with a query string
+        (`?bps=...`) 6 of 8 went to the origin as revalidations."""
         squid = self.start_squid()
         conf = self.restart_hubd(proxy=squid.url)
         other = Hubd(os.path.join(self.tmp, "hub-other"), config=conf)
@@ -359,6 +361,10 @@ class SquidTest(ProxyTestCase):
         self.assertTrue(all(r["ok"] and r["sha256"] == digest for r in results), results)
         self.assertEqual(self.origin.requests_for("/files/big.bin"), 1)
         self.assertEqual(self.squid_requests(squid), [("GET", url)] * 2)
+        # One went to the origin (HIER_DIRECT); the other was collapsed onto
+        # it (TCP_MISS with HIER_NONE) or, if it came after, a TCP_MEM_HIT.
+        lines = [line for m, _, line in squid.access_lines() if m == "GET"]
+        self.assertEqual(sum("HIER_DIRECT/" in line for line in lines), 1, lines)
 
 
 class AuthProxyTest(ProxyTestCase):
