@@ -24,6 +24,7 @@ import base64
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -150,15 +151,40 @@ class ProxyTestCase(HubTestCase):
         except ValueError:
             self.fail("hubctl printed no JSON: %r" % r)
 
-    def assert_fetched(self, url, digest, *args):
-        r = self.hubctl("fetch", "--sha256", digest, *args, url)
+    def assert_fetched(self, url, digest, *args, sha256=False):
+        """Fetches url (not from the cache: a hit would prove nothing about
+        the path taken) and checks the bytes. sha256: pass --sha256 too,
+        which only a first fetch of those bytes may (hubd answers a known
+        digest from its cache, whatever the URL)."""
+        opts = ("--sha256", digest) if sha256 else ()
+        r = self.hubctl("fetch", "--json", *opts, *args, url)
         self.assertEqual(r.rc, 0, r)
-        self.assertEqual(sha256_file(r.out.strip()), digest)
+        res = json.loads(r.out)
+        self.assertNotEqual(res["source"], "hit", res)
+        self.assertEqual(res["sha256"], digest, res)
+        self.assertEqual(sha256_file(res["path"]), digest)
 
     def squid_requests(self, squid):
-        """(method, url) of every request Squid logged (its start-up port
-        probe, logged with method '-', left out)."""
-        return [(m, u) for m, u, _ in squid.access_lines() if m != "-"]
+        """(method, url) of every request Squid logged, once what came
+        before is surely logged: a request of the test's own (to the
+        origin's uncounted /stats) goes through Squid and is waited for, so
+        a tunnel that closed before it (hubd's, at its exit) is in the log
+        too, and an empty list means that none went through Squid. The
+        test's requests and Squid's start-up port probe (method '-') are
+        left out."""
+        stats = self.origin.url("/stats")
+
+        def marks():
+            return sum(1 for _, u, _ in squid.access_lines() if u == stats)
+
+        before = marks()
+        with socket.create_connection(("127.0.0.1", squid.port), timeout=10) as s:
+            s.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n" %
+                       (stats, self.origin.port)).encode())
+            while s.recv(65536):
+                pass
+        wait_for(lambda: marks() > before, what="squid to log the test's own request")
+        return [(m, u) for m, u, _ in squid.access_lines() if m != "-" and u != stats]
 
 
 class SquidTest(ProxyTestCase):
@@ -168,7 +194,7 @@ class SquidTest(ProxyTestCase):
         squid = self.start_squid()
         self.restart_hubd(proxy=squid.url)
         digest = self.make_file("a.bin", 3 * 1024 * 1024 + 5)
-        self.assert_fetched(self.https("/files/a.bin"), digest)
+        self.assert_fetched(self.https("/files/a.bin"), digest, sha256=True)
         self.assertEqual(self.tls_origin.requests_for("/files/a.bin"), 1)
         self.finish_hubd()
         line = squid.wait_logged("CONNECT", "127.0.0.1:%d" % self.tls_origin.port)
@@ -230,10 +256,8 @@ class SquidTest(ProxyTestCase):
                 self.restart_hubd(env={var: squid.url})
                 self.assert_fetched(self.https("/files/e.bin"), digest)
                 self.finish_hubd()
-                wait_for(lambda: len(self.squid_requests(squid)) == before + 1,
-                         what="squid to log the CONNECT")
-                self.assertEqual(self.squid_requests(squid)[-1],
-                                 ("CONNECT", "127.0.0.1:%d" % self.tls_origin.port))
+                self.assertEqual(self.squid_requests(squid)[before:],
+                                 [("CONNECT", "127.0.0.1:%d" % self.tls_origin.port)])
 
     def test_env_http_proxy_lower_case_only(self):
         # curl's rule: http_proxy is read in lower case only (HTTP_PROXY can
@@ -340,7 +364,7 @@ class SquidTest(ProxyTestCase):
         its age; a file written a second ago is stale at once, and each
         collapsed request would revalidate it). With curl, 8 concurrent
         clients made one origin request this way, and with a query string
-        (`?bps=...`) 6 of 8 went to the origin as revalidations."""
+        (`?bps=...`) the origin got 6 requests for 8 clients (revalidations)."""
         squid = self.start_squid()
         conf = self.restart_hubd(proxy=squid.url)
         other = Hubd(os.path.join(self.tmp, "hub-other"), config=conf)
@@ -363,7 +387,7 @@ class SquidTest(ProxyTestCase):
         self.assertEqual(self.squid_requests(squid), [("GET", url)] * 2)
         # One went to the origin (HIER_DIRECT); the other was collapsed onto
         # it (TCP_MISS with HIER_NONE) or, if it came after, a TCP_MEM_HIT.
-        lines = [line for m, _, line in squid.access_lines() if m == "GET"]
+        lines = [line for m, u, line in squid.access_lines() if (m, u) == ("GET", url)]
         self.assertEqual(sum("HIER_DIRECT/" in line for line in lines), 1, lines)
 
 
@@ -378,7 +402,7 @@ class AuthProxyTest(ProxyTestCase):
                             "--header", "Authorization: Bearer " + TOKEN)
         # The http one at 1 MB/s: hubctl status runs while it goes on.
         slow = self.origin.url("/files/a.bin?bps=1000000")
-        p = self.hubctl_bg("fetch", "--sha256", digest, slow)
+        p = self.hubctl_bg("fetch", slow)
         status = []
 
         def running():
@@ -386,7 +410,9 @@ class AuthProxyTest(ProxyTestCase):
             return "/files/a.bin" in status[-1].out
 
         wait_for(running, what="the download in hubctl status")
-        self.assertEqual(p.wait(60), 0, p.stderr.read())
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(sha256_file(out.decode().strip()), digest)
         status = status[-1]
         reqs = proxy.requests()
         self.assertEqual([(e["method"], e["target"], e["status"]) for e in reqs],
