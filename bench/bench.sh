@@ -29,7 +29,10 @@
 # compared side by side on one noisy machine), BENCH_TMPDIR (where the
 # work dir goes; default $TMPDIR or /tmp), BENCH_DROP_CACHES=1 to drop the
 # page cache before every download (root only), PYTHON (default: python3's real
-# interpreter).
+# interpreter), BENCH_PROXY=1 to add rows through a Squid forward proxy
+# (config derived from etc/fleet/squid.conf, caching off): hubd-squid and
+# curl+sha256sum-squid over http (absolute form) and https (CONNECT), each
+# compared with its direct row.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -39,6 +42,8 @@ HUBD=$BUILD_DIR/daemon/hubd
 HUBCTL=$BUILD_DIR/client/hubctl
 PY_LOOP=$REPO/bench/py_loop.py
 MAKE_CERTS=$REPO/tests/tls/make-certs.sh
+SQUID_PY=$REPO/tests/integration/squid.py
+SQUID=${SQUID:-/usr/sbin/squid}
 TOOLS=(hubd python-128k python-8k curl+sha256sum hubd-https python-128k-https curl+sha256sum-https)
 HUBD_MAIN=$HUBD HUBCTL_MAIN=$HUBCTL
 if [[ -n ${BENCH_BASE_BUILD:-} ]]; then
@@ -48,6 +53,11 @@ if [[ -n ${BENCH_BASE_BUILD:-} ]]; then
     done
     TOOLS=(hubd hubd-base python-128k python-8k curl+sha256sum hubd-https hubd-base-https
         python-128k-https curl+sha256sum-https)
+fi
+
+if [[ ${BENCH_PROXY:-0} == 1 ]]; then
+    # Through Squid: the direct rows stay, so each proxied row has its twin.
+    TOOLS+=(hubd-squid curl+sha256sum-squid hubd-squid-https curl+sha256sum-squid-https)
 fi
 
 SIZE_MIB=${1:-1024}
@@ -60,6 +70,8 @@ fi
 work=""       # the one temp dir: source file, outputs, caches, certs, logs
 hubd_pid=""   # the current hubd, our child
 hubd_cache="" # its cache dir, removed when it stops
+squid_pid=""  # BENCH_PROXY: Squid (squid -N: the pid is Squid's own)
+squid_dir=""  # its files; a dir of its own, owned by the user Squid runs as
 
 die() {
     echo "bench: $*" >&2
@@ -73,6 +85,8 @@ cleanup() {
     local rc=$?
     trap - EXIT INT TERM
     [[ -n $hubd_pid ]] && stop_pid "$hubd_pid"
+    [[ -n $squid_pid ]] && stop_pid "$squid_pid"
+    [[ -n $squid_dir ]] && rm -rf "$squid_dir"
     if [[ -n $work ]]; then
         "$NGINX_ORIGIN" stop "$work/nginx" || true
         "$NGINX_ORIGIN" stop "$work/nginx-tls" || true
@@ -162,6 +176,32 @@ settle() {
     fi
 }
 
+# BENCH_PROXY: a Squid on a free loopback port, its config derived from
+# etc/fleet/squid.conf by tests/integration/squid.py (the tests' own
+# derivation) with `cache deny all`: the rows measure the proxy path, not
+# Squid's disk. Run as root, Squid becomes user proxy, which must own its
+# dir. Sets squid_url and writes the hubd config that names it.
+start_squid() {
+    local port i
+    [[ -x $SQUID ]] || die "BENCH_PROXY=1 needs squid ($SQUID; scripts/install-deps.sh)"
+    squid_dir=$(mktemp -d "${BENCH_TMPDIR:-${TMPDIR:-/tmp}}/hubd-bench-squid.XXXXXX")
+    port=$("$NGINX_ORIGIN" freeport)
+    "$PYTHON" "$SQUID_PY" --no-cache "$port" "$squid_dir" >"$squid_dir/squid.conf" ||
+        die "cannot derive the Squid config from etc/fleet/squid.conf"
+    : >"$squid_dir/access.log"
+    if [[ $(id -u) -eq 0 ]]; then chown -R proxy:proxy "$squid_dir"; fi
+    "$SQUID" -N -f "$squid_dir/squid.conf" >"$squid_dir/stderr.log" 2>&1 &
+    squid_pid=$!
+    for ((i = 0; i < 100; i++)); do # 10 s at most
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+        kill -0 "$squid_pid" 2>/dev/null || die "squid exited: $(tail -n 5 "$squid_dir/cache.log")"
+        sleep 0.1
+    done
+    ((i < 100)) || die "squid did not listen on 127.0.0.1:$port within 10 s"
+    squid_url=http://127.0.0.1:$port
+    printf '[hubd]\nproxy = %s\n' "$squid_url" >"$work/proxy.conf"
+}
+
 # -- measurement -----------------------------------------------------------
 
 # timed CMD...: runs CMD with its stdout to $work/cmd.out and stderr to
@@ -202,6 +242,10 @@ run_tool() {
         curl_args=(--cacert "$work/certs/ca.crt")
         py_args=("$work/certs/ca.crt")
     fi
+    if [[ $tool == *-squid* ]]; then
+        hubd_args+=(--config "$work/proxy.conf")
+        curl_args+=(-x "$squid_url")
+    fi
     T_RC=0 T_WALL=0 T_CPU=0
     : >"$work/cmd.err"
     HUBD=$HUBD_MAIN HUBCTL=$HUBCTL_MAIN
@@ -209,7 +253,7 @@ run_tool() {
         HUBD=$BENCH_BASE_BUILD/daemon/hubd HUBCTL=$BENCH_BASE_BUILD/client/hubctl
     fi
     case $tool in
-    hubd | hubd-https | hubd-base | hubd-base-https)
+    hubd | hubd-https | hubd-base | hubd-base-https | hubd-squid | hubd-squid-https)
         stop_hubd
         if ! start_hubd "$work/cache-$tool" "${hubd_args[@]}"; then
             T_RC=125
@@ -232,7 +276,7 @@ run_tool() {
         timed "$PYTHON" "$PY_LOOP" "$u" "$work/out/py.bin" "$chunk" "${py_args[@]}"
         [[ $T_RC -eq 0 ]] && digest=$(head -n 1 "$work/cmd.out")
         ;;
-    curl+sha256sum | curl+sha256sum-https)
+    curl+sha256sum | curl+sha256sum-https | curl+sha256sum-squid | curl+sha256sum-squid-https)
         settle
         timed curl_and_sum "$u" "${curl_args[@]}"
         [[ $T_RC -eq 0 ]] && digest=$(cut -d' ' -f1 "$work/cmd.out")
@@ -306,6 +350,11 @@ echo "  python      $("$PYTHON" -V 2>&1) ($PYTHON)"
 echo "  curl        $(curl -V | awk 'NR == 1 { print $2 }'), $(nginx -v 2>&1 | sed 's/^nginx version: //')"
 echo "  https       a second nginx: TLS 1.2 and 1.3, the client's cipher order, an EC P-256"
 echo "              certificate (tests/tls/make-certs.sh); curl $(curl -V | grep -o 'OpenSSL/[^ ]*'), python $("$PYTHON" -c 'import ssl; print(ssl.OPENSSL_VERSION)')"
+if [[ ${BENCH_PROXY:-0} == 1 ]]; then
+    start_squid
+    echo "  proxy       Squid $("$SQUID" -v | awk 'NR == 1 { print $4 }') at $squid_url, etc/fleet/squid.conf with 'cache deny all';"
+    echo "              the *-squid rows go through it (http: absolute form, https: CONNECT)"
+fi
 echo "  source      sha256 $src_sha"
 echo
 
@@ -317,6 +366,12 @@ for ((r = 1; r <= ROUNDS; r++)); do
     done
     stop_hubd
 done
+if [[ -n $squid_pid ]]; then
+    # Proof that the proxied rows went through Squid (and the direct ones not;
+    # a tunnel is logged when it closes: every client has exited by now).
+    echo "  squid's access log: $(awk '$6 == "GET" { g++ } $6 == "CONNECT" { c++ }
+        END { printf "%d GET (absolute form), %d CONNECT", g, c }' "$squid_dir/access.log")"
+fi
 echo
 
 # The table: medians over the rounds, one section per protocol; ratios are
@@ -342,7 +397,7 @@ def short(t):
     return t[: -len("-https")] if t.endswith("-https") else t
 
 
-fmt = "  %-15s %5s %11s %9s %11s  %s"
+fmt = "  %-20s %5s %11s %9s %11s  %s"
 print(fmt % ("tool", "runs", "median wall", "MiB/s", "CPU s/GiB", "vs hubd over the same protocol"))
 for proto, https in (("http", False), ("https", True)):
     section = [t for t in tools if t.endswith("-https") == https]
@@ -356,7 +411,10 @@ for proto, https in (("http", False), ("https", True)):
             print(fmt % (short(t), 0, "-", "-", "-", "every run failed"))
             continue
         wall, cpu, n = med[t]
-        if t == hubd:
+        if "-squid" in t:  # a proxied row: against its direct twin
+            d = t.replace("-squid", "")
+            vs = "%.2fx the time of %s direct" % (wall / med[d][0], short(d)) if d in med and med[d][0] > 0 else "-"
+        elif t == hubd:
             vs = "baseline"
             if https and "hubd" in med and med["hubd"][0] > 0:
                 vs += " (%.2fx hubd's http time)" % (wall / med["hubd"][0])
@@ -379,7 +437,7 @@ if tls:
     for t in tools:
         if t in tls:
             seen = tls[t].most_common()
-            print("  %-15s %s" % (short(t), seen[0][0] if len(seen) == 1 else
+            print("  %-20s %s" % (short(t), seen[0][0] if len(seen) == 1 else
                                   ", ".join("%s (%d runs)" % kv for kv in seen)))
 if failed:
     print("\n%d run(s) failed or gave a wrong digest:" % len(failed))

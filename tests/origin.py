@@ -116,7 +116,9 @@ answered normally (they have no body to cut, reset or stall).
               "Authorization: Bearer T" where H is the start (8 or more hex
               digits) of T's SHA-256, so the token itself is not in the URL. Every counted request's
               Authorization header ("" when absent) is listed per path in
-              /stats "auth", so tests can see what reached which origin.
+              /stats "auth", so tests can see what reached which origin;
+              "proxy_auth" lists each one's Proxy-Authorization the same
+              way (a proxy's credential must never reach an origin).
   etag=per_request
               (/files, /chunked) every such request gets a new version of
               the validators: ETag '"<size>-<mtime_ns>-<v>"' (all in hex) and
@@ -196,6 +198,7 @@ class Stats:
         self._ranges = {}
         self._range_starts = {}
         self._auth = {}
+        self._proxy_auth = {}
         self._versions = {}  # etag=per_request; never zeroed (see the docstring)
         self._connections = 0
         self._generation = 0  # bumped by reset(), so connections count anew
@@ -203,7 +206,7 @@ class Stats:
         self._resumed = 0
         self.tls = False
 
-    def count_request(self, key, conn, range_header=None, auth=None):
+    def count_request(self, key, conn, range_header=None, auth=None, proxy_auth=None):
         """Counts a request, and its connection if that is new to us.
 
         conn is the handler: one per TCP connection, however many requests
@@ -218,6 +221,7 @@ class Stats:
             ordinal = self._requests.get(key, 0) + 1
             self._requests[key] = ordinal
             self._auth.setdefault(key, []).append(auth or "")
+            self._proxy_auth.setdefault(key, []).append(proxy_auth or "")
             if range_header is not None:
                 self._ranges[key] = self._ranges.get(key, 0) + 1
                 self._range_starts.setdefault(key, []).append(range_start(range_header))
@@ -249,6 +253,7 @@ class Stats:
             self._ranges.clear()
             self._range_starts.clear()
             self._auth.clear()
+            self._proxy_auth.clear()
             self._connections = 0
             self._generation += 1
             self._handshakes = 0
@@ -268,6 +273,7 @@ class Stats:
                 "ranges": dict(self._ranges),
                 "range_starts": {k: list(v) for k, v in self._range_starts.items()},
                 "auth": {k: list(v) for k, v in self._auth.items()},
+                "proxy_auth": {k: list(v) for k, v in self._proxy_auth.items()},
             }
 
 
@@ -430,7 +436,8 @@ class Handler(BaseHTTPRequestHandler):
         self.ordinal = 0  # this request's number for its path (see the docstring)
         if self.key not in UNCOUNTED:
             self.ordinal = self.server.stats.count_request(self.key, self, self.headers.get("Range"),
-                                                           self.headers.get("Authorization"))
+                                                           self.headers.get("Authorization"),
+                                                           self.headers.get("Proxy-Authorization"))
         self.discard_request_body()
         try:
             delay = int_option(self.query, "delay_ms")
