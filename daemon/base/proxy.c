@@ -78,6 +78,10 @@ int proxy_parse(const char *text, proxy_t *p, const char **why)
     /* The authority ends at the first '/', '?' or '#'; any path is ignored,
      * as curl ignores it. */
     size_t alen = strcspn(s, "/?#");
+    if (strchr(s + alen, '@')) { /* "user:12/34@host": the password would become host:port */
+        *why = "a '/', '?' or '#' in the user or password of the proxy URL (percent-escape it)";
+        return -EINVAL;
+    }
     const char *at = NULL;
     for (size_t i = 0; i < alen; i++)
         if (s[i] == '@')
@@ -102,6 +106,10 @@ int proxy_parse(const char *text, proxy_t *p, const char **why)
     } else {
         const char *c = memchr(hp, ':', hplen);
         has_port = c != NULL; /* a bare IPv6 address needs brackets: url_parse says no */
+    }
+    if (has_port && hp[hplen - 1] == ':') { /* "host:": url_parse would make it 80 */
+        *why = "a bad proxy port";
+        return -EINVAL;
     }
     snprintf(probe, sizeof probe, "http://%.*s%s/", (int)hplen, hp,
              has_port ? "" : ":" PROXY_DEFAULT_PORT);
@@ -129,6 +137,7 @@ int proxy_parse(const char *text, proxy_t *p, const char **why)
     if (pct_decode(s, ulen, user, sizeof user) ||
         (colon && pct_decode(colon + 1, (size_t)(at - colon - 1), pass, sizeof pass))) {
         *why = "a bad user or password in the proxy URL (percent-escape reserved characters)";
+        memset(pass, 0, sizeof pass); /* what was decoded of it */
         return -EINVAL;
     }
     int rc = make_authz(p, user, pass);

@@ -81,8 +81,10 @@ static int is_reserved(const char *name, size_t n)
     for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
         if (strlen(reserved[i]) == n && strncasecmp(name, reserved[i], n) == 0)
             return 1;
-    return n > 6 && strncasecmp(name, "proxy-", 6) == 0 &&
-           !(n == 19 && strncasecmp(name, "proxy-authorization", 19) == 0);
+    /* Proxy-Authorization included: the proxy's credentials are hubd's
+     * (its `proxy` setting), and a client's would reach the proxy, not the
+     * origin it was meant for. */
+    return n > 6 && strncasecmp(name, "proxy-", 6) == 0;
 }
 
 typedef struct parsed {
@@ -136,7 +138,8 @@ static int check_header(const char *h, parsed_t *p, const char **why)
     if (is_reserved(p->name, p->nlen)) {
         *why = "Host, Content-Length, Transfer-Encoding, Connection, Range, If-Range, TE, "
                "Trailer, Upgrade, Keep-Alive, Expect, Accept-Encoding, Content-Encoding and "
-               "Proxy-* (but Proxy-Authorization) are hubd's to send";
+               "Proxy-* (Proxy-Authorization too: set the proxy's user and password in hubd's "
+               "proxy setting) are hubd's to send";
         return -EINVAL;
     }
     return 0;

@@ -86,11 +86,11 @@ void disposition_of(const disp_head_t *h, const disp_request_t *r, disposition_t
         redirect_of(h, r, d);
         return;
     }
-    if (h->status == 407) {
-        /* Only a proxy sends it (plain http through one, in absolute form;
-         * a tunnel's 407 never gets here): its own error, not the
-         * origin's, and not retried: the same credentials would fail
-         * again. */
+    if (h->status == 407 && h->from_proxy) {
+        /* The proxy's (plain http through it, in absolute form; a 407 to
+         * the CONNECT is the tunnel's, and one from an origin is just
+         * http_407): its own error, not the origin's, and not retried: the
+         * same credentials would fail again. */
         fail(d, "proxy_auth");
         snprintf(d->msg, sizeof d->msg,
                  "HTTP 407 from the proxy: it wants a user and password (proxy = "

@@ -26,6 +26,7 @@ typedef struct disp_head {
     int status;
     int64_t content_length;                                    /* -1 when not announced */
     const char *location, *etag, *content_range, *retry_after; /* NULL when absent */
+    int from_proxy; /* a forward proxy answered (plain http in absolute form) */
 } disp_head_t;
 
 /* The request the head answers. */

@@ -29,6 +29,7 @@ static int on_http_headers(http_req_t *req, const http_response_t *resp, void *d
         .etag = resp->etag,
         .content_range = resp->content_range,
         .retry_after = resp->retry_after,
+        .from_proxy = resp->from_proxy,
     };
     disp_request_t asked = {
         .url = &t->url,

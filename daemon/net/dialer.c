@@ -92,9 +92,18 @@ static void dial_on_read(stream_t *s, ssize_t n, buf_t *buf, const char *p)
     dialer_t *d = s->data;
     (void)buf;
     (void)p;
-    if (d->state != DIAL_DONE)
-        dial_fail_uv(d, "connect", "unexpected data during set-up from",
-                     n < 0 ? (int)n : UV_EPROTO);
+    if (d->state == DIAL_DONE)
+        return;
+    if (n == STREAM_EFAULT) {
+        const stream_fault_t *f = stream_fault(s);
+        dial_finish(d, f->code, f->msg);
+        return;
+    }
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s %s during set-up",
+             n < 0 ? "the connection ended" : "unexpected data from",
+             d->proxy ? d->proxy->label : d->origin);
+    dial_finish(d, d->state == DIAL_TUNNEL ? "proxy" : "connect", msg);
 }
 
 static void dial_on_write_error(stream_t *s, int err)
@@ -146,6 +155,8 @@ static void step_tls(dialer_t *d)
 static void on_tunnel_open(stream_t *s, const char *code, const char *msg)
 {
     dialer_t *d = s->data;
+    if (d->state != DIAL_TUNNEL)
+        return; /* the result was given (timed out): the caller closes */
     if (code)
         dial_finish(d, code, msg);
     else

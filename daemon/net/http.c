@@ -29,6 +29,8 @@ static const stream_cbs_t conn_stream_cbs;
 
 static void req_free(http_req_t *req)
 {
+    if (req->head && req->absolute && req->proxy->authz) /* it holds the proxy's password */
+        memset(req->head, 0, req->head_len);
     free(req->key);
     free(req->origin);
     free(req->host);
@@ -506,7 +508,7 @@ int http_request(http_client_t *c, const url_t *u, const char *extra_headers,
     req->data = data;
     /* Decided per request, hence per redirect hop: each may go direct. */
     const proxy_t *px = req->proxy = proxy_for(c->proxies, u);
-    int absolute = px && strcmp(u->scheme, "http") == 0; /* else a tunnel, or direct */
+    int absolute = req->absolute = px && strcmp(u->scheme, "http") == 0; /* else tunnel, direct */
     char hostport[300];
     if (url_hostport(u, hostport, sizeof hostport) < 0)
         goto nomem;

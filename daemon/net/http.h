@@ -39,6 +39,7 @@ typedef struct http_response {
     const char *last_modified;
     const char *content_range; /* of a 206 */
     const char *retry_after;   /* of a 429 or 503 */
+    int from_proxy;            /* sent to a forward proxy in absolute form: its 407 is its own */
 } http_response_t;
 
 enum http_body_mode {

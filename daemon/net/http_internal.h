@@ -62,6 +62,7 @@ struct http_req {
     char *key;            /* pool key: origin, and " via " proxy */
     char *origin;         /* "scheme://host:port" */
     const proxy_t *proxy; /* the proxy it goes through, or NULL */
+    int absolute;         /* plain http to that proxy: the request in absolute form */
     char *host;           /* the origin's, for TLS (and DNS when direct) */
     char port[8];
     char *head; /* request text */

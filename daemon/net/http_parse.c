@@ -197,6 +197,7 @@ static int on_headers_complete(llhttp_t *p)
         .last_modified = req->last_modified,
         .content_range = req->content_range,
         .retry_after = req->retry_after,
+        .from_proxy = req->absolute,
     };
     if (p->flags & F_CHUNKED)
         resp.content_length = -1;

@@ -18,7 +18,8 @@ typedef struct stream_tunnel {
     char *authz;     /* Proxy-Authorization value, or NULL; freed once sent */
     char proxy[300]; /* the proxy's label, for messages */
     stream_tunnel_open_cb open_cb;
-    int opening; /* the proxy's answer is being read */
+    int opening;   /* the proxy's answer is being read */
+    int want_read; /* the user asked to read while it was: start once open */
     llhttp_t parser;
     llhttp_settings_t settings;
     size_t head_bytes; /* of the answer, so far */
@@ -46,20 +47,41 @@ static int on_status(llhttp_t *p, const char *at, size_t n)
 static int on_headers_complete(llhttp_t *p)
 {
     stream_tunnel_t *t = p->data;
+    int status = llhttp_get_status_code(p);
+    if (status >= 100 && status < 200 && status != 101) {
+        /* interim (RFC 9110 15.2): no body; the final answer follows */
+        t->reason_len = 0;
+        t->reason[0] = '\0';
+        return 1;
+    }
     t->head_done = 1;
     return 2;
 }
 
-/* Opening is over: reading stops until the user starts it, then goes to
- * the pass-through callbacks. */
+static void forget_authz(stream_tunnel_t *t)
+{
+    if (t->authz) { /* a secret: not kept longer than needed */
+        memset(t->authz, 0, strlen(t->authz));
+        free(t->authz);
+        t->authz = NULL;
+    }
+}
+
+static int tun_read_start(stream_t *s);
+static void open_fail(stream_tunnel_t *t, const char *code, const char *fmt, const char *what);
+
+/* Opening is over: reading stops until the user starts it (or starts
+ * now, if the user asked during the opening), then goes to the
+ * pass-through callbacks. */
 static void open_done(stream_tunnel_t *t, const char *code, const char *msg)
 {
     t->opening = 0;
     stream_read_stop(t->inner);
-    if (t->authz) { /* sent: not kept longer than needed */
-        memset(t->authz, 0, strlen(t->authz));
-        free(t->authz);
-        t->authz = NULL;
+    forget_authz(t);
+    int rc = !code && t->want_read ? tun_read_start(&t->base) : 0;
+    if (rc) {
+        open_fail(t, "proxy", "cannot read from the tunnel through %s (%s) to %s", uv_strerror(rc));
+        return;
     }
     t->open_cb(&t->base, code, msg);
 }
@@ -194,8 +216,10 @@ static const stream_cbs_t pass_cbs_pooled = {
 static int tun_read_start(stream_t *s)
 {
     stream_tunnel_t *t = (stream_tunnel_t *)s;
-    if (t->opening)
-        return 0; /* the answer is being read; the user's reads come after */
+    if (t->opening) {
+        t->want_read = 1; /* the answer is being read; the user's reads come after */
+        return 0;
+    }
     stream_set_cbs(t->inner, t->base.cbs->alloc ? &pass_cbs_alloc : &pass_cbs_pooled, t);
     return stream_read_start(t->inner);
 }
@@ -203,6 +227,7 @@ static int tun_read_start(stream_t *s)
 static void tun_read_stop(stream_t *s)
 {
     stream_tunnel_t *t = (stream_tunnel_t *)s;
+    t->want_read = 0;
     if (!t->opening)
         stream_read_stop(t->inner);
 }
@@ -218,7 +243,7 @@ static void on_inner_closed(void *arg)
     stream_close_cb cb = t->close_cb;
     void *cb_arg = t->close_arg;
     free(t->authority);
-    free(t->authz);
+    forget_authz(t);
     free(t);
     if (cb)
         cb(cb_arg);

@@ -158,6 +158,12 @@ class PythonClientTest(IsolatedEnv, HubTestCase):
         with self.assertRaises(hubd.HubdError) as cm:
             hubd.fetch(url, headers={"Range": "bytes=0-"}, progress=False)
         self.assertEqual(cm.exception.code, "bad_request")
+        # So are the proxy's credentials: hubd's `proxy` setting holds them,
+        # and a client's would reach the proxy, not the origin.
+        with self.assertRaises(hubd.HubdError) as cm:
+            hubd.fetch(url, headers={"Proxy-Authorization": "Basic eDp5"}, progress=False)
+        self.assertEqual(cm.exception.code, "bad_request")
+        self.assertIn("proxy setting", str(cm.exception))
 
     def test_malformed_requests_refused_before_sending(self):
         url = self.origin.url("/files/x")

@@ -252,16 +252,21 @@ START_TEST(disposition_reads_retry_after)
 }
 END_TEST
 
-/* A 407 (a proxy, for plain http in absolute form) fails at once as the
- * proxy's, not as the origin's http_407, and names what to set. */
+/* A 407 from a proxy (plain http in absolute form) fails at once as the
+ * proxy's, not as the origin's http_407, and names what to set; an
+ * origin's 407 is a status like any. */
 START_TEST(disposition_407_is_the_proxys)
 {
     disp_head_t h = head(407);
+    h.from_proxy = 1;
     disp_request_t r = whole();
     disposition_t d = decide(&h, &r);
     ck_assert_int_eq(d.kind, DISP_FAIL);
     ck_assert_str_eq(d.code, "proxy_auth");
     ck_assert_ptr_nonnull(strstr(d.msg, "user:password@"));
+    h.from_proxy = 0; /* an origin's (direct, or inside a tunnel): just a status */
+    d = decide(&h, &r);
+    ck_assert_int_eq(d.kind, DISP_STATUS);
 }
 END_TEST
 

@@ -194,12 +194,34 @@ START_TEST(proxy_config_keys_keep_the_password_out)
 }
 END_TEST
 
+/* A password with an unescaped '/', '?' or '#' ends the authority early:
+ * the part before it must not become the proxy's host or port (label,
+ * logs, --check-config), and the rest is not silently dropped. */
+START_TEST(proxy_parse_unescaped_slash_in_password_is_refused)
+{
+    static const char *const texts[] = {
+        "http://alice:1234/5678@127.0.0.1:3128",
+        "http://alice:9999?x@127.0.0.1:3128",
+        "http://alice:8080#frag@proxy.example:3128",
+        "http://proxy.example:/",
+    };
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        proxy_t p;
+        const char *why = NULL;
+        int rc = proxy_parse(texts[i], &p, &why);
+        ck_assert_msg(rc == -EINVAL, "%s: accepted as %s", texts[i], rc ? "?" : p.label);
+        proxy_free(&p);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("proxy");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, proxy_parse_forms);
     tcase_add_test(tc, proxy_parse_refusals);
+    tcase_add_test(tc, proxy_parse_unescaped_slash_in_password_is_refused);
     tcase_add_test(tc, proxy_settings_from_the_environment);
     tcase_add_test(tc, proxy_settings_ignore_upper_case_http_proxy);
     tcase_add_test(tc, proxy_settings_from_the_config);

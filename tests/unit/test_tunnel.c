@@ -164,6 +164,21 @@ START_TEST(tunnel_opens_on_200_split_anywhere)
 }
 END_TEST
 
+/* A user that starts reading while the answer is read (before its open
+ * callback) reads once the tunnel is open, not never. */
+START_TEST(tunnel_read_started_early_starts_once_open)
+{
+    fake_stream_t *f = start(NULL);
+    ck_assert_int_eq(stream_read_start(tun), 0);
+    answer(f, established, 0);
+    ck_assert_int_eq(op.calls, 1);
+    ck_assert_msg(op.code == NULL, "%s", op.msg);
+    ck_assert_msg(f->reading, "the early read_start was forgotten");
+    ck_assert_ptr_nonnull(f->base.cbs->alloc);
+    finish();
+}
+END_TEST
+
 START_TEST(tunnel_407_is_proxy_auth)
 {
     fake_stream_t *f = start("Basic c2VjcmV0");
@@ -246,6 +261,34 @@ START_TEST(tunnel_garbage_is_proxy)
 }
 END_TEST
 
+/* RFC 9110 15.2: a client must parse 1xx answers before the final one. */
+START_TEST(tunnel_skips_1xx_before_200)
+{
+    fake_stream_t *f = start(NULL);
+    answer(f, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 Connection established\r\n\r\n", 0);
+    ck_assert_int_eq(op.calls, 1);
+    ck_assert_msg(op.code == NULL, "%s", op.msg);
+    finish();
+}
+END_TEST
+
+/* RFC 9110 9.3.6: Content-Length / Transfer-Encoding in a 2xx to CONNECT are ignored. */
+START_TEST(tunnel_200_with_framing_headers_opens)
+{
+    static const char *const answers[] = {
+        "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "HTTP/1.0 200 OK\r\n\r\n",
+    };
+    fake_stream_t *f = start(NULL);
+    answer(f, answers[_i], 0);
+    ck_assert_int_eq(op.calls, 1);
+    ck_assert_msg(op.code == NULL, "%d: %s", _i, op.msg);
+    finish();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tunnel");
@@ -254,12 +297,15 @@ int main(void)
     tcase_add_test(tc, tunnel_sends_connect_with_the_proxy_credentials);
     tcase_add_test(tc, tunnel_without_credentials_sends_none);
     tcase_add_loop_test(tc, tunnel_opens_on_200_split_anywhere, 0, (int)sizeof established - 1);
+    tcase_add_test(tc, tunnel_read_started_early_starts_once_open);
     tcase_add_loop_test(tc, tunnel_407_is_proxy_auth, 0, 60);
     tcase_add_loop_test(tc, tunnel_refused_is_proxy_with_the_status, 0, 30);
     tcase_add_test(tc, tunnel_end_before_the_answer_is_proxy);
     tcase_add_test(tc, tunnel_bytes_after_the_answer_are_refused);
     tcase_add_test(tc, tunnel_endless_headers_are_cut);
     tcase_add_test(tc, tunnel_garbage_is_proxy);
+    tcase_add_test(tc, tunnel_skips_1xx_before_200);
+    tcase_add_loop_test(tc, tunnel_200_with_framing_headers_opens, 0, 4);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
