@@ -44,6 +44,10 @@ PY_LOOP=$REPO/bench/py_loop.py
 MAKE_CERTS=$REPO/tests/tls/make-certs.sh
 SQUID_PY=$REPO/tests/integration/squid.py
 SQUID=${SQUID:-/usr/sbin/squid}
+# Everything here talks to loopback: a proxy from the caller's environment
+# (which hubd and curl follow, as curl does, loopback included) would only
+# be in the way. The proxy rows of the bench set theirs explicitly.
+unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY no_proxy NO_PROXY
 TOOLS=(hubd python-128k python-8k curl+sha256sum hubd-https python-128k-https curl+sha256sum-https)
 HUBD_MAIN=$HUBD HUBCTL_MAIN=$HUBCTL
 if [[ -n ${BENCH_BASE_BUILD:-} ]]; then

@@ -21,6 +21,10 @@ NGINX_ORIGIN=$REPO/scripts/nginx-origin.sh
 HUBD=$BUILD_DIR/daemon/hubd
 HUBCTL=$BUILD_DIR/client/hubctl
 FILE_NAME=model.bin
+# Everything here talks to loopback: a proxy from the caller's environment
+# (which hubd and curl follow, as curl does, loopback included) would only
+# be in the way.
+unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY no_proxy NO_PROXY
 
 work=""        # the one temp dir holding everything the demo makes
 hubd_pid=""    # hubd, our child

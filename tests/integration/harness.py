@@ -31,6 +31,14 @@ HUBCTL = os.environ.get("HUBCTL_BIN", "hubctl")
 WRAPPER = __import__("shlex").split(os.environ.get("HUBD_WRAPPER", ""))
 WRAPPER_WAIT = 120.0 if WRAPPER else 10.0
 
+# curl's proxy variables, which hubd (and curl, urllib) read. The runner's
+# own must not reach the daemons and clients the tests start: every test
+# talks to loopback directly unless it sets a proxy itself (test_proxy).
+PROXY_VARS = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
+              "no_proxy", "NO_PROXY")
+for _v in PROXY_VARS:
+    os.environ.pop(_v, None)
+
 
 def sha256_file(path):
     h = hashlib.sha256()
@@ -53,6 +61,23 @@ def write_random_file(path, size, seed=1):
             f.write(rnd.randbytes(n))
             left -= n
     return sha256_file(path)
+
+
+class TestCerts:
+    """tests/tls/make-certs.sh's test CA and certificates, in a temp dir
+    (made once per test module: setUpModule, tearDownModule)."""
+
+    MAKE_CERTS = os.path.join(os.path.dirname(HERE), "tls", "make-certs.sh")
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="hubd-certs-")
+        subprocess.run(["bash", self.MAKE_CERTS, self.dir], check=True, timeout=60)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def remove(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def wait_for(pred, timeout=10.0, what="condition"):

@@ -10,29 +10,25 @@ lie or record what reaches them. Every URL names 127.0.0.1.
 import json
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 import unittest
 
-from harness import HUBCTL, HubTestCase, Hubd, Origin, sha256_file, wait_for, write_config
+from harness import TestCerts, HUBCTL, HubTestCase, Hubd, Origin, sha256_file, wait_for, write_config
 from nginx_mirror import NginxMirror, free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MAKE_CERTS = os.path.join(HERE, "..", "tls", "make-certs.sh")
 CERTS = None
 
 
 def setUpModule():
     global CERTS
-    CERTS = tempfile.mkdtemp(prefix="hubd-certs-")
-    subprocess.run(["bash", MAKE_CERTS, CERTS], check=True, timeout=60)
+    CERTS = TestCerts()
 
 
 def tearDownModule():
-    shutil.rmtree(CERTS, ignore_errors=True)
+    CERTS.remove()
 
 
 class MirrorTestCase(HubTestCase):
@@ -41,9 +37,9 @@ class MirrorTestCase(HubTestCase):
 
     def setUp(self):
         super().setUp()
-        self.ca = os.path.join(CERTS, "ca.crt")
-        self.https = Origin(self.root, tls=(os.path.join(CERTS, "server.crt"),
-                                            os.path.join(CERTS, "server.key")), name=".tls-port")
+        self.ca = CERTS.path("ca.crt")
+        self.https = Origin(self.root, tls=(CERTS.path("server.crt"),
+                                            CERTS.path("server.key")), name=".tls-port")
         self.addCleanup(self.https.stop)
         self.extra = []
 

@@ -27,19 +27,15 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import urllib.parse
 
-from harness import (HUBCTL, HUBD, Hubd, HubTestCase, Origin, sha256_file, stop_pid,
+from harness import (TestCerts, HUBCTL, HUBD, Hubd, HubTestCase, Origin, sha256_file, stop_pid,
                      wait_for, write_config)
 from squid import Squid, free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 AUTHPROXY_PY = os.path.join(os.path.dirname(HERE), "authproxy.py")
-MAKE_CERTS = os.path.join(HERE, "..", "tls", "make-certs.sh")
 CERTS = None
-PROXY_VARS = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
-              "no_proxy", "NO_PROXY")
 USER, PASSWORD = "alice", "s3cret"
 BASIC = "Basic " + base64.b64encode(b"alice:s3cret").decode()  # YWxpY2U6czNjcmV0
 TOKEN = "origin-token-7f3a9c"  # an origin credential (hubctl -H)
@@ -48,16 +44,11 @@ TOKEN_H = __import__("hashlib").sha256(TOKEN.encode()).hexdigest()[:16]  # origi
 
 def setUpModule():
     global CERTS
-    # The runner's own proxy variables must not leak into the daemons: each
-    # test sets exactly the ones it is about.
-    for v in PROXY_VARS:
-        os.environ.pop(v, None)
-    CERTS = tempfile.mkdtemp(prefix="hubd-certs-")
-    subprocess.run(["bash", MAKE_CERTS, CERTS], check=True, timeout=60)
+    CERTS = TestCerts()
 
 
 def tearDownModule():
-    shutil.rmtree(CERTS, ignore_errors=True)
+    CERTS.remove()
 
 
 def quote(url):
@@ -66,7 +57,7 @@ def quote(url):
 
 
 def ca_file():
-    return os.path.join(CERTS, "ca.crt")
+    return CERTS.path("ca.crt")
 
 
 class AuthProxy:
@@ -112,8 +103,8 @@ class ProxyTestCase(HubTestCase):
 
     def setUp(self):
         super().setUp()
-        self.tls_origin = Origin(self.root, tls=(os.path.join(CERTS, "server.crt"),
-                                                 os.path.join(CERTS, "server.key")), name=".tls-port")
+        self.tls_origin = Origin(self.root, tls=(CERTS.path("server.crt"),
+                                                 CERTS.path("server.key")), name=".tls-port")
         self.addCleanup(self.tls_origin.stop)
 
     def restart_hubd(self, env=None, **config):

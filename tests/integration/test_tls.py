@@ -4,30 +4,25 @@ tests/tls/make-certs.sh, made fresh for the test run."""
 
 import json
 import os
-import shutil
-import subprocess
-import tempfile
 import unittest
 
-from harness import write_config, HUBD as HUBD_BIN, Hubd, HubTestCase, Origin, sha256_file, wait_for
+from harness import TestCerts, write_config, HUBD as HUBD_BIN, Hubd, HubTestCase, Origin, sha256_file, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MAKE_CERTS = os.path.join(HERE, "..", "tls", "make-certs.sh")
 CERTS = None
 
 
 def setUpModule():
     global CERTS
-    CERTS = tempfile.mkdtemp(prefix="hubd-certs-")
-    subprocess.run(["bash", MAKE_CERTS, CERTS], check=True, timeout=60)
+    CERTS = TestCerts()
 
 
 def tearDownModule():
-    shutil.rmtree(CERTS, ignore_errors=True)
+    CERTS.remove()
 
 
 def cert(name):
-    return (os.path.join(CERTS, name + ".crt"), os.path.join(CERTS, name + ".key"))
+    return (CERTS.path(name + ".crt"), CERTS.path(name + ".key"))
 
 
 
@@ -44,7 +39,7 @@ class TLSTest(HubTestCase):
 
     def restart_hubd(self, **config):
         self.hubd.stop()
-        args = ["--ca-file", os.path.join(CERTS, "ca.crt")]
+        args = ["--ca-file", CERTS.path("ca.crt")]
         conf = write_config(os.path.join(self.tmp, "tls.conf"), **config) if config else None
         self.hubd = Hubd(os.path.join(self.tmp, "hub-tls-%d" % len(os.listdir(self.tmp))),
                          extra_args=args, config=conf)
@@ -161,7 +156,7 @@ class BadCertTest(HubTestCase):
         if config:
             conf = write_config(os.path.join(self.tmp, "bad.conf"), **config)
         self.hubd = Hubd(os.path.join(self.tmp, "hub-" + cert_name),
-                         extra_args=["--ca-file", os.path.join(CERTS, "ca.crt")], config=conf)
+                         extra_args=["--ca-file", CERTS.path("ca.crt")], config=conf)
         self.make_file("x.bin", 1000)
         return self.hubctl("fetch", "https://%s:%d/files/x.bin" % (host, origin.port))
 
