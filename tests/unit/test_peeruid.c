@@ -5,6 +5,7 @@
  * uid. */
 #include <check.h>
 #include <errno.h>
+#include <grp.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pwd.h>
@@ -333,6 +334,45 @@ START_TEST(peeruid_groups_of_root_start_with_gid_0)
 }
 END_TEST
 
+/* A user listed as a member of a group other than its primary one, if
+ * this machine has one: that group, after the primary, each gid once. */
+START_TEST(peeruid_groups_of_a_member_include_its_groups)
+{
+    struct group *g;
+    struct passwd *pw = NULL;
+    gid_t member_of = 0;
+    setgrent();
+    while (!pw && (g = getgrent()))
+        for (char **m = g->gr_mem; *m && !pw; m++)
+            if ((pw = getpwnam(*m)) && pw->pw_gid == g->gr_gid)
+                pw = NULL;
+            else if (pw)
+                member_of = g->gr_gid;
+    endgrent();
+    if (!pw) {
+        fprintf(stderr, "peeruid: no user with a supplementary group here: skipped\n");
+        return;
+    }
+    uid_t uid = pw->pw_uid;
+    gid_t primary = pw->pw_gid;
+    gid_t gids[PRINCIPAL_MAX_GIDS];
+    unsigned n = 0;
+    ck_assert_int_eq(peeruid_groups(uid, gids, PRINCIPAL_MAX_GIDS, &n), 0);
+    ck_assert_uint_ge(n, 2);
+    ck_assert_uint_eq(gids[0], primary);
+    unsigned found = 0;
+    for (unsigned i = 0; i < n; i++) {
+        found += gids[i] == member_of;
+        for (unsigned j = i + 1; j < n; j++)
+            ck_assert_uint_ne(gids[i], gids[j]);
+    }
+    ck_assert_uint_eq(found, 1);
+    ck_assert_int_eq(peeruid_groups(uid, gids, 1, &n), 0); /* cut to cap: the primary stays */
+    ck_assert_uint_eq(n, 1);
+    ck_assert_uint_eq(gids[0], primary);
+}
+END_TEST
+
 START_TEST(peeruid_groups_of_a_uid_without_passwd_entry)
 {
     ck_assert_ptr_null(getpwuid(NO_PASSWD_UID));
@@ -373,6 +413,7 @@ int main(void)
     tcase_add_test(tc, peeruid_closed_peer_is_not_found);
     tcase_add_test(tc, peeruid_only_loopback_inet_peers);
     tcase_add_test(tc, peeruid_groups_of_root_start_with_gid_0);
+    tcase_add_test(tc, peeruid_groups_of_a_member_include_its_groups);
     tcase_add_test(tc, peeruid_groups_of_a_uid_without_passwd_entry);
     tcase_add_test(tc, principal_from_tcp_has_groups_and_no_pid);
     suite_add_tcase(s, tc);
