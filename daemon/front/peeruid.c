@@ -101,28 +101,33 @@ static int state_owned(unsigned state)
 
 /* ---- NETLINK_SOCK_DIAG ------------------------------------------------------ */
 
-/* The answer's socket as a tuple (a dual-stack socket answers in IPv6 form
- * with mapped addresses: brought to IPv4 as ours are). */
+/* A tuple read from the kernel in IPv6 form with two IPv4-mapped ends (a
+ * dual-stack socket on an IPv4 connection) brought to IPv4, as ours are;
+ * an IPv4 one with the unused 12 bytes cleared (the kernel leaves them
+ * unspecified). */
+static void tuple_unmap(tuple_t *t)
+{
+    if (t->family == AF_INET6 && memcmp(t->src, v4mapped_prefix, 12) == 0 &&
+        memcmp(t->dst, v4mapped_prefix, 12) == 0) {
+        t->family = AF_INET;
+        memmove(t->src, t->src + 12, 4);
+        memmove(t->dst, t->dst + 12, 4);
+    }
+    if (t->family == AF_INET) {
+        memset(t->src + 4, 0, 12);
+        memset(t->dst + 4, 0, 12);
+    }
+}
+
 static void tuple_from_diag(tuple_t *t, const struct inet_diag_msg *m)
 {
     memset(t, 0, sizeof *t);
     t->family = m->idiag_family;
     memcpy(t->src, m->id.idiag_src, 16);
     memcpy(t->dst, m->id.idiag_dst, 16);
-    if (t->family == AF_INET6 && memcmp(t->src, v4mapped_prefix, 12) == 0 &&
-        memcmp(t->dst, v4mapped_prefix, 12) == 0) {
-        t->family = AF_INET;
-        memmove(t->src, t->src + 12, 4);
-        memmove(t->dst, t->dst + 12, 4);
-        memset(t->src + 4, 0, 12);
-        memset(t->dst + 4, 0, 12);
-    }
-    if (t->family == AF_INET) { /* the kernel leaves the rest of an IPv4 id unspecified */
-        memset(t->src + 4, 0, 12);
-        memset(t->dst + 4, 0, 12);
-    }
     t->sport = ntohs(m->id.idiag_sport);
     t->dport = ntohs(m->id.idiag_dport);
+    tuple_unmap(t);
 }
 
 /* One exact lookup (no dump): the kernel finds the socket by its hash, as
@@ -162,8 +167,8 @@ static int diag_query(int fd, const tuple_t *want, uid_t *uid, ino_t *inode)
         return errno == EAGAIN || errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
     if (fromlen < sizeof from || from.nl_pid != 0) /* only the kernel answers for sockets */
         return -EPROTO;
-    for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (unsigned)len);
-         h = NLMSG_NEXT(h, len)) {
+    int left = (int)len; /* signed: NLMSG_NEXT may take it below 0, and NLMSG_OK must see that */
+    for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
         if (h->nlmsg_seq != msg.nlh.nlmsg_seq)
             continue;
         if (h->nlmsg_type == NLMSG_ERROR) {
@@ -239,14 +244,7 @@ static int proc_line(const char *line, int family, tuple_t *t, unsigned *state, 
     if (proc_addr(src, t->src, n) != 0 || proc_addr(dst, t->dst, n) != 0 || sport > 0xffff ||
         dport > 0xffff)
         return -EINVAL;
-    if (family == AF_INET6 && memcmp(t->src, v4mapped_prefix, 12) == 0 &&
-        memcmp(t->dst, v4mapped_prefix, 12) == 0) {
-        t->family = AF_INET; /* a dual-stack socket on an IPv4 connection */
-        memmove(t->src, t->src + 12, 4);
-        memmove(t->dst, t->dst + 12, 4);
-        memset(t->src + 4, 0, 12);
-        memset(t->dst + 4, 0, 12);
-    }
+    tuple_unmap(t);
     t->sport = (uint16_t)sport;
     t->dport = (uint16_t)dport;
     *state = st;
