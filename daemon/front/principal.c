@@ -20,6 +20,17 @@ void principal_from_peercred(principal_t *p, uid_t uid, gid_t gid, pid_t pid)
     p->source = PRINCIPAL_PEERCRED;
 }
 
+void principal_from_tcp(principal_t *p, uid_t uid, const gid_t *gids, unsigned n)
+{
+    memset(p, 0, sizeof *p);
+    p->uid = uid;
+    p->ngids = n < PRINCIPAL_MAX_GIDS ? n : PRINCIPAL_MAX_GIDS;
+    if (p->ngids) /* gids may be NULL with n 0: memcpy's arguments may not */
+        memcpy(p->gids, gids, p->ngids * sizeof *gids);
+    p->pid = 0;
+    p->source = PRINCIPAL_TCP_DIAG;
+}
+
 gid_t principal_gid(const principal_t *p)
 {
     return p->ngids ? p->gids[0] : (gid_t)-1;

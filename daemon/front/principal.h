@@ -22,6 +22,7 @@
 /* How a principal was learned. */
 typedef enum {
     PRINCIPAL_PEERCRED, /* the kernel's SO_PEERCRED of a Unix socket: uid, primary gid, pid */
+    PRINCIPAL_TCP_DIAG, /* a loopback TCP peer's socket owner (peeruid), its groups by NSS */
 } principal_source_t;
 
 typedef struct principal {
@@ -34,6 +35,11 @@ typedef struct principal {
 
 /* Fills p from SO_PEERCRED's answer. */
 void principal_from_peercred(principal_t *p, uid_t uid, gid_t gid, pid_t pid);
+
+/* Fills p for a loopback TCP peer: the uid owning its socket and the n gids
+ * peeruid_groups found (primary first; beyond PRINCIPAL_MAX_GIDS left out,
+ * which can only refuse). No pid: a socket's owner is a uid, not a process. */
+void principal_from_tcp(principal_t *p, uid_t uid, const gid_t *gids, unsigned n);
 
 /* Its first known gid (the primary one from SO_PEERCRED), or (gid_t)-1. */
 gid_t principal_gid(const principal_t *p);
