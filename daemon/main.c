@@ -10,6 +10,7 @@
 #include "session.h"
 #include "sha256.h"
 #include "store.h"
+#include "tcp_listener.h"
 #include "tls.h"
 
 #include <errno.h>
@@ -43,6 +44,7 @@ typedef struct daemon_state {
     proxy_settings_t proxies;
     jobs_t *jobs;
     session_server_t *server;
+    tcp_listener_t *http; /* the HTTP front's sockets, NULL: none (or closed) */
     uv_signal_t sigint, sigterm, sighup;
     int stopping;
 } daemon_state_t;
@@ -67,7 +69,9 @@ static void usage(FILE *out)
                  "  --version         print the version and exit\n"
                  "SIGINT or SIGTERM stops it cleanly (running downloads keep their partials\n"
                  "for the next start); SIGHUP re-reads the configuration file.\n"
-                 "Under systemd: socket activation (LISTEN_FDS) and Type=notify.\n");
+                 "Under systemd: socket activation (LISTEN_FDS: the Unix socket, and TCP\n"
+                 "sockets for the HTTP front, which then win over http_listen) and\n"
+                 "Type=notify.\n");
 }
 
 static void on_signal_closed(uv_handle_t *h)
@@ -89,10 +93,57 @@ static void on_server_down(void *arg)
     jobs_shutdown(d->jobs, on_jobs_down, d);
 }
 
-/* Stop order: jobs fail first (requests aborted, each waiter hears ERR
- * shutting_down), then sessions drain their replies and close, then the jobs
- * module waits for its pool work and frees itself, then the signal handles
- * close; uv_run returns when no handle is left. */
+static void on_http_client_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+/* issue 13: the HTTP front (httpd.c) takes over here. Until it exists, a
+ * client is accepted and closed at once: the sockets are real, the server
+ * is not. */
+static void on_http_client(void *arg, tcp_listener_t *l)
+{
+    daemon_state_t *d = arg;
+    uv_tcp_t *c = malloc(sizeof *c);
+    if (!c) {
+        log_warn("HTTP front: no memory for a client");
+        return;
+    }
+    uv_tcp_init(d->loop, c);
+    if (tcp_listener_accept(l, c) == 0)
+        log_debug("HTTP front: a client connected; closed (no HTTP server yet)");
+    uv_close((uv_handle_t *)c, on_http_client_closed);
+}
+
+/* The HTTP front's sockets (issue 13). Sockets systemd passed win: the
+ * socket unit decides, and http_listen is then ignored (logged when set);
+ * without any, hubd binds http_listen itself; with neither, there is no
+ * HTTP front. */
+static int start_http(daemon_state_t *d, const int *fds, size_t nfds)
+{
+    if (nfds && d->cfg.nhttp_addrs)
+        log_info("http_listen (%s) is ignored under socket activation: the HTTP front uses the "
+                 "TCP sockets systemd passed (ListenStream= of the socket unit)",
+                 d->cfg.http_listen);
+    if (!nfds && !d->cfg.nhttp_addrs)
+        return 0;
+    return tcp_listener_start(d->loop, d->cfg.http_addrs, d->cfg.nhttp_addrs, fds, nfds,
+                              on_http_client, d, &d->http);
+}
+
+/* No new HTTP client from here on; the listener frees itself once the loop
+ * has closed its handles. */
+static void close_http(daemon_state_t *d)
+{
+    if (d->http)
+        tcp_listener_close(d->http, NULL, NULL);
+    d->http = NULL;
+}
+
+/* Stop order: the HTTP front stops listening, jobs fail first (requests aborted, each waiter hears
+ * ERR shutting_down), then sessions drain their replies and close, then the jobs module waits for
+ * its pool work and frees itself, then the signal handles close; uv_run returns when no handle is
+ * left. */
 static void on_signal(uv_signal_t *h, int signum)
 {
     daemon_state_t *d = h->data;
@@ -101,6 +152,7 @@ static void on_signal(uv_signal_t *h, int signum)
     d->stopping = 1;
     log_info("signal %d: shutting down", signum);
     service_stopping();
+    close_http(d);
     jobs_stop(d->jobs);
     session_server_close(d->server, on_server_down, d);
 }
@@ -357,16 +409,22 @@ int main(int argc, char **argv)
     uv_signal_start(&d.sigint, on_signal, SIGINT);
     uv_signal_start(&d.sigterm, on_signal, SIGTERM);
     uv_signal_start(&d.sighup, on_sighup, SIGHUP);
-    int listen_fd = service_listen_fd();
-    if (listen_fd < -1) {
-        log_err("systemd passed sockets hubd cannot use (it wants one Unix stream socket)");
-        rc = listen_fd;
+    int listen_fd, tcp_fds[HOSTPORT_MAX_ADDRS];
+    size_t ntcp;
+    if ((rc = service_listen_fds(&listen_fd, tcp_fds, HOSTPORT_MAX_ADDRS, &ntcp)) != 0) {
+        log_err("systemd passed sockets hubd cannot use: it wants one listening Unix stream "
+                "socket (the clients') and at most %d listening TCP sockets (the HTTP front)",
+                HOSTPORT_MAX_ADDRS);
         d.stopping = 1;
         jobs_shutdown(d.jobs, on_jobs_down, &d);
         goto run_out;
     }
-    if ((rc = session_server_start(d.loop, &d.cfg, d.jobs, d.db, d.store, listen_fd, &d.server))) {
+    /* The HTTP front binds first: a port in use stops the start before the
+     * Unix socket exists, so no client finds a daemon that is about to go. */
+    if ((rc = start_http(&d, tcp_fds, ntcp)) ||
+        (rc = session_server_start(d.loop, &d.cfg, d.jobs, d.db, d.store, listen_fd, &d.server))) {
         d.stopping = 1; /* on_jobs_down closes the signal handles */
+        close_http(&d);
         jobs_shutdown(d.jobs, on_jobs_down, &d);
         goto run_out;
     }

@@ -1,5 +1,6 @@
 /* config: defaults, INI file (libinih), and key=value setters. */
 #include "config.h"
+#include "hostport.h"
 #include "log.h"
 #include "mirror.h"
 #include "netpolicy.h"
@@ -89,13 +90,14 @@ int config_defaults(hubd_config_t *cfg)
     /* Link-local (where cloud metadata services answer: 169.254.169.254,
      * fd00:ec2::254, Alibaba's 100.100.100.200) and "this network". */
     cfg->deny_networks = strdup(DEFAULT_DENY_NETWORKS);
+    cfg->hf_upstream = strdup(DEFAULT_HF_UPSTREAM);
     cfg->socket_path = default_socket();
     cfg->cache_dir = default_cache_dir();
     /* Measured on the project machine (bench/tls_cipher_speed.c): mbedTLS
      * 2.28 decrypts ChaCha20-Poly1305 faster than AES-GCM here. */
     cfg->tls_ciphers = strdup("chacha20-poly1305,aes-128-gcm,aes-256-gcm");
     if (!cfg->socket_path || !cfg->cache_dir || !cfg->tls_ciphers || !cfg->admin_group ||
-        !cfg->deny_networks)
+        !cfg->deny_networks || !cfg->hf_upstream)
         return -ENOMEM;
     return 0;
 }
@@ -254,6 +256,55 @@ static int add_mirror(hubd_config_t *cfg, const char *value)
     return rc;
 }
 
+/* http_listen: parsed now, so that a bad item stops the start with the file
+ * and line named, and the listener gets addresses it need not check again.
+ * The text is kept as written for config_print; blank: the front is off. */
+static int set_http_listen(hubd_config_t *cfg, const char *value, char *item, size_t itemcap,
+                           const char **why)
+{
+    struct sockaddr_storage addrs[HOSTPORT_MAX_ADDRS];
+    size_t n;
+    int rc = hostport_parse_list(value, addrs, HOSTPORT_MAX_ADDRS, &n, item, itemcap, why);
+    if (rc)
+        return rc;
+    char *text = NULL;
+    if (n && !(text = strdup(value)))
+        return -ENOMEM;
+    free(cfg->http_listen);
+    cfg->http_listen = text;
+    memcpy(cfg->http_addrs, addrs, n * sizeof addrs[0]);
+    cfg->nhttp_addrs = n;
+    return 0;
+}
+
+/* hf_upstream: the Hub's URL, to which request paths ("/api/models/...")
+ * are appended: so absolute http(s) (url_parse also refuses credentials),
+ * no query and no fragment, and kept in url_parse's canonical spelling
+ * without a trailing '/'. *canon is malloc'd. */
+static int check_upstream(const char *value, char **canon, const char **why)
+{
+    url_t u;
+    *why = "not an absolute http:// or https:// URL";
+    if (url_parse(value, &u, why))
+        return -EINVAL;
+    int rc = 0;
+    if (strchr(u.target, '?')) {
+        *why = "a query has no place in it: request paths are appended to it";
+        rc = -EINVAL;
+    } else if (strchr(value, '#')) {
+        *why = "a fragment has no place in it: request paths are appended to it";
+        rc = -EINVAL;
+    } else if (!(*canon = strdup(u.canonical))) {
+        rc = -ENOMEM;
+    } else {
+        size_t n = strlen(*canon);
+        while (n && (*canon)[n - 1] == '/')
+            (*canon)[--n] = '\0';
+    }
+    url_free(&u);
+    return rc;
+}
+
 int config_set(hubd_config_t *cfg, const char *key, const char *value)
 {
     if (strcmp(key, "socket") == 0)
@@ -352,6 +403,21 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value)
         return add_mirror(cfg, value);
     if (strcmp(key, "mirror_fallback") == 0)
         return parse_bool(value, &cfg->mirror_fallback);
+    if (strcmp(key, "http_listen") == 0) {
+        char item[HOSTPORT_TEXT_MAX];
+        const char *why;
+        return set_http_listen(cfg, value, item, sizeof item, &why);
+    }
+    if (strcmp(key, "hf_upstream") == 0) {
+        char *canon = NULL;
+        const char *why;
+        int rc = check_upstream(value, &canon, &why);
+        if (!rc) {
+            free(cfg->hf_upstream);
+            cfg->hf_upstream = canon;
+        }
+        return rc;
+    }
     if (strcmp(key, "log_level") == 0) {
         int lvl = log_level_parse(value);
         if (lvl < 0)
@@ -378,7 +444,20 @@ static int on_ini_key(void *user, const char *section, const char *name, const c
         return 0;
     }
     int rc = config_set(ctx->cfg, name, value);
-    if (rc == -ENOENT)
+    char item[HOSTPORT_TEXT_MAX];
+    const char *reason = "";
+    if (rc && rc != -ENOMEM && strcmp(name, "http_listen") == 0) {
+        /* Parsed again for the item and the reason; the config is unchanged. */
+        struct sockaddr_storage addrs[HOSTPORT_MAX_ADDRS];
+        size_t n;
+        hostport_parse_list(value, addrs, HOSTPORT_MAX_ADDRS, &n, item, sizeof item, &reason);
+        snprintf(ctx->err, ctx->errlen, "http_listen: %s %s", item, reason);
+    } else if (rc == -EINVAL && strcmp(name, "hf_upstream") == 0) {
+        char *canon = NULL;
+        check_upstream(value, &canon, &reason);
+        free(canon);
+        snprintf(ctx->err, ctx->errlen, "bad value '%s' for key 'hf_upstream': %s", value, reason);
+    } else if (rc == -ENOENT)
         snprintf(ctx->err, ctx->errlen, "unknown key '%s'", name);
     else if (rc == -ERANGE)
         snprintf(ctx->err, ctx->errlen,
@@ -537,6 +616,8 @@ void config_print(const hubd_config_t *cfg, FILE *out)
         fprintf(out, "mirror = %s\n", rule);
     }
     fprintf(out, "mirror_fallback = %s\n", cfg->mirror_fallback ? "yes" : "no");
+    fprintf(out, "http_listen = %s\n", cfg->http_listen ? cfg->http_listen : "");
+    fprintf(out, "hf_upstream = %s\n", cfg->hf_upstream);
 }
 
 /* Whether two configs hold the same mirror rules, in the same order. */
@@ -642,6 +723,11 @@ void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *n
         note_key(needs_restart, cap, "mirror");
     if (cfg->mirror_fallback != next->mirror_fallback)
         note_key(needs_restart, cap, "mirror_fallback");
+    /* The listening sockets are bound once (or systemd's). */
+    if (str_differs(cfg->http_listen, next->http_listen))
+        note_key(needs_restart, cap, "http_listen");
+    if (strcmp(cfg->hf_upstream, next->hf_upstream) != 0)
+        note_key(needs_restart, cap, "hf_upstream");
 }
 
 void config_free(hubd_config_t *cfg)
@@ -669,6 +755,10 @@ void config_free(hubd_config_t *cfg)
     cfg->socket_path = cfg->cache_dir = cfg->ca_file = cfg->ca_path = NULL;
     cfg->tls_ciphers = cfg->tls_insecure_hosts = NULL;
     mirrors_clear(cfg);
+    free(cfg->http_listen);
+    free(cfg->hf_upstream);
+    cfg->http_listen = cfg->hf_upstream = NULL;
+    cfg->nhttp_addrs = 0;
 }
 
 /* Fuzzing (tests/fuzz/fuzz_config.c): config_load_file's parse of text in

@@ -9,7 +9,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "hostport.h"
 #include "mirror.h"
+
+/* What hf_upstream is by default. */
+#define DEFAULT_HF_UPSTREAM "https://huggingface.co"
 
 /* What deny_networks is by default. */
 #define DEFAULT_DENY_NETWORKS                                                                      \
@@ -60,6 +64,10 @@ typedef struct hubd_config {
     mirror_rule_t mirrors[MIRROR_MAX_RULES]; /* `mirror` rules, in file order */
     size_t nmirrors;                         /* rules in mirrors[] */
     int mirror_fallback; /* a failing mirror gives way to the original URL (default 1) */
+    char *http_listen;   /* the HTTP front's addresses as written, NULL: off (hostport.h) */
+    struct sockaddr_storage http_addrs[HOSTPORT_MAX_ADDRS]; /* parsed from it, in its order */
+    size_t nhttp_addrs;                                     /* addresses in http_addrs[] */
+    char *hf_upstream; /* Hugging Face Hub URL, canonical, no trailing '/' (malloc'd) */
 } hubd_config_t;
 
 /* Fills defaults; socket_path and cache_dir follow the environment
@@ -73,7 +81,8 @@ int config_load_file(hubd_config_t *cfg, const char *path, char *err, size_t err
 
 /* Sets one key from its text form, as the file does; used by flags too.
  * Returns 0, -ENOENT for an unknown key, -EINVAL for a bad value, -ERANGE
- * for one out of range, -EDOM for a timeout of 0. `mirror` is repeatable:
+ * for one out of range, -EDOM for a timeout of 0, -E2BIG for an
+ * http_listen of more than HOSTPORT_MAX_ITEMS items. `mirror` is repeatable:
  * each value adds a rule (-E2BIG past MIRROR_MAX_RULES), an empty one
  * removes them all. */
 int config_set(hubd_config_t *cfg, const char *key, const char *value);

@@ -107,9 +107,22 @@ class LimitsTest(HubTestCase):
 
     def test_shipped_config_starts(self):
         here = os.path.dirname(os.path.abspath(__file__))
-        conf = os.path.join(here, "..", "..", "etc", "hubd.conf")
+        with open(os.path.join(here, "..", "..", "etc", "hubd.conf")) as f:
+            text = f.read()
+        # The shipped file turns the HTTP front on at a fixed port (issue
+        # 13); a test takes a free one, so that runs side by side never meet.
+        shipped = "\nhttp_listen = 127.0.0.1:8399, [::1]:8399\n"
+        self.assertIn(shipped, text)
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        conf = os.path.join(self.tmp, "shipped.conf")
+        with open(conf, "w") as f:
+            f.write(text.replace(shipped, "\nhttp_listen = 127.0.0.1:%d\n" % port))
         self.hubd.stop()
         self.hubd = Hubd(os.path.join(self.tmp, "hub3"), config=conf)
+        self.assertIn("HTTP front listening on 127.0.0.1:%d" % port, self.hubd.read_log())
         digest = self.make_file("c.bin", 1000)
         r = self.hubctl("fetch", self.origin.url("/files/c.bin"))
         self.assertEqual(os.path.basename(r.out.strip()), digest, r)

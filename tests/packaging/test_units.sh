@@ -70,11 +70,12 @@ for line in Type=notify 'ExecStart=/usr/sbin/hubd --config /etc/hubd/hubd.conf' 
 done
 grep -q '^TimeoutStopSec=[0-9]' "$s" || fail "hubd.service has no bounded TimeoutStopSec="
 grep -q '^RuntimeDirectory=' "$s" && fail "hubd.service must not own /run/hubd (hubd.socket does)"
-for line in ListenStream=/run/hubd/hubd.sock SocketUser=hubd SocketGroup=hubd SocketMode=0660 \
+for line in ListenStream=/run/hubd/hubd.sock ListenStream=127.0.0.1:8399 'ListenStream=[::1]:8399' \
+    BindIPv6Only=ipv6-only SocketUser=hubd SocketGroup=hubd SocketMode=0660 \
     DirectoryMode=0755 RemoveOnStop=yes WantedBy=sockets.target; do
     need "$k" "$line"
 done
-ok "required settings present (Type=notify, User=hubd, sandbox, socket 0660 hubd:hubd, ...)"
+ok "required settings present (Type=notify, User=hubd, sandbox, socket 0660 hubd:hubd, HTTP front on loopback 8399, ...)"
 
 # 5. systemd-analyze verify on the installed units: silent, status 0.
 verify() { # unit files...

@@ -2,6 +2,7 @@
 #include "config.h"
 #include "log.h"
 
+#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -332,6 +333,30 @@ START_TEST(config_shipped_file_documents_defaults)
     ck_assert_ptr_null(cfg.allow_groups);
     ck_assert_ptr_null(cfg.allow_networks);
     ck_assert_ptr_null(cfg.allow_hosts);
+    ck_assert_str_eq(cfg.hf_upstream, def.hf_upstream);
+    ck_assert_ptr_null(cfg.http_listen); /* "# http_listen = ..." is an example, not read */
+    config_free(&cfg);
+
+    /* The file as shipped (and as the .deb installs it) has one active
+     * line, on purpose: http_listen, whose default is off but which the
+     * package turns on (issue 13). Everything else it leaves at the
+     * defaults. */
+    ck_assert_int_eq(config_defaults(&cfg), 0);
+    ck_assert_msg(config_load_file(&cfg, HUBD_SOURCE_DIR "/etc/hubd.conf", err, sizeof err) == 0,
+                  "%s", err);
+    ck_assert_str_eq(cfg.http_listen, "127.0.0.1:8399, [::1]:8399");
+    ck_assert_uint_eq(cfg.nhttp_addrs, 2);
+    char *shipped = print_config(&cfg), *defaults = print_config(&def);
+    const char *want = "http_listen = 127.0.0.1:8399, [::1]:8399\n";
+    char *at = strstr(shipped, want);
+    ck_assert_ptr_nonnull(at);
+    memmove(at, at + strlen(want), strlen(at + strlen(want)) + 1);
+    at = strstr(defaults, "http_listen = \n");
+    ck_assert_ptr_nonnull(at);
+    memmove(at, at + strlen("http_listen = \n"), strlen(at + strlen("http_listen = \n")) + 1);
+    ck_assert_str_eq(shipped, defaults);
+    free(shipped);
+    free(defaults);
     config_free(&def);
     config_free(&cfg);
 }
@@ -403,6 +428,101 @@ START_TEST(config_mirror_rules)
 }
 END_TEST
 
+/* http_listen and hf_upstream (issue 13): parsed at load into what the
+ * listener and the front use, printed back to the same values, bad values
+ * named with file, line, key and item, both needing a restart. */
+START_TEST(config_http_listen_and_hf_upstream)
+{
+    hubd_config_t cfg, back;
+    char err[600] = "", restart[300];
+    ck_assert_int_eq(config_defaults(&cfg), 0);
+    ck_assert_ptr_null(cfg.http_listen); /* off by default */
+    ck_assert_uint_eq(cfg.nhttp_addrs, 0);
+    ck_assert_str_eq(cfg.hf_upstream, "https://huggingface.co");
+
+    ck_assert_int_eq(config_set(&cfg, "http_listen", "127.0.0.1:8399, [::1]:8399"), 0);
+    ck_assert_uint_eq(cfg.nhttp_addrs, 2);
+    const struct sockaddr_in *v4 = (const void *)&cfg.http_addrs[0];
+    const struct sockaddr_in6 *v6 = (const void *)&cfg.http_addrs[1];
+    ck_assert_int_eq(v4->sin_family, AF_INET);
+    ck_assert_uint_eq(ntohs(v4->sin_port), 8399);
+    ck_assert_uint_eq(ntohl(v4->sin_addr.s_addr), 0x7f000001);
+    ck_assert_int_eq(v6->sin6_family, AF_INET6);
+    ck_assert_int_eq(memcmp(&v6->sin6_addr, &in6addr_loopback, sizeof v6->sin6_addr), 0);
+    ck_assert_int_eq(config_set(&cfg, "hf_upstream", "HTTP://127.0.0.1:8080/hf/"), 0);
+    ck_assert_str_eq(cfg.hf_upstream, "http://127.0.0.1:8080/hf");
+
+    char *text = print_config(&cfg);
+    ck_assert_msg(strstr(text, "\nhttp_listen = 127.0.0.1:8399, [::1]:8399\n"), "%s", text);
+    ck_assert_msg(strstr(text, "\nhf_upstream = http://127.0.0.1:8080/hf\n"), "%s", text);
+    ck_assert_int_eq(config_defaults(&back), 0);
+    const char *path = write_conf(text);
+    ck_assert_msg(config_load_file(&back, path, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    free(text);
+    ck_assert_str_eq(back.http_listen, cfg.http_listen);
+    ck_assert_uint_eq(back.nhttp_addrs, 2);
+    ck_assert_int_eq(memcmp(back.http_addrs, cfg.http_addrs, 2 * sizeof cfg.http_addrs[0]), 0);
+    ck_assert_str_eq(back.hf_upstream, cfg.hf_upstream);
+
+    /* Off again: printed empty, read back as off. */
+    ck_assert_int_eq(config_set(&back, "http_listen", " "), 0);
+    ck_assert_ptr_null(back.http_listen);
+    ck_assert_uint_eq(back.nhttp_addrs, 0);
+    text = print_config(&back);
+    ck_assert_msg(strstr(text, "\nhttp_listen = \n"), "%s", text);
+    free(text);
+    ck_assert_int_eq(config_set(&back, "hf_upstream", "https://huggingface.co/"), 0);
+    config_apply_runtime(&cfg, &back, restart, sizeof restart);
+    ck_assert_str_eq(restart, "http_listen, hf_upstream");
+    ck_assert_uint_eq(cfg.nhttp_addrs, 2); /* kept until the restart */
+
+    /* Refusals leave the value as it was. */
+    static const char *const bad_listen[] = {"0.0.0.0:8399",   "192.168.1.1:80", "[::]:1",
+                                             "example.org:80", "127.0.0.1",      "127.0.0.1:0",
+                                             "127.0.0.1:1,"};
+    for (size_t i = 0; i < sizeof bad_listen / sizeof bad_listen[0]; i++)
+        ck_assert_msg(config_set(&cfg, "http_listen", bad_listen[i]) == -EINVAL, "'%s'",
+                      bad_listen[i]);
+    ck_assert_int_eq(config_set(&cfg, "http_listen",
+                                "localhost:1,localhost:2,localhost:3,localhost:4,localhost:5,"
+                                "localhost:6,localhost:7,localhost:8"),
+                     0);
+    ck_assert_uint_eq(cfg.nhttp_addrs, 16);
+    ck_assert_int_eq(config_set(&cfg, "http_listen",
+                                "localhost:1,localhost:2,localhost:3,localhost:4,localhost:5,"
+                                "localhost:6,localhost:7,localhost:8,localhost:9"),
+                     -E2BIG);
+    ck_assert_uint_eq(cfg.nhttp_addrs, 16);
+    static const char *const bad_up[] = {"",
+                                         "huggingface.co",
+                                         "ftp://huggingface.co",
+                                         "https://huggingface.co/?a=1",
+                                         "https://huggingface.co/#top",
+                                         "https://user:pw@huggingface.co"};
+    for (size_t i = 0; i < sizeof bad_up / sizeof bad_up[0]; i++)
+        ck_assert_msg(config_set(&cfg, "hf_upstream", bad_up[i]) == -EINVAL, "'%s'", bad_up[i]);
+    ck_assert_str_eq(cfg.hf_upstream, "http://127.0.0.1:8080/hf");
+
+    /* The file loader names file, line, key and the item. */
+    path = write_conf("[hubd]\nretries = 1\nhttp_listen = 127.0.0.1:8399, 0.0.0.0:8399\n");
+    ck_assert_int_eq(config_load_file(&back, path, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, path));
+    ck_assert_msg(strstr(err, ":3: http_listen: 0.0.0.0:8399 is not a loopback address: the "
+                              "HTTP front serves this machine only"),
+                  "%s", err);
+    unlink(path);
+    path = write_conf("hf_upstream = https://huggingface.co/api?x=1\n");
+    ck_assert_int_eq(config_load_file(&back, path, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, ":1: bad value 'https://huggingface.co/api?x=1' for key "
+                              "'hf_upstream': a query has no place in it"),
+                  "%s", err);
+    unlink(path);
+    config_free(&cfg);
+    config_free(&back);
+}
+END_TEST
+
 /* SIGHUP: run-time keys move over, the others are named. */
 START_TEST(config_reload_splits_runtime_and_restart_keys)
 {
@@ -444,6 +564,7 @@ int main(void)
     tcase_add_test(tc, config_shipped_file_documents_defaults);
     tcase_add_test(tc, config_reload_splits_runtime_and_restart_keys);
     tcase_add_test(tc, config_mirror_rules);
+    tcase_add_test(tc, config_http_listen_and_hf_upstream);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

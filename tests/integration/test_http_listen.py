@@ -1,0 +1,181 @@
+"""Issue 13, the HTTP front's sockets: http_listen takes loopback addresses
+only (anything else stops the start, exit status 2, with file, line, key and
+item named); hubd listens where it says; under socket activation the TCP
+sockets systemd passes win, and one on a non-loopback address is refused.
+
+The HTTP server itself is not written yet: hubd accepts a client and closes
+it, so these tests look at TCP connections only."""
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import unittest
+
+from harness import HUBCTL, HUBD, WRAPPER, Hubd, stop_pid, wait_for, write_config
+
+
+def free_port():
+    """A port nobody listens on at the moment (the kernel's pick)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def accepts(host, port, family=socket.AF_INET):
+    """Whether a TCP connect to host:port succeeds; hubd then closes it (the
+    placeholder until the HTTP server), which reads as end of stream."""
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.settimeout(10)
+    try:
+        s.connect((host, port))
+    except ConnectionRefusedError:
+        return False
+    try:
+        return s.recv(1) == b""
+    finally:
+        s.close()
+
+
+def ipv6_loopback_works():
+    try:
+        s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        s.bind(("::1", 0))
+        s.close()
+        return True
+    except OSError:
+        return False
+
+
+class HttpListenCase(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="hubd-http-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def conf(self, name, **keys):
+        return write_config(os.path.join(self.tmp, name + ".conf"), **keys)
+
+    def run_hubd(self, conf, *extra):
+        """hubd in the foreground, for a start that must fail."""
+        return subprocess.run(WRAPPER + [HUBD, "--config", conf, "--socket",
+                                         os.path.join(self.tmp, "x.sock"), "--cache-dir",
+                                         os.path.join(self.tmp, "cache")] + list(extra),
+                              capture_output=True, text=True, timeout=60)
+
+
+class ConfigTest(HttpListenCase):
+    def test_non_loopback_addresses_stop_the_start(self):
+        why_not_loopback = "is not a loopback address: the HTTP front serves this machine only"
+        cases = [("0.0.0.0:8399", why_not_loopback),
+                 ("192.168.1.1:80", why_not_loopback),
+                 ("[::]:1", why_not_loopback),
+                 ("example.org:80", "is not an IPv4 address, [IPv6 address] or localhost"),
+                 ("127.0.0.1", "has no port")]
+        for item, why in cases:
+            with self.subTest(item=item):
+                # Item second in the list: the message names the bad one.
+                conf = self.conf("bad", http_listen="127.0.0.1:%d, %s" % (free_port(), item))
+                want = "%s:2: http_listen: %s %s" % (conf, item, why)
+                r = self.run_hubd(conf)
+                self.assertEqual(r.returncode, 2, r)
+                self.assertIn(want, r.stderr)
+                self.assertFalse(os.path.exists(os.path.join(self.tmp, "x.sock")))
+                r = subprocess.run([HUBD, "--check-config", "--config", conf],
+                                   capture_output=True, text=True, timeout=30)
+                self.assertEqual(r.returncode, 2, r)
+                self.assertIn(want, r.stderr)
+
+    def test_check_config_prints_the_keys(self):
+        conf = self.conf("good", http_listen="127.0.0.1:8399, [::1]:8399",
+                         hf_upstream="https://HF-Mirror.example/")
+        r = subprocess.run([HUBD, "--check-config", "--config", conf], capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertIn("\nhttp_listen = 127.0.0.1:8399, [::1]:8399\n", r.stdout)
+        self.assertIn("\nhf_upstream = https://hf-mirror.example\n", r.stdout)
+        r = subprocess.run([HUBD, "--check-config", "--config", self.conf("none")],
+                           capture_output=True, text=True, timeout=30)
+        self.assertIn("\nhttp_listen = \n", r.stdout)  # off by default
+        self.assertIn("\nhf_upstream = https://huggingface.co\n", r.stdout)
+
+
+class ListenTest(HttpListenCase):
+    def test_hubd_listens_on_http_listen(self):
+        port = free_port()
+        v6 = ipv6_loopback_works()
+        listen = "127.0.0.1:%d" % port + (", [::1]:%d" % port if v6 else "")
+        hubd = Hubd(os.path.join(self.tmp, "hub"), config=self.conf("on", http_listen=listen))
+        self.addCleanup(hubd.stop)
+        self.assertIn("HTTP front listening on %s\n" % listen, hubd.read_log())
+        self.assertTrue(accepts("127.0.0.1", port))
+        if v6:
+            self.assertTrue(accepts("::1", port, socket.AF_INET6))
+        # A second hubd on the same port: a clear error, status 1, and it
+        # binds nothing else (its Unix socket never appears).
+        r = self.run_hubd(self.conf("again", http_listen="127.0.0.1:%d" % port))
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn("HTTP front: cannot listen on 127.0.0.1:%d: address already in use" % port,
+                      r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "x.sock")))
+        self.assertNotIn("handles still open", r.stderr)
+        self.assertEqual(hubd.stop(), 0)
+        self.assertFalse(accepts("127.0.0.1", port))  # closed at shutdown
+
+
+class SocketActivationTest(HttpListenCase):
+    """systemd-socket-activate passes a Unix socket and TCP sockets, as
+    hubd.socket does; it starts hubd at the first connection on any."""
+
+    def activate(self, tcp_addr, **keys):
+        self.sock = os.path.join(self.tmp, "activated.sock")
+        self.log_path = os.path.join(self.tmp, "svc.log")
+        log = open(self.log_path, "wb")
+        self.addCleanup(log.close)
+        proc = subprocess.Popen(["systemd-socket-activate", "-l", self.sock, "-l", tcp_addr,
+                                 HUBD, "--cache-dir", os.path.join(self.tmp, "cache"),
+                                 "--config", self.conf("svc", **keys)], stdout=log, stderr=log)
+        self.addCleanup(stop_pid, proc)
+        wait_for(lambda: os.path.exists(self.sock), what="the listening socket")
+        return proc
+
+    def read_log(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def test_passed_tcp_socket_is_the_http_front(self):
+        port, ignored = free_port(), free_port()
+        proc = self.activate("127.0.0.1:%d" % port, http_listen="127.0.0.1:%d" % ignored)
+        # The first connection starts hubd, which takes it from the backlog.
+        self.assertTrue(accepts("127.0.0.1", port))
+        wait_for(lambda: "listening on the socket systemd passed" in self.read_log(),
+                 what="hubd to start")
+        log = self.read_log()
+        self.assertIn("HTTP front listening on 127.0.0.1:%d (the sockets systemd passed)" % port,
+                      log)
+        self.assertIn("http_listen (127.0.0.1:%d) is ignored under socket activation" % ignored,
+                      log)
+        self.assertFalse(accepts("127.0.0.1", ignored))
+        self.assertTrue(accepts("127.0.0.1", port))
+        r = subprocess.run([HUBCTL, "--socket", self.sock, "stats"], capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r)  # the Unix socket is served as before
+        self.assertEqual(stop_pid(proc), 0)
+
+    def test_passed_non_loopback_socket_is_refused(self):
+        port = free_port()
+        proc = self.activate("0.0.0.0:%d" % port)
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.connect(self.sock)  # starts hubd
+        c.close()
+        self.assertEqual(proc.wait(timeout=30), 1)
+        log = self.read_log()
+        self.assertIn("HTTP front: the socket systemd passed listens on 0.0.0.0:%d, not a "
+                      "loopback address: the HTTP front serves this machine only" % port, log)
+        self.assertNotIn("handles still open", log)
+
+
+if __name__ == "__main__":
+    unittest.main()
