@@ -10,6 +10,7 @@
 #include "session.h"
 #include "sha256.h"
 #include "store.h"
+#include "httpd.h"
 #include "tcp_listener.h"
 #include "tls.h"
 
@@ -45,6 +46,7 @@ typedef struct daemon_state {
     jobs_t *jobs;
     session_server_t *server;
     tcp_listener_t *http; /* the HTTP front's sockets, NULL: none (or closed) */
+    httpd_t *httpd;       /* the HTTP front's server, NULL: none (or closed) */
     uv_signal_t sigint, sigterm, sighup;
     int stopping;
 } daemon_state_t;
@@ -93,26 +95,12 @@ static void on_server_down(void *arg)
     jobs_shutdown(d->jobs, on_jobs_down, d);
 }
 
-static void on_http_client_closed(uv_handle_t *h)
-{
-    free(h);
-}
-
-/* issue 13: the HTTP front (httpd.c) takes over here. Until it exists, a
- * client is accepted and closed at once: the sockets are real, the server
- * is not. */
+/* A client of the HTTP front: httpd's (a client before the server exists,
+ * in the start-up's last steps, is accepted and closed). */
 static void on_http_client(void *arg, tcp_listener_t *l)
 {
     daemon_state_t *d = arg;
-    uv_tcp_t *c = malloc(sizeof *c);
-    if (!c) {
-        log_warn("HTTP front: no memory for a client");
-        return;
-    }
-    uv_tcp_init(d->loop, c);
-    if (tcp_listener_accept(l, c) == 0)
-        log_debug("HTTP front: a client connected; closed (no HTTP server yet)");
-    uv_close((uv_handle_t *)c, on_http_client_closed);
+    httpd_accept(d->loop, d->httpd, l);
 }
 
 /* The HTTP front's sockets (issue 13). Sockets systemd passed win: the
@@ -131,6 +119,19 @@ static int start_http(daemon_state_t *d, const int *fds, size_t nfds)
                               on_http_client, d, &d->http);
 }
 
+/* The HTTP front's server, sharing the sessions' access lists and quota. */
+static int start_httpd(daemon_state_t *d)
+{
+    httpd_deps_t deps = {
+        .loop = d->loop,
+        .cfg = &d->cfg,
+        .jobs = d->jobs,
+        .acl = session_server_acl(d->server),
+        .quota = session_server_quota(d->server),
+    };
+    return httpd_new(&deps, &d->httpd);
+}
+
 /* No new HTTP client from here on; the listener frees itself once the loop
  * has closed its handles. */
 static void close_http(daemon_state_t *d)
@@ -138,6 +139,9 @@ static void close_http(daemon_state_t *d)
     if (d->http)
         tcp_listener_close(d->http, NULL, NULL);
     d->http = NULL;
+    if (d->httpd) /* its requests leave their jobs, which run on */
+        httpd_close(d->httpd, NULL, NULL);
+    d->httpd = NULL;
 }
 
 /* Stop order: the HTTP front stops listening, jobs fail first (requests aborted, each waiter hears
@@ -422,7 +426,8 @@ int main(int argc, char **argv)
     /* The HTTP front binds first: a port in use stops the start before the
      * Unix socket exists, so no client finds a daemon that is about to go. */
     if ((rc = start_http(&d, tcp_fds, ntcp)) ||
-        (rc = session_server_start(d.loop, &d.cfg, d.jobs, d.db, d.store, listen_fd, &d.server))) {
+        (rc = session_server_start(d.loop, &d.cfg, d.jobs, d.db, d.store, listen_fd, &d.server)) ||
+        (d.http && (rc = start_httpd(&d)))) {
         d.stopping = 1; /* on_jobs_down closes the signal handles */
         close_http(&d);
         jobs_shutdown(d.jobs, on_jobs_down, &d);

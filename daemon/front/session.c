@@ -317,3 +317,13 @@ void session_server_close(session_server_t *srv, void (*done)(void *arg), void *
     if (srv->nsessions == 0)
         server_finish_close(srv);
 }
+
+const principal_acl_t *session_server_acl(const session_server_t *srv)
+{
+    return &srv->acl;
+}
+
+quota_t *session_server_quota(session_server_t *srv)
+{
+    return &srv->quota;
+}

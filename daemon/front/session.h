@@ -16,6 +16,8 @@
 #include "config.h"
 #include "db.h"
 #include "job.h"
+#include "principal.h"
+#include "quota.h"
 #include "store.h"
 
 typedef struct session_server session_server_t;
@@ -25,6 +27,12 @@ typedef struct session_server session_server_t;
  * another daemon answers there) with socket_mode and socket_group. */
 int session_server_start(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *jobs, db_t *db,
                          store_t *store, int listen_fd, session_server_t **out);
+
+/* What the HTTP front (httpd.h) shares with the sessions: who may connect
+ * (reloaded on SIGHUP) and the per-uid counters. Valid until the server is
+ * closed. */
+const principal_acl_t *session_server_acl(const session_server_t *srv);
+quota_t *session_server_quota(session_server_t *srv);
 
 /* Start-up and SIGHUP: looks up the admin group (cfg->admin_group) again. */
 void session_server_reload(session_server_t *srv);

@@ -1,0 +1,517 @@
+/* httpd: the HTTP front's server and each connection's I/O (see httpd.h).
+ *
+ * A connection is a non-blocking socket watched by a uv_poll_t, not a
+ * uv_tcp_t: its file bodies go out with sendfile(2) in pool items (a cold
+ * blob's pages are read from disk there, never on the loop), which needs
+ * the socket's writability, and libuv allows one handle per descriptor.
+ * Its life: HC_PEER (the peer lookup item) -> HC_HEAD (reading a request)
+ * -> HC_FETCH (waiting for the file) -> HC_SEND (head, then body) -> back
+ * to HC_HEAD when kept alive; hconn_close is the one way out. */
+#include "httpd_internal.h"
+#include "log.h"
+#include "peeruid.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
+
+#define SENDFILE_ITEM_MAX (16u << 20) /* bytes per sendfile item: others get the pool too */
+
+static void hconn_pump(hconn_t *c);
+static void on_poll(uv_poll_t *p, int status, int events);
+static void on_closer_closed(uv_handle_t *hd);
+
+/* ---- watching the socket and the clock --------------------------------- */
+
+static void watch(hconn_t *c, int events)
+{
+    if (c->poll_events == events)
+        return;
+    c->poll_events = events;
+    if (events)
+        uv_poll_start(&c->poll, events, on_poll);
+    else
+        uv_poll_stop(&c->poll);
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+    hconn_t *c = t->data;
+    if (c->state == HC_LINGER) {
+        hconn_close(c);
+        return;
+    }
+    if (c->state == HC_HEAD && c->in_len == 0) {
+        hconn_close(c); /* an idle kept connection: nothing to say */
+        return;
+    }
+    if (c->state == HC_HEAD) {
+        log_info("http front uid %u: no complete request head within %d s: closed",
+                 (unsigned)c->who.uid, HTTPD_HEADER_TIMEOUT_MS / 1000);
+        hreq_answer_text(c, 408, NULL, "the request head did not arrive in time", 1);
+        return;
+    }
+    log_info("http front uid %u: the client took no byte for %d s: closed", (unsigned)c->who.uid,
+             HTTPD_SEND_TIMEOUT_MS / 1000);
+    hconn_close(c);
+}
+
+static void arm(hconn_t *c, unsigned ms)
+{
+    uv_timer_start(&c->timer, on_timeout, ms, 0);
+}
+
+/* ---- the close path --------------------------------------------------- */
+
+static void hconn_maybe_free(hconn_t *c)
+{
+    if (c->state != HC_CLOSING || c->closes_pending || c->item_out)
+        return;
+    httpd_t *h = c->srv;
+    close(c->fd); /* after the poll handle is closed: libuv no longer watches it */
+    hreq_reset(&c->req);
+    free(c->out);
+    list_remove(&c->node);
+    free(c);
+    if (--h->nconns == 0 && h->closing)
+        uv_close((uv_handle_t *)&h->closer, on_closer_closed);
+}
+
+static void on_part_closed(uv_handle_t *hd)
+{
+    hconn_t *c = hd->data;
+    c->closes_pending--;
+    hconn_maybe_free(c);
+}
+
+void hconn_close(hconn_t *c)
+{
+    if (c->state == HC_CLOSING)
+        return;
+    c->state = HC_CLOSING;
+    hreq_abandon(c);
+    job_fd_unref(c->body);
+    c->body = NULL;
+    c->counted = 0;
+    c->closes_pending += 2;
+    uv_close((uv_handle_t *)&c->poll, on_part_closed);
+    uv_close((uv_handle_t *)&c->timer, on_part_closed);
+}
+
+/* ---- per-uid connection counts ---------------------------------------- */
+
+static unsigned uid_conns(const httpd_t *h, uid_t uid)
+{
+    unsigned n = 0;
+    for (list_node_t *x = list_first(&h->conns); x; x = list_next(&h->conns, x)) {
+        const hconn_t *o = list_entry(x, hconn_t, node);
+        n += o->counted && o->who.uid == uid;
+    }
+    return n;
+}
+
+/* ---- sending ------------------------------------------------------------ */
+
+static void send_done(hconn_t *c)
+{
+    free(c->out);
+    c->out = NULL;
+    c->out_len = c->out_off = 0;
+    if (!c->keep_alive) {
+        /* The answer is whole. Closing with unread bytes of the client's
+         * in the socket would send a reset, which may destroy the answer
+         * before the client reads it: shut for writing, then read (and
+         * drop) what still comes, for a while, as nginx's lingering close. */
+        shutdown(c->fd, SHUT_WR);
+        c->state = HC_LINGER;
+        arm(c, HTTPD_LINGER_MS);
+        watch(c, UV_READABLE | UV_DISCONNECT);
+        return;
+    }
+    c->state = HC_HEAD;
+    hreq_reset(&c->req);
+    llhttp_init(&c->parser, HTTP_REQUEST, c->parser.settings);
+    c->parser.data = c;
+    /* Bytes of a next request may already be in. */
+    memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+    c->in_len -= c->in_off;
+    c->in_off = 0;
+    hconn_pump(c);
+}
+
+static void sendfile_work(uv_work_t *w)
+{
+    hconn_t *c = w->data;
+    uint64_t want = c->body_left < SENDFILE_ITEM_MAX ? c->body_left : SENDFILE_ITEM_MAX;
+    off_t off = (off_t)c->body_off;
+    ssize_t total = 0;
+    c->item_err = 0;
+    while ((uint64_t)total < want) {
+        ssize_t n = sendfile(c->fd, c->body->fd, &off, (size_t)(want - (uint64_t)total));
+        if (n > 0) {
+            total += n;
+            continue;
+        }
+        if (n == 0) {
+            c->item_err = EIO; /* the blob is shorter than its row says */
+            break;
+        }
+        if (errno == EINTR)
+            continue;
+        c->item_err = errno;
+        break;
+    }
+    c->item_sent = total;
+}
+
+static void send_body(hconn_t *c);
+
+static void after_sendfile(uv_work_t *w, int status)
+{
+    hconn_t *c = w->data;
+    c->item_out = 0;
+    if (c->state == HC_CLOSING) {
+        hconn_maybe_free(c);
+        return;
+    }
+    if (status) { /* cancelled: only at shutdown */
+        hconn_close(c);
+        return;
+    }
+    c->body_off += (uint64_t)c->item_sent;
+    c->body_left -= (uint64_t)c->item_sent;
+    c->srv->stats.bytes += (uint64_t)c->item_sent;
+    if (c->item_sent > 0)
+        arm(c, HTTPD_SEND_TIMEOUT_MS);
+    if (c->item_err && c->item_err != EAGAIN) {
+        log_info("http front uid %u: sending the body: %s", (unsigned)c->who.uid,
+                 strerror(c->item_err));
+        hconn_close(c);
+        return;
+    }
+    if (c->body_left == 0) {
+        job_fd_unref(c->body);
+        c->body = NULL;
+        send_done(c);
+        return;
+    }
+    if (c->item_err == EAGAIN) {
+        watch(c, UV_WRITABLE | UV_DISCONNECT); /* the socket is full: wait for room */
+        return;
+    }
+    send_body(c);
+}
+
+static void send_body(hconn_t *c)
+{
+    watch(c, 0); /* the item writes: the loop does not watch meanwhile */
+    c->item_out = 1;
+    c->work.data = c;
+    if (uv_queue_work(c->srv->d.loop, &c->work, sendfile_work, after_sendfile)) {
+        c->item_out = 0;
+        hconn_close(c);
+    }
+}
+
+/* The head (c->out) as far as the socket takes it, then the body. */
+static void send_some(hconn_t *c)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        if (n > 0) {
+            c->out_off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            watch(c, UV_WRITABLE | UV_DISCONNECT);
+            return;
+        }
+        hconn_close(c); /* the client went away */
+        return;
+    }
+    arm(c, HTTPD_SEND_TIMEOUT_MS);
+    if (c->body && c->body_left > 0)
+        send_body(c);
+    else
+        send_done(c);
+}
+
+void hconn_send(hconn_t *c)
+{
+    c->state = HC_SEND;
+    c->srv->stats.requests++;
+    arm(c, HTTPD_SEND_TIMEOUT_MS);
+    send_some(c);
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+/* Parses what is in; reads more when a head is incomplete. */
+static void hconn_pump(hconn_t *c)
+{
+    if (c->state != HC_HEAD)
+        return;
+    if (c->in_off < c->in_len) {
+        const char *p = c->in + c->in_off;
+        llhttp_errno_t err = llhttp_execute(&c->parser, p, c->in_len - c->in_off);
+        const char *end = err == HPE_OK ? c->in + c->in_len : llhttp_get_error_pos(&c->parser);
+        c->in_off = (size_t)(end - c->in);
+        if (err == HPE_PAUSED && c->req.complete) {
+            uv_timer_stop(&c->timer);
+            hreq_handle(c);
+            if (c->state == HC_FETCH) /* meanwhile, only whether the client goes away */
+                watch(c, UV_DISCONNECT);
+            return;
+        }
+        if (err != HPE_OK) {
+            hreq_answer_text(c, 400, "bad_request", llhttp_get_error_reason(&c->parser), 1);
+            return;
+        }
+    }
+    if (c->in_len == sizeof c->in) {
+        hreq_answer_text(c, 431, "bad_request", "the request head is larger than 16 KiB", 1);
+        return;
+    }
+    watch(c, UV_READABLE | UV_DISCONNECT);
+}
+
+static void read_some(hconn_t *c)
+{
+    ssize_t n = recv(c->fd, c->in + c->in_len, sizeof c->in - c->in_len, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n <= 0) { /* the client closed, or the connection broke */
+        hconn_close(c);
+        return;
+    }
+    if (c->in_len == 0) /* a request begins: its head has a deadline */
+        arm(c, HTTPD_HEADER_TIMEOUT_MS);
+    c->in_len += (size_t)n;
+    hconn_pump(c);
+}
+
+static void on_poll(uv_poll_t *p, int status, int events)
+{
+    hconn_t *c = p->data;
+    if (c->state == HC_CLOSING)
+        return;
+    if (status < 0) {
+        hconn_close(c);
+        return;
+    }
+    if (c->state == HC_FETCH) { /* watching for the client to go away */
+        if (events & UV_DISCONNECT)
+            hconn_close(c);
+        return;
+    }
+    if (c->state == HC_LINGER) {
+        char sink[4096];
+        ssize_t n = recv(c->fd, sink, sizeof sink, 0);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            hconn_close(c);
+        return;
+    }
+    if (c->state == HC_SEND) {
+        if (events & UV_WRITABLE)
+            send_some(c);
+        else if (events & UV_DISCONNECT)
+            hconn_close(c);
+        return;
+    }
+    if (events & UV_READABLE)
+        read_some(c);
+    else if (events & UV_DISCONNECT)
+        hconn_close(c);
+}
+
+/* ---- who is it ---------------------------------------------------------- */
+
+/* Pool: the kernel's socket table (peeruid.h), then NSS for the groups. */
+static void peer_work(uv_work_t *w)
+{
+    hconn_t *c = w->data;
+    uid_t uid;
+    ino_t ino;
+    const char *how = "";
+    gid_t gids[PRINCIPAL_MAX_GIDS];
+    unsigned ngids = 0;
+    c->item_err = -peeruid_lookup((struct sockaddr *)&c->local, (struct sockaddr *)&c->peer, &uid,
+                                  &ino, &how);
+    if (c->item_err)
+        return;
+    peeruid_groups(uid, gids, PRINCIPAL_MAX_GIDS, &ngids);
+    principal_from_tcp(&c->who, uid, gids, ngids);
+}
+
+/* A refusal, answered once the request's head is in (see hconn_t). */
+static void refuse(hconn_t *c, int status, const char *code, const char *msg)
+{
+    c->srv->stats.refused++;
+    c->refuse_status = status;
+    c->refuse_code = code;
+    snprintf(c->refuse_msg, sizeof c->refuse_msg, "%s", msg);
+}
+
+static void after_peer(uv_work_t *w, int status)
+{
+    hconn_t *c = w->data;
+    httpd_t *h = c->srv;
+    c->item_out = 0;
+    if (c->state == HC_CLOSING) {
+        hconn_maybe_free(c);
+        return;
+    }
+    if (status || c->item_err) {
+        /* ENOENT: the peer's socket is gone already (it connected and left,
+         * as a port probe does); else the lookup failed. */
+        log_msg(c->item_err == ENOENT ? LOG_LVL_INFO : LOG_LVL_WARN,
+                "http front: refused a connection whose user cannot be found (%s)",
+                status ? "cancelled" : strerror(c->item_err));
+        refuse(c, 403, "permission_denied",
+               "hubd cannot tell which local user this connection belongs to");
+    } else if (!principal_may_connect(h->d.acl, &c->who)) {
+        log_warn("http front uid %u: refused (not in allow_users or allow_groups)",
+                 (unsigned)c->who.uid);
+        refuse(c, 403, "permission_denied",
+               "this hubd serves only the users and groups it is configured for (allow_users, "
+               "allow_groups)");
+    } else if (uid_conns(h, c->who.uid) >= HTTPD_MAX_CONNS_PER_UID) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "uid %u has %d connections to the HTTP front already",
+                 (unsigned)c->who.uid, HTTPD_MAX_CONNS_PER_UID);
+        refuse(c, 429, "too_many_requests", msg);
+    } else {
+        c->counted = 1;
+        log_debug("http front uid %u: connected", (unsigned)c->who.uid);
+    }
+    c->state = HC_HEAD;
+    arm(c, HTTPD_IDLE_TIMEOUT_MS);
+    hconn_pump(c);
+}
+
+/* ---- the server --------------------------------------------------------- */
+
+static void on_accepted_closed(uv_handle_t *hd)
+{
+    free(hd);
+}
+
+/* The listener accepts into a uv_tcp_t; a connection here is watched by a
+ * uv_poll_t (sendfile needs the socket's writability), and libuv allows one
+ * handle per descriptor: the front takes a duplicate and the accepted
+ * handle is closed (the socket stays open through the duplicate). */
+void httpd_accept(uv_loop_t *loop, httpd_t *h, tcp_listener_t *l)
+{
+    uv_tcp_t *t = malloc(sizeof *t);
+    if (!t) {
+        log_warn("http front: no memory for a client");
+        return;
+    }
+    uv_tcp_init(loop, t);
+    uv_os_fd_t fd;
+    if (tcp_listener_accept(l, t) == 0 && h && !h->closing &&
+        uv_fileno((uv_handle_t *)t, &fd) == 0) {
+        int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (dup >= 0)
+            httpd_take(h, dup);
+        else
+            log_warn("http front: cannot take a client: %s", strerror(errno));
+    }
+    uv_close((uv_handle_t *)t, on_accepted_closed);
+}
+
+void httpd_take(httpd_t *h, int fd)
+{
+    hconn_t *c = calloc(1, sizeof *c);
+    if (!c || h->closing) {
+        free(c);
+        close(fd);
+        return;
+    }
+    c->srv = h;
+    c->fd = fd;
+    socklen_t ll = sizeof c->local, pl = sizeof c->peer;
+    if (uv_poll_init_socket(h->d.loop, &c->poll, fd)) {
+        free(c);
+        close(fd);
+        return;
+    }
+    list_push_front(&h->conns, &c->node);
+    h->nconns++;
+    h->stats.connections++;
+    c->poll.data = c;
+    uv_timer_init(h->d.loop, &c->timer);
+    c->timer.data = c;
+    static llhttp_settings_t settings;
+    static int settings_made;
+    if (!settings_made) {
+        hreq_settings_init(&settings);
+        settings_made = 1;
+    }
+    llhttp_init(&c->parser, HTTP_REQUEST, &settings);
+    c->parser.data = c;
+    c->state = HC_PEER;
+    if (h->nconns > HTTPD_MAX_CONNS) { /* no lookup: answered once its head is in */
+        refuse(c, 503, "busy", "the HTTP front has too many connections");
+        c->state = HC_HEAD;
+        arm(c, HTTPD_IDLE_TIMEOUT_MS);
+        hconn_pump(c);
+        return;
+    }
+    if (getsockname(fd, (struct sockaddr *)&c->local, &ll) ||
+        getpeername(fd, (struct sockaddr *)&c->peer, &pl)) {
+        hconn_close(c);
+        return;
+    }
+    c->work.data = c;
+    c->item_out = 1;
+    if (uv_queue_work(h->d.loop, &c->work, peer_work, after_peer)) {
+        c->item_out = 0;
+        hconn_close(c);
+    }
+}
+
+int httpd_new(const httpd_deps_t *deps, httpd_t **out)
+{
+    httpd_t *h = calloc(1, sizeof *h);
+    if (!h)
+        return -ENOMEM;
+    h->d = *deps;
+    list_init(&h->conns);
+    uv_timer_init(deps->loop, &h->closer);
+    h->closer.data = h;
+    *out = h;
+    return 0;
+}
+
+void httpd_get_stats(const httpd_t *h, httpd_stats_t *out)
+{
+    *out = h->stats;
+}
+
+static void on_closer_closed(uv_handle_t *hd)
+{
+    httpd_t *h = hd->data;
+    void (*cb)(void *) = h->close_cb;
+    void *arg = h->close_arg;
+    free(h);
+    if (cb)
+        cb(arg);
+}
+
+void httpd_close(httpd_t *h, void (*done)(void *arg), void *arg)
+{
+    h->closing = 1;
+    h->close_cb = done;
+    h->close_arg = arg;
+    list_node_t *n, *tmp;
+    list_foreach_safe(&h->conns, n, tmp) hconn_close(list_entry(n, hconn_t, node));
+    if (h->nconns == 0)
+        uv_close((uv_handle_t *)&h->closer, on_closer_closed);
+}

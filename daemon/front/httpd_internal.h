@@ -1,0 +1,133 @@
+/* httpd_internal: the state shared by httpd.c (the server and each
+ * connection's I/O: peer lookup, reading, sending, sendfile items, timers,
+ * the close path) and httpd_request.c (what a request asks and how it is
+ * answered). Private to the HTTP front. Loop thread only. */
+#ifndef HUBD_HTTPD_INTERNAL_H
+#define HUBD_HTTPD_INTERNAL_H
+
+#include "httpd.h"
+#include "list.h"
+
+#include <llhttp.h>
+#include <sys/socket.h>
+
+#define HTTPD_IN_MAX (16 * 1024)      /* request line and headers, all of them */
+#define HTTPD_TARGET_MAX 8192         /* the request target (an URL inside it) */
+#define HTTPD_MAX_HEADERS 64          /* header lines per request */
+#define HTTPD_MAX_CRED 8              /* credential headers passed on */
+#define HTTPD_MAX_CONNS 1024          /* connections, all users */
+#define HTTPD_MAX_CONNS_PER_UID 64    /* connections of one uid */
+#define HTTPD_HEADER_TIMEOUT_MS 30000 /* a request's head, from its first byte (slowloris) */
+#define HTTPD_IDLE_TIMEOUT_MS 60000   /* keep-alive: no new request for this long */
+#define HTTPD_SEND_TIMEOUT_MS 120000  /* a client that takes no byte for this long */
+#define HTTPD_LINGER_MS 2000          /* reading after a last answer, before the close */
+
+typedef enum {
+    HC_PEER,    /* who is it: the peer lookup item is out */
+    HC_HEAD,    /* reading a request head */
+    HC_FETCH,   /* the request waits for its file (jobs_fetch) */
+    HC_SEND,    /* sending the answer: head, then body */
+    HC_LINGER,  /* answered and shut for writing: reading what the client still sends */
+    HC_CLOSING, /* closing its parts; freed when the last is back */
+} hc_state_t;
+
+typedef struct hconn hconn_t;
+
+/* One request, as read. */
+typedef struct hreq {
+    int method; /* llhttp_method_t */
+    char target[HTTPD_TARGET_MAX + 1];
+    size_t target_len;
+    int target_too_long;
+    char host[256], origin[256], fetch_site[32], range[128];
+    char *cred[HTTPD_MAX_CRED]; /* "Name: value" lines passed on (malloc'd) */
+    unsigned ncred;
+    unsigned nheaders;
+    char field[64]; /* the header name being read, lower-cased */
+    size_t field_len;
+    char value[4097]; /* its value (longer ones are cut: not ours to keep) */
+    size_t value_len;
+    int value_too_long;
+    int has_body; /* Content-Length > 0 or chunked: not served, the connection closes */
+    int complete; /* the head (and any body) is in */
+} hreq_t;
+
+struct hconn {
+    httpd_t *srv;
+    list_node_t node; /* in srv->conns */
+    hc_state_t state;
+    int fd;
+    uv_poll_t poll;
+    int poll_events; /* what poll watches now (0: stopped) */
+    uv_timer_t timer;
+    unsigned closes_pending; /* poll and timer close callbacks to come */
+    int item_out;            /* the peer lookup or a sendfile item is in the pool */
+    uv_work_t work;
+    struct sockaddr_storage local, peer;
+    principal_t who;
+    int counted; /* counted in its uid's connections */
+    /* A refusal decided before the request was read (who it is, limits):
+     * answered once its head is in, so the client reads an answer, not a
+     * reset. */
+    int refuse_status;
+    const char *refuse_code;
+    char refuse_msg[160];
+    /* reading */
+    char in[HTTPD_IN_MAX];
+    size_t in_len; /* bytes in `in` */
+    size_t in_off; /* parsed so far */
+    llhttp_t parser;
+    hreq_t req;
+    /* the answer */
+    char *out; /* the head (and a short body) being sent */
+    size_t out_len, out_off;
+    job_fd_t *body;    /* the blob being sent, or NULL */
+    uint64_t body_off; /* its next byte */
+    uint64_t body_left;
+    ssize_t item_sent; /* what the last sendfile item sent */
+    int item_err;      /* its errno (EAGAIN: the socket is full) */
+    int keep_alive;    /* read the next request after this answer */
+    /* the fetch */
+    job_waiter_t w;
+    int waiting;       /* w is in a job (jobs_cancel on close) */
+    int quota_counted; /* a waiting request of its uid (quota_request_end) */
+};
+
+struct httpd {
+    httpd_deps_t d;
+    list_t conns;    /* open connections, closing ones too */
+    unsigned nconns; /* not yet freed */
+    httpd_stats_t stats;
+    uv_timer_t closer; /* calls the close callback from a loop iteration */
+    int closing;
+    void (*close_cb)(void *);
+    void *close_arg;
+};
+
+/* httpd.c: the connection's I/O. */
+
+/* Starts sending c->out (then c->body, if any); c->keep_alive decides
+ * what follows. */
+void hconn_send(hconn_t *c);
+/* The one close path: idempotent, safe inside any callback. */
+void hconn_close(hconn_t *c);
+
+/* httpd_request.c: requests. */
+
+void hreq_settings_init(llhttp_settings_t *s);
+/* Forgets the request read (for the next on a kept connection). */
+void hreq_reset(hreq_t *r);
+/* The head of the request is in: answer it (sets the state: HC_FETCH or
+ * HC_SEND). */
+void hreq_handle(hconn_t *c);
+/* Answers with a short text: status, the X-Hubd-Error code (NULL: none)
+ * and a one-line body; closes after it when close_after. */
+void hreq_answer_text(hconn_t *c, int status, const char *code, const char *msg, int close_after);
+/* The fetch of c ends early (the client went away or the server closes). */
+void hreq_abandon(hconn_t *c);
+/* The generic form's URL from a request target: "/https://host/path?q",
+ * or "/https:/host/path" as clients that merge slashes send it. 0, or -1
+ * when the target is no such form (or the URL does not fit cap). */
+int hreq_generic_url(const char *target, char *url, size_t cap);
+
+#endif

@@ -1,0 +1,466 @@
+/* httpd_request: what a request to the HTTP front asks, and its answer
+ * (see httpd.h): the head read by llhttp within bounds, the checks that
+ * keep a browser's page from driving the front, the generic form
+ * `/<URL>` through jobs_fetch, and the answer's head. */
+#include "http_range.h"
+#include "httpd_internal.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Request headers that carry credentials: passed on to the origin, where
+ * they scope the entry as FETCH's header= does. The rest (User-Agent,
+ * Accept...) is the client's business, not the origin's. */
+static const char *const cred_names[] = {"Authorization", "Cookie", "Private-Token", "X-Api-Key",
+                                         "X-Auth-Token"};
+
+/* ---- reading the head -------------------------------------------------- */
+
+static hreq_t *req_of(llhttp_t *p)
+{
+    return &((hconn_t *)p->data)->req;
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t n)
+{
+    hreq_t *r = req_of(p);
+    if (r->target_len + n > HTTPD_TARGET_MAX) {
+        r->target_too_long = 1;
+        return 0;
+    }
+    memcpy(r->target + r->target_len, at, n);
+    r->target_len += n;
+    r->target[r->target_len] = '\0';
+    return 0;
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t n)
+{
+    hreq_t *r = req_of(p);
+    for (size_t i = 0; i < n; i++, r->field_len++)
+        if (r->field_len + 1 < sizeof r->field) {
+            char ch = at[i];
+            r->field[r->field_len] = ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
+        }
+    return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t n)
+{
+    hreq_t *r = req_of(p);
+    if (r->value_len + n >= sizeof r->value) {
+        r->value_too_long = 1;
+        return 0;
+    }
+    memcpy(r->value + r->value_len, at, n);
+    r->value_len += n;
+    return 0;
+}
+
+/* The value, whole, or "?" when it does not fit (nor did it fit the
+ * request's bounds): a cut Range or Host would mean something else, and an
+ * Origin dropped for its length would read as none. "?" is no Host, Origin
+ * or Sec-Fetch-Site the front accepts, and no Range it serves. */
+static void keep(char *slot, size_t cap, const hreq_t *r, int too_long)
+{
+    if (too_long || r->value_len >= cap) {
+        snprintf(slot, cap, "?");
+        return;
+    }
+    memcpy(slot, r->value, r->value_len);
+    slot[r->value_len] = '\0';
+}
+
+/* A header line is in: keep what the front looks at. */
+static int on_header_value_complete(llhttp_t *p)
+{
+    hreq_t *r = req_of(p);
+    int too_long = r->value_too_long || r->field_len >= sizeof r->field;
+    r->field[r->field_len < sizeof r->field ? r->field_len : sizeof r->field - 1] = '\0';
+    r->value[r->value_len] = '\0';
+    if (++r->nheaders > HTTPD_MAX_HEADERS) {
+        llhttp_set_error_reason(p, "more than 64 header lines");
+        return -1;
+    }
+    if (strcmp(r->field, "host") == 0)
+        keep(r->host, sizeof r->host, r, too_long);
+    else if (strcmp(r->field, "origin") == 0)
+        keep(r->origin, sizeof r->origin, r, too_long);
+    else if (strcmp(r->field, "sec-fetch-site") == 0)
+        keep(r->fetch_site, sizeof r->fetch_site, r, too_long);
+    else if (strcmp(r->field, "range") == 0)
+        keep(r->range, sizeof r->range, r, too_long);
+    for (size_t i = 0; i < sizeof cred_names / sizeof cred_names[0] && !too_long; i++) {
+        if (strcasecmp(r->field, cred_names[i]) != 0 || r->ncred == HTTPD_MAX_CRED)
+            continue;
+        if (asprintf(&r->cred[r->ncred], "%s: %s", cred_names[i], r->value) >= 0)
+            r->ncred++;
+    }
+    r->field_len = r->value_len = 0;
+    r->value_too_long = 0;
+    return 0;
+}
+
+/* Stops at the end of the head: the front answers GET and HEAD, which
+ * have no body, and a request with one is answered and the connection
+ * closed (its body is never read). */
+static int on_headers_complete(llhttp_t *p)
+{
+    hreq_t *r = req_of(p);
+    r->method = llhttp_get_method(p);
+    r->has_body = (p->flags & F_CHUNKED) || p->content_length > 0;
+    r->complete = 1;
+    return HPE_PAUSED;
+}
+
+void hreq_settings_init(llhttp_settings_t *s)
+{
+    llhttp_settings_init(s);
+    s->on_url = on_url;
+    s->on_header_field = on_header_field;
+    s->on_header_value = on_header_value;
+    s->on_header_value_complete = on_header_value_complete;
+    s->on_headers_complete = on_headers_complete;
+}
+
+void hreq_reset(hreq_t *r)
+{
+    for (unsigned i = 0; i < r->ncred; i++)
+        free(r->cred[i]);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- answers ------------------------------------------------------------ */
+
+static const char *reason(int status)
+{
+    switch (status) {
+    case 200:
+        return "OK";
+    case 206:
+        return "Partial Content";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 410:
+        return "Gone";
+    case 413:
+        return "Content Too Large";
+    case 414:
+        return "URI Too Long";
+    case 416:
+        return "Range Not Satisfiable";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 451:
+        return "Unavailable For Legal Reasons";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    case 507:
+        return "Insufficient Storage";
+    default:
+        return "Error";
+    }
+}
+
+int httpd_status_of(const char *code)
+{
+    if (!code)
+        return 200;
+    if (strncmp(code, "http_", 5) == 0) {
+        int st = atoi(code + 5);
+        /* What the client may act on passes: it is the origin's word about
+         * the file (missing, gone, needs or refuses a credential). */
+        if (st == 401 || st == 403 || st == 404 || st == 410 || st == 451)
+            return st;
+        return 502;
+    }
+    static const struct {
+        const char *code;
+        int status;
+    } map[] = {
+        {"timeout", 504},
+        {"forbidden", 403},
+        {"bad_url", 400},
+        {"bad_request", 400},
+        {"unsupported_scheme", 400},
+        {"too_many_requests", 429},
+        {"shutting_down", 503},
+        {"busy", 503},
+        {"no_space", 507},
+        {"io", 500},
+        {"internal", 500},
+        {"permission_denied", 403},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(code, map[i].code) == 0)
+            return map[i].status;
+    return 502; /* dns, connect, tls, tls_verify, truncated, hash_mismatch, proxy, ... */
+}
+
+/* Hands a finished head (and short body) to the connection to send. */
+static void answer(hconn_t *c, char *text, int len, int close_after)
+{
+    if (len < 0) {
+        hconn_close(c);
+        return;
+    }
+    free(c->out);
+    c->out = text;
+    c->out_len = (size_t)len;
+    c->out_off = 0;
+    if (close_after)
+        c->keep_alive = 0;
+    hconn_send(c);
+}
+
+void hreq_answer_text(hconn_t *c, int status, const char *code, const char *msg, int close_after)
+{
+    char line[512];
+    size_t n = 0;
+    for (const char *m = msg; *m && n + 1 < sizeof line; m++) /* one line, printable */
+        line[n++] = (unsigned char)*m < 0x20 ? ' ' : *m;
+    line[n] = '\0';
+    char *text = NULL;
+    int len =
+        asprintf(&text,
+                 "HTTP/1.1 %d %s\r\nServer: hubd\r\nContent-Type: text/plain; "
+                 "charset=utf-8\r\nContent-Length: %zu\r\n%s%s%s%s%s\r\n%s%s",
+                 status, reason(status), c->req.method == HTTP_HEAD ? (size_t)0 : n + 1,
+                 code ? "X-Hubd-Error: " : "", code ? code : "", code ? "\r\n" : "",
+                 status == 405 ? "Allow: GET, HEAD\r\n" : "",
+                 close_after || !c->keep_alive ? "Connection: close\r\n" : "",
+                 c->req.method == HTTP_HEAD ? "" : line, c->req.method == HTTP_HEAD ? "" : "\n");
+    answer(c, text, len, close_after);
+}
+
+/* The file is in the cache: its head, and its body (GET) from the blob. */
+static void answer_file(hconn_t *c, const job_result_t *res)
+{
+    static const char *const sources[] = {"hit", "download", "attached"};
+    uint64_t first = 0, last = res->size ? res->size - 1 : 0;
+    range_kind_t rk =
+        http_range_parse(c->req.range[0] ? c->req.range : NULL, res->size, &first, &last);
+    char *text = NULL;
+    int len;
+    if (rk == RANGE_UNSATISFIABLE) {
+        len = asprintf(&text,
+                       "HTTP/1.1 416 %s\r\nServer: hubd\r\nContent-Range: bytes */%llu\r\n"
+                       "Content-Length: 0\r\n%s\r\n",
+                       reason(416), (unsigned long long)res->size,
+                       c->keep_alive ? "" : "Connection: close\r\n");
+        answer(c, text, len, 0);
+        return;
+    }
+    uint64_t length = rk == RANGE_ONE ? last - first + 1 : res->size;
+    char crange[96] = "";
+    if (rk == RANGE_ONE)
+        snprintf(crange, sizeof crange, "Content-Range: bytes %llu-%llu/%llu\r\n",
+                 (unsigned long long)first, (unsigned long long)last,
+                 (unsigned long long)res->size);
+    len = asprintf(&text,
+                   "HTTP/1.1 %d %s\r\nServer: hubd\r\nContent-Type: application/octet-stream\r\n"
+                   "Content-Length: %llu\r\n%sAccept-Ranges: bytes\r\nETag: \"%s\"\r\n"
+                   "X-Hubd-Sha256: %s\r\nX-Hubd-Source: %s\r\n%s\r\n",
+                   rk == RANGE_ONE ? 206 : 200, reason(rk == RANGE_ONE ? 206 : 200),
+                   (unsigned long long)length, crange, res->sha256, res->sha256, sources[res->kind],
+                   c->keep_alive ? "" : "Connection: close\r\n");
+    if (c->req.method != HTTP_HEAD && length > 0) {
+        c->body = job_fd_ref(res->fd);
+        c->body_off = first;
+        c->body_left = length;
+    }
+    answer(c, text, len, 0);
+}
+
+/* ---- the fetch ------------------------------------------------------------ */
+
+static void on_start(job_waiter_t *w, fetch_kind_t kind, uint64_t job_id)
+{
+    (void)w;
+    (void)kind;
+    (void)job_id;
+}
+
+static void on_progress(job_waiter_t *w, uint64_t done, int64_t total, uint64_t rate)
+{
+    (void)w;
+    (void)done;
+    (void)total;
+    (void)rate;
+}
+
+static void on_finish(job_waiter_t *w, const job_result_t *res)
+{
+    hconn_t *c = (hconn_t *)((char *)w - offsetof(hconn_t, w));
+    c->waiting = 0;
+    hreq_abandon(c); /* the quota's count */
+    if (res->err_code) {
+        hreq_answer_text(c, httpd_status_of(res->err_code), res->err_code,
+                         res->err_msg ? res->err_msg : res->err_code, 0);
+        return;
+    }
+    answer_file(c, res);
+}
+
+void hreq_abandon(hconn_t *c)
+{
+    if (c->waiting) {
+        c->waiting = 0;
+        jobs_cancel(&c->w);
+    }
+    if (c->quota_counted) {
+        c->quota_counted = 0;
+        quota_request_end(c->srv->d.quota, &c->who);
+    }
+}
+
+/* ---- the request's checks and routes --------------------------------------- */
+
+/* Whether Host names this listener: 127.0.0.1, [::1] or localhost, with
+ * its port (or none, on port 80). Any other name is what DNS rebinding
+ * sends: a page of evil.example whose name now resolves to 127.0.0.1. */
+static int host_is_ours(const hconn_t *c)
+{
+    unsigned port = c->local.ss_family == AF_INET6
+                        ? ntohs(((const struct sockaddr_in6 *)&c->local)->sin6_port)
+                        : ntohs(((const struct sockaddr_in *)&c->local)->sin_port);
+    static const char *const names[] = {"127.0.0.1", "[::1]", "localhost"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "%s:%u", names[i], port);
+        if (strcasecmp(c->req.host, want) == 0 ||
+            (port == 80 && strcasecmp(c->req.host, names[i]) == 0))
+            return 1;
+    }
+    return 0;
+}
+
+/* A browser's page may send requests here; the front answers only those
+ * that are not cross-site: no Origin or the front's own, and no
+ * Sec-Fetch-Site other than same-origin or none (typed by the user). */
+static int from_a_page_elsewhere(const hconn_t *c)
+{
+    const hreq_t *r = &c->req;
+    if (r->origin[0]) {
+        char own[300];
+        snprintf(own, sizeof own, "http://%s", r->host);
+        if (strcasecmp(r->origin, own) != 0)
+            return 1;
+    }
+    return r->fetch_site[0] && strcasecmp(r->fetch_site, "same-origin") != 0 &&
+           strcasecmp(r->fetch_site, "none") != 0;
+}
+
+int hreq_generic_url(const char *target, char *url, size_t cap)
+{
+    const char *t = target + 1;
+    size_t sl = strncasecmp(t, "https:", 6) == 0 ? 6 : strncasecmp(t, "http:", 5) == 0 ? 5 : 0;
+    if (!sl || t[sl] != '/')
+        return -1;
+    const char *rest = t + sl + (t[sl + 1] == '/' ? 2 : 1);
+    if (!*rest || *rest == '/')
+        return -1;
+    int n = snprintf(url, cap, "%.*s//%s", (int)sl, t, rest);
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+void hreq_handle(hconn_t *c)
+{
+    hreq_t *r = &c->req;
+    c->keep_alive = llhttp_should_keep_alive(&c->parser) && !r->has_body;
+    if (c->refuse_status) {
+        hreq_answer_text(c, c->refuse_status, c->refuse_code, c->refuse_msg, 1);
+        return;
+    }
+    if (!host_is_ours(c)) {
+        hreq_answer_text(c, 403, "forbidden",
+                         "Host must name this listener (127.0.0.1, [::1] or localhost, with its "
+                         "port)",
+                         1);
+        return;
+    }
+    if (from_a_page_elsewhere(c)) {
+        log_warn("http front uid %u: refused a cross-site request (Origin %s, Sec-Fetch-Site %s)",
+                 (unsigned)c->who.uid, r->origin[0] ? r->origin : "-",
+                 r->fetch_site[0] ? r->fetch_site : "-");
+        hreq_answer_text(c, 403, "forbidden", "cross-site requests are refused", 1);
+        return;
+    }
+    if (r->method != HTTP_GET && r->method != HTTP_HEAD) {
+        hreq_answer_text(c, 405, "bad_request", "the front answers GET and HEAD", 1);
+        return;
+    }
+    if (r->has_body) {
+        hreq_answer_text(c, 413, "bad_request", "a GET or HEAD has no body here", 1);
+        return;
+    }
+    if (r->target_too_long) {
+        hreq_answer_text(c, 414, "bad_request", "the request target is longer than 8 KiB", 1);
+        return;
+    }
+    if (strcmp(r->target, "/hf") == 0 || strncmp(r->target, "/hf/", 4) == 0) {
+        hreq_answer_text(c, 501, "not_implemented",
+                         "the Hugging Face Hub endpoint /hf/ is not built yet; use the generic "
+                         "form /https://host/path",
+                         0);
+        return;
+    }
+    char url[HTTPD_TARGET_MAX + 2];
+    if (r->target[0] != '/' || hreq_generic_url(r->target, url, sizeof url)) {
+        hreq_answer_text(c, 404, "bad_url",
+                         "ask for /<absolute http or https URL>, e.g. "
+                         "/https://example.org/model.bin",
+                         0);
+        return;
+    }
+    httpd_t *h = c->srv;
+    unsigned waiting;
+    if (quota_request_begin(h->d.quota, &c->who, h->d.cfg->max_requests_per_user, &waiting)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "uid %u has %u requests waiting already (max_requests_per_user)",
+                 (unsigned)c->who.uid, waiting);
+        hreq_answer_text(c, 429, "too_many_requests", msg, 0);
+        return;
+    }
+    c->quota_counted = 1;
+    memset(&c->w, 0, sizeof c->w);
+    c->w.on_start = on_start;
+    c->w.on_progress = on_progress;
+    c->w.on_finish = on_finish;
+    c->w.uid = c->who.uid;
+    c->state = HC_FETCH;
+    c->waiting = 1;
+    const char *code, *msg;
+    if (jobs_fetch(h->d.jobs, url, NULL, (const char *const *)r->cred, r->ncred, &c->w, &code,
+                   &msg)) {
+        c->waiting = 0;
+        hreq_abandon(c);
+        hreq_answer_text(c, httpd_status_of(code), code, msg, 0);
+        return;
+    }
+    log_debug("http front uid %u: %s %s", (unsigned)c->who.uid,
+              r->method == HTTP_HEAD ? "HEAD" : "GET", url);
+}

@@ -1,0 +1,262 @@
+"""The HTTP front (issue 13): real clients (curl, wget, Python's urllib and
+http.client) fetch through hubd's loopback listener with the generic form
+`/<absolute URL>`, as a user whose uid hubd finds in the kernel's socket
+table.
+"""
+
+import hashlib
+import http.client
+import os
+import socket
+import subprocess
+import threading
+import unittest
+import urllib.error
+import urllib.request
+
+from harness import HubTestCase, Hubd, sha256_file, wait_for, write_config
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class FrontTestCase(HubTestCase):
+    """A hubd with the HTTP front on a free loopback port."""
+
+    def setUp(self):
+        super().setUp()
+        self.restart_front()
+
+    def restart_front(self, **keys):
+        self.hubd.stop()
+        self.port = free_port()
+        keys.setdefault("http_listen", "127.0.0.1:%d" % self.port)
+        conf = write_config(os.path.join(self.tmp, "front.conf"), **keys)
+        self.hubd = Hubd(os.path.join(self.tmp, "hub"), config=conf)
+        wait_for(self._front_answers, what="the HTTP front to listen")
+
+    def _front_answers(self):
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def front(self, url):
+        return "http://127.0.0.1:%d/%s" % (self.port, url)
+
+    def curl(self, *args, user=None):
+        cmd = ["curl", "-sS", "--max-time", "60"] + list(args)
+        if user is not None:
+            cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
+        return subprocess.run(cmd, capture_output=True, timeout=90)
+
+    def head_of(self, out):
+        """Status and lower-cased headers of the last response in curl -i/-D output."""
+        text = out.decode("latin-1")
+        blocks = [b for b in text.split("\r\n\r\n") if b.startswith("HTTP/")]
+        lines = blocks[-1].split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {}
+        for l in lines[1:]:
+            k, _, v = l.partition(":")
+            headers[k.strip().lower()] = v.strip()
+        return status, headers
+
+
+class GenericFormTest(FrontTestCase):
+    def test_curl_whole_file_then_a_hit(self):
+        digest = self.make_file("a.bin", 3 * 1024 * 1024 + 17)
+        out = os.path.join(self.tmp, "a.out")
+        hdr = os.path.join(self.tmp, "a.hdr")
+        r = self.curl("-D", hdr, "-o", out, self.front(self.origin.url("/files/a.bin")))
+        self.assertEqual(r.returncode, 0, r)
+        self.assertEqual(sha256_file(out), digest)
+        status, h = self.head_of(read_bytes(hdr))
+        self.assertEqual(status, 200)
+        self.assertEqual(h["content-length"], str(3 * 1024 * 1024 + 17))
+        self.assertEqual(h["accept-ranges"], "bytes")
+        self.assertEqual(h["x-hubd-sha256"], digest)
+        self.assertEqual(h["x-hubd-source"], "download")
+        r = self.curl("-D", hdr, "-o", out, self.front(self.origin.url("/files/a.bin")))
+        self.assertEqual(r.returncode, 0, r)
+        self.assertEqual(self.head_of(read_bytes(hdr))[1]["x-hubd-source"], "hit")
+        self.assertEqual(sha256_file(out), digest)
+        self.assertEqual(self.origin.requests_for("/files/a.bin"), 1)
+        # The same entry as hubctl's: a hit there too.
+        r = self.hubctl("fetch", "--json", self.origin.url("/files/a.bin"))
+        self.assertIn('"source":"hit"', r.out.replace(" ", ""), r)
+
+    def test_ranges_and_head(self):
+        self.make_file("r.bin", 100000)
+        data = read_bytes(os.path.join(self.root, "r.bin"))
+        url = self.front(self.origin.url("/files/r.bin"))
+        for rng, want, first, last in (("0-0", data[:1], 0, 0), ("100-199", data[100:200], 100, 199),
+                                       ("-100", data[-100:], 99900, 99999),
+                                       ("99990-", data[99990:], 99990, 99999)):
+            with self.subTest(range=rng):
+                r = self.curl("-i", "-r", rng, url)
+                self.assertEqual(r.returncode, 0, r)
+                head, _, body = r.stdout.partition(b"\r\n\r\n")
+                status, h = self.head_of(head + b"\r\n\r\n")
+                self.assertEqual(status, 206)
+                self.assertEqual(h["content-range"], "bytes %d-%d/100000" % (first, last))
+                self.assertEqual(body, want)
+        r = self.curl("-i", "-r", "100000-", url)
+        status, h = self.head_of(r.stdout)
+        self.assertEqual(status, 416)
+        self.assertEqual(h["content-range"], "bytes */100000")
+        r = self.curl("-I", url)
+        status, h = self.head_of(r.stdout)
+        self.assertEqual((status, h["content-length"]), (200, "100000"))
+        self.assertEqual(self.origin.requests_for("/files/r.bin"), 1)
+
+    def test_wget_and_urllib_and_merged_slashes(self):
+        digest = self.make_file("w.bin", 200000)
+        out = os.path.join(self.tmp, "w.out")
+        r = subprocess.run(["wget", "-q", "-O", out, self.front(self.origin.url("/files/w.bin"))],
+                           capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertEqual(sha256_file(out), digest)
+        # A client that merges slashes sends "http:/host".
+        merged = "http:/" + self.origin.url("/files/w.bin")[len("http://"):]
+        with urllib.request.urlopen(self.front(merged), timeout=30) as resp:
+            self.assertEqual(hashlib.sha256(resp.read()).hexdigest(), digest)
+        self.assertEqual(self.origin.requests_for("/files/w.bin"), 1)
+
+    def test_keep_alive_serves_several_requests_on_one_connection(self):
+        self.make_file("k1", 5000, seed=1)
+        self.make_file("k2", 7000, seed=2)
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            for name, size in (("k1", 5000), ("k2", 7000), ("k1", 5000)):
+                conn.request("GET", "/" + self.origin.url("/files/" + name))
+                resp = conn.getresponse()
+                self.assertEqual((resp.status, len(resp.read())), (200, size))
+            conn.request("GET", "/" + self.origin.url("/files/missing"))
+            resp = conn.getresponse()
+            body = resp.read()
+            self.assertEqual(resp.status, 404)
+            self.assertEqual(resp.getheader("X-Hubd-Error"), "http_404")
+            self.assertEqual(body.count(b"\n"), 1, body)
+        finally:
+            conn.close()
+
+    def test_a_cold_file_for_four_clients_is_fetched_once(self):
+        digest = self.make_file("c.bin", 4 * 1024 * 1024)
+        url = self.front(self.origin.url("/files/c.bin?bps=8000000"))
+        outs = [os.path.join(self.tmp, "c%d.out" % i) for i in range(4)]
+        procs = [subprocess.Popen(["curl", "-sS", "--max-time", "60", "-o", o, url])
+                 for o in outs]
+        for p in procs:
+            self.assertEqual(p.wait(90), 0)
+        for o in outs:
+            self.assertEqual(sha256_file(o), digest)
+        self.assertEqual(self.origin.requests_for("/files/c.bin"), 1)
+
+    def test_credentials_reach_the_origin_and_scope_the_entry(self):
+        token = "tok-" + "7" * 20
+        h8 = hashlib.sha256(token.encode()).hexdigest()[:8]
+        self.make_file("g.bin", 3000)
+        url = self.front(self.origin.url("/files/g.bin?require_auth=" + h8))
+        r = self.curl("-i", url)
+        self.assertEqual(self.head_of(r.stdout)[0], 401)
+        r = self.curl("-i", "-H", "Authorization: Bearer " + token, url)
+        status, h = self.head_of(r.stdout)
+        self.assertEqual(status, 200, r.stdout[:300])
+        self.assertEqual(h["x-hubd-source"], "download")
+        self.assertIn("Bearer " + token, self.origin.stats()["auth"]["/files/g.bin"])
+        # Without the token it is not served from what the token fetched.
+        r = self.curl("-i", url)
+        self.assertEqual(self.head_of(r.stdout)[0], 401)
+
+    def test_upstream_errors_map_to_statuses(self):
+        closed = free_port()
+        for url, status, code in (
+                (self.origin.url("/files/none"), 404, "http_404"),
+                ("http://127.0.0.1:%d/x" % closed, 502, "connect"),
+                (self.origin.url("/files/none?fail_first=9&fail_status=500"), 502, "http_500")):
+            with self.subTest(url=url):
+                r = self.curl("-i", self.front(url))
+                st, h = self.head_of(r.stdout)
+                self.assertEqual((st, h.get("x-hubd-error")), (status, code), r.stdout[:400])
+        r = self.curl("-i", "http://127.0.0.1:%d/not-a-url" % self.port)
+        self.assertEqual(self.head_of(r.stdout)[0], 404)
+        r = self.curl("-i", "-X", "POST", self.front(self.origin.url("/files/none")))
+        st, h = self.head_of(r.stdout)
+        self.assertEqual((st, h.get("allow")), (405, "GET, HEAD"))
+
+
+class FrontSecurityTest(FrontTestCase):
+    def test_only_a_host_naming_the_listener_is_served(self):
+        self.make_file("h.bin", 1000)
+        url = self.front(self.origin.url("/files/h.bin"))
+        for host in ("evil.example:%d" % self.port, "127.0.0.1:1", "localhost.:%d" % self.port):
+            with self.subTest(host=host):
+                r = self.curl("-i", "-H", "Host: " + host, url)
+                st, h = self.head_of(r.stdout)
+                self.assertEqual((st, h.get("x-hubd-error")), (403, "forbidden"))
+        for host in ("localhost:%d" % self.port, "127.0.0.1:%d" % self.port):
+            r = self.curl("-i", "-H", "Host: " + host, url)
+            self.assertEqual(self.head_of(r.stdout)[0], 200)
+        self.assertEqual(self.origin.requests_for("/files/h.bin"), 1)
+
+    def test_cross_site_requests_are_refused(self):
+        self.make_file("x.bin", 1000)
+        url = self.front(self.origin.url("/files/x.bin"))
+        for hdr in ("Origin: http://evil.example", "Origin: null", "Sec-Fetch-Site: cross-site",
+                    "Sec-Fetch-Site: same-site"):
+            with self.subTest(header=hdr):
+                r = self.curl("-i", "-H", hdr, url)
+                self.assertEqual(self.head_of(r.stdout)[0], 403)
+        self.assertEqual(self.origin.requests_for("/files/x.bin"), 0)
+        r = self.curl("-i", "-H", "Origin: http://127.0.0.1:%d" % self.port, "-H",
+                      "Sec-Fetch-Site: same-origin", url)
+        self.assertEqual(self.head_of(r.stdout)[0], 200)
+
+    def test_the_peer_is_the_user_who_connects(self):
+        # A second local user (nobody) is found by the kernel's socket
+        # table: allowed when the lists say nothing, refused when they name
+        # someone else; the log names the uid either way.
+        self.make_file("u.bin", 1000)
+        url = self.front(self.origin.url("/files/u.bin"))
+        r = self.curl("-i", url, user=65534)
+        self.assertEqual(self.head_of(r.stdout)[0], 200, r)
+        wait_for(lambda: "http front uid 65534" in self.hubd.read_log(), what="the uid in the log")
+        self.restart_front(allow_users="root")
+        url = self.front(self.origin.url("/files/u.bin"))  # the front's new port
+        r = self.curl("-i", url, user=65534)
+        st, h = self.head_of(r.stdout)
+        self.assertEqual((st, h.get("x-hubd-error")), (403, "permission_denied"))
+        self.assertIn("http front uid 65534: refused", self.hubd.read_log())
+        r = self.curl("-i", url)  # root always may
+        self.assertEqual(self.head_of(r.stdout)[0], 200)
+
+    def test_a_huge_head_is_refused(self):
+        r = self.curl("-i", "-H", "X-Big: " + "a" * 20000, self.front(self.origin.url("/x")))
+        self.assertIn(self.head_of(r.stdout)[0], (400, 431))
+        long_url = self.origin.url("/" + "b" * 9000)
+        r = self.curl("-i", self.front(long_url))
+        self.assertIn(self.head_of(r.stdout)[0], (414, 431))
+
+    def test_front_listens_on_loopback_only(self):
+        conf = write_config(os.path.join(self.tmp, "bad.conf"), http_listen="0.0.0.0:%d" % free_port())
+        from harness import HUBD
+        r = subprocess.run([HUBD, "--check-config", "--config", conf], capture_output=True,
+                           timeout=30)
+        self.assertEqual(r.returncode, 2, r)
+        self.assertIn(b"loopback", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
