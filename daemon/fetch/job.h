@@ -139,6 +139,13 @@ void jobs_set_secret(jobs_t *js, const cred_secret_t *secret);
  * job keeps running for the others, and for the cache. */
 void jobs_cancel(job_waiter_t *w);
 
+/* The partial file the waiter's job writes (tmp/<id>.part), for a reader
+ * that follows it as on_written says it grows: its first `written` bytes
+ * are the download's. The commit links that same file as the blob, so a
+ * descriptor opened on it stays good. 0, or -ENOENT when the waiter waits
+ * on no job (a hit, or before on_start). */
+int jobs_partial_path(const job_waiter_t *w, char *buf, size_t cap);
+
 void jobs_stats(const jobs_t *js, jobs_stats_t *out);
 /* The name of errors_by_code[i]. */
 const char *jobs_error_code_name(unsigned i);

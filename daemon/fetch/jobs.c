@@ -311,6 +311,14 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *cons
     return 0;
 }
 
+int jobs_partial_path(const job_waiter_t *w, char *buf, size_t cap)
+{
+    if (!w->job)
+        return -ENOENT;
+    store_tmp_path(w->job->js->store, w->job->part_id, buf, cap);
+    return 0;
+}
+
 void jobs_cancel(job_waiter_t *w)
 {
     free(w->cred_block);

@@ -143,10 +143,18 @@ static void send_done(hconn_t *c)
     hconn_pump(c);
 }
 
+/* What may go now: the rest of the body, up to body_limit. */
+static uint64_t body_ready(const hconn_t *c)
+{
+    uint64_t ready = c->body_limit > c->body_off ? c->body_limit - c->body_off : 0;
+    return ready < c->body_left ? ready : c->body_left;
+}
+
 static void sendfile_work(uv_work_t *w)
 {
     hconn_t *c = w->data;
-    uint64_t want = c->body_left < SENDFILE_ITEM_MAX ? c->body_left : SENDFILE_ITEM_MAX;
+    uint64_t ready = body_ready(c);
+    uint64_t want = ready < SENDFILE_ITEM_MAX ? ready : SENDFILE_ITEM_MAX;
     off_t off = (off_t)c->body_off;
     ssize_t total = 0;
     c->item_err = 0;
@@ -208,6 +216,12 @@ static void after_sendfile(uv_work_t *w, int status)
 
 static void send_body(hconn_t *c)
 {
+    if (body_ready(c) == 0) { /* a partial file's bytes not written yet, or held back */
+        c->body_wait = 1;
+        watch(c, UV_DISCONNECT);
+        uv_timer_stop(&c->timer); /* the wait is the download's, not the client's */
+        return;
+    }
     watch(c, 0); /* the item writes: the loop does not watch meanwhile */
     c->item_out = 1;
     c->work.data = c;
@@ -240,6 +254,14 @@ static void send_some(hconn_t *c)
         send_body(c);
     else
         send_done(c);
+}
+
+void hconn_more_body(hconn_t *c)
+{
+    if (c->state != HC_SEND || !c->body_wait || c->item_out)
+        return;
+    c->body_wait = 0;
+    send_body(c);
 }
 
 void hconn_send(hconn_t *c)

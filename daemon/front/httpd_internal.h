@@ -21,6 +21,7 @@
 #define HTTPD_IDLE_TIMEOUT_MS 60000   /* keep-alive: no new request for this long */
 #define HTTPD_SEND_TIMEOUT_MS 120000  /* a client that takes no byte for this long */
 #define HTTPD_LINGER_MS 2000          /* reading after a last answer, before the close */
+#define HTTPD_HOLD_BACK (64 * 1024)   /* a streamed download's tail, sent only once verified */
 
 typedef enum {
     HC_PEER,    /* who is it: the peer lookup item is out */
@@ -81,16 +82,21 @@ struct hconn {
     /* the answer */
     char *out; /* the head (and a short body) being sent */
     size_t out_len, out_off;
-    job_fd_t *body;    /* the blob being sent, or NULL */
-    uint64_t body_off; /* its next byte */
-    uint64_t body_left;
-    ssize_t item_sent; /* what the last sendfile item sent */
-    int item_err;      /* its errno (EAGAIN: the socket is full) */
-    int keep_alive;    /* read the next request after this answer */
+    job_fd_t *body;      /* the blob (or partial file) being sent, or NULL */
+    uint64_t body_off;   /* its next byte */
+    uint64_t body_left;  /* bytes still to send */
+    uint64_t body_limit; /* the offset sending may reach now (a partial: what is written) */
+    int body_wait;       /* caught up with body_limit: waits for hconn_more_body */
+    ssize_t item_sent;   /* what the last sendfile item sent */
+    int item_err;        /* its errno (EAGAIN: the socket is full) */
+    int keep_alive;      /* read the next request after this answer */
     /* the fetch */
     job_waiter_t w;
     int waiting;       /* w is in a job (jobs_cancel on close) */
     int quota_counted; /* a waiting request of its uid (quota_request_end) */
+    int64_t total;     /* the download's announced length, -1 until known */
+    uint64_t written;  /* its partial file's bytes written (on_written) */
+    int streaming;     /* the answer follows the partial file as it lands */
 };
 
 struct httpd {
@@ -111,6 +117,8 @@ struct httpd {
 void hconn_send(hconn_t *c);
 /* The one close path: idempotent, safe inside any callback. */
 void hconn_close(hconn_t *c);
+/* body_limit grew: sending goes on if it had caught up. */
+void hconn_more_body(hconn_t *c);
 
 /* httpd_request.c: requests. */
 

@@ -6,6 +6,8 @@
 #include "httpd_internal.h"
 #include "log.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,11 +293,17 @@ static void answer_file(hconn_t *c, const job_result_t *res)
         c->body = job_fd_ref(res->fd);
         c->body_off = first;
         c->body_left = length;
+        c->body_limit = first + length;
     }
     answer(c, text, len, 0);
 }
 
 /* ---- the fetch ------------------------------------------------------------ */
+
+static hconn_t *conn_of_waiter(job_waiter_t *w)
+{
+    return (hconn_t *)((char *)w - offsetof(hconn_t, w));
+}
 
 static void on_start(job_waiter_t *w, fetch_kind_t kind, uint64_t job_id)
 {
@@ -304,19 +312,121 @@ static void on_start(job_waiter_t *w, fetch_kind_t kind, uint64_t job_id)
     (void)job_id;
 }
 
+/* What of a streamed download may go out: what is written, but not the
+ * last HTTPD_HOLD_BACK bytes until the commit, so that no client ever has
+ * the whole of a file whose SHA-256 then does not match: it is cut short
+ * instead, and fails. */
+static uint64_t stream_limit(const hconn_t *c)
+{
+    uint64_t total = (uint64_t)c->total;
+    uint64_t cap = total > HTTPD_HOLD_BACK ? total - HTTPD_HOLD_BACK : 0;
+    return c->written < cap ? c->written : cap;
+}
+
+/* The head of a download's answer as soon as its length is known and its
+ * first bytes are on disk: the body then follows the partial file (the
+ * same inode the commit links as the blob). A Range, or a length not
+ * announced (a chunked origin), waits for the whole file instead. */
+static void maybe_stream(hconn_t *c)
+{
+    if (c->streaming || c->total < 0 || c->written == 0 || c->req.range[0] ||
+        c->req.method != HTTP_GET)
+        return;
+    char path[4096];
+    if (jobs_partial_path(&c->w, path, sizeof path))
+        return;
+    /* An open, not a read: the file was just made by this daemon. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    job_fd_t *body = fd >= 0 ? job_fd_new(fd) : NULL;
+    if (!body) {
+        log_warn("http front: cannot follow %s (%s): the answer waits for the whole file", path,
+                 strerror(errno));
+        return;
+    }
+    char *text = NULL;
+    int len = asprintf(
+        &text,
+        "HTTP/1.1 200 %s\r\nServer: hubd\r\nContent-Type: application/octet-stream\r\n"
+        "Content-Length: %lld\r\nAccept-Ranges: bytes\r\nX-Hubd-Source: %s\r\n%s\r\n",
+        reason(200), (long long)c->total, c->w.kind == FETCH_ATTACHED ? "attached" : "download",
+        c->keep_alive ? "" : "Connection: close\r\n");
+    if (len < 0) {
+        job_fd_unref(body);
+        return;
+    }
+    c->streaming = 1;
+    c->body = body;
+    c->body_off = 0;
+    c->body_left = (uint64_t)c->total;
+    c->body_limit = stream_limit(c);
+    answer(c, text, len, 0);
+}
+
 static void on_progress(job_waiter_t *w, uint64_t done, int64_t total, uint64_t rate)
 {
-    (void)w;
+    hconn_t *c = conn_of_waiter(w);
     (void)done;
-    (void)total;
     (void)rate;
+    if (total < 0 || c->total >= 0)
+        return;
+    c->total = total;
+    if (c->req.method == HTTP_HEAD) {
+        /* A HEAD is answered from the announced length: the download goes
+         * on for the cache, without this request. */
+        char *text = NULL;
+        int len =
+            asprintf(&text,
+                     "HTTP/1.1 200 %s\r\nServer: hubd\r\nContent-Type: "
+                     "application/octet-stream\r\nContent-Length: %lld\r\nAccept-Ranges: "
+                     "bytes\r\nX-Hubd-Source: download\r\n%s\r\n",
+                     reason(200), (long long)total, c->keep_alive ? "" : "Connection: close\r\n");
+        hreq_abandon(c);
+        answer(c, text, len, 0);
+        return;
+    }
+    maybe_stream(c);
+}
+
+/* The partial file grew (or went back to 0: the download restarted, and
+ * what was sent may not be the file's any more). */
+static void on_written(job_waiter_t *w, uint64_t written, uint64_t durable)
+{
+    hconn_t *c = conn_of_waiter(w);
+    (void)durable;
+    if (c->streaming && written < c->body_off) {
+        log_info("http front uid %u: the download restarted after %llu bytes were sent: the "
+                 "answer is cut short",
+                 (unsigned)c->who.uid, (unsigned long long)c->body_off);
+        hconn_close(c);
+        return;
+    }
+    c->written = written;
+    if (!c->streaming) {
+        maybe_stream(c);
+        return;
+    }
+    c->body_limit = stream_limit(c);
+    hconn_more_body(c);
 }
 
 static void on_finish(job_waiter_t *w, const job_result_t *res)
 {
-    hconn_t *c = (hconn_t *)((char *)w - offsetof(hconn_t, w));
+    hconn_t *c = conn_of_waiter(w);
     c->waiting = 0;
     hreq_abandon(c); /* the quota's count */
+    if (c->streaming) {
+        /* The head is out: a failure can only cut the body short, so the
+         * client fails rather than keep a wrong or partial file. */
+        if (res->err_code || res->size != (uint64_t)c->total) {
+            log_info("http front uid %u: %s: the streamed answer is cut short",
+                     (unsigned)c->who.uid, res->err_code ? res->err_code : "length changed");
+            hconn_close(c);
+            return;
+        }
+        c->body_limit = (uint64_t)c->total; /* verified: the tail may go */
+        hconn_more_body(c);
+        return;
+    }
     if (res->err_code) {
         hreq_answer_text(c, httpd_status_of(res->err_code), res->err_code,
                          res->err_msg ? res->err_msg : res->err_code, 0);
@@ -450,7 +560,11 @@ void hreq_handle(hconn_t *c)
     c->w.on_start = on_start;
     c->w.on_progress = on_progress;
     c->w.on_finish = on_finish;
+    c->w.on_written = on_written;
     c->w.uid = c->who.uid;
+    c->total = -1;
+    c->written = 0;
+    c->streaming = 0;
     c->state = HC_FETCH;
     c->waiting = 1;
     const char *code, *msg;

@@ -164,6 +164,46 @@ class GenericFormTest(FrontTestCase):
             self.assertEqual(sha256_file(o), digest)
         self.assertEqual(self.origin.requests_for("/files/c.bin"), 1)
 
+    def test_a_download_is_streamed_while_it_lands(self):
+        # 2 MiB at about 512 KiB/s: the first bytes reach the client long
+        # before the download is done, and the whole file is right.
+        digest = self.make_file("s.bin", 2 * 1024 * 1024)
+        out = os.path.join(self.tmp, "s.out")
+        r = self.curl("-o", out, "-w", "%{time_starttransfer} %{time_total} %{http_code}",
+                      self.front(self.origin.url("/files/s.bin?bps=524288")))
+        self.assertEqual(r.returncode, 0, r)
+        first, total, code = r.stdout.decode().split()
+        self.assertEqual(code, "200")
+        self.assertLess(float(first), 1.5, r.stdout)
+        self.assertGreater(float(total), 3.0, r.stdout)
+        self.assertEqual(sha256_file(out), digest)
+
+    def test_a_failed_download_cuts_the_answer_short(self):
+        # The origin closes after 1 MiB of 2: the client gets the head and
+        # part of the body, then a short close (curl: exit 18), never a file
+        # it could take for whole; nothing is cached.
+        self.make_file("f.bin", 2 * 1024 * 1024)
+        out = os.path.join(self.tmp, "f.out")
+        r = self.curl("-o", out, "-w", "%{http_code}",
+                      self.front(self.origin.url("/files/f.bin?bps=1048576&truncate=1048576")))
+        self.assertEqual(r.returncode, 18, r)
+        self.assertEqual(r.stdout.decode(), "200")
+        self.assertLess(os.path.getsize(out), 2 * 1024 * 1024 - 64 * 1024 + 1)
+        self.assertEqual(self.hubd.blob_files(), [])
+
+    def test_head_of_a_cold_file_answers_from_the_announced_length(self):
+        self.make_file("h.bin", 1024 * 1024)
+        r = self.curl("-I", "-w", "%{time_total}",
+                      self.front(self.origin.url("/files/h.bin?bps=131072")))
+        self.assertEqual(r.returncode, 0, r)
+        st, h = self.head_of(r.stdout)
+        self.assertEqual((st, h["content-length"]), (200, str(1024 * 1024)))
+        self.assertLess(float(r.stdout.decode().rsplit("\r\n", 1)[-1]), 4.0)
+        # The download went on for the cache: the next GET is a hit.
+        wait_for(lambda: len(self.hubd.blob_files()) == 1, timeout=30, what="the download")
+        r = self.curl("-I", self.front(self.origin.url("/files/h.bin?bps=131072")))
+        self.assertEqual(self.head_of(r.stdout)[1]["x-hubd-source"], "hit")
+
     def test_credentials_reach_the_origin_and_scope_the_entry(self):
         token = "tok-" + "7" * 20
         h8 = hashlib.sha256(token.encode()).hexdigest()[:8]
