@@ -26,8 +26,8 @@ def free_port():
 
 
 def accepts(host, port, family=socket.AF_INET):
-    """Whether a TCP connect to host:port succeeds; hubd then closes it (the
-    placeholder until the HTTP server), which reads as end of stream."""
+    """Whether the HTTP front answers on host:port: a TCP connect succeeds
+    and a request gets an HTTP answer (a 404 for "/": no URL in it)."""
     s = socket.socket(family, socket.SOCK_STREAM)
     s.settimeout(10)
     try:
@@ -35,7 +35,10 @@ def accepts(host, port, family=socket.AF_INET):
     except ConnectionRefusedError:
         return False
     try:
-        return s.recv(1) == b""
+        name = "[%s]" % host if family == socket.AF_INET6 else host
+        s.sendall(b"GET / HTTP/1.1\r\nHost: %s:%d\r\nConnection: close\r\n\r\n"
+                  % (name.encode(), port))
+        return s.recv(12).startswith(b"HTTP/1.1 ")
     finally:
         s.close()
 
