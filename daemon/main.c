@@ -129,7 +129,10 @@ static int start_httpd(daemon_state_t *d)
         .acl = session_server_acl(d->server),
         .quota = session_server_quota(d->server),
     };
-    return httpd_new(&deps, &d->httpd);
+    int rc = httpd_new(&deps, &d->httpd);
+    if (!rc)
+        session_server_set_httpd(d->server, d->httpd);
+    return rc;
 }
 
 /* No new HTTP client from here on; the listener frees itself once the loop
@@ -139,8 +142,11 @@ static void close_http(daemon_state_t *d)
     if (d->http)
         tcp_listener_close(d->http, NULL, NULL);
     d->http = NULL;
-    if (d->httpd) /* its requests leave their jobs, which run on */
+    if (d->httpd) { /* its requests leave their jobs, which run on */
+        if (d->server)
+            session_server_set_httpd(d->server, NULL);
         httpd_close(d->httpd, NULL, NULL);
+    }
     d->httpd = NULL;
 }
 

@@ -101,6 +101,13 @@ static void print_prometheus(FILE *o, const proto_msg_t *m)
         {"jobs_active", "hubd_jobs_active", "gauge", "Downloads transferring now."},
         {"jobs_queued", "hubd_jobs_queued", "gauge", "Downloads waiting for a slot."},
         {"sessions", "hubd_sessions", "gauge", "Connected clients."},
+        {"http_connections", "hubd_http_connections_total", "counter",
+         "Connections accepted by the HTTP front."},
+        {"http_requests", "hubd_http_requests_total", "counter",
+         "Requests the HTTP front answered, whatever the status."},
+        {"http_bytes", "hubd_http_bytes_total", "counter", "Body bytes the HTTP front sent."},
+        {"http_refused", "hubd_http_refused_total", "counter",
+         "HTTP front connections refused (user unknown or not allowed, over a limit)."},
         {"uptime", "hubd_uptime_seconds", "gauge", "Seconds since the daemon started."},
     };
     for (size_t i = 0; i < ARRAY_LEN(metrics); i++) {

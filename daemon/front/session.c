@@ -327,3 +327,8 @@ quota_t *session_server_quota(session_server_t *srv)
 {
     return &srv->quota;
 }
+
+void session_server_set_httpd(session_server_t *srv, const httpd_t *httpd)
+{
+    srv->httpd = httpd;
+}

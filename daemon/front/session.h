@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "db.h"
+#include "httpd.h"
 #include "job.h"
 #include "principal.h"
 #include "quota.h"
@@ -33,6 +34,8 @@ int session_server_start(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *jobs
  * closed. */
 const principal_acl_t *session_server_acl(const session_server_t *srv);
 quota_t *session_server_quota(session_server_t *srv);
+/* The HTTP front whose counters STATS shows (NULL: none, or closed). */
+void session_server_set_httpd(session_server_t *srv, const httpd_t *httpd);
 
 /* Start-up and SIGHUP: looks up the admin group (cfg->admin_group) again. */
 void session_server_reload(session_server_t *srv);

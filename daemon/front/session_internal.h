@@ -9,6 +9,7 @@
 #include "list.h"
 #include "principal.h"
 #include "proto.h"
+#include "httpd.h"
 #include "quota.h"
 #include "session.h"
 #include "transport.h"
@@ -65,11 +66,12 @@ struct session_server {
     db_t *db;
     store_t *store;
     listener_t *listener;
-    principal_acl_t acl; /* loaded at start and on reload */
-    quota_t quota;       /* per-uid counters across sessions */
-    list_t sessions;     /* open sessions (session.node), newest first */
-    unsigned nsessions;  /* sessions not yet freed (closing ones too) */
-    uint64_t started;    /* uv_hrtime() at start: uptime never goes back with the clock */
+    principal_acl_t acl;  /* loaded at start and on reload */
+    quota_t quota;        /* per-uid counters across sessions */
+    const httpd_t *httpd; /* the HTTP front, for STATS; NULL: none */
+    list_t sessions;      /* open sessions (session.node), newest first */
+    unsigned nsessions;   /* sessions not yet freed (closing ones too) */
+    uint64_t started;     /* uv_hrtime() at start: uptime never goes back with the clock */
     int closing;
     void (*close_cb)(void *);
     void *close_arg;

@@ -133,6 +133,13 @@ static void verb_stats(session_t *s, const proto_msg_t *m, const char *id, int a
     proto_add_u64(&r.w, "evicted", st.evicted);
     proto_add_u64(&r.w, "evicted_bytes", st.evicted_bytes);
     proto_add_u64(&r.w, "bad_blobs", st.bad_blobs);
+    httpd_stats_t hs = {0};
+    if (srv->httpd)
+        httpd_get_stats(srv->httpd, &hs);
+    proto_add_u64(&r.w, "http_connections", hs.connections);
+    proto_add_u64(&r.w, "http_requests", hs.requests);
+    proto_add_u64(&r.w, "http_bytes", hs.bytes);
+    proto_add_u64(&r.w, "http_refused", hs.refused);
     proto_add_u64(&r.w, "sessions", srv->nsessions);
     proto_add_u64(&r.w, "uptime", (uv_hrtime() - srv->started) / 1000000000u);
     reply_send(&s->t, &r);

@@ -96,6 +96,12 @@ class GenericFormTest(FrontTestCase):
         # The same entry as hubctl's: a hit there too.
         r = self.hubctl("fetch", "--json", self.origin.url("/files/a.bin"))
         self.assertIn('"source":"hit"', r.out.replace(" ", ""), r)
+        # STATS (and Prometheus) count the front's requests and bytes.
+        st = self.stats()
+        self.assertEqual((st["http_requests"], st["http_bytes"]), (2, 2 * (3 * 1024 * 1024 + 17)))
+        self.assertGreaterEqual(st["http_connections"], 2)
+        r = self.hubctl("stats", "--prometheus")
+        self.assertIn("hubd_http_requests_total 2\n", r.out)
 
     def test_ranges_and_head(self):
         self.make_file("r.bin", 100000)
