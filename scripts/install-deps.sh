@@ -5,7 +5,7 @@ set -eu
 PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev check
       node-llhttp libinih-dev nginx-light curl python3 openssl ca-certificates clang-format
       libsystemd-dev systemd dpkg-dev file groff-base man-db mandoc
-      clang libclang-rt-14-dev valgrind faketime squid"
+      clang libclang-rt-14-dev valgrind faketime squid wget util-linux"
 # libsystemd-dev: sd_notify/sd_listen_fds. systemd: systemd-analyze verify of
 # the units. dpkg-dev (dpkg-shlibdeps) and file: cpack -G DEB computing the
 # package's Depends. groff-base, man-db, mandoc: checking the man pages.
@@ -13,6 +13,8 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
 # 14): scripts/fuzz.sh. valgrind: scripts/valgrind.sh. faketime (libfaketime):
 # a test steps hubd's wall clock back, as an admin or NTP may. squid: the
 # forward proxy the proxy tests run in the foreground on a port of their own.
+# wget: a real client of the HTTP front's tests; util-linux: setpriv, to run
+# a client as a second local user.
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 # Every module but the packaging tests (no hubd there), longest first so the
 # last ones to start are short: about 5 minutes on 2 cores.
 # HUBD_VALGRIND_MODULES ("fetch cache ...") chooses others.
-modules=${HUBD_VALGRIND_MODULES:-"resilience hostile tls cache_dir python_client cache security fetch ops limits origin_faults config_policy dedup protocol"}
+modules=${HUBD_VALGRIND_MODULES:-"resilience hostile tls cache_dir python_client cache security fetch ops limits origin_faults config_policy dedup protocol front"}
 jobs=$(nproc 2>/dev/null || echo 2)
 t0=$(date +%s)
 
@@ -57,6 +57,10 @@ SKIP = {
         "hubd at 1,024 descriptors: valgrind keeps some of them for itself",
     "test_hostile.HostileTest.test_an_unprivileged_hubd_keeps_few_descriptors_in_flight":
         "hubd at 1,024 descriptors: valgrind keeps some of them for itself",
+    "test_front.GenericFormTest.test_a_download_is_streamed_while_it_lands":
+        "it bounds the time to the first byte, which valgrind's slowdown stretches",
+    "test_front.GenericFormTest.test_head_of_a_cold_file_answers_from_the_announced_length":
+        "it bounds the time to the answer, which valgrind's slowdown stretches",
     "test_hostile.HostileTest.test_setting_the_clock_back_does_not_invert_eviction":
         "libfaketime is preloaded into hubd, which under valgrind is valgrind",
 }
