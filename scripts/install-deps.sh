@@ -40,11 +40,11 @@ if [ -n "$missing" ]; then
         printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
         $SUDO chmod 755 "$policy"
         own_policy=1
-fi
-rc=0
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing || rc=$?
-[ -z "$own_policy" ] || $SUDO rm -f "$policy"
-[ "$rc" -eq 0 ] || exit "$rc"
+    fi
+    rc=0
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing || rc=$?
+    [ -z "$own_policy" ] || $SUDO rm -f "$policy"
+    [ "$rc" -eq 0 ] || exit "$rc"
 fi
 
 # @huggingface/hub and its own dependencies, exactly as the lock file says,
