@@ -1,7 +1,11 @@
 #!/bin/sh
 # Installs every package hubd needs to build, test, demo and benchmark, from
-# Debian 12's archive. Safe to run again: apt-get skips what is present.
+# Debian 12's archive, then the real JavaScript Hub client the tests drive
+# (@huggingface/hub from npm, pinned by tests/js/package-lock.json). Safe to
+# run again: apt-get skips what is present, npm ci runs only when the lock
+# file changed since the last install.
 set -eu
+REPO=$(cd "$(dirname "$0")/.." && pwd)
 PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev check
       node-llhttp libinih-dev nginx-light curl python3 openssl ca-certificates clang-format
       libsystemd-dev systemd dpkg-dev file groff-base man-db mandoc
@@ -19,23 +23,49 @@ missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
+# The tests' JavaScript client runs on the machine's Node.js and npm; where
+# there are none, Debian's.
+command -v node >/dev/null 2>&1 || missing="$missing nodejs"
+command -v npm >/dev/null 2>&1 || missing="$missing npm"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-echo "install-deps: installing:$missing" >&2
-$SUDO apt-get update -q
-# Packages such as squid and nginx start their system service on install;
-# the tests run their own instances on free ports, so a policy-rc.d (see
-# invoke-rc.d(8)) keeps services from starting during this install only.
-# One already there is the admin's and is left alone.
-policy=/usr/sbin/policy-rc.d
-own_policy=""
-if [ ! -e "$policy" ]; then
-    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
-    $SUDO chmod 755 "$policy"
-    own_policy=1
+if [ -n "$missing" ]; then
+    echo "install-deps: installing:$missing" >&2
+    $SUDO apt-get update -q
+    # Packages such as squid and nginx start their system service on install;
+    # the tests run their own instances on free ports, so a policy-rc.d (see
+    # invoke-rc.d(8)) keeps services from starting during this install only.
+    # One already there is the admin's and is left alone.
+    policy=/usr/sbin/policy-rc.d
+    own_policy=""
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+        $SUDO chmod 755 "$policy"
+        own_policy=1
+    fi
+    rc=0
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing || rc=$?
+    [ -z "$own_policy" ] || $SUDO rm -f "$policy"
+    [ "$rc" -eq 0 ] || exit "$rc"
 fi
-rc=0
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing || rc=$?
-[ -z "$own_policy" ] || $SUDO rm -f "$policy"
-exit $rc
+
+# @huggingface/hub and its own dependencies, exactly as the lock file says,
+# into tests/js/node_modules (not in git). The stamp inside node_modules is
+# the lock file's hash and the Node version: npm ci runs again when either
+# changes or node_modules is gone. The package needs Node >= 18.
+JS="$REPO/tests/js"
+node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)' || {
+    echo "install-deps: Node.js $(node --version) is too old for @huggingface/hub (>= 18)" >&2
+    exit 1
+}
+stamp="$JS/node_modules/.hubd-stamp"
+want="$(sha256sum "$JS/package-lock.json" | cut -d' ' -f1) $(node --version)"
+if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
+    echo "install-deps: npm ci in tests/js" >&2
+    if ! npm ci --prefix "$JS" --ignore-scripts --no-audit --no-fund --loglevel=error \
+            --fetch-timeout=60000 >&2; then
+        echo "install-deps: npm ci failed in tests/js (is the npm registry reachable?)" >&2
+        exit 1
+    fi
+    printf '%s\n' "$want" >"$stamp"
+fi
