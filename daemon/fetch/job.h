@@ -127,6 +127,10 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
 int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *const *headers,
                size_t nheaders, job_waiter_t *w, const char **code, const char **msg);
 
+/* The HTTP client downloads use (its proxies and network policy): for the
+ * HTTP front's own requests to the Hub (metadata, not files). */
+struct http_client *jobs_http(jobs_t *js);
+
 /* Start-up: the network policy of every request and connection. */
 void jobs_set_policy(jobs_t *js, const netpolicy_t *policy);
 /* The forward proxies downloads go through (proxy.h); not owned. */

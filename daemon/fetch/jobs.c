@@ -229,6 +229,11 @@ void jobs_set_policy(jobs_t *js, const netpolicy_t *policy)
     http_client_set_policy(js->http, policy);
 }
 
+struct http_client *jobs_http(jobs_t *js)
+{
+    return js->http;
+}
+
 void jobs_set_proxies(jobs_t *js, const proxy_settings_t *proxies)
 {
     http_client_set_proxies(js->http, proxies);

@@ -51,6 +51,8 @@ typedef struct hreq {
     int value_too_long;
     int has_body; /* Content-Length > 0 or chunked: not served, the connection closes */
     int complete; /* the head (and any body) is in */
+    char *extra;  /* header lines every answer to it carries ("Name: v\r\n"...), or NULL */
+    int own_etag; /* extra has the ETag (the Hub's): the answer sets none of its own */
 } hreq_t;
 
 struct hconn {
@@ -92,11 +94,12 @@ struct hconn {
     int keep_alive;      /* read the next request after this answer */
     /* the fetch */
     job_waiter_t w;
-    int waiting;       /* w is in a job (jobs_cancel on close) */
-    int quota_counted; /* a waiting request of its uid (quota_request_end) */
-    int64_t total;     /* the download's announced length, -1 until known */
-    uint64_t written;  /* its partial file's bytes written (on_written) */
-    int streaming;     /* the answer follows the partial file as it lands */
+    int waiting;        /* w is in a job (jobs_cancel on close) */
+    int quota_counted;  /* a waiting request of its uid (quota_request_end) */
+    struct hf_meta *hf; /* the /hf endpoint's request to the Hub in flight, or NULL */
+    int64_t total;      /* the download's announced length, -1 until known */
+    uint64_t written;   /* its partial file's bytes written (on_written) */
+    int streaming;      /* the answer follows the partial file as it lands */
 };
 
 struct httpd {
@@ -133,6 +136,19 @@ void hreq_handle(hconn_t *c);
 void hreq_answer_text(hconn_t *c, int status, const char *code, const char *msg, int close_after);
 /* The fetch of c ends early (the client went away or the server closes). */
 void hreq_abandon(hconn_t *c);
+/* Starts the download of url (jobs_fetch) for c, whose answer follows
+ * (streamed, or the file): the generic form's and the Hub's. sha256: the
+ * expected digest or NULL. */
+void hreq_fetch(hconn_t *c, const char *url, const char *sha256);
+/* Answers with a head only: 200, Content-Length length, the request's
+ * extra lines. */
+void hreq_answer_head(hconn_t *c, uint64_t length);
+
+/* httpd_hf.c: the Hugging Face Hub endpoint, /hf/... */
+void hf_handle(hconn_t *c);
+/* Drops the Hub request in flight (the connection goes). */
+void hf_abandon(hconn_t *c);
+
 /* The generic form's URL from a request target: "/https://host/path?q",
  * or "/https:/host/path" as clients that merge slashes send it. 0, or -1
  * when the target is no such form (or the URL does not fit cap). */

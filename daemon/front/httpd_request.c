@@ -132,6 +132,7 @@ void hreq_reset(hreq_t *r)
 {
     for (unsigned i = 0; i < r->ncred; i++)
         free(r->cred[i]);
+    free(r->extra);
     memset(r, 0, sizeof *r);
 }
 
@@ -249,10 +250,10 @@ void hreq_answer_text(hconn_t *c, int status, const char *code, const char *msg,
     int len =
         asprintf(&text,
                  "HTTP/1.1 %d %s\r\nServer: hubd\r\nContent-Type: text/plain; "
-                 "charset=utf-8\r\nContent-Length: %zu\r\n%s%s%s%s%s\r\n%s%s",
+                 "charset=utf-8\r\nContent-Length: %zu\r\n%s%s%s%s%s%s\r\n%s%s",
                  status, reason(status), c->req.method == HTTP_HEAD ? (size_t)0 : n + 1,
-                 code ? "X-Hubd-Error: " : "", code ? code : "", code ? "\r\n" : "",
-                 status == 405 ? "Allow: GET, HEAD\r\n" : "",
+                 c->req.extra ? c->req.extra : "", code ? "X-Hubd-Error: " : "", code ? code : "",
+                 code ? "\r\n" : "", status == 405 ? "Allow: GET, HEAD\r\n" : "",
                  close_after || !c->keep_alive ? "Connection: close\r\n" : "",
                  c->req.method == HTTP_HEAD ? "" : line, c->req.method == HTTP_HEAD ? "" : "\n");
     answer(c, text, len, close_after);
@@ -284,10 +285,12 @@ static void answer_file(hconn_t *c, const job_result_t *res)
                  (unsigned long long)res->size);
     len = asprintf(&text,
                    "HTTP/1.1 %d %s\r\nServer: hubd\r\nContent-Type: application/octet-stream\r\n"
-                   "Content-Length: %llu\r\n%sAccept-Ranges: bytes\r\nETag: \"%s\"\r\n"
-                   "X-Hubd-Sha256: %s\r\nX-Hubd-Source: %s\r\n%s\r\n",
+                   "Content-Length: %llu\r\n%sAccept-Ranges: bytes\r\n%s%s%s"
+                   "X-Hubd-Sha256: %s\r\nX-Hubd-Source: %s\r\n%s%s\r\n",
                    rk == RANGE_ONE ? 206 : 200, reason(rk == RANGE_ONE ? 206 : 200),
-                   (unsigned long long)length, crange, res->sha256, res->sha256, sources[res->kind],
+                   (unsigned long long)length, crange, c->req.own_etag ? "" : "ETag: \"",
+                   c->req.own_etag ? "" : res->sha256, c->req.own_etag ? "" : "\"\r\n", res->sha256,
+                   sources[res->kind], c->req.extra ? c->req.extra : "",
                    c->keep_alive ? "" : "Connection: close\r\n");
     if (c->req.method != HTTP_HEAD && length > 0) {
         c->body = job_fd_ref(res->fd);
@@ -347,9 +350,9 @@ static void maybe_stream(hconn_t *c)
     int len = asprintf(
         &text,
         "HTTP/1.1 200 %s\r\nServer: hubd\r\nContent-Type: application/octet-stream\r\n"
-        "Content-Length: %lld\r\nAccept-Ranges: bytes\r\nX-Hubd-Source: %s\r\n%s\r\n",
+        "Content-Length: %lld\r\nAccept-Ranges: bytes\r\nX-Hubd-Source: %s\r\n%s%s\r\n",
         reason(200), (long long)c->total, c->w.kind == FETCH_ATTACHED ? "attached" : "download",
-        c->keep_alive ? "" : "Connection: close\r\n");
+        c->req.extra ? c->req.extra : "", c->keep_alive ? "" : "Connection: close\r\n");
     if (len < 0) {
         job_fd_unref(body);
         return;
@@ -373,15 +376,8 @@ static void on_progress(job_waiter_t *w, uint64_t done, int64_t total, uint64_t 
     if (c->req.method == HTTP_HEAD) {
         /* A HEAD is answered from the announced length: the download goes
          * on for the cache, without this request. */
-        char *text = NULL;
-        int len =
-            asprintf(&text,
-                     "HTTP/1.1 200 %s\r\nServer: hubd\r\nContent-Type: "
-                     "application/octet-stream\r\nContent-Length: %lld\r\nAccept-Ranges: "
-                     "bytes\r\nX-Hubd-Source: download\r\n%s\r\n",
-                     reason(200), (long long)total, c->keep_alive ? "" : "Connection: close\r\n");
         hreq_abandon(c);
-        answer(c, text, len, 0);
+        hreq_answer_head(c, (uint64_t)total);
         return;
     }
     maybe_stream(c);
@@ -435,8 +431,21 @@ static void on_finish(job_waiter_t *w, const job_result_t *res)
     answer_file(c, res);
 }
 
+void hreq_answer_head(hconn_t *c, uint64_t length)
+{
+    char *text = NULL;
+    int len =
+        asprintf(&text,
+                 "HTTP/1.1 200 %s\r\nServer: hubd\r\nContent-Type: application/octet-stream\r\n"
+                 "Content-Length: %llu\r\nAccept-Ranges: bytes\r\n%s%s\r\n",
+                 reason(200), (unsigned long long)length, c->req.extra ? c->req.extra : "",
+                 c->keep_alive ? "" : "Connection: close\r\n");
+    answer(c, text, len, 0);
+}
+
 void hreq_abandon(hconn_t *c)
 {
+    hf_abandon(c);
     if (c->waiting) {
         c->waiting = 0;
         jobs_cancel(&c->w);
@@ -532,10 +541,8 @@ void hreq_handle(hconn_t *c)
         return;
     }
     if (strcmp(r->target, "/hf") == 0 || strncmp(r->target, "/hf/", 4) == 0) {
-        hreq_answer_text(c, 501, "not_implemented",
-                         "the Hugging Face Hub endpoint /hf/ is not built yet; use the generic "
-                         "form /https://host/path",
-                         0);
+        c->state = HC_FETCH; /* the Hub is asked first */
+        hf_handle(c);
         return;
     }
     char url[HTTPD_TARGET_MAX + 2];
@@ -546,7 +553,13 @@ void hreq_handle(hconn_t *c)
                          0);
         return;
     }
+    hreq_fetch(c, url, NULL);
+}
+
+void hreq_fetch(hconn_t *c, const char *url, const char *sha256)
+{
     httpd_t *h = c->srv;
+    hreq_t *r = &c->req;
     unsigned waiting;
     if (quota_request_begin(h->d.quota, &c->who, h->d.cfg->max_requests_per_user, &waiting)) {
         char msg[160];
@@ -568,7 +581,7 @@ void hreq_handle(hconn_t *c)
     c->state = HC_FETCH;
     c->waiting = 1;
     const char *code, *msg;
-    if (jobs_fetch(h->d.jobs, url, NULL, (const char *const *)r->cred, r->ncred, &c->w, &code,
+    if (jobs_fetch(h->d.jobs, url, sha256, (const char *const *)r->cred, r->ncred, &c->w, &code,
                    &msg)) {
         c->waiting = 0;
         hreq_abandon(c);

@@ -31,6 +31,15 @@
 typedef struct http_client http_client_t;
 typedef struct http_req http_req_t;
 
+enum {
+    HTTP_HUB_COMMIT,
+    HTTP_HUB_LINKED_ETAG,
+    HTTP_HUB_LINKED_SIZE,
+    HTTP_HUB_ERROR_CODE,
+    HTTP_HUB_ERROR_MESSAGE,
+    HTTP_HUB_N
+};
+
 typedef struct http_response {
     int status;             /* final status (1xx responses are skipped, headers and all) */
     int64_t content_length; /* -1 when not announced */
@@ -39,7 +48,11 @@ typedef struct http_response {
     const char *last_modified;
     const char *content_range; /* of a 206 */
     const char *retry_after;   /* of a 429 or 503 */
-    int from_proxy;            /* sent to a forward proxy in absolute form: its 407 is its own */
+    /* The Hugging Face Hub's metadata and error headers (the HTTP front's
+     * /hf endpoint passes them on): X-Repo-Commit, X-Linked-Etag,
+     * X-Linked-Size, X-Error-Code, X-Error-Message. */
+    const char *hub[HTTP_HUB_N];
+    int from_proxy; /* sent to a forward proxy in absolute form: its 407 is its own */
 } http_response_t;
 
 enum http_body_mode {

@@ -89,8 +89,9 @@ struct http_req {
     char *value;               /* the header value being read (HTTP_MAX_VALUE) */
     size_t value_len;
     char *location, *etag, *last_modified, *content_range, *retry_after;
-    int starting;    /* inside http_request(): completions are deferred */
-    int is_deferred; /* on client->deferred */
+    char *hub[HTTP_HUB_N]; /* http_response_t.hub */
+    int starting;          /* inside http_request(): completions are deferred */
+    int is_deferred;       /* on client->deferred */
     http_req_t *next_deferred;
     const char *deferred_code; /* the deferred outcome */
     char deferred_msg[512];

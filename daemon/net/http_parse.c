@@ -23,6 +23,10 @@ void http_req_forget_headers(http_req_t *req)
     free(req->content_range);
     free(req->retry_after);
     req->location = req->etag = req->last_modified = req->content_range = req->retry_after = NULL;
+    for (int i = 0; i < HTTP_HUB_N; i++) {
+        free(req->hub[i]);
+        req->hub[i] = NULL;
+    }
 }
 
 static http_req_t *parser_req(llhttp_t *p)
@@ -149,6 +153,11 @@ static int on_header_value_complete(llhttp_t *p)
             slot = &req->content_range;
         else if (strcmp(req->field, "retry-after") == 0)
             slot = &req->retry_after;
+        static const char *const hub[HTTP_HUB_N] = {
+            "x-repo-commit", "x-linked-etag", "x-linked-size", "x-error-code", "x-error-message"};
+        for (int i = 0; i < HTTP_HUB_N && !slot; i++)
+            if (strcmp(req->field, hub[i]) == 0)
+                slot = &req->hub[i];
     }
     if (slot && req->value_len < HTTP_MAX_VALUE) {
         free(*slot);
@@ -199,6 +208,8 @@ static int on_headers_complete(llhttp_t *p)
         .retry_after = req->retry_after,
         .from_proxy = req->absolute,
     };
+    for (int i = 0; i < HTTP_HUB_N; i++)
+        resp.hub[i] = req->hub[i];
     if (p->flags & F_CHUNKED)
         resp.content_length = -1;
     int mode = req->cbs.on_headers(req, &resp, req->data);

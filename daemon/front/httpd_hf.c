@@ -1,0 +1,354 @@
+/* httpd_hf: the Hugging Face Hub endpoint of the HTTP front (issue 13), so
+ * that HF_ENDPOINT=http://127.0.0.1:8399/hf sends the Hub clients' file
+ * downloads through hubd.
+ *
+ * `HEAD|GET /hf/[datasets/|spaces/]{repo}/resolve/{rev}/{path}`: the Hub
+ * (hf_upstream) is asked first for the file's metadata, with the client's
+ * credentials and `Range: bytes=0-0` (a small file answers 206 with its
+ * length; an LFS file 302 to its CDN): relative redirects (a renamed repo)
+ * are followed here, a redirect to another host is the file's. The answer
+ * carries the Hub's X-Repo-Commit, ETag, X-Linked-Etag and X-Linked-Size,
+ * never a Location or a xet hint (a client that sees one bypasses the
+ * front). A HEAD is answered from that; a GET downloads the file pinned to
+ * the commit (`resolve/{commit}/{path}`, the cache key, shared by branch and
+ * tag names of one commit), with the LFS file's SHA-256 (X-Linked-Etag) as
+ * the expected digest: verified, and a hit by content under any repo or
+ * revision. The Hub's errors pass with their status, X-Error-Code,
+ * X-Error-Message and X-Repo-Commit. Asking the Hub each time, with the
+ * client's own token, is also what keeps a gated file cached for one token
+ * from reaching a client whose token the Hub refuses.
+ *
+ * Not built yet: the API routes (/hf/api/...), the SHA-1 check of small
+ * files' git ETag, remembering the commit a HEAD announced for the GET. */
+#include "http.h"
+#include "httpd_internal.h"
+#include "log.h"
+#include "url.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define HF_MAX_HOPS 5 /* relative redirects (renamed repos) followed */
+
+typedef struct hf_meta {
+    hconn_t *c;
+    http_req_t *req; /* the request to the Hub in flight, or NULL */
+    url_t url;       /* the hop asked */
+    unsigned hops;
+    char *prefix, *repo, *path; /* "datasets/" or "", "org/name", "dir/file" */
+    /* what the last answer said */
+    int status;
+    int64_t content_length;
+    char *location, *etag, *content_range;
+    char *hub[HTTP_HUB_N];
+} hf_meta_t;
+
+static void meta_forget(hf_meta_t *m)
+{
+    free(m->location);
+    free(m->etag);
+    free(m->content_range);
+    m->location = m->etag = m->content_range = NULL;
+    for (int i = 0; i < HTTP_HUB_N; i++) {
+        free(m->hub[i]);
+        m->hub[i] = NULL;
+    }
+}
+
+static void meta_free(hf_meta_t *m)
+{
+    meta_forget(m);
+    url_free(&m->url);
+    free(m->prefix);
+    free(m->repo);
+    free(m->path);
+    free(m);
+}
+
+void hf_abandon(hconn_t *c)
+{
+    hf_meta_t *m = c->hf;
+    if (!m)
+        return;
+    c->hf = NULL;
+    if (m->req)
+        http_req_abort(m->req);
+    meta_free(m);
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static int on_meta_headers(http_req_t *req, const http_response_t *resp, void *data)
+{
+    hf_meta_t *m = data;
+    (void)req;
+    meta_forget(m);
+    m->status = resp->status;
+    m->content_length = resp->content_length;
+    m->location = dup_or_null(resp->location);
+    m->etag = dup_or_null(resp->etag);
+    m->content_range = dup_or_null(resp->content_range);
+    for (int i = 0; i < HTTP_HUB_N; i++)
+        m->hub[i] = dup_or_null(resp->hub[i]);
+    return HTTP_BODY_DISCARD; /* one byte, or a redirect's or an error's text */
+}
+
+static void on_meta_body(http_req_t *req, buf_t *buf, const char *p, size_t n, void *data)
+{
+    (void)req, (void)buf, (void)p, (void)n, (void)data;
+}
+
+static void ask(hf_meta_t *m);
+
+/* "Name: value\r\n" into the request's extra lines, when value is set. */
+static int add_line(hreq_t *r, const char *name, const char *value)
+{
+    if (!value)
+        return 0;
+    for (const char *v = value; *v; v++)
+        if ((unsigned char)*v < 0x20)
+            return 0; /* no header smuggling through the Hub's values */
+    char *more = NULL;
+    if (asprintf(&more, "%s%s: %s\r\n", r->extra ? r->extra : "", name, value) < 0)
+        return -1;
+    free(r->extra);
+    r->extra = more;
+    return 0;
+}
+
+/* The Hub's answer is not the file's metadata: its status and error
+ * headers pass, with a one-line text. */
+static void pass_error(hconn_t *c, hf_meta_t *m)
+{
+    hreq_t *r = &c->req;
+    add_line(r, "X-Error-Code", m->hub[HTTP_HUB_ERROR_CODE]);
+    add_line(r, "X-Error-Message", m->hub[HTTP_HUB_ERROR_MESSAGE]);
+    add_line(r, "X-Repo-Commit", m->hub[HTTP_HUB_COMMIT]);
+    int status = m->status >= 400 && m->status <= 599 ? m->status : 502;
+    char code[16], msg[300];
+    snprintf(code, sizeof code, "http_%d", m->status);
+    snprintf(msg, sizeof msg, "%s",
+             m->hub[HTTP_HUB_ERROR_MESSAGE] ? m->hub[HTTP_HUB_ERROR_MESSAGE] : "the Hub refused");
+    hf_abandon(c);
+    hreq_answer_text(c, status, code, msg, 0);
+}
+
+/* "bytes 0-0/1234" → 1234; -1 when not that form. */
+static int64_t range_total(const char *cr)
+{
+    const char *slash = cr ? strrchr(cr, '/') : NULL;
+    if (!slash || slash[1] < '0' || slash[1] > '9')
+        return -1;
+    char *end;
+    unsigned long long v = strtoull(slash + 1, &end, 10);
+    return *end ? -1 : (int64_t)v;
+}
+
+/* A quoted (or weak) ETag's bare value into out: 64 lowercase hex digits
+ * for an LFS file's SHA-256. */
+static int sha256_of_etag(const char *etag, char out[65])
+{
+    if (!etag)
+        return -1;
+    if (strncmp(etag, "W/", 2) == 0)
+        etag += 2;
+    size_t n = strlen(etag);
+    if (n >= 2 && etag[0] == '"' && etag[n - 1] == '"')
+        etag++, n -= 2;
+    if (n != 64)
+        return -1;
+    for (size_t i = 0; i < 64; i++) {
+        char ch = etag[i];
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F')))
+            return -1;
+        out[i] = ch >= 'A' && ch <= 'F' ? (char)(ch + 32) : ch;
+    }
+    out[64] = '\0';
+    return 0;
+}
+
+/* The metadata is in: answer a HEAD, or download the file pinned to the
+ * commit. */
+static void metadata_done(hconn_t *c, hf_meta_t *m)
+{
+    hreq_t *r = &c->req;
+    const char *commit = m->hub[HTTP_HUB_COMMIT];
+    int lfs = m->status >= 300 && m->status < 400;
+    int64_t size = lfs ? (m->hub[HTTP_HUB_LINKED_SIZE] ? atoll(m->hub[HTTP_HUB_LINKED_SIZE]) : -1)
+                       : (m->status == 206 ? range_total(m->content_range) : m->content_length);
+    char sha[65];
+    if (!commit || size < 0 || (lfs && sha256_of_etag(m->hub[HTTP_HUB_LINKED_ETAG], sha))) {
+        hf_abandon(c);
+        hreq_answer_text(c, 502, "http_parse",
+                         "the Hub's answer has no X-Repo-Commit, size or (for an LFS file) "
+                         "X-Linked-Etag",
+                         0);
+        return;
+    }
+    add_line(r, "X-Repo-Commit", commit);
+    add_line(r, "ETag", m->etag);
+    r->own_etag = m->etag != NULL;
+    if (lfs) {
+        add_line(r, "X-Linked-Etag", m->hub[HTTP_HUB_LINKED_ETAG]);
+        add_line(r, "X-Linked-Size", m->hub[HTTP_HUB_LINKED_SIZE]);
+    }
+    if (r->method == HTTP_HEAD) {
+        hf_abandon(c);
+        hreq_answer_head(c, (uint64_t)size);
+        return;
+    }
+    char *url = NULL;
+    const char *up = c->srv->d.cfg->hf_upstream;
+    int n = asprintf(&url, "%s/%s%s/resolve/%s/%s", up, m->prefix, m->repo, commit, m->path);
+    hf_abandon(c);
+    if (n < 0) {
+        hreq_answer_text(c, 500, "internal", "out of memory", 0);
+        return;
+    }
+    hreq_fetch(c, url, lfs ? sha : NULL);
+    free(url);
+}
+
+static void on_meta_done(http_req_t *req, const char *code, const char *msg, void *data)
+{
+    hf_meta_t *m = data;
+    hconn_t *c = m->c;
+    (void)req;
+    m->req = NULL;
+    if (code) {
+        hf_abandon(c);
+        hreq_answer_text(c, httpd_status_of(code), code, msg, 0);
+        return;
+    }
+    if (m->status >= 300 && m->status < 400 && m->location) {
+        url_t next;
+        char *abs = NULL;
+        int same = url_resolve(&m->url, m->location, &abs) == 0 && url_parse(abs, &next, NULL) == 0;
+        free(abs);
+        if (same && url_same_origin(&m->url, &next)) { /* a renamed repo: follow it here */
+            if (++m->hops > HF_MAX_HOPS) {
+                url_free(&next);
+                hf_abandon(c);
+                hreq_answer_text(c, 502, "redirect", "the Hub redirected too many times", 0);
+                return;
+            }
+            url_free(&m->url);
+            m->url = next;
+            ask(m);
+            return;
+        }
+        if (same)
+            url_free(&next);
+        metadata_done(c, m); /* to a CDN: an LFS file */
+        return;
+    }
+    if (m->status == 200 || m->status == 206) {
+        metadata_done(c, m);
+        return;
+    }
+    pass_error(c, m);
+}
+
+static const http_req_cbs_t meta_cbs = {on_meta_headers, on_meta_body, on_meta_done};
+
+/* The request to the Hub for the current hop, with the client's
+ * credentials (only to the Hub's own origin: http.c's callers decide;
+ * here every hop is the Hub's). */
+static void ask(hf_meta_t *m)
+{
+    hconn_t *c = m->c;
+    char *hdrs = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&hdrs, &len);
+    if (f) {
+        fputs("Range: bytes=0-0\r\n", f);
+        for (unsigned i = 0; i < c->req.ncred; i++)
+            fprintf(f, "%s\r\n", c->req.cred[i]);
+        fclose(f);
+    }
+    int rc =
+        hdrs ? http_request(jobs_http(c->srv->d.jobs), &m->url, hdrs, &meta_cbs, m, &m->req) : -1;
+    free(hdrs);
+    if (rc) {
+        m->req = NULL;
+        hf_abandon(c);
+        hreq_answer_text(c, rc == -EACCES ? 403 : 500, rc == -EACCES ? "forbidden" : "internal",
+                         rc == -EACCES ? "the network policy does not allow the Hub's host"
+                                       : "cannot ask the Hub",
+                         0);
+    }
+}
+
+/* "/hf/[datasets/|spaces/|models/]{repo}/resolve/{rev}/{path}": 0 with the
+ * parts, -1 for another form. */
+static int parse_resolve(const char *target, char **prefix, char **repo, char **rev, char **path)
+{
+    const char *t = target + 4; /* after "/hf/" */
+    const char *q = strchr(t, '?');
+    size_t tl = q ? (size_t)(q - t) : strlen(t);
+    const char *pre = "";
+    if (strncmp(t, "datasets/", 9) == 0)
+        pre = "datasets/", t += 9, tl -= 9;
+    else if (strncmp(t, "spaces/", 7) == 0)
+        pre = "spaces/", t += 7, tl -= 7;
+    else if (strncmp(t, "models/", 7) == 0)
+        t += 7, tl -= 7;
+    const char *res = NULL;
+    for (const char *p = t; p + 9 <= t + tl; p++)
+        if (strncmp(p, "/resolve/", 9) == 0) {
+            res = p;
+            break;
+        }
+    if (!res || res == t)
+        return -1;
+    const char *rv = res + 9, *end = t + tl;
+    const char *slash = memchr(rv, '/', (size_t)(end - rv));
+    if (!slash || slash == rv || slash + 1 >= end)
+        return -1;
+    *prefix = strdup(pre);
+    *repo = strndup(t, (size_t)(res - t));
+    *rev = strndup(rv, (size_t)(slash - rv));
+    *path = strndup(slash + 1, (size_t)(end - slash - 1));
+    return *prefix && *repo && *rev && *path ? 0 : -1;
+}
+
+void hf_handle(hconn_t *c)
+{
+    const char *target = c->req.target;
+    if (strncmp(target, "/hf/api/", 8) == 0) {
+        hreq_answer_text(c, 501, "not_implemented",
+                         "the Hub's API routes are not served by the front yet", 0);
+        return;
+    }
+    hf_meta_t *m = calloc(1, sizeof *m);
+    char *rev = NULL;
+    if (!m || parse_resolve(target, &m->prefix, &m->repo, &rev, &m->path)) {
+        if (m)
+            meta_free(m);
+        free(rev);
+        hreq_answer_text(c, 404, "bad_url",
+                         "the front serves /hf/[datasets/|spaces/]{repo}/resolve/{rev}/{path}", 0);
+        return;
+    }
+    char *text = NULL;
+    int n = asprintf(&text, "%s/%s%s/resolve/%s/%s", c->srv->d.cfg->hf_upstream, m->prefix, m->repo,
+                     rev, m->path);
+    free(rev);
+    const char *why = NULL;
+    if (n < 0 || url_parse(text, &m->url, &why)) {
+        free(text);
+        meta_free(m);
+        hreq_answer_text(c, 400, "bad_url", why ? why : "out of memory", 0);
+        return;
+    }
+    free(text);
+    m->c = c;
+    c->hf = m;
+    ask(m);
+}
