@@ -18,8 +18,11 @@
  * client's own token, is also what keeps a gated file cached for one token
  * from reaching a client whose token the Hub refuses.
  *
+ * A HEAD's commit is remembered for a while (hf_rev_t), so that the GET
+ * after it gets the file the HEAD described even if the branch moved.
+ *
  * Not built yet: the API routes (/hf/api/...), the SHA-1 check of small
- * files' git ETag, remembering the commit a HEAD announced for the GET. */
+ * files' git ETag. */
 #include "http.h"
 #include "httpd_internal.h"
 #include "log.h"
@@ -35,6 +38,7 @@
 
 typedef struct hf_meta {
     hconn_t *c;
+    char key[512];   /* "prefix repo@rev" as the client named it (hf_rev_t) */
     http_req_t *req; /* the request to the Hub in flight, or NULL */
     url_t url;       /* the hop asked */
     unsigned hops;
@@ -173,6 +177,34 @@ static int sha256_of_etag(const char *etag, char out[65])
     return 0;
 }
 
+/* The commit a HEAD announced for key, or NULL (forgotten, or never). */
+static const char *rev_lookup(httpd_t *h, const char *key)
+{
+    uint64_t now = uv_now(h->d.loop);
+    for (int i = 0; i < HF_REVS; i++)
+        if (h->revs[i].until > now && strcmp(h->revs[i].key, key) == 0)
+            return h->revs[i].commit;
+    return NULL;
+}
+
+static void rev_remember(httpd_t *h, const char *key, const char *commit)
+{
+    if (strlen(commit) != 40 || strlen(key) >= sizeof h->revs[0].key)
+        return;
+    hf_rev_t *slot = &h->revs[0];
+    for (int i = 0; i < HF_REVS; i++) { /* the same key, else the oldest */
+        if (strcmp(h->revs[i].key, key) == 0) {
+            slot = &h->revs[i];
+            break;
+        }
+        if (h->revs[i].until < slot->until)
+            slot = &h->revs[i];
+    }
+    snprintf(slot->key, sizeof slot->key, "%s", key);
+    memcpy(slot->commit, commit, 41);
+    slot->until = uv_now(h->d.loop) + HF_REV_TTL_MS;
+}
+
 /* The metadata is in: answer a HEAD, or download the file pinned to the
  * commit. */
 static void metadata_done(hconn_t *c, hf_meta_t *m)
@@ -199,6 +231,7 @@ static void metadata_done(hconn_t *c, hf_meta_t *m)
         add_line(r, "X-Linked-Size", m->hub[HTTP_HUB_LINKED_SIZE]);
     }
     if (r->method == HTTP_HEAD) {
+        rev_remember(c->srv, m->key, commit);
         hf_abandon(c);
         hreq_answer_head(c, (uint64_t)size);
         return;
@@ -336,9 +369,13 @@ void hf_handle(hconn_t *c)
                          "the front serves /hf/[datasets/|spaces/]{repo}/resolve/{rev}/{path}", 0);
         return;
     }
+    /* A GET after a HEAD of the same revision asks for the commit the HEAD
+     * announced. */
+    snprintf(m->key, sizeof m->key, "%s%s@%s", m->prefix, m->repo, rev);
+    const char *pinned = c->req.method == HTTP_GET ? rev_lookup(c->srv, m->key) : NULL;
     char *text = NULL;
     int n = asprintf(&text, "%s/%s%s/resolve/%s/%s", c->srv->d.cfg->hf_upstream, m->prefix, m->repo,
-                     rev, m->path);
+                     pinned ? pinned : rev, m->path);
     free(rev);
     const char *why = NULL;
     if (n < 0 || url_parse(text, &m->url, &why)) {

@@ -102,10 +102,22 @@ struct hconn {
     int streaming;      /* the answer follows the partial file as it lands */
 };
 
+/* A revision a HEAD resolved to a commit, for the GET that follows it: a
+ * branch may move between the two, and the client must get the file the
+ * HEAD described. */
+#define HF_REVS 64
+#define HF_REV_TTL_MS 300000
+typedef struct hf_rev {
+    char key[512]; /* "datasets/org/name@rev" */
+    char commit[41];
+    uint64_t until; /* uv_now() when it is forgotten */
+} hf_rev_t;
+
 struct httpd {
     httpd_deps_t d;
-    list_t conns;    /* open connections, closing ones too */
-    unsigned nconns; /* not yet freed */
+    hf_rev_t revs[HF_REVS]; /* httpd_hf.c's memory; the oldest goes first */
+    list_t conns;           /* open connections, closing ones too */
+    unsigned nconns;        /* not yet freed */
     httpd_stats_t stats;
     uv_timer_t closer; /* calls the close callback from a loop iteration */
     int closing;
