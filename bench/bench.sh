@@ -32,7 +32,19 @@
 # interpreter), BENCH_PROXY=1 to add rows through a Squid forward proxy
 # (config derived from etc/fleet/squid.conf, caching off): hubd-squid and
 # curl+sha256sum-squid over http (absolute form) and https (CONNECT), each
-# compared with its direct row.
+# compared with its direct row. BENCH_FRONT=1 to add the HTTP front's rows
+# (issue 13; a second hubd with http_listen on a free loopback port):
+#   nginx           curl -o FILE of the file straight from the plain nginx
+#   hubd-front      the same curl through the front, the file already in that
+#                   hubd's cache (warmed before the rounds; X-Hubd-Source: hit)
+#   front-cold      one curl through the front of a hubd with a fresh cache
+#   front-cold-x8   8 concurrent curls the same way: wall until all are done,
+#                   and the bytes nginx sent for the file (its access log)
+#   nginx-x8        8 concurrent curls straight from nginx (what the machine
+#                   does for 8 clients with a server that has it all in memory)
+# These time curl alone (-D HEADERS -o FILE); the digests are checked after
+# the timing. The cold rows' outputs go to tmpfs (BENCH_FRONT_OUT, default
+# /dev/shm) so that 8 GiB of client writes do not measure the disk.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -63,6 +75,12 @@ if [[ ${BENCH_PROXY:-0} == 1 ]]; then
     # Through Squid: the direct rows stay, so each proxied row has its twin.
     TOOLS+=(hubd-squid curl+sha256sum-squid hubd-squid-https curl+sha256sum-squid-https)
 fi
+if [[ ${BENCH_FRONT:-0} == 1 ]]; then
+    # The HTTP front against nginx: warm (a hit, served by sendfile from the
+    # blob) and cold (a fresh cache, one client and eight).
+    TOOLS+=(nginx hubd-front front-cold front-cold-x8 nginx-x8)
+fi
+FRONT_CLIENTS=8
 
 SIZE_MIB=${1:-1024}
 ROUNDS=${2:-3}
@@ -76,6 +94,9 @@ hubd_pid=""   # the current hubd, our child
 hubd_cache="" # its cache dir, removed when it stops
 squid_pid=""  # BENCH_PROXY: Squid (squid -N: the pid is Squid's own)
 squid_dir=""  # its files; a dir of its own, owned by the user Squid runs as
+front_pid=""  # BENCH_FRONT: the warm hubd with the HTTP front, our child
+front_out=""  # BENCH_FRONT: the cold rows' output dir (tmpfs)
+nginx_pid=""  # the plain nginx's master (nginx-origin.sh prints it)
 
 die() {
     echo "bench: $*" >&2
@@ -91,6 +112,8 @@ cleanup() {
     [[ -n $hubd_pid ]] && stop_pid "$hubd_pid"
     [[ -n $squid_pid ]] && stop_pid "$squid_pid"
     [[ -n $squid_dir ]] && rm -rf "$squid_dir"
+    [[ -n $front_pid ]] && stop_pid "$front_pid"
+    [[ -n $front_out ]] && rm -rf "$front_out"
     if [[ -n $work ]]; then
         "$NGINX_ORIGIN" stop "$work/nginx" || true
         "$NGINX_ORIGIN" stop "$work/nginx-tls" || true
@@ -206,6 +229,67 @@ start_squid() {
     printf '[hubd]\nproxy = %s\n' "$squid_url" >"$work/proxy.conf"
 }
 
+# BENCH_FRONT: writes a hubd config with http_listen on a free loopback port
+# to FILE and prints the port.
+front_conf() {
+    local port
+    port=$("$NGINX_ORIGIN" freeport)
+    printf '[hubd]\nhttp_listen = 127.0.0.1:%s\n' "$port" >"$1"
+    echo "$port"
+}
+
+# wait_port PORT PID: until something listens on 127.0.0.1:PORT (10 s), as
+# long as PID lives.
+wait_port() {
+    local i
+    for ((i = 0; i < 100; i++)); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        kill -0 "$2" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+
+# BENCH_FRONT: the warm hubd, on a socket and cache of its own (the hubd rows
+# restart theirs), with the front on a free port; fetches the file once
+# through the front so that every hubd-front row is a hit. Sets front_url.
+start_front() {
+    local port i
+    port=$(front_conf "$work/front.conf")
+    rm -rf "$work/cache-front"
+    "$HUBD" --socket "$work/front.sock" --cache-dir "$work/cache-front" \
+        --config "$work/front.conf" 2>"$work/hubd-front.log" &
+    front_pid=$!
+    for ((i = 0; i < 100; i++)); do # 10 s at most
+        HUBD_SOCKET=$work/front.sock "$HUBCTL" status >/dev/null 2>&1 && break
+        kill -0 "$front_pid" 2>/dev/null || die "the front's hubd exited: $(tail -n 3 "$work/hubd-front.log")"
+        sleep 0.1
+    done
+    wait_port "$port" "$front_pid" || die "hubd does not listen on http_listen 127.0.0.1:$port"
+    front_url=http://127.0.0.1:$port/$url
+    curl -sS -D "$work/front-warm.head" -o /dev/null "$front_url" ||
+        die "warming the front's cache failed: $(tail -n 3 "$work/hubd-front.log")"
+    grep -qi '^X-Hubd-Source: download' "$work/front-warm.head" ||
+        die "the warming fetch was not a download: $(tr '\r\n' '  ' <"$work/front-warm.head")"
+    [[ $(head_field "$work/front-warm.head" X-Hubd-Sha256) == "$src_sha" ]] ||
+        die "the front's warming fetch has the wrong X-Hubd-Sha256"
+}
+
+# head_field FILE NAME: the value of header NAME in a curl -D file.
+head_field() {
+    awk -v n="$2" -F': *' \
+        'tolower($1) == tolower(n) { v = $2; sub(/\r$/, "", v) } END { print v }' "$1"
+}
+
+# The CPU ticks of the plain nginx's worker(s) (one, see nginx-origin.sh).
+nginx_ticks() {
+    local w t=0
+    for w in $(pgrep -P "$nginx_pid"); do
+        t=$((t + $(proc_cpu_ticks "$w")))
+    done
+    echo "$t"
+}
+
 # -- measurement -----------------------------------------------------------
 
 # timed CMD...: runs CMD with its stdout to $work/cmd.out and stderr to
@@ -227,6 +311,38 @@ curl_and_sum() {
     curl -sS "$@" -o "$work/out/curl.bin" "$u" && sha256sum "$work/out/curl.bin"
 }
 
+# curl_clients N URL: N curls at once, each -D HEAD.k -o OUT.k into
+# $front_out; fails if any fails.
+curl_clients() {
+    local n=$1 u=$2 k rc=0
+    local -a pids=()
+    for ((k = 1; k <= n; k++)); do
+        curl -sS -D "$front_out/head.$k" -o "$front_out/out.$k" "$u" &
+        pids+=($!)
+    done
+    for k in "${pids[@]}"; do
+        wait "$k" || rc=$?
+    done
+    return "$rc"
+}
+
+# check_clients N: every output's digest against the source's (after the
+# timing; two at a time); prints "ok" or what is wrong, and the sources.
+check_clients() {
+    local n=$1 k bad=""
+    # shellcheck disable=SC2016 # sh -c's own $1 and $2
+    for ((k = 1; k <= n; k++)); do echo "$k"; done |
+        xargs -P 2 -I{} sh -c 'openssl dgst -sha256 -r "$1/out.$2" | cut -d" " -f1 >"$1/sum.$2"' _ "$front_out" {}
+    for ((k = 1; k <= n; k++)); do
+        [[ $(<"$front_out/sum.$k") == "$src_sha" ]] || bad+=" $k"
+    done
+    if [[ -n $bad ]]; then
+        echo "WRONG sha256 of client(s)$bad"
+    else
+        echo ok
+    fi
+}
+
 # Prints "protocol cipher" of the last GET in the TLS nginx's access log:
 # the download just measured (nothing else talks to that nginx).
 tls_of_last_get() {
@@ -236,7 +352,7 @@ tls_of_last_get() {
 
 # run_tool NAME ROUND: one measured download; appends a row to results.tsv.
 run_tool() {
-    local tool=$1 round=$2 digest="" cpu ticks0 ticks1 u=$url tls="-"
+    local tool=$1 round=$2 digest="" cpu ticks0 ticks1 u=$url tls="-" note="-" ok=ok
     local -a hubd_args=() curl_args=() py_args=()
     rm -rf "$work/out"
     mkdir -p "$work/out"
@@ -285,9 +401,68 @@ run_tool() {
         timed curl_and_sum "$u" "${curl_args[@]}"
         [[ $T_RC -eq 0 ]] && digest=$(cut -d' ' -f1 "$work/cmd.out")
         ;;
+    nginx | hubd-front)
+        # curl alone is timed, the same for both; CPU is curl's plus the
+        # server's (nginx's worker, or hubd), read from /proc around it.
+        local spid=$front_pid
+        [[ $tool == hubd-front ]] && u=$front_url
+        settle
+        if [[ $tool == nginx ]]; then ticks0=$(nginx_ticks); else ticks0=$(proc_cpu_ticks "$spid"); fi
+        timed curl -sS -D "$work/out/head.txt" -o "$work/out/curl.bin" "$u"
+        if [[ $tool == nginx ]]; then ticks1=$(nginx_ticks); else ticks1=$(proc_cpu_ticks "$spid"); fi
+        T_CPU=$(awk -v c="$T_CPU" -v a="$ticks0" -v b="$ticks1" -v hz="$CLK_TCK" \
+            'BEGIN { printf "%.3f", c + (b - a) / hz }')
+        if [[ $T_RC -eq 0 ]]; then
+            digest=$(openssl dgst -sha256 -r "$work/out/curl.bin" | cut -d' ' -f1)
+            if [[ $tool == hubd-front ]]; then
+                note=$(head_field "$work/out/head.txt" X-Hubd-Source)
+                [[ $note == hit ]] || ok="NOT A HIT (X-Hubd-Source: ${note:-none})"
+            fi
+        fi
+        ;;
+    front-cold | front-cold-x8 | nginx-x8)
+        # A fresh hubd (empty cache, the front on a new free port) for the
+        # front rows; clients write to tmpfs; the origin's bytes for the
+        # file come from the lines nginx logs during the row.
+        local n=1 port log0 src_count
+        [[ $tool == *-x8 ]] && n=$FRONT_CLIENTS
+        rm -f "$front_out"/*
+        if [[ $tool == front-cold* ]]; then
+            stop_hubd
+            port=$(front_conf "$work/cold.conf")
+            HUBD_FAILURE=""
+            if ! start_hubd "$work/cache-$tool" --config "$work/cold.conf" ||
+                ! wait_port "$port" "$hubd_pid"; then
+                T_RC=125
+                echo "${HUBD_FAILURE:-hubd does not listen on 127.0.0.1:$port}" >"$work/cmd.err"
+            fi
+            u=http://127.0.0.1:$port/$url_cold
+        fi
+        if [[ $T_RC -eq 0 ]]; then
+            settle
+            log0=$(wc -l <"$work/nginx/access.log")
+            if [[ $tool == nginx-x8 ]]; then ticks0=$(nginx_ticks); else ticks0=$(proc_cpu_ticks "$hubd_pid"); fi
+            timed curl_clients "$n" "$u"
+            if [[ $tool == nginx-x8 ]]; then ticks1=$(nginx_ticks); else ticks1=$(proc_cpu_ticks "$hubd_pid"); fi
+            T_CPU=$(awk -v c="$T_CPU" -v a="$ticks0" -v b="$ticks1" -v hz="$CLK_TCK" \
+                'BEGIN { printf "%.3f", c + (b - a) / hz }')
+        fi
+        if [[ $T_RC -eq 0 ]]; then
+            ok=$(check_clients "$n")
+            digest=$src_sha
+            if [[ $tool == front-cold* ]]; then
+                src_count=$(cat "$front_out"/head.* | awk -F': *' 'tolower($1) == "x-hubd-source" {
+                    sub(/\r$/, "", $2); n[$2]++ } END { for (k in n) { printf "%s%d %s", s, n[k], k; s = ", " } }')
+                note=$(awk -F'\t' -v n0="$log0" -v uri="/files/cold.bin" -v size="$src_size" \
+                    'NR > n0 && $2 == uri { b += $4; r++ }
+                     END { printf "origin %.3fx in %d request(s)", b / size, r }' "$work/nginx/access.log")
+                note+="; $src_count"
+            fi
+        fi
+        rm -f "$front_out"/*
+        ;;
     esac
     [[ $tool == *-https && $T_RC -eq 0 ]] && tls=$(tls_of_last_get)
-    local ok=ok
     if [[ $T_RC -ne 0 ]]; then
         ok="FAILED (exit $T_RC: $(head -c 300 "$work/cmd.err" | tr '\n\t' '  '))"
     elif [[ $digest != "$src_sha" ]]; then
@@ -296,12 +471,12 @@ run_tool() {
     if [[ $T_RC -ne 0 ]]; then # no numbers: they would measure the failure
         printf '  round %d/%d  %-20s %s\n' "$round" "$ROUNDS" "$tool" "$ok"
     else
-        printf '  round %d/%d  %-20s %8.3f s  %8.1f MiB/s  cpu %7.3f s  sha256 %s%s\n' \
+        printf '  round %d/%d  %-20s %8.3f s  %8.1f MiB/s  cpu %7.3f s  sha256 %s%s%s\n' \
             "$round" "$ROUNDS" "$tool" "$T_WALL" \
             "$(awk -v s="$SIZE_MIB" -v w="$T_WALL" 'BEGIN { printf "%.1f", (w > 0) ? s / w : 0 }')" \
-            "$T_CPU" "$ok" "$([[ $tls == - ]] || echo "  ($tls)")"
+            "$T_CPU" "$ok" "$([[ $tls == - ]] || echo "  ($tls)")" "$([[ $note == - ]] || echo "  ($note)")"
     fi
-    printf '%s\t%d\t%s\t%s\t%s\t%s\n' "$tool" "$round" "$T_WALL" "$T_CPU" "$ok" "$tls" >>"$work/results.tsv"
+    printf '%s\t%d\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$round" "$T_WALL" "$T_CPU" "$ok" "$tls" "$note" >>"$work/results.tsv"
     rm -rf "$work/out"
 }
 
@@ -314,17 +489,23 @@ CLK_TCK=$(getconf CLK_TCK)
 export HUBD_SOCKET=$work/hubd.sock
 
 # The source, the outputs and hubd's cache all live in $work: one filesystem.
+# BENCH_FRONT keeps a second cache (the warm front's) for the whole run.
+need_mib=$((3 * SIZE_MIB + 100))
+[[ ${BENCH_FRONT:-0} == 1 ]] && need_mib=$((4 * SIZE_MIB + 100))
 free_mib=$(df -Pm "$work" | awk 'NR == 2 { print $4 }')
-((free_mib > 3 * SIZE_MIB + 100)) ||
-    die "$work has $free_mib MiB free; $((3 * SIZE_MIB + 100)) MiB are needed"
+((free_mib > need_mib)) || die "$work has $free_mib MiB free; $need_mib MiB are needed"
 mkdir -p "$work/origin"
 src=$work/origin/file.bin
 head -c "$((SIZE_MIB * 1024 * 1024))" /dev/urandom >"$src"
 src_sha=$(sha256sum "$src" | cut -d' ' -f1)
+src_size=$(stat -c %s "$src")
 
 port=$("$NGINX_ORIGIN" freeport)
-"$NGINX_ORIGIN" start "$work/nginx" "$work/origin" "$port" >/dev/null
+nginx_pid=$("$NGINX_ORIGIN" start "$work/nginx" "$work/origin" "$port")
 url=http://127.0.0.1:$port/files/file.bin
+# BENCH_FRONT's cold rows fetch the same bytes under a name of their own, so
+# that nginx's log lines for it are theirs alone.
+url_cold=http://127.0.0.1:$port/files/cold.bin
 
 # HTTPS: a second nginx serving the same file. The URL names localhost, which
 # the certificate has as a dNSName: every TLS client checks that, not every
@@ -358,6 +539,16 @@ if [[ ${BENCH_PROXY:-0} == 1 ]]; then
     start_squid
     echo "  proxy       Squid $("$SQUID" -v | awk 'NR == 1 { print $4 }') at $squid_url, etc/fleet/squid.conf with 'cache deny all';"
     echo "              the *-squid rows go through it (http: absolute form, https: CONNECT)"
+fi
+if [[ ${BENCH_FRONT:-0} == 1 ]]; then
+    ln "$src" "$work/origin/cold.bin"
+    front_out=$(mktemp -d "${BENCH_FRONT_OUT:-/dev/shm}/hubd-bench-front.XXXXXX")
+    free_mib=$(df -Pm "$front_out" | awk 'NR == 2 { print $4 }')
+    ((free_mib > FRONT_CLIENTS * SIZE_MIB + 100)) ||
+        die "$front_out has $free_mib MiB free; $((FRONT_CLIENTS * SIZE_MIB + 100)) MiB are needed (BENCH_FRONT_OUT)"
+    start_front
+    echo "  front       hubd's HTTP front at ${front_url%%/http:*}/, its cache warmed with the file;"
+    echo "              cold rows: a fresh hubd per row; clients write to $(df -PT "$front_out" | awk 'NR == 2 { print $2 }') at $front_out"
 fi
 echo "  source      sha256 $src_sha"
 echo
@@ -401,10 +592,11 @@ def short(t):
     return t[: -len("-https")] if t.endswith("-https") else t
 
 
+FRONT = ("nginx", "hubd-front", "front-cold", "front-cold-x8", "nginx-x8")
 fmt = "  %-20s %5s %11s %9s %11s  %s"
 print(fmt % ("tool", "runs", "median wall", "MiB/s", "CPU s/GiB", "vs hubd over the same protocol"))
 for proto, https in (("http", False), ("https", True)):
-    section = [t for t in tools if t.endswith("-https") == https]
+    section = [t for t in tools if t.endswith("-https") == https and t not in FRONT]
     if not section:
         continue
     print(proto)
@@ -430,6 +622,39 @@ for proto, https in (("http", False), ("https", True)):
             vs = "%.2fx faster than hubd" % (base / wall)
         mibs = size_mib / wall if wall > 0 else float("inf")
         print(fmt % (short(t), n, "%.3f s" % wall, "%.1f" % mibs, "%.2f" % (cpu / gib), vs))
+
+# BENCH_FRONT: the HTTP front against nginx. MiB/s is per client (each of
+# the x8 rows' clients got the whole file within the wall time).
+if any(t in FRONT for t in tools):
+    print("front (curl alone timed; CPU: the clients' plus the serving process's)")
+
+    def ratio(a, b):
+        return med[a][0] / med[b][0] if a in med and b in med and med[b][0] > 0 else None
+
+    for t in FRONT:
+        if t not in tools:
+            continue
+        if t not in med:
+            print(fmt % (t, 0, "-", "-", "-", "every run failed"))
+            continue
+        wall, cpu, n = med[t]
+        vs = "-"
+        if t == "nginx":
+            vs = "baseline (warm)"
+        elif t == "hubd-front" and ratio("nginx", t) is not None:
+            vs = "%.2fx nginx's throughput (goal >= 0.9x)" % ratio("nginx", t)
+        elif t == "front-cold":
+            vs = "baseline (cold, one client)"
+        elif t == "front-cold-x8" and ratio(t, "front-cold") is not None:
+            vs = "%.2fx the wall of one client (goal <= 1.2x)" % ratio(t, "front-cold")
+        elif t == "nginx-x8" and ratio(t, "nginx") is not None:
+            vs = "%.2fx the wall of one nginx client" % ratio(t, "nginx")
+        mibs = size_mib / wall if wall > 0 else float("inf")
+        print(fmt % (t, n, "%.3f s" % wall, "%.1f" % mibs, "%.2f" % (cpu / gib), vs))
+    for t in ("front-cold", "front-cold-x8"):
+        notes = [r[6] for r in rows if r[0] == t and r[4] == "ok" and len(r) > 6]
+        if notes:
+            print("  %-20s %s" % (t, " | ".join(notes)))
 
 # What each https client negotiated with nginx (from nginx's access log).
 tls = collections.defaultdict(collections.Counter)
