@@ -128,6 +128,8 @@ static int start_httpd(daemon_state_t *d)
         .jobs = d->jobs,
         .acl = session_server_acl(d->server),
         .quota = session_server_quota(d->server),
+        .store = d->store,
+        .db = d->db,
     };
     int rc = httpd_new(&deps, &d->httpd);
     if (!rc)

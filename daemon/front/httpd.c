@@ -81,6 +81,15 @@ static void hconn_maybe_free(hconn_t *c)
         uv_close((uv_handle_t *)&h->closer, on_closer_closed);
 }
 
+int hconn_item_back(hconn_t *c)
+{
+    c->item_out = 0;
+    if (c->state != HC_CLOSING)
+        return 0;
+    hconn_maybe_free(c);
+    return 1;
+}
+
 static void on_part_closed(uv_handle_t *hd)
 {
     hconn_t *c = hd->data;

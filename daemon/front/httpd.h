@@ -22,6 +22,8 @@
 #include <uv.h>
 
 #include "config.h"
+#include "db.h"
+#include "store.h"
 #include "job.h"
 #include "principal.h"
 #include "quota.h"
@@ -36,6 +38,8 @@ typedef struct httpd_deps {
     jobs_t *jobs;
     const principal_acl_t *acl; /* who may connect */
     quota_t *quota;             /* waiting requests per uid */
+    store_t *store;             /* to forget a file the Hub's ETag refuses */
+    db_t *db;
 } httpd_deps_t;
 
 /* Counters for STATS. */

@@ -21,14 +21,20 @@
  * A HEAD's commit is remembered for a while (hf_rev_t), so that the GET
  * after it gets the file the HEAD described even if the branch moved.
  *
- * Not built yet: the API routes (/hf/api/...), the SHA-1 check of small
- * files' git ETag. */
+ * A small (non-LFS) file's ETag is its git blob SHA-1 (sha1("blob <size>\0"
+ * + bytes)): the stored file is checked against it in a pool item before
+ * any byte goes out (such files are small: they are not streamed).
+ *
+ * Not built yet: the API routes (/hf/api/...). */
+#include "admin.h"
 #include "http.h"
 #include "httpd_internal.h"
 #include "log.h"
 #include "url.h"
 
 #include <errno.h>
+#include <mbedtls/sha1.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +232,12 @@ static void metadata_done(hconn_t *c, hf_meta_t *m)
     add_line(r, "X-Repo-Commit", commit);
     add_line(r, "ETag", m->etag);
     r->own_etag = m->etag != NULL;
+    if (!lfs && m->etag) { /* a git blob SHA-1: 40 hex digits, quoted */
+        const char *e = strncmp(m->etag, "W/", 2) == 0 ? m->etag + 2 : m->etag;
+        size_t n = strlen(e);
+        if (n == 42 && e[0] == '"' && e[41] == '"' && strspn(e + 1, "0123456789abcdef") == 40)
+            snprintf(r->git_sha1, sizeof r->git_sha1, "%.40s", e + 1);
+    }
     if (lfs) {
         add_line(r, "X-Linked-Etag", m->hub[HTTP_HUB_LINKED_ETAG]);
         add_line(r, "X-Linked-Size", m->hub[HTTP_HUB_LINKED_SIZE]);
@@ -244,8 +256,9 @@ static void metadata_done(hconn_t *c, hf_meta_t *m)
         hreq_answer_text(c, 500, "internal", "out of memory", 0);
         return;
     }
+    free(r->pinned);
+    r->pinned = url; /* the entry's URL, for the git SHA-1 check */
     hreq_fetch(c, url, lfs ? sha : NULL);
-    free(url);
 }
 
 static void on_meta_done(http_req_t *req, const char *code, const char *msg, void *data)
@@ -388,4 +401,123 @@ void hf_handle(hconn_t *c)
     m->c = c;
     c->hf = m;
     ask(m);
+}
+
+/* ---- the git blob SHA-1 of a small file ---------------------------------- */
+
+static void on_forgotten(void *arg, const admin_result_t *r)
+{
+    char *url = arg;
+    if (r->rc)
+        log_warn("http front: cannot forget %s: %s", url, strerror(-r->rc));
+    free(url);
+}
+
+/* Best effort: the entry whose bytes the Hub's ETag refuses is removed (as
+ * `hubctl rm` does), so the next request downloads the file again instead
+ * of being refused for ever. While another admin request runs it stays,
+ * and is refused again. */
+static void forget(hconn_t *c, const char *url)
+{
+    httpd_t *h = c->srv;
+    char *copy = url ? strdup(url) : NULL;
+    admin_req_t *req;
+    if (!copy || admin_busy() ||
+        admin_start(h->d.loop, jobs_work(h->d.jobs), h->d.store, h->d.db, ADMIN_RM, copy, 0,
+                    on_forgotten, copy, &req)) {
+        log_warn("http front: %s stays in the cache for now (another admin request runs)",
+                 url ? url : "?");
+        free(copy);
+    }
+}
+
+typedef struct git_check {
+    job_fd_t *fd; /* the stored file */
+    char *url;    /* its entry's URL (pinned to the commit) */
+    uint64_t size;
+    char sha256[65];
+    char got[41]; /* what the file's SHA-1 is ("" on a read error) */
+    fetch_kind_t kind;
+} git_check_t;
+
+static void git_check_free(git_check_t *g)
+{
+    job_fd_unref(g->fd);
+    free(g->url);
+    free(g);
+}
+
+static void git_sha1_work(uv_work_t *w)
+{
+    hconn_t *c = w->data;
+    git_check_t *g = c->item_ctx;
+    mbedtls_sha1_context ctx;
+    mbedtls_sha1_init(&ctx);
+    char head[48];
+    int hl = snprintf(head, sizeof head, "blob %llu", (unsigned long long)g->size);
+    unsigned char buf[64 * 1024], out[20];
+    int ok = mbedtls_sha1_starts_ret(&ctx) == 0 &&
+             mbedtls_sha1_update_ret(&ctx, (const unsigned char *)head, (size_t)hl + 1) == 0;
+    for (uint64_t off = 0; ok && off < g->size;) {
+        ssize_t n = pread(g->fd->fd, buf, sizeof buf, (off_t)off);
+        if (n <= 0) {
+            ok = 0;
+            break;
+        }
+        ok = mbedtls_sha1_update_ret(&ctx, buf, (size_t)n) == 0;
+        off += (uint64_t)n;
+    }
+    g->got[0] = '\0';
+    if (ok && mbedtls_sha1_finish_ret(&ctx, out) == 0)
+        for (int i = 0; i < 20; i++)
+            snprintf(g->got + 2 * i, 3, "%02x", out[i]);
+    mbedtls_sha1_free(&ctx);
+}
+
+static void git_sha1_after(uv_work_t *w, int status)
+{
+    hconn_t *c = w->data;
+    git_check_t *g = c->item_ctx;
+    c->item_ctx = NULL;
+    int gone = hconn_item_back(c); /* c may be freed: not touched then */
+    if (gone || status) {
+        if (!gone)
+            hconn_close(c); /* cancelled: only at shutdown */
+        git_check_free(g);
+        return;
+    }
+    if (strcmp(g->got, c->req.git_sha1) != 0) {
+        log_warn("http front: %s: the file's git SHA-1 is %s, the Hub's ETag says %s: refused",
+                 c->req.target, g->got[0] ? g->got : "(unreadable)", c->req.git_sha1);
+        forget(c, g->url);
+        hreq_answer_text(c, 502, "hash_mismatch",
+                         "the file does not match the Hub's ETag (git blob SHA-1)", 0);
+    } else {
+        job_result_t res = {.sha256 = g->sha256, .size = g->size, .fd = g->fd, .kind = g->kind};
+        hreq_answer_file(c, &res);
+    }
+    git_check_free(g);
+}
+
+void hf_check_git_sha1(hconn_t *c, const job_result_t *res)
+{
+    git_check_t *g = calloc(1, sizeof *g);
+    if (!g) {
+        hreq_answer_text(c, 500, "internal", "out of memory", 0);
+        return;
+    }
+    g->fd = job_fd_ref(res->fd);
+    g->url = c->req.pinned ? strdup(c->req.pinned) : NULL;
+    g->size = res->size;
+    g->kind = res->kind;
+    snprintf(g->sha256, sizeof g->sha256, "%s", res->sha256);
+    c->item_ctx = g;
+    c->work.data = c;
+    c->item_out = 1;
+    if (uv_queue_work(c->srv->d.loop, &c->work, git_sha1_work, git_sha1_after)) {
+        c->item_out = 0;
+        c->item_ctx = NULL;
+        git_check_free(g);
+        hreq_answer_text(c, 500, "internal", "cannot queue the check", 0);
+    }
 }

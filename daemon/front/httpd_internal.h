@@ -49,10 +49,12 @@ typedef struct hreq {
     char value[4097]; /* its value (longer ones are cut: not ours to keep) */
     size_t value_len;
     int value_too_long;
-    int has_body; /* Content-Length > 0 or chunked: not served, the connection closes */
-    int complete; /* the head (and any body) is in */
-    char *extra;  /* header lines every answer to it carries ("Name: v\r\n"...), or NULL */
-    int own_etag; /* extra has the ETag (the Hub's): the answer sets none of its own */
+    int has_body;      /* Content-Length > 0 or chunked: not served, the connection closes */
+    int complete;      /* the head (and any body) is in */
+    char *extra;       /* header lines every answer to it carries ("Name: v\r\n"...), or NULL */
+    char git_sha1[41]; /* /hf: a small file's git blob SHA-1 (the Hub's ETag) to check, or "" */
+    char *pinned;      /* /hf: the URL fetched (pinned to the commit), or NULL */
+    int own_etag;      /* extra has the ETag (the Hub's): the answer sets none of its own */
 } hreq_t;
 
 struct hconn {
@@ -64,8 +66,9 @@ struct hconn {
     int poll_events; /* what poll watches now (0: stopped) */
     uv_timer_t timer;
     unsigned closes_pending; /* poll and timer close callbacks to come */
-    int item_out;            /* the peer lookup or a sendfile item is in the pool */
+    int item_out;            /* the peer lookup, a sendfile or a check item is in the pool */
     uv_work_t work;
+    void *item_ctx; /* what a check item (httpd_hf.c) works on */
     struct sockaddr_storage local, peer;
     principal_t who;
     int counted; /* counted in its uid's connections */
@@ -134,6 +137,9 @@ void hconn_send(hconn_t *c);
 void hconn_close(hconn_t *c);
 /* body_limit grew: sending goes on if it had caught up. */
 void hconn_more_body(hconn_t *c);
+/* A pool item of c's (c->work) is back: 1 when c is closing (then it may
+ * be freed here, and the caller touches it no more), else 0. */
+int hconn_item_back(hconn_t *c);
 
 /* httpd_request.c: requests. */
 
@@ -152,6 +158,8 @@ void hreq_abandon(hconn_t *c);
  * (streamed, or the file): the generic form's and the Hub's. sha256: the
  * expected digest or NULL. */
 void hreq_fetch(hconn_t *c, const char *url, const char *sha256);
+/* Answers with the stored file res (Range, HEAD, the body by sendfile). */
+void hreq_answer_file(hconn_t *c, const job_result_t *res);
 /* Answers with a head only: 200, Content-Length length, the request's
  * extra lines. */
 void hreq_answer_head(hconn_t *c, uint64_t length);
@@ -160,6 +168,9 @@ void hreq_answer_head(hconn_t *c, uint64_t length);
 void hf_handle(hconn_t *c);
 /* Drops the Hub request in flight (the connection goes). */
 void hf_abandon(hconn_t *c);
+/* The stored file res of a request with git_sha1 set: checked in a pool
+ * item, then answered (hreq_answer_file), or refused (502 hash_mismatch). */
+void hf_check_git_sha1(hconn_t *c, const job_result_t *res);
 
 /* The generic form's URL from a request target: "/https://host/path?q",
  * or "/https:/host/path" as clients that merge slashes send it. 0, or -1

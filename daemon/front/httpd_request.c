@@ -133,6 +133,7 @@ void hreq_reset(hreq_t *r)
     for (unsigned i = 0; i < r->ncred; i++)
         free(r->cred[i]);
     free(r->extra);
+    free(r->pinned);
     memset(r, 0, sizeof *r);
 }
 
@@ -260,7 +261,7 @@ void hreq_answer_text(hconn_t *c, int status, const char *code, const char *msg,
 }
 
 /* The file is in the cache: its head, and its body (GET) from the blob. */
-static void answer_file(hconn_t *c, const job_result_t *res)
+void hreq_answer_file(hconn_t *c, const job_result_t *res)
 {
     static const char *const sources[] = {"hit", "download", "attached"};
     uint64_t first = 0, last = res->size ? res->size - 1 : 0;
@@ -333,7 +334,7 @@ static uint64_t stream_limit(const hconn_t *c)
 static void maybe_stream(hconn_t *c)
 {
     if (c->streaming || c->total < 0 || c->written == 0 || c->req.range[0] ||
-        c->req.method != HTTP_GET)
+        c->req.method != HTTP_GET || c->req.git_sha1[0]) /* a SHA-1 to check: whole first */
         return;
     char path[4096];
     if (jobs_partial_path(&c->w, path, sizeof path))
@@ -428,7 +429,11 @@ static void on_finish(job_waiter_t *w, const job_result_t *res)
                          res->err_msg ? res->err_msg : res->err_code, 0);
         return;
     }
-    answer_file(c, res);
+    if (c->req.git_sha1[0]) {
+        hf_check_git_sha1(c, res);
+        return;
+    }
+    hreq_answer_file(c, res);
 }
 
 void hreq_answer_head(hconn_t *c, uint64_t length)

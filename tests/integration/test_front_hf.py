@@ -94,6 +94,16 @@ class HfTest(HubTestCase):
         self.assertIn(("%s/org/model/resolve/%s/model.safetensors" % (self.stub.hub_url, MAIN),),
                       rows)
 
+    def test_a_get_after_a_head_asks_for_the_commit_the_head_announced(self):
+        st, h, _ = request(self.resolve("config.json"), "HEAD")
+        self.assertEqual((st, h["X-Repo-Commit"]), (200, MAIN))
+        st, h, body = request(self.resolve("config.json"))
+        self.assertEqual((st, body), (200, self.stub.file_bytes("org/model", "config.json")))
+        asked = self.stub.stats("hub")["requests"]
+        # The HEAD asked for the branch; the GET for the commit it was then.
+        self.assertEqual(asked.get("/org/model/resolve/main/config.json"), 1, asked)
+        self.assertGreaterEqual(asked.get("/org/model/resolve/%s/config.json" % MAIN, 0), 1, asked)
+
     def test_errors_pass_with_the_hubs_codes(self):
         st, h, body = request(self.resolve("missing.txt"))
         self.assertEqual((st, h["X-Error-Code"]), (404, "EntryNotFound"))
@@ -138,6 +148,21 @@ class HfTest(HubTestCase):
         r = subprocess.run(["curl", "-sS", "-o", out, self.resolve("shards/part-1.bin")],
                            capture_output=True, timeout=60)
         self.assertEqual((r.returncode, sha256_file(out)), (0, sha))
+
+    def test_a_small_file_is_checked_against_its_git_sha1(self):
+        data = self.stub.file_bytes("org/model", "tokenizer/vocab.txt")
+        self.stub.corrupt(git_blob_sha1(data), "flip")
+        st, h, body = request(self.resolve("tokenizer/vocab.txt"))
+        self.assertEqual((st, h["X-Hubd-Error"]), (502, "hash_mismatch"))
+        self.assertNotEqual(body, data)
+        # The refused file is forgotten (removed as hubctl rm does): the
+        # next request downloads it again.
+        wait_for(lambda: self.hubd.query(
+            "SELECT count(*) FROM entries WHERE url LIKE '%vocab.txt'")[0][0] == 0,
+            what="the refused entry to go")
+        self.stub.corrupt(git_blob_sha1(data), None)
+        st, h, body = request(self.resolve("tokenizer/vocab.txt", rev=MAIN))
+        self.assertEqual((st, body), (200, data))
 
     def test_huggingface_js_downloads_through_the_front(self):
         for path in ("config.json", "model.safetensors"):
