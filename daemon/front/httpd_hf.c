@@ -18,8 +18,10 @@
  * client's own token, is also what keeps a gated file cached for one token
  * from reaching a client whose token the Hub refuses.
  *
- * Not built yet: the API routes (/hf/api/...), the SHA-1 check of small
- * files' git ETag, remembering the commit a HEAD announced for the GET. */
+ * The API routes (/hf/api/...) are httpd_hf_api.c's.
+ *
+ * Not built yet: the SHA-1 check of small files' git ETag, remembering the
+ * commit a HEAD announced for the GET. */
 #include "http.h"
 #include "httpd_internal.h"
 #include "log.h"
@@ -106,8 +108,7 @@ static void on_meta_body(http_req_t *req, buf_t *buf, const char *p, size_t n, v
 
 static void ask(hf_meta_t *m);
 
-/* "Name: value\r\n" into the request's extra lines, when value is set. */
-static int add_line(hreq_t *r, const char *name, const char *value)
+int hf_add_line(hreq_t *r, const char *name, const char *value)
 {
     if (!value)
         return 0;
@@ -127,9 +128,9 @@ static int add_line(hreq_t *r, const char *name, const char *value)
 static void pass_error(hconn_t *c, hf_meta_t *m)
 {
     hreq_t *r = &c->req;
-    add_line(r, "X-Error-Code", m->hub[HTTP_HUB_ERROR_CODE]);
-    add_line(r, "X-Error-Message", m->hub[HTTP_HUB_ERROR_MESSAGE]);
-    add_line(r, "X-Repo-Commit", m->hub[HTTP_HUB_COMMIT]);
+    hf_add_line(r, "X-Error-Code", m->hub[HTTP_HUB_ERROR_CODE]);
+    hf_add_line(r, "X-Error-Message", m->hub[HTTP_HUB_ERROR_MESSAGE]);
+    hf_add_line(r, "X-Repo-Commit", m->hub[HTTP_HUB_COMMIT]);
     int status = m->status >= 400 && m->status <= 599 ? m->status : 502;
     char code[16], msg[300];
     snprintf(code, sizeof code, "http_%d", m->status);
@@ -191,12 +192,12 @@ static void metadata_done(hconn_t *c, hf_meta_t *m)
                          0);
         return;
     }
-    add_line(r, "X-Repo-Commit", commit);
-    add_line(r, "ETag", m->etag);
+    hf_add_line(r, "X-Repo-Commit", commit);
+    hf_add_line(r, "ETag", m->etag);
     r->own_etag = m->etag != NULL;
     if (lfs) {
-        add_line(r, "X-Linked-Etag", m->hub[HTTP_HUB_LINKED_ETAG]);
-        add_line(r, "X-Linked-Size", m->hub[HTTP_HUB_LINKED_SIZE]);
+        hf_add_line(r, "X-Linked-Etag", m->hub[HTTP_HUB_LINKED_ETAG]);
+        hf_add_line(r, "X-Linked-Size", m->hub[HTTP_HUB_LINKED_SIZE]);
     }
     if (r->method == HTTP_HEAD) {
         hf_abandon(c);
@@ -322,8 +323,7 @@ void hf_handle(hconn_t *c)
 {
     const char *target = c->req.target;
     if (strncmp(target, "/hf/api/", 8) == 0) {
-        hreq_answer_text(c, 501, "not_implemented",
-                         "the Hub's API routes are not served by the front yet", 0);
+        hf_api_handle(c);
         return;
     }
     hf_meta_t *m = calloc(1, sizeof *m);
