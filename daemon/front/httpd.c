@@ -45,14 +45,17 @@ static void on_timeout(uv_timer_t *t)
         hconn_close(c);
         return;
     }
-    if (c->state == HC_HEAD && c->in_len == 0) {
+    if (c->state == HC_HEAD && c->in_len == 0 && !c->req.reading_body) {
         hconn_close(c); /* an idle kept connection: nothing to say */
         return;
     }
     if (c->state == HC_HEAD) {
         log_info("http front uid %u: no complete request head within %d s: closed",
                  (unsigned)c->who.uid, HTTPD_HEADER_TIMEOUT_MS / 1000);
-        hreq_answer_text(c, 408, NULL, "the request head did not arrive in time", 1);
+        hreq_answer_text(c, 408, NULL,
+                         c->req.reading_body ? "the request body did not arrive in time"
+                                             : "the request head did not arrive in time",
+                         1);
         return;
     }
     log_info("http front uid %u: the client took no byte for %d s: closed", (unsigned)c->who.uid,
@@ -304,6 +307,12 @@ static void hconn_pump(hconn_t *c)
             hreq_answer_text(c, 400, "bad_request", llhttp_get_error_reason(&c->parser), 1);
             return;
         }
+        if (c->req.reading_body) {
+            /* All of it is parsed: the head is in hreq_t, the body so far
+             * in its buffer. The next read starts at the front of `in`, so
+             * a body larger than `in` streams through it. */
+            c->in_len = c->in_off = 0;
+        }
     }
     if (c->in_len == sizeof c->in) {
         hreq_answer_text(c, 431, "bad_request", "the request head is larger than 16 KiB", 1);
@@ -321,7 +330,8 @@ static void read_some(hconn_t *c)
         hconn_close(c);
         return;
     }
-    if (c->in_len == 0) /* a request begins: its head has a deadline */
+    if (c->in_len == 0 && !c->req.reading_body) /* a request begins: its head (and any
+                                                     body) has a deadline */
         arm(c, HTTPD_HEADER_TIMEOUT_MS);
     c->in_len += (size_t)n;
     hconn_pump(c);

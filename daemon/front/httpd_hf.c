@@ -25,7 +25,7 @@
  * + bytes)): the stored file is checked against it in a pool item before
  * any byte goes out (such files are small: they are not streamed).
  *
- * Not built yet: the API routes (/hf/api/...). */
+ * The API routes (/hf/api/...) are httpd_hf_api.c's. */
 #include "admin.h"
 #include "http.h"
 #include "httpd_internal.h"
@@ -116,8 +116,7 @@ static void on_meta_body(http_req_t *req, buf_t *buf, const char *p, size_t n, v
 
 static void ask(hf_meta_t *m);
 
-/* "Name: value\r\n" into the request's extra lines, when value is set. */
-static int add_line(hreq_t *r, const char *name, const char *value)
+int hf_add_line(hreq_t *r, const char *name, const char *value)
 {
     if (!value)
         return 0;
@@ -137,9 +136,9 @@ static int add_line(hreq_t *r, const char *name, const char *value)
 static void pass_error(hconn_t *c, hf_meta_t *m)
 {
     hreq_t *r = &c->req;
-    add_line(r, "X-Error-Code", m->hub[HTTP_HUB_ERROR_CODE]);
-    add_line(r, "X-Error-Message", m->hub[HTTP_HUB_ERROR_MESSAGE]);
-    add_line(r, "X-Repo-Commit", m->hub[HTTP_HUB_COMMIT]);
+    hf_add_line(r, "X-Error-Code", m->hub[HTTP_HUB_ERROR_CODE]);
+    hf_add_line(r, "X-Error-Message", m->hub[HTTP_HUB_ERROR_MESSAGE]);
+    hf_add_line(r, "X-Repo-Commit", m->hub[HTTP_HUB_COMMIT]);
     int status = m->status >= 400 && m->status <= 599 ? m->status : 502;
     char code[16], msg[300];
     snprintf(code, sizeof code, "http_%d", m->status);
@@ -229,8 +228,8 @@ static void metadata_done(hconn_t *c, hf_meta_t *m)
                          0);
         return;
     }
-    add_line(r, "X-Repo-Commit", commit);
-    add_line(r, "ETag", m->etag);
+    hf_add_line(r, "X-Repo-Commit", commit);
+    hf_add_line(r, "ETag", m->etag);
     r->own_etag = m->etag != NULL;
     if (!lfs && m->etag) { /* a git blob SHA-1: 40 hex digits, quoted */
         const char *e = strncmp(m->etag, "W/", 2) == 0 ? m->etag + 2 : m->etag;
@@ -239,8 +238,8 @@ static void metadata_done(hconn_t *c, hf_meta_t *m)
             snprintf(r->git_sha1, sizeof r->git_sha1, "%.40s", e + 1);
     }
     if (lfs) {
-        add_line(r, "X-Linked-Etag", m->hub[HTTP_HUB_LINKED_ETAG]);
-        add_line(r, "X-Linked-Size", m->hub[HTTP_HUB_LINKED_SIZE]);
+        hf_add_line(r, "X-Linked-Etag", m->hub[HTTP_HUB_LINKED_ETAG]);
+        hf_add_line(r, "X-Linked-Size", m->hub[HTTP_HUB_LINKED_SIZE]);
     }
     if (r->method == HTTP_HEAD) {
         rev_remember(c->srv, m->key, commit);
@@ -368,8 +367,7 @@ void hf_handle(hconn_t *c)
 {
     const char *target = c->req.target;
     if (strncmp(target, "/hf/api/", 8) == 0) {
-        hreq_answer_text(c, 501, "not_implemented",
-                         "the Hub's API routes are not served by the front yet", 0);
+        hf_api_handle(c);
         return;
     }
     hf_meta_t *m = calloc(1, sizeof *m);

@@ -5,6 +5,7 @@
 #ifndef HUBD_HTTPD_INTERNAL_H
 #define HUBD_HTTPD_INTERNAL_H
 
+#include "bytebuf.h"
 #include "httpd.h"
 #include "list.h"
 
@@ -22,6 +23,8 @@
 #define HTTPD_SEND_TIMEOUT_MS 120000  /* a client that takes no byte for this long */
 #define HTTPD_LINGER_MS 2000          /* reading after a last answer, before the close */
 #define HTTPD_HOLD_BACK (64 * 1024)   /* a streamed download's tail, sent only once verified */
+#define HTTPD_BODY_MAX                                                                             \
+    (1024 * 1024) /* a request body (the Hub's paths-info), with Content-Length */
 
 typedef enum {
     HC_PEER,    /* who is it: the peer lookup item is out */
@@ -49,8 +52,15 @@ typedef struct hreq {
     char value[4097]; /* its value (longer ones are cut: not ours to keep) */
     size_t value_len;
     int value_too_long;
-    int has_body;      /* Content-Length > 0 or chunked: not served, the connection closes */
-    int complete;      /* the head (and any body) is in */
+    char content_type[256]; /* of a body ("?" when longer) */
+    int has_body;           /* Content-Length > 0 or chunked: refused unless read (body_done) */
+    int chunked;            /* Transfer-Encoding: chunked */
+    uint64_t content_length;
+    int reading_body;  /* the head is in and llhttp goes on: its body into `body` */
+    int body_done;     /* the whole body is in `body` */
+    bytebuf_t body;    /* a POST's body (hf_api_takes_body), at most HTTPD_BODY_MAX */
+    const char *allow; /* a 405's Allow value (static), NULL for "GET, HEAD" */
+    int complete;      /* the head (and any body read) is in */
     char *extra;       /* header lines every answer to it carries ("Name: v\r\n"...), or NULL */
     char git_sha1[41]; /* /hf: a small file's git blob SHA-1 (the Hub's ETag) to check, or "" */
     char *pinned;      /* /hf: the URL fetched (pinned to the commit), or NULL */
@@ -100,6 +110,7 @@ struct hconn {
     int waiting;        /* w is in a job (jobs_cancel on close) */
     int quota_counted;  /* a waiting request of its uid (quota_request_end) */
     struct hf_meta *hf; /* the /hf endpoint's request to the Hub in flight, or NULL */
+    struct hf_api *api; /* an /hf/api request to the Hub or its pool item, or NULL */
     int64_t total;      /* the download's announced length, -1 until known */
     uint64_t written;   /* its partial file's bytes written (on_written) */
     int streaming;      /* the answer follows the partial file as it lands */
@@ -163,6 +174,9 @@ void hreq_answer_file(hconn_t *c, const job_result_t *res);
 /* Answers with a head only: 200, Content-Length length, the request's
  * extra lines. */
 void hreq_answer_head(hconn_t *c, uint64_t length);
+/* Answers with status, Content-Type ctype, the request's extra lines and
+ * the len bytes of body (copied). */
+void hreq_answer_bytes(hconn_t *c, int status, const char *ctype, const char *body, size_t len);
 
 /* httpd_hf.c: the Hugging Face Hub endpoint, /hf/... */
 void hf_handle(hconn_t *c);
@@ -171,6 +185,19 @@ void hf_abandon(hconn_t *c);
 /* The stored file res of a request with git_sha1 set: checked in a pool
  * item, then answered (hreq_answer_file), or refused (502 hash_mismatch). */
 void hf_check_git_sha1(hconn_t *c, const job_result_t *res);
+/* "Name: value\r\n" appended to the request's extra lines when value is
+ * set and has no control character (the Hub's values pass in answers). 0
+ * or -1 (no memory). */
+int hf_add_line(hreq_t *r, const char *name, const char *value);
+
+/* httpd_hf_api.c: the Hub's API routes, /hf/api/... */
+void hf_api_handle(hconn_t *c);
+/* Drops the API request in flight (the connection goes): its HTTP request
+ * is aborted; a pool item still out frees it when it is back. */
+void hf_api_abandon(hconn_t *c);
+/* Whether a request to target may carry a body (POST .../paths-info/{rev}):
+ * read from the head, before the body. */
+int hf_api_takes_body(const char *target);
 
 /* The generic form's URL from a request target: "/https://host/path?q",
  * or "/https:/host/path" as clients that merge slashes send it. 0, or -1

@@ -95,6 +95,8 @@ static int on_header_value_complete(llhttp_t *p)
         keep(r->fetch_site, sizeof r->fetch_site, r, too_long);
     else if (strcmp(r->field, "range") == 0)
         keep(r->range, sizeof r->range, r, too_long);
+    else if (strcmp(r->field, "content-type") == 0)
+        keep(r->content_type, sizeof r->content_type, r, too_long);
     for (size_t i = 0; i < sizeof cred_names / sizeof cred_names[0] && !too_long; i++) {
         if (strcasecmp(r->field, cred_names[i]) != 0 || r->ncred == HTTPD_MAX_CRED)
             continue;
@@ -106,15 +108,48 @@ static int on_header_value_complete(llhttp_t *p)
     return 0;
 }
 
-/* Stops at the end of the head: the front answers GET and HEAD, which
- * have no body, and a request with one is answered and the connection
- * closed (its body is never read). */
+/* Stops at the end of the head: GET and HEAD have no body, and a request
+ * with one is answered and the connection closed (its body is never read).
+ * The one exception, the Hub's POST paths-info, has its body read here,
+ * within HTTPD_BODY_MAX and with a Content-Length only (so that its size
+ * is known before any byte is kept): llhttp goes on through on_body and
+ * pauses at on_message_complete. Any other body, too large or chunked, is
+ * refused by hreq_handle from the head. */
 static int on_headers_complete(llhttp_t *p)
 {
     hreq_t *r = req_of(p);
     r->method = llhttp_get_method(p);
-    r->has_body = (p->flags & F_CHUNKED) || p->content_length > 0;
+    r->chunked = (p->flags & F_CHUNKED) != 0;
+    r->content_length = p->content_length;
+    r->has_body = r->chunked || p->content_length > 0;
+    if (r->has_body && !r->chunked && r->method == HTTP_POST && !r->target_too_long &&
+        r->content_length <= HTTPD_BODY_MAX && hf_api_takes_body(r->target)) {
+        bytebuf_init(&r->body, HTTPD_BODY_MAX);
+        r->reading_body = 1;
+        return 0;
+    }
     r->complete = 1;
+    return HPE_PAUSED;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t n)
+{
+    hreq_t *r = req_of(p);
+    if (!r->reading_body || bytebuf_append(&r->body, at, n)) {
+        llhttp_set_error_reason(p, "the request body does not fit");
+        return -1;
+    }
+    return 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+    hreq_t *r = req_of(p);
+    if (r->reading_body) {
+        r->reading_body = 0;
+        r->body_done = 1;
+        r->complete = 1;
+    }
     return HPE_PAUSED;
 }
 
@@ -126,6 +161,8 @@ void hreq_settings_init(llhttp_settings_t *s)
     s->on_header_value = on_header_value;
     s->on_header_value_complete = on_header_value_complete;
     s->on_headers_complete = on_headers_complete;
+    s->on_body = on_body;
+    s->on_message_complete = on_message_complete;
 }
 
 void hreq_reset(hreq_t *r)
@@ -134,6 +171,7 @@ void hreq_reset(hreq_t *r)
         free(r->cred[i]);
     free(r->extra);
     free(r->pinned);
+    bytebuf_free(&r->body);
     memset(r, 0, sizeof *r);
 }
 
@@ -146,6 +184,14 @@ static const char *reason(int status)
         return "OK";
     case 206:
         return "Partial Content";
+    case 301:
+        return "Moved Permanently";
+    case 302:
+        return "Found";
+    case 307:
+        return "Temporary Redirect";
+    case 308:
+        return "Permanent Redirect";
     case 400:
         return "Bad Request";
     case 401:
@@ -160,6 +206,8 @@ static const char *reason(int status)
         return "Request Timeout";
     case 410:
         return "Gone";
+    case 411:
+        return "Length Required";
     case 413:
         return "Content Too Large";
     case 414:
@@ -248,15 +296,16 @@ void hreq_answer_text(hconn_t *c, int status, const char *code, const char *msg,
         line[n++] = (unsigned char)*m < 0x20 ? ' ' : *m;
     line[n] = '\0';
     char *text = NULL;
-    int len =
-        asprintf(&text,
-                 "HTTP/1.1 %d %s\r\nServer: hubd\r\nContent-Type: text/plain; "
-                 "charset=utf-8\r\nContent-Length: %zu\r\n%s%s%s%s%s%s\r\n%s%s",
-                 status, reason(status), c->req.method == HTTP_HEAD ? (size_t)0 : n + 1,
-                 c->req.extra ? c->req.extra : "", code ? "X-Hubd-Error: " : "", code ? code : "",
-                 code ? "\r\n" : "", status == 405 ? "Allow: GET, HEAD\r\n" : "",
-                 close_after || !c->keep_alive ? "Connection: close\r\n" : "",
-                 c->req.method == HTTP_HEAD ? "" : line, c->req.method == HTTP_HEAD ? "" : "\n");
+    int len = asprintf(
+        &text,
+        "HTTP/1.1 %d %s\r\nServer: hubd\r\nContent-Type: text/plain; "
+        "charset=utf-8\r\nContent-Length: %zu\r\n%s%s%s%s%s%s%s%s\r\n%s%s",
+        status, reason(status), c->req.method == HTTP_HEAD ? (size_t)0 : n + 1,
+        c->req.extra ? c->req.extra : "", code ? "X-Hubd-Error: " : "", code ? code : "",
+        code ? "\r\n" : "", status == 405 ? "Allow: " : "",
+        status == 405 ? (c->req.allow ? c->req.allow : "GET, HEAD") : "",
+        status == 405 ? "\r\n" : "", close_after || !c->keep_alive ? "Connection: close\r\n" : "",
+        c->req.method == HTTP_HEAD ? "" : line, c->req.method == HTTP_HEAD ? "" : "\n");
     answer(c, text, len, close_after);
 }
 
@@ -448,9 +497,29 @@ void hreq_answer_head(hconn_t *c, uint64_t length)
     answer(c, text, len, 0);
 }
 
+void hreq_answer_bytes(hconn_t *c, int status, const char *ctype, const char *body, size_t len)
+{
+    char *head = NULL;
+    int hl = asprintf(&head,
+                      "HTTP/1.1 %d %s\r\nServer: hubd\r\nContent-Type: %s\r\n"
+                      "Content-Length: %zu\r\n%s%s\r\n",
+                      status, reason(status), ctype, len, c->req.extra ? c->req.extra : "",
+                      c->keep_alive ? "" : "Connection: close\r\n");
+    size_t blen = c->req.method == HTTP_HEAD ? 0 : len;
+    char *text = hl < 0 ? NULL : realloc(head, (size_t)hl + blen);
+    if (!text) {
+        free(head);
+        hconn_close(c);
+        return;
+    }
+    memcpy(text + hl, body, blen);
+    answer(c, text, hl + (int)blen, 0);
+}
+
 void hreq_abandon(hconn_t *c)
 {
     hf_abandon(c);
+    hf_api_abandon(c);
     if (c->waiting) {
         c->waiting = 0;
         jobs_cancel(&c->w);
@@ -514,7 +583,7 @@ int hreq_generic_url(const char *target, char *url, size_t cap)
 void hreq_handle(hconn_t *c)
 {
     hreq_t *r = &c->req;
-    c->keep_alive = llhttp_should_keep_alive(&c->parser) && !r->has_body;
+    c->keep_alive = llhttp_should_keep_alive(&c->parser) && (!r->has_body || r->body_done);
     if (c->refuse_status) {
         hreq_answer_text(c, c->refuse_status, c->refuse_code, c->refuse_msg, 1);
         return;
@@ -533,12 +602,28 @@ void hreq_handle(hconn_t *c)
         hreq_answer_text(c, 403, "forbidden", "cross-site requests are refused", 1);
         return;
     }
-    if (r->method != HTTP_GET && r->method != HTTP_HEAD) {
+    int api = strncmp(r->target, "/hf/api/", 8) == 0;
+    if (r->method != HTTP_GET && r->method != HTTP_HEAD && !(api && r->method == HTTP_POST)) {
         hreq_answer_text(c, 405, "bad_request", "the front answers GET and HEAD", 1);
         return;
     }
-    if (r->has_body) {
-        hreq_answer_text(c, 413, "bad_request", "a GET or HEAD has no body here", 1);
+    if (r->has_body && !r->body_done && api && hf_api_takes_body(r->target) &&
+        r->method == HTTP_POST) {
+        if (r->chunked)
+            hreq_answer_text(c, 411, "bad_request",
+                             "the front reads a request body with a Content-Length only", 1);
+        else
+            hreq_answer_text(c, 413, "bad_request", "a paths-info body is at most 1 MiB here", 1);
+        return;
+    }
+    if (r->has_body && !r->body_done && api && r->method == HTTP_POST) {
+        r->allow = "GET"; /* a POST elsewhere under /hf/api: its body is not read */
+        hreq_answer_text(c, 405, "bad_request", "the Hub's API is asked with GET", 1);
+        return;
+    }
+    if (r->has_body && !r->body_done) {
+        hreq_answer_text(c, 413, "bad_request",
+                         "the front reads no request body but a paths-info POST's", 1);
         return;
     }
     if (r->target_too_long) {

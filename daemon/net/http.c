@@ -498,6 +498,13 @@ static void req_connect_new(http_req_t *req)
 int http_request(http_client_t *c, const url_t *u, const char *extra_headers,
                  const http_req_cbs_t *cbs, void *data, http_req_t **out)
 {
+    return http_request_body(c, u, "GET", extra_headers, NULL, 0, cbs, data, out);
+}
+
+int http_request_body(http_client_t *c, const url_t *u, const char *method,
+                      const char *extra_headers, const void *body, size_t len,
+                      const http_req_cbs_t *cbs, void *data, http_req_t **out)
+{
     if (c->policy && !netpolicy_host_ok(c->policy, u->host))
         return -EACCES; /* checked for every hop: job.c asks anew after a redirect */
     http_req_t *req = calloc(1, sizeof *req);
@@ -529,16 +536,28 @@ int http_request(http_client_t *c, const url_t *u, const char *extra_headers,
     /* To a proxy in absolute form, with its credentials: those go in this
      * request to the proxy only (through a tunnel, only in the CONNECT). */
     const char *pa = absolute && px->authz ? px->authz : NULL;
-    int n = asprintf(&req->head,
-                     "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: " HUBD_USER_AGENT
-                     "\r\nAccept: */*\r\nAccept-Encoding: identity\r\n%s%s%s%s\r\n",
-                     absolute ? u->canonical : u->target, hostport,
-                     pa ? "Proxy-Authorization: " : "", pa ? pa : "", pa ? "\r\n" : "", extra);
+    char clen[48] = "";
+    if (body)
+        snprintf(clen, sizeof clen, "Content-Length: %zu\r\n", len);
+    int n =
+        asprintf(&req->head,
+                 "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: " HUBD_USER_AGENT
+                 "\r\nAccept: */*\r\nAccept-Encoding: identity\r\n%s%s%s%s%s\r\n",
+                 method, absolute ? u->canonical : u->target, hostport,
+                 pa ? "Proxy-Authorization: " : "", pa ? pa : "", pa ? "\r\n" : "", clen, extra);
     if (n < 0) {
         req->head = NULL;
         goto nomem;
     }
     req->head_len = (size_t)n;
+    if (body && len) { /* the body follows the head in the one text written */
+        char *whole = realloc(req->head, req->head_len + len);
+        if (!whole)
+            goto nomem;
+        memcpy(whole + req->head_len, body, len);
+        req->head = whole;
+        req->head_len += len;
+    }
 
     *out = req;
     req->starting = 1;                               /* no on_done from inside this call */

@@ -37,6 +37,7 @@ enum {
     HTTP_HUB_LINKED_SIZE,
     HTTP_HUB_ERROR_CODE,
     HTTP_HUB_ERROR_MESSAGE,
+    HTTP_HUB_LINK, /* Link (the tree API's next page; xet hints on resolve) */
     HTTP_HUB_N
 };
 
@@ -50,9 +51,11 @@ typedef struct http_response {
     const char *retry_after;   /* of a 429 or 503 */
     /* The Hugging Face Hub's metadata and error headers (the HTTP front's
      * /hf endpoint passes them on): X-Repo-Commit, X-Linked-Etag,
-     * X-Linked-Size, X-Error-Code, X-Error-Message. */
+     * X-Linked-Size, X-Error-Code, X-Error-Message, Link (several Link
+     * lines joined with ", "; one longer than 8 KiB is dropped). */
     const char *hub[HTTP_HUB_N];
-    int from_proxy; /* sent to a forward proxy in absolute form: its 407 is its own */
+    const char *content_type; /* Content-Type, NULL when absent */
+    int from_proxy;           /* sent to a forward proxy in absolute form: its 407 is its own */
 } http_response_t;
 
 enum http_body_mode {
@@ -91,6 +94,16 @@ void http_client_set_proxies(http_client_t *c, const proxy_settings_t *proxies);
  * the policy forbids fails the request with code "forbidden". */
 int http_request(http_client_t *c, const url_t *u, const char *extra_headers,
                  const http_req_cbs_t *cbs, void *data, http_req_t **out);
+
+/* As http_request, with another method ("POST") and a request body of len
+ * bytes (copied; Content-Length is added, body NULL and len 0 for none).
+ * extra_headers carries its Content-Type. A request that meets a stale
+ * pooled connection before any byte of response is sent again on a new
+ * one, as a GET is: use it only for requests safe to repeat (the Hub's
+ * paths-info is a read). */
+int http_request_body(http_client_t *c, const url_t *u, const char *method,
+                      const char *extra_headers, const void *body, size_t len,
+                      const http_req_cbs_t *cbs, void *data, http_req_t **out);
 
 /* Backpressure: stop (1) or resume (0) reading the response. While paused
  * the idle timeout does not run: the wait is ours, not the server's. */

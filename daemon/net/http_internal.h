@@ -90,6 +90,7 @@ struct http_req {
     size_t value_len;
     char *location, *etag, *last_modified, *content_range, *retry_after;
     char *hub[HTTP_HUB_N]; /* http_response_t.hub */
+    char *content_type;    /* http_response_t.content_type */
     int starting;          /* inside http_request(): completions are deferred */
     int is_deferred;       /* on client->deferred */
     http_req_t *next_deferred;

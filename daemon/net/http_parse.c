@@ -2,6 +2,7 @@
  * and the few headers a download keeps. */
 #include "http_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -23,6 +24,8 @@ void http_req_forget_headers(http_req_t *req)
     free(req->content_range);
     free(req->retry_after);
     req->location = req->etag = req->last_modified = req->content_range = req->retry_after = NULL;
+    free(req->content_type);
+    req->content_type = NULL;
     for (int i = 0; i < HTTP_HUB_N; i++) {
         free(req->hub[i]);
         req->hub[i] = NULL;
@@ -153,11 +156,27 @@ static int on_header_value_complete(llhttp_t *p)
             slot = &req->content_range;
         else if (strcmp(req->field, "retry-after") == 0)
             slot = &req->retry_after;
-        static const char *const hub[HTTP_HUB_N] = {
-            "x-repo-commit", "x-linked-etag", "x-linked-size", "x-error-code", "x-error-message"};
+        else if (strcmp(req->field, "content-type") == 0)
+            slot = &req->content_type;
+        static const char *const hub[HTTP_HUB_N] = {"x-repo-commit",   "x-linked-etag",
+                                                    "x-linked-size",   "x-error-code",
+                                                    "x-error-message", "link"};
         for (int i = 0; i < HTTP_HUB_N && !slot; i++)
             if (strcmp(req->field, hub[i]) == 0)
                 slot = &req->hub[i];
+    }
+    if (slot == &req->hub[HTTP_HUB_LINK] && *slot && req->value_len < HTTP_MAX_VALUE) {
+        /* Link lines are one list (RFC 8288): joined, within the same
+         * bound (a line that would pass it is dropped). */
+        char *both = NULL;
+        if (strlen(*slot) + 2 + req->value_len < HTTP_MAX_VALUE &&
+            asprintf(&both, "%s, %.*s", *slot, (int)req->value_len, req->value) < 0)
+            return parse_fail(p, "internal", "out of memory");
+        if (both) {
+            free(*slot);
+            *slot = both;
+        }
+        slot = NULL;
     }
     if (slot && req->value_len < HTTP_MAX_VALUE) {
         free(*slot);
@@ -210,6 +229,7 @@ static int on_headers_complete(llhttp_t *p)
     };
     for (int i = 0; i < HTTP_HUB_N; i++)
         resp.hub[i] = req->hub[i];
+    resp.content_type = req->content_type;
     if (p->flags & F_CHUNKED)
         resp.content_length = -1;
     int mode = req->cbs.on_headers(req, &resp, req->data);

@@ -1,9 +1,11 @@
-"""The HTTP front's Hugging Face endpoint (issue 13, first part: resolve):
-hubd's /hf in front of the stand-in Hub (tests/hubstub.py), asked by
-urllib as huggingface_hub asks, and by the real @huggingface/hub from npm.
+"""The HTTP front's Hugging Face endpoint (issue 13): resolve and the API
+routes (info, tree, paths-info): hubd's /hf in front of the stand-in Hub
+(tests/hubstub.py), asked by urllib as huggingface_hub asks, and by the
+real @huggingface/hub from npm.
 """
 
 import hashlib
+import http.client
 import json
 import os
 import shutil
@@ -17,6 +19,7 @@ from test_front import free_port
 from test_hubstub import JS_DIR, HUBCLIENT, REPOS, request
 
 MAIN = "1" * 40
+TAG = "2" * 40
 
 
 def setUpModule():
@@ -177,6 +180,208 @@ class HfTest(HubTestCase):
         sha = hashlib.sha256(self.stub.file_bytes("org/model", "model.safetensors")).hexdigest()
         self.assertEqual(self.stub.stats("cdn")["requests"], {"/cdn/" + sha: 1})
 
+
+    # --- the API routes ------------------------------------------------------
+    def both(self, path, method="GET", headers=None, data=None):
+        """(front's answer, stub's answer) to the same API path."""
+        return (request(self.hf + path, method, headers, data),
+                request(self.stub.hub_url + path, method, headers, data))
+
+    def test_api_info_with_and_without_revision(self):
+        for path in ("/api/models/org/model", "/api/models/org/model?blobs=true",
+                     "/api/models/org/model/revision/v1.0", "/api/models/org/model/revision/" + TAG,
+                     "/api/datasets/org/data", "/api/models/org/xet"):
+            with self.subTest(path=path):
+                (st, h, body), (sst, _, sbody) = self.both(path)
+                self.assertEqual((st, sst), (200, 200))
+                self.assertTrue(h["Content-Type"].startswith("application/json"), h["Content-Type"])
+                self.assertEqual(int(h["Content-Length"]), len(body))
+                want = json.loads(sbody)
+                want.pop("xetEnabled", None)
+                self.assertEqual(json.loads(body), want)
+                self.assertNotIn(b"xetEnabled", body)
+                self.assert_no_hint(h)
+        _, _, body = request(self.hf + "/api/models/org/model/revision/v1.0")
+        self.assertEqual(json.loads(body)["sha"], TAG)
+        self.assertIn(b"xetEnabled", request(self.stub.hub_url + "/api/models/org/xet")[2])
+
+    def follow_tree(self, url):
+        """Every entry of a paged tree, following each Link; asserts each
+        Link points at the front."""
+        entries, pages = [], 0
+        while url:
+            st, h, body = request(url)
+            self.assertEqual(st, 200, body)
+            entries += json.loads(body)
+            pages += 1
+            link = h["Link"]
+            url = None
+            if link:
+                self.assertTrue(link.startswith("<%s/api/" % self.hf), link)
+                self.assertTrue(link.endswith('>; rel="next"'), link)
+                url = link[1:link.index(">")]
+        return entries, pages
+
+    def test_api_tree_pages_through_the_front(self):
+        q = "/api/models/org/model/tree/main?recursive=true&expand=true"
+        entries, pages = self.follow_tree(self.hf + q)
+        self.assertEqual(pages, 5)
+        want = []
+        url = self.stub.hub_url + q
+        while url:
+            _, h, body = request(url)
+            want += json.loads(body)
+            url = h["Link"][1:h["Link"].index(">")] if h["Link"] else None
+        self.assertEqual(entries, want)
+        self.assertEqual(len(entries), 10)
+        # a path, one page; a percent-encoded revision passes as it is
+        st, _, body = request(self.hf + "/api/models/org/model/tree/v1.0/tokenizer")
+        self.assertEqual([e["path"] for e in json.loads(body)], ["tokenizer/deep", "tokenizer/vocab.txt"])
+        st, h, _ = request(self.hf + "/api/models/org/model/tree/refs%2Fpr%2F1")
+        self.assertEqual((st, h["X-Error-Code"]), (404, "RevisionNotFound"))
+        self.assertIn("/api/models/org/model/tree/refs%2Fpr%2F1", self.stub.stats("hub")["requests"])
+        # the xet repo: no xetHash anywhere
+        entries, _ = self.follow_tree(self.hf + "/api/models/org/xet/tree/main?recursive=true")
+        self.assertEqual(sorted(e["path"] for e in entries), ["README.md", "weights.bin"])
+        self.assertNotIn("xetHash", json.dumps(entries))
+        self.assertIn(b"xetHash", request(self.stub.hub_url + "/api/models/org/xet/tree/main")[2])
+
+    def test_api_paths_info_json_and_form(self):
+        for repo in ("org/model", "org/xet"):
+            path = "/api/models/%s/paths-info/main" % repo
+            for body, ctype in ((json.dumps({"paths": ["model.safetensors", "weights.bin", "nope",
+                                                       "shards"], "expand": True}), "application/json"),
+                                ("paths=model.safetensors&paths=weights.bin&paths=nope&paths=shards"
+                                 "&expand=True", "application/x-www-form-urlencoded")):
+                with self.subTest(repo=repo, ctype=ctype):
+                    (st, h, out), (sst, _, sout) = self.both(path, "POST", {"Content-Type": ctype},
+                                                             body.encode())
+                    self.assertEqual((st, sst), (200, 200))
+                    got, want = json.loads(out), json.loads(sout)
+                    for e in want:
+                        e.pop("xetHash", None)
+                    self.assertEqual(got, want)
+                    self.assertTrue(got)
+                    self.assertNotIn(b"xetHash", out)
+        # keep-alive: a POST's body read, the next request on the same connection
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            for _ in range(2):
+                conn.request("POST", "/hf/api/models/org/model/paths-info/main",
+                             body=b'{"paths": ["config.json"]}',
+                             headers={"Content-Type": "application/json"})
+                r = conn.getresponse()
+                self.assertEqual((r.status, [e["path"] for e in json.loads(r.read())]),
+                                 (200, ["config.json"]))
+        finally:
+            conn.close()
+
+    def test_api_errors_pass_with_the_hubs_codes(self):
+        cases = [("/api/models/org/none", None, 401, "RepoNotFound"),
+                 ("/api/models/org/none", "hf_alice", 404, "RepoNotFound"),
+                 ("/api/models/org/private", "hf_bob", 404, "RepoNotFound"),
+                 ("/api/models/org/model/revision/nope", None, 404, "RevisionNotFound"),
+                 ("/api/models/org/model/tree/main/nope", None, 404, "EntryNotFound"),
+                 ("/api/models/org/gated", None, 401, "GatedRepo")]
+        for path, tok, status, code in cases:
+            with self.subTest(path=path, tok=tok):
+                hdrs = {"Authorization": "Bearer " + tok} if tok else {}
+                (st, h, body), (_, sh, sbody) = self.both(path, headers=hdrs)
+                self.assertEqual((st, h["X-Error-Code"]), (status, code))
+                self.assertEqual(h["X-Error-Message"], sh["X-Error-Message"])
+                self.assertEqual(json.loads(body), json.loads(sbody))
+        _, h, _ = request(self.hf + "/api/models/org/model/tree/main/nope")
+        self.assertEqual(h["X-Repo-Commit"], MAIN)
+        st, _, body = request(self.hf + "/api/models/org/private", headers={"Authorization": "Bearer hf_alice"})
+        self.assertEqual((st, json.loads(body)["id"]), (200, "org/private"))  # the token went on
+
+    def test_api_xet_tokens_other_routes_and_methods(self):
+        for path in ("/api/models/org/xet/xet-read-token/main", "/api/models/org/xet/xet-write-token/main"):
+            st, h, body = request(self.hf + path)
+            self.assertEqual((st, h["X-Error-Code"]), (404, "EntryNotFound"), path)
+            self.assertIn(b"xet", body)
+        self.assertEqual(self.stub.stats("hub")["requests"], {})  # never asked of the Hub
+        for path in ("/api/whoami-v2", "/api/models", "/api/models/org/model/blame/main",
+                     "/api/models/org/model/tree", "/api/models/org//model"):
+            st, h, _ = request(self.hf + path)
+            self.assertEqual((st, h["X-Hubd-Error"]), (404, "bad_url"), path)
+        st, h, _ = request(self.hf + "/api/models/org/model/paths-info/main")
+        self.assertEqual((st, h["Allow"]), (405, "POST"))
+        st, h, _ = request(self.hf + "/api/models/org/model", "POST",
+                           {"Content-Type": "application/json"}, b"{}")
+        self.assertEqual(st, 405)
+        st, h, _ = request(self.hf + "/api/models/org/model", "HEAD")
+        self.assertEqual((st, h["Allow"]), (405, "GET"))
+        self.assertEqual(self.stub.stats("hub")["requests"], {})
+
+    def test_api_bodies_are_bounded(self):
+        url = self.hf + "/api/models/org/model/paths-info/main"
+        pad = 1024 * 1024 - len('{"paths": ["config.json"], "pad": ""}')
+        body = ('{"paths": ["config.json"], "pad": "%s"}' % ("x" * pad)).encode()
+        self.assertEqual(len(body), 1024 * 1024)
+        st, _, out = request(url, "POST", {"Content-Type": "application/json"}, body)
+        self.assertEqual((st, [e["path"] for e in json.loads(out)]), (200, ["config.json"]))
+        st, h, _ = request(url, "POST", {"Content-Type": "application/json"}, body + b" ")
+        self.assertEqual((st, h["X-Hubd-Error"]), (413, "bad_request"))
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request("POST", "/hf/api/models/org/model/paths-info/main", body=iter([b"{}"]),
+                         headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+                         encode_chunked=True)
+            self.assertEqual(conn.getresponse().status, 411)
+        finally:
+            conn.close()
+        # The Hub's answer: at most 16 MiB, and a body that is not JSON passes as it is.
+        root = os.path.join(self.tmp, "big")
+        os.makedirs(os.path.join(root, "api", "models", "org"))
+        with open(os.path.join(root, "api", "models", "org", "big"), "wb") as f:
+            f.write(b"[" * (16 * 1024 * 1024 + 1))
+        page = b"<html>not json, xetHash</html>"
+        with open(os.path.join(root, "api", "models", "org", "page"), "wb") as f:
+            f.write(page)
+        from harness import Origin
+        origin = Origin(root)
+        self.addCleanup(origin.stop)
+        # announced (Content-Length) or not (chunked): cut at the bound either way
+        for i, under in enumerate(("/files", "/chunked")):
+            self.hubd.stop()
+            conf = write_config(os.path.join(self.tmp, "big%d.conf" % i),
+                                http_listen="127.0.0.1:%d" % self.port, hf_upstream=origin.base + under)
+            self.hubd = Hubd(os.path.join(self.tmp, "hub%d" % i), config=conf)
+            st, h, body = request(self.hf + "/api/models/org/big")
+            self.assertEqual((st, h["X-Hubd-Error"]), (502, "too_large"), under)
+            self.assertIn(b"16 MiB", body)
+            st, h, body = request(self.hf + "/api/models/org/page")
+            self.assertEqual((st, body), (200, page), under)
+
+    def test_huggingface_js_snapshot_and_list_through_the_front(self):
+        work = os.path.join(self.tmp, "snap")
+        os.mkdir(work)
+        r = self.js("snapshot", "--dir", work)
+        self.assertTrue(r["ok"], r)
+        self.assertTrue(r["folder"].endswith("/snapshots/" + MAIN), r["folder"])
+        want = {p: (len(self.stub.file_bytes("org/model", p)),
+                    hashlib.sha256(self.stub.file_bytes("org/model", p)).hexdigest())
+                for p in REPOS["repos"][0]["files"]}
+        self.assertEqual({p: (f["size"], f["sha256"]) for p, f in r["files"].items()}, want)
+        for _, url, _, _, final in r["requests"]:
+            self.assertTrue(url.startswith(self.hf + "/"), url)
+            self.assertTrue(final.startswith(self.hf + "/"), final)
+        urls = [u for _, u, _, _, _ in r["requests"]]
+        tree = [u for u in urls if "/tree/" in u]
+        self.assertEqual(len(tree), 5)
+        self.assertTrue(all("cursor=" in u for u in tree[1:]), tree)
+        self.assertTrue(any("/api/models/org/model/revision/" in u for u in urls), urls)
+        # each file's metadata by paths-info (a JSON POST), each answered 200
+        posts = [(u, st) for m, u, _, st, _ in r["requests"] if "/paths-info/" in u]
+        self.assertEqual(len(posts), len(want), posts)
+        self.assertTrue(all(st == 200 for _, st in posts), posts)
+        self.assertEqual(set(m for m, u, _, _, _ in r["requests"] if "/paths-info/" in u), {"POST"})
+        r = self.js("list")
+        self.assertEqual(len(r["entries"]), 10)
+        entries = self.js("list", repo="org/xet")["entries"]
+        self.assertEqual(sorted(e["path"] for e in entries), ["README.md", "weights.bin"])
+        self.assertNotIn("xetHash", json.dumps(entries))
 
 if __name__ == "__main__":
     unittest.main()

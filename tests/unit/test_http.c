@@ -136,6 +136,49 @@ START_TEST(http_request_goes_out_on_the_pooled_stream)
 }
 END_TEST
 
+/* A POST carries its body after the head, with its Content-Length; the
+ * answer's Content-Type and Link lines (joined) reach on_headers. */
+static char seen_ctype[64], seen_link[256];
+
+static int on_headers_keep(http_req_t *req, const http_response_t *resp, void *data)
+{
+    snprintf(seen_ctype, sizeof seen_ctype, "%s", resp->content_type ? resp->content_type : "-");
+    snprintf(seen_link, sizeof seen_link, "%s",
+             resp->hub[HTTP_HUB_LINK] ? resp->hub[HTTP_HUB_LINK] : "-");
+    return on_headers(req, resp, data);
+}
+
+START_TEST(http_post_sends_its_body)
+{
+    static const http_req_cbs_t keep_cbs = {on_headers_keep, on_body, on_done};
+    fake_stream_t *f = setup();
+    url_t u;
+    ck_assert_int_eq(url_parse("http://127.0.0.1/api/models/a/b/paths-info/main", &u, NULL), 0);
+    static const char body[] = "{\"paths\": [\"x\"]}";
+    http_req_t *req = NULL;
+    ck_assert_int_eq(http_request_body(client, &u, "POST", "Content-Type: application/json\r\n",
+                                       body, sizeof body - 1, &keep_cbs, NULL, &req),
+                     0);
+    url_free(&u);
+    f->written[f->wlen] = '\0';
+    ck_assert_str_eq(f->written,
+                     "POST /api/models/a/b/paths-info/main HTTP/1.1\r\nHost: "
+                     "127.0.0.1\r\nUser-Agent: hubd/0.1.0\r\nAccept: "
+                     "*/*\r\nAccept-Encoding: identity\r\nContent-Length: "
+                     "16\r\nContent-Type: application/json\r\n\r\n{\"paths\": [\"x\"]}");
+    const char resp[] =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nLink: <a>; "
+        "rel=\"next\"\r\nLink: <b>; rel=\"xet-auth\"\r\nContent-Length: 2\r\n\r\n[]";
+    fake_send(f, resp, sizeof resp - 1);
+    ck_assert_int_eq(res.done, 1);
+    ck_assert_ptr_null(res.code);
+    ck_assert_str_eq(seen_ctype, "application/json");
+    ck_assert_str_eq(seen_link, "<a>; rel=\"next\", <b>; rel=\"xet-auth\"");
+    ck_assert_uint_eq(res.body_len, 2);
+    teardown();
+}
+END_TEST
+
 static const char *const responses[] = {
     "HTTP/1.1 200 OK\r\nContent-Length: 11\r\nETag: \"x\"\r\n\r\nhello world",
     "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -354,6 +397,7 @@ int main(void)
     tcase_add_test(tc, http_pause_stops_reading);
     tcase_add_test(tc, stls_resume_keeps_a_full_spill_stopped);
     tcase_add_test(tc, http_through_a_proxy_in_absolute_form);
+    tcase_add_test(tc, http_post_sends_its_body);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,381 @@
+/* httpd_hf_api: the Hugging Face Hub's API routes through the HTTP front
+ * (issue 13), what the Hub clients ask before they download:
+ *
+ *   GET  /hf/api/{models,datasets,spaces}/{repo}[/revision/{rev}]   repo info
+ *   GET  /hf/api/{type}/{repo}/tree/{rev}[/{path}][?recursive&expand&cursor&limit]
+ *   POST /hf/api/{type}/{repo}/paths-info/{rev}   (JSON or form body)
+ *
+ * {repo} is "org/name" or one "name"; {rev} passes as the client spelled it
+ * (percent-encoded "refs%2Fpr%2F1" too), and so does the query. Each is
+ * asked of the Hub (hf_upstream + "/api/...") through the jobs module's
+ * HTTP client (proxies, network policy) with the client's credential
+ * headers, and answered with the Hub's status, Content-Type, X-Error-Code,
+ * X-Error-Message and X-Repo-Commit, its Link (the tree's next page) and
+ * Location pointed at the front, and its JSON without the xet hints
+ * (xetHash, xetEnabled: hf_json.h), so that no client leaves the front for
+ * the xet CAS. The xet token routes (xet-read-token, xet-write-token) are
+ * answered 404 with X-Error-Code EntryNotFound: a client that sees no xet
+ * hint never asks for them, and one that does gets the Hub's own "not
+ * there" answer rather than a token for a CAS hubd does not front. Any
+ * other /hf/api path is a 404; another method than GET (POST for
+ * paths-info) a 405.
+ *
+ * Bounds: the client's body at most HTTPD_BODY_MAX (httpd_request.c), the
+ * Hub's answer at most HF_API_BODY_MAX (a larger one is a 502), and each
+ * request counts as one of its uid's waiting requests
+ * (max_requests_per_user), as a download does: what one user can make the
+ * daemon hold is bounded. The JSON is parsed and written back in a libuv
+ * pool item: a tree page of several MB is never parsed on the loop.
+ *
+ * Loop thread, but for the pool item's filter_work. */
+#include "hf_json.h"
+#include "http.h"
+#include "httpd_internal.h"
+#include "log.h"
+#include "url.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HF_API_BODY_MAX (16u << 20) /* the Hub's answer, bytes */
+
+typedef enum {
+    ROUTE_NONE,       /* not one of ours: 404 */
+    ROUTE_INFO,       /* {repo} */
+    ROUTE_REVISION,   /* {repo}/revision/{rev} */
+    ROUTE_TREE,       /* {repo}/tree/{rev}[/{path}] */
+    ROUTE_PATHS_INFO, /* {repo}/paths-info/{rev} */
+    ROUTE_XET_TOKEN,  /* {repo}/xet-read-token/..., xet-write-token/... */
+} route_t;
+
+typedef struct hf_api {
+    hconn_t *c;      /* NULL once the connection left: the pool item's end frees it */
+    http_req_t *req; /* the request to the Hub in flight, or NULL */
+    bytebuf_t body;  /* the Hub's answer, at most HF_API_BODY_MAX */
+    int status;      /* the Hub's */
+    char *ctype;     /* its Content-Type, or NULL */
+    char *location;  /* its Location, or NULL */
+    char *hub[HTTP_HUB_N];
+    uv_work_t work; /* the JSON filter */
+    int work_out;   /* the pool item is out: only it may free this */
+    int filtered;   /* the item's outcome: 0 JSON in out, 1 not JSON, -ENOMEM */
+    char *out;      /* the filtered JSON (malloc'd) */
+    size_t out_len;
+} hf_api_t;
+
+/* ---- routes ------------------------------------------------------------ */
+
+static int is_keyword(const char *seg, size_t n)
+{
+    static const char *const kw[] = {"revision", "tree", "paths-info", "xet-read-token",
+                                     "xet-write-token"};
+    for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++)
+        if (strlen(kw[i]) == n && strncmp(seg, kw[i], n) == 0)
+            return 1;
+    return 0;
+}
+
+/* Which route target ("/hf/api/...") asks for. The repo is "org/name"
+ * when the third segment is a route's keyword, else one "name" when the
+ * second is; no segment may be empty. */
+static route_t api_route(const char *target)
+{
+    const char *t = target + 8; /* after "/hf/api/" */
+    size_t tl = strcspn(t, "?");
+    static const char *const types[] = {"models/", "datasets/", "spaces/"};
+    size_t pl = 0;
+    for (size_t i = 0; i < 3 && !pl; i++)
+        if (strncmp(t, types[i], strlen(types[i])) == 0)
+            pl = strlen(types[i]);
+    if (!pl)
+        return ROUTE_NONE;
+    const char *seg[4];
+    size_t len[4], n = 0;
+    for (const char *p = t + pl, *end = t + tl; p <= end && n < 4;) {
+        const char *slash = memchr(p, '/', (size_t)(end - p));
+        const char *e = slash ? slash : end;
+        if (e == p)
+            return ROUTE_NONE; /* an empty segment */
+        seg[n] = p;
+        len[n++] = (size_t)(e - p);
+        if (!slash)
+            break;
+        p = slash + 1;
+    }
+    size_t k;
+    if (n >= 3 && is_keyword(seg[2], len[2]))
+        k = 2;
+    else if (n >= 2 && is_keyword(seg[1], len[1]))
+        k = 1;
+    else
+        return n == 1 || n == 2 ? ROUTE_INFO : ROUTE_NONE;
+    /* What follows the keyword: nothing (0), one segment (1) or more (2). */
+    const char *rest = seg[k] + len[k], *end = t + tl;
+    int after = rest == end ? 0 : memchr(rest + 1, '/', (size_t)(end - rest - 1)) ? 2 : 1;
+    if (len[k] > 4 && memcmp(seg[k], "xet-", 4) == 0)
+        return ROUTE_XET_TOKEN;
+    if (len[k] == 8 && memcmp(seg[k], "revision", 8) == 0)
+        return after == 1 ? ROUTE_REVISION : ROUTE_NONE;
+    if (len[k] == 4 && memcmp(seg[k], "tree", 4) == 0)
+        return after >= 1 ? ROUTE_TREE : ROUTE_NONE;
+    return after == 1 ? ROUTE_PATHS_INFO : ROUTE_NONE; /* paths-info */
+}
+
+int hf_api_takes_body(const char *target)
+{
+    return strncmp(target, "/hf/api/", 8) == 0 && api_route(target) == ROUTE_PATHS_INFO;
+}
+
+/* ---- life ---------------------------------------------------------------- */
+
+static void api_free(hf_api_t *a)
+{
+    bytebuf_free(&a->body);
+    free(a->ctype);
+    free(a->location);
+    for (int i = 0; i < HTTP_HUB_N; i++)
+        free(a->hub[i]);
+    free(a->out);
+    free(a);
+}
+
+void hf_api_abandon(hconn_t *c)
+{
+    hf_api_t *a = c->api;
+    if (!a)
+        return;
+    c->api = NULL;
+    if (a->req) {
+        http_req_t *req = a->req;
+        a->req = NULL;
+        http_req_abort(req);
+    }
+    if (a->work_out) {
+        a->c = NULL; /* the item runs on: after_filter frees it */
+        return;
+    }
+    api_free(a);
+}
+
+/* The request ends with a short text (an error of the front's). */
+static void api_fail(hconn_t *c, int status, const char *code, const char *msg)
+{
+    hreq_abandon(c);
+    hreq_answer_text(c, status, code, msg, 0);
+}
+
+/* ---- the answer ------------------------------------------------------------ */
+
+static int has_ctl(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 && *s != '\t')
+            return 1;
+    return 0;
+}
+
+/* Pool: the Hub's answer without its xet hints, when it is JSON. */
+static void filter_work(uv_work_t *w)
+{
+    hf_api_t *a = w->data;
+    a->filtered =
+        hf_json_filter(bytebuf_data(&a->body), bytebuf_len(&a->body), &a->out, &a->out_len);
+}
+
+/* The Hub's answer, its headers made the front's. */
+static void api_answer(hconn_t *c, hf_api_t *a)
+{
+    hreq_t *r = &c->req;
+    char *front = NULL, *link = NULL, *loc = NULL;
+    const char *up = c->srv->d.cfg->hf_upstream;
+    int bad = asprintf(&front, "http://%s/hf", r->host) < 0;
+    if (!bad && a->hub[HTTP_HUB_LINK])
+        bad = hf_link_rewrite(a->hub[HTTP_HUB_LINK], up, front, &link) != 0;
+    if (!bad && a->location)
+        bad = hf_url_rewrite(a->location, strlen(a->location), up, front, &loc) != 0;
+    bad = bad || hf_add_line(r, "X-Error-Code", a->hub[HTTP_HUB_ERROR_CODE]) ||
+          hf_add_line(r, "X-Error-Message", a->hub[HTTP_HUB_ERROR_MESSAGE]) ||
+          hf_add_line(r, "X-Repo-Commit", a->hub[HTTP_HUB_COMMIT]) ||
+          hf_add_line(r, "Link", link) || hf_add_line(r, "Location", loc);
+    free(front);
+    free(link);
+    free(loc);
+    if (bad) {
+        api_fail(c, 500, "internal", "out of memory");
+        return;
+    }
+    const char *ctype =
+        a->ctype && a->ctype[0] && !has_ctl(a->ctype) ? a->ctype : "application/json";
+    int status = a->status >= 200 && a->status <= 599 ? a->status : 502;
+    const char *body = a->filtered == 0 ? a->out : bytebuf_data(&a->body);
+    size_t len = a->filtered == 0 ? a->out_len : bytebuf_len(&a->body);
+    log_debug("http front uid %u: %s %s: %d, %zu bytes", (unsigned)c->who.uid,
+              r->method == HTTP_POST ? "POST" : "GET", r->target, status, len);
+    /* c->api goes first (hreq_abandon frees a): the answer is copied. */
+    c->api = NULL;
+    hreq_abandon(c);
+    hreq_answer_bytes(c, status, ctype, body, len);
+    api_free(a);
+}
+
+static void after_filter(uv_work_t *w, int status)
+{
+    hf_api_t *a = w->data;
+    a->work_out = 0;
+    hconn_t *c = a->c;
+    if (!c) { /* the connection went meanwhile */
+        api_free(a);
+        return;
+    }
+    if (status || a->filtered < 0) {
+        api_fail(c, 500, "internal",
+                 status ? "the server is shutting down" : "out of memory filtering the Hub's JSON");
+        return;
+    }
+    api_answer(c, a);
+}
+
+/* ---- the request to the Hub ----------------------------------------------- */
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static void too_big(hconn_t *c)
+{
+    char msg[160];
+    snprintf(msg, sizeof msg, "the Hub's answer is larger than %u MiB", HF_API_BODY_MAX >> 20);
+    api_fail(c, 502, "too_large", msg);
+}
+
+static int on_api_headers(http_req_t *req, const http_response_t *resp, void *data)
+{
+    hf_api_t *a = data;
+    (void)req;
+    a->status = resp->status;
+    a->ctype = dup_or_null(resp->content_type);
+    a->location = dup_or_null(resp->location);
+    for (int i = 0; i < HTTP_HUB_N; i++)
+        a->hub[i] = dup_or_null(resp->hub[i]);
+    if (resp->content_length > (int64_t)HF_API_BODY_MAX)
+        too_big(a->c); /* aborts the request: http.c allows it from here */
+    return HTTP_BODY_DELIVER;
+}
+
+static void on_api_body(http_req_t *req, buf_t *buf, const char *p, size_t n, void *data)
+{
+    hf_api_t *a = data;
+    (void)req, (void)buf;
+    int rc = bytebuf_append(&a->body, p, n);
+    if (rc == -ENOBUFS)
+        too_big(a->c); /* a chunked answer that goes on and on */
+    else if (rc)
+        api_fail(a->c, 500, "internal", "out of memory");
+}
+
+static void on_api_done(http_req_t *req, const char *code, const char *msg, void *data)
+{
+    hf_api_t *a = data;
+    hconn_t *c = a->c;
+    (void)req;
+    a->req = NULL;
+    if (code) {
+        api_fail(c, httpd_status_of(code), code, msg ? msg : code);
+        return;
+    }
+    a->work.data = a;
+    a->work_out = 1;
+    if (uv_queue_work(c->srv->d.loop, &a->work, filter_work, after_filter)) {
+        a->work_out = 0;
+        api_fail(c, 500, "internal", "cannot queue the Hub's answer for filtering");
+    }
+}
+
+static const http_req_cbs_t api_cbs = {on_api_headers, on_api_body, on_api_done};
+
+void hf_api_handle(hconn_t *c)
+{
+    hreq_t *r = &c->req;
+    httpd_t *h = c->srv;
+    route_t route = api_route(r->target);
+    if (route == ROUTE_NONE) {
+        hreq_answer_text(c, 404, "bad_url",
+                         "the front serves /hf/api/{models,datasets,spaces}/{repo} with "
+                         "/revision/{rev}, /tree/{rev}[/{path}] or /paths-info/{rev}",
+                         0);
+        return;
+    }
+    if (route == ROUTE_XET_TOKEN) {
+        hf_add_line(r, "X-Error-Code", "EntryNotFound");
+        hf_add_line(r, "X-Error-Message", "xet is not served through hubd");
+        hreq_answer_text(c, 404, "bad_url",
+                         "xet is not served through hubd: files come over plain HTTP", 0);
+        return;
+    }
+    int post = route == ROUTE_PATHS_INFO;
+    if (r->method != (post ? HTTP_POST : HTTP_GET)) {
+        r->allow = post ? "POST" : "GET";
+        hreq_answer_text(c, 405, "bad_request",
+                         post ? "paths-info is asked with POST" : "the Hub's API is asked with GET",
+                         0);
+        return;
+    }
+    unsigned waiting;
+    if (quota_request_begin(h->d.quota, &c->who, h->d.cfg->max_requests_per_user, &waiting)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "uid %u has %u requests waiting already (max_requests_per_user)",
+                 (unsigned)c->who.uid, waiting);
+        hreq_answer_text(c, 429, "too_many_requests", msg, 0);
+        return;
+    }
+    c->quota_counted = 1;
+    /* The target after "/hf" is the Hub's path, query and all. */
+    char *text = NULL;
+    url_t u;
+    const char *why = "out of memory";
+    if (asprintf(&text, "%s%s", h->d.cfg->hf_upstream, r->target + 3) < 0)
+        text = NULL;
+    if (!text || url_parse(text, &u, &why)) {
+        free(text);
+        api_fail(c, 400, "bad_url", why);
+        return;
+    }
+    free(text);
+    hf_api_t *a = calloc(1, sizeof *a);
+    char *hdrs = NULL;
+    size_t hl = 0;
+    FILE *f = a ? open_memstream(&hdrs, &hl) : NULL;
+    if (f) {
+        for (unsigned i = 0; i < r->ncred; i++)
+            fprintf(f, "%s\r\n", r->cred[i]);
+        if (post && r->content_type[0] && strcmp(r->content_type, "?") != 0)
+            fprintf(f, "Content-Type: %s\r\n", r->content_type);
+        if (fclose(f))
+            hdrs = NULL;
+    }
+    if (!hdrs) {
+        free(a);
+        url_free(&u);
+        api_fail(c, 500, "internal", "out of memory");
+        return;
+    }
+    bytebuf_init(&a->body, HF_API_BODY_MAX);
+    a->c = c;
+    c->api = a;
+    c->state = HC_FETCH;
+    /* A POST's body is the client's, possibly empty (Content-Length: 0). */
+    const char *body = post ? (bytebuf_len(&r->body) ? bytebuf_data(&r->body) : "") : NULL;
+    int rc = http_request_body(jobs_http(h->d.jobs), &u, post ? "POST" : "GET", hdrs, body,
+                               post ? bytebuf_len(&r->body) : 0, &api_cbs, a, &a->req);
+    free(hdrs);
+    url_free(&u);
+    if (rc) {
+        a->req = NULL;
+        api_fail(c, rc == -EACCES ? 403 : 500, rc == -EACCES ? "forbidden" : "internal",
+                 rc == -EACCES ? "the network policy does not allow the Hub's host"
+                               : "cannot ask the Hub");
+    }
+}
