@@ -271,8 +271,12 @@ start_front() {
         die "warming the front's cache failed: $(tail -n 3 "$work/hubd-front.log")"
     grep -qi '^X-Hubd-Source: download' "$work/front-warm.head" ||
         die "the warming fetch was not a download: $(tr '\r\n' '  ' <"$work/front-warm.head")"
+    # A download is streamed as it lands, so only the stored file's answer
+    # names its digest: ask once more, a hit.
+    curl -sS -I -o /dev/null -D "$work/front-warm.head" "$front_url" ||
+        die "asking the front for the warmed file failed"
     [[ $(head_field "$work/front-warm.head" X-Hubd-Sha256) == "$src_sha" ]] ||
-        die "the front's warming fetch has the wrong X-Hubd-Sha256"
+        die "the front's warmed file has the wrong X-Hubd-Sha256"
 }
 
 # head_field FILE NAME: the value of header NAME in a curl -D file.

@@ -76,6 +76,7 @@ static void hconn_maybe_free(hconn_t *c)
         return;
     httpd_t *h = c->srv;
     close(c->fd); /* after the poll handle is closed: libuv no longer watches it */
+    job_fd_unref(c->body);
     hreq_reset(&c->req);
     free(c->out);
     list_remove(&c->node);
@@ -106,9 +107,7 @@ void hconn_close(hconn_t *c)
         return;
     c->state = HC_CLOSING;
     hreq_abandon(c);
-    job_fd_unref(c->body);
-    c->body = NULL;
-    c->counted = 0;
+    c->counted = 0; /* the body (its fd) goes in hconn_maybe_free: an item may use it */
     c->closes_pending += 2;
     uv_close((uv_handle_t *)&c->poll, on_part_closed);
     uv_close((uv_handle_t *)&c->timer, on_part_closed);
@@ -152,6 +151,8 @@ static void send_done(hconn_t *c)
     memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
     c->in_len -= c->in_off;
     c->in_off = 0;
+    /* Idle until a next request begins; its head then has its deadline. */
+    arm(c, c->in_len ? HTTPD_HEADER_TIMEOUT_MS : HTTPD_IDLE_TIMEOUT_MS);
     hconn_pump(c);
 }
 
@@ -165,13 +166,12 @@ static uint64_t body_ready(const hconn_t *c)
 static void sendfile_work(uv_work_t *w)
 {
     hconn_t *c = w->data;
-    uint64_t ready = body_ready(c);
-    uint64_t want = ready < SENDFILE_ITEM_MAX ? ready : SENDFILE_ITEM_MAX;
-    off_t off = (off_t)c->body_off;
+    uint64_t want = c->item_want;
+    off_t off = (off_t)c->item_off;
     ssize_t total = 0;
     c->item_err = 0;
     while ((uint64_t)total < want) {
-        ssize_t n = sendfile(c->fd, c->body->fd, &off, (size_t)(want - (uint64_t)total));
+        ssize_t n = sendfile(c->fd, c->item_fd, &off, (size_t)(want - (uint64_t)total));
         if (n > 0) {
             total += n;
             continue;
@@ -220,7 +220,9 @@ static void after_sendfile(uv_work_t *w, int status)
         return;
     }
     if (c->item_err == EAGAIN) {
-        watch(c, UV_WRITABLE | UV_DISCONNECT); /* the socket is full: wait for room */
+        watch(c, UV_WRITABLE); /* the socket is full: wait for room, */
+        if (!uv_is_active((uv_handle_t *)&c->timer))
+            arm(c, HTTPD_SEND_TIMEOUT_MS); /* not for ever */
         return;
     }
     send_body(c);
@@ -235,6 +237,10 @@ static void send_body(hconn_t *c)
         return;
     }
     watch(c, 0); /* the item writes: the loop does not watch meanwhile */
+    uint64_t ready = body_ready(c);
+    c->item_fd = c->body->fd;
+    c->item_off = c->body_off;
+    c->item_want = ready < SENDFILE_ITEM_MAX ? ready : SENDFILE_ITEM_MAX;
     c->item_out = 1;
     c->work.data = c;
     if (uv_queue_work(c->srv->d.loop, &c->work, sendfile_work, after_sendfile)) {
@@ -255,7 +261,7 @@ static void send_some(hconn_t *c)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            watch(c, UV_WRITABLE | UV_DISCONNECT);
+            watch(c, UV_WRITABLE); /* a half-closed client still reads */
             return;
         }
         hconn_close(c); /* the client went away */
@@ -273,6 +279,7 @@ void hconn_more_body(hconn_t *c)
     if (c->state != HC_SEND || !c->body_wait || c->item_out)
         return;
     c->body_wait = 0;
+    arm(c, HTTPD_SEND_TIMEOUT_MS); /* the client's turn again */
     send_body(c);
 }
 
@@ -346,9 +353,15 @@ static void on_poll(uv_poll_t *p, int status, int events)
         hconn_close(c);
         return;
     }
-    if (c->state == HC_FETCH) { /* watching for the client to go away */
-        if (events & UV_DISCONNECT)
-            hconn_close(c);
+    if (c->state == HC_FETCH || (c->state == HC_SEND && c->body_wait)) {
+        /* The client shut its sending side (FIN): it may be done sending
+         * and still reading (nc -N, scripts), so the answer goes on and
+         * the connection closes after it. A client that is really gone
+         * fails the next send; a reset comes as an error (status < 0). */
+        if (events & UV_DISCONNECT) {
+            c->keep_alive = 0;
+            watch(c, 0);
+        }
         return;
     }
     if (c->state == HC_LINGER) {
@@ -432,7 +445,9 @@ static void after_peer(uv_work_t *w, int status)
         log_debug("http front uid %u: connected", (unsigned)c->who.uid);
     }
     c->state = HC_HEAD;
-    arm(c, HTTPD_IDLE_TIMEOUT_MS);
+    /* A refused client gets a short while to send its request (and read
+     * why), not the idle timeout: refusals must not hold descriptors. */
+    arm(c, c->refuse_status ? HTTPD_REFUSED_MS : HTTPD_IDLE_TIMEOUT_MS);
     hconn_pump(c);
 }
 
@@ -469,8 +484,12 @@ void httpd_accept(uv_loop_t *loop, httpd_t *h, tcp_listener_t *l)
 
 void httpd_take(httpd_t *h, int fd)
 {
-    hconn_t *c = calloc(1, sizeof *c);
+    /* Past twice the limit not even a 503: each refused connection holds
+     * a descriptor and its buffers until answered. */
+    hconn_t *c = h->nconns < 2 * HTTPD_MAX_CONNS ? calloc(1, sizeof *c) : NULL;
     if (!c || h->closing) {
+        if (!h->closing)
+            h->stats.refused++;
         free(c);
         close(fd);
         return;
@@ -501,7 +520,7 @@ void httpd_take(httpd_t *h, int fd)
     if (h->nconns > HTTPD_MAX_CONNS) { /* no lookup: answered once its head is in */
         refuse(c, 503, "busy", "the HTTP front has too many connections");
         c->state = HC_HEAD;
-        arm(c, HTTPD_IDLE_TIMEOUT_MS);
+        arm(c, HTTPD_REFUSED_MS);
         hconn_pump(c);
         return;
     }

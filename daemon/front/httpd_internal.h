@@ -22,7 +22,8 @@
 #define HTTPD_IDLE_TIMEOUT_MS 60000   /* keep-alive: no new request for this long */
 #define HTTPD_SEND_TIMEOUT_MS 120000  /* a client that takes no byte for this long */
 #define HTTPD_LINGER_MS 2000          /* reading after a last answer, before the close */
-#define HTTPD_HOLD_BACK (64 * 1024)   /* a streamed download's tail, sent only once verified */
+#define HTTPD_REFUSED_MS 5000       /* a refused client's time to send the request it is refused */
+#define HTTPD_HOLD_BACK (64 * 1024) /* a streamed download's tail, sent only once verified */
 #define HTTPD_BODY_MAX                                                                             \
     (1024 * 1024) /* a request body (the Hub's paths-info), with Content-Length */
 
@@ -102,9 +103,12 @@ struct hconn {
     uint64_t body_left;  /* bytes still to send */
     uint64_t body_limit; /* the offset sending may reach now (a partial: what is written) */
     int body_wait;       /* caught up with body_limit: waits for hconn_more_body */
-    ssize_t item_sent;   /* what the last sendfile item sent */
-    int item_err;        /* its errno (EAGAIN: the socket is full) */
-    int keep_alive;      /* read the next request after this answer */
+    int item_fd;         /* a sendfile item's file, offset and bytes: copied on the loop, */
+    uint64_t item_off;   /* so the pool thread reads nothing the loop may change (or free) */
+    uint64_t item_want;
+    ssize_t item_sent; /* what the last sendfile item sent */
+    int item_err;      /* its errno (EAGAIN: the socket is full) */
+    int keep_alive;    /* read the next request after this answer */
     /* the fetch */
     job_waiter_t w;
     int waiting;        /* w is in a job (jobs_cancel on close) */

@@ -68,12 +68,15 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
  * or Sec-Fetch-Site the front accepts, and no Range it serves. */
 static void keep(char *slot, size_t cap, const hreq_t *r, int too_long)
 {
-    if (too_long || r->value_len >= cap) {
+    size_t n = r->value_len;
+    while (n && (r->value[n - 1] == ' ' || r->value[n - 1] == '\t'))
+        n--; /* trailing whitespace is not the value's (RFC 9110 5.5) */
+    if (too_long || n >= cap) {
         snprintf(slot, cap, "?");
         return;
     }
-    memcpy(slot, r->value, r->value_len);
-    slot[r->value_len] = '\0';
+    memcpy(slot, r->value, n);
+    slot[n] = '\0';
 }
 
 /* A header line is in: keep what the front looks at. */
@@ -87,8 +90,8 @@ static int on_header_value_complete(llhttp_t *p)
         llhttp_set_error_reason(p, "more than 64 header lines");
         return -1;
     }
-    if (strcmp(r->field, "host") == 0)
-        keep(r->host, sizeof r->host, r, too_long);
+    if (strcmp(r->field, "host") == 0) /* a second Host is no Host the front accepts */
+        keep(r->host, sizeof r->host, r, too_long || r->host[0]);
     else if (strcmp(r->field, "origin") == 0)
         keep(r->origin, sizeof r->origin, r, too_long);
     else if (strcmp(r->field, "sec-fetch-site") == 0)
@@ -321,8 +324,8 @@ void hreq_answer_file(hconn_t *c, const job_result_t *res)
     if (rk == RANGE_UNSATISFIABLE) {
         len = asprintf(&text,
                        "HTTP/1.1 416 %s\r\nServer: hubd\r\nContent-Range: bytes */%llu\r\n"
-                       "Content-Length: 0\r\n%s\r\n",
-                       reason(416), (unsigned long long)res->size,
+                       "Content-Length: 0\r\n%s%s\r\n",
+                       reason(416), (unsigned long long)res->size, c->req.extra ? c->req.extra : "",
                        c->keep_alive ? "" : "Connection: close\r\n");
         answer(c, text, len, 0);
         return;
@@ -439,7 +442,10 @@ static void on_written(job_waiter_t *w, uint64_t written, uint64_t durable)
 {
     hconn_t *c = conn_of_waiter(w);
     (void)durable;
-    if (c->streaming && written < c->body_off) {
+    if (c->streaming && written < c->written) {
+        /* The download restarted from byte 0 (the file changed upstream):
+         * the head announced the old length and bytes of the old file may
+         * be out, or going out in an item, so the answer is cut short. */
         log_info("http front uid %u: the download restarted after %llu bytes were sent: the "
                  "answer is cut short",
                  (unsigned)c->who.uid, (unsigned long long)c->body_off);

@@ -262,6 +262,45 @@ class FrontSecurityTest(FrontTestCase):
             self.assertEqual(self.head_of(r.stdout)[0], 200)
         self.assertEqual(self.origin.requests_for("/files/h.bin"), 1)
 
+    def raw(self, request, half_close=False):
+        """The whole answer to raw request bytes (the server closes after it)."""
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=30)
+        try:
+            s.sendall(request)
+            if half_close:  # done sending, still reading (nc -N)
+                s.shutdown(socket.SHUT_WR)
+            got = b""
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    return got
+                got += b
+        finally:
+            s.close()
+
+    def test_a_client_that_half_closes_still_gets_its_answer(self):
+        digest = self.make_file("hc.bin", 300000)
+        target = "/" + self.origin.url("/files/hc.bin?delay_ms=300")
+        got = self.raw(b"GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n"
+                       % (target.encode(), self.port), half_close=True)
+        head, _, body = got.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 200"), head)
+        self.assertEqual(hashlib.sha256(body).hexdigest(), digest)
+
+    def test_two_hosts_or_none_are_refused_and_whitespace_is_not_the_host(self):
+        self.make_file("d.bin", 100)
+        target = ("/" + self.origin.url("/files/d.bin")).encode()
+        ours = b"127.0.0.1:%d" % self.port
+        for heads in (b"Host: evil.example\r\nHost: " + ours, b"Host: " + ours + b"\r\nHost: " + ours,
+                      b"X-None: 1"):
+            with self.subTest(heads=heads):
+                got = self.raw(b"GET %s HTTP/1.1\r\n%s\r\nConnection: close\r\n\r\n"
+                               % (target, heads))
+                self.assertTrue(got.startswith(b"HTTP/1.1 403"), got[:100])
+        got = self.raw(b"GET %s HTTP/1.1\r\nHost: %s  \r\nConnection: close\r\n\r\n"
+                       % (target, ours))
+        self.assertTrue(got.startswith(b"HTTP/1.1 200"), got[:100])
+
     def test_cross_site_requests_are_refused(self):
         self.make_file("x.bin", 1000)
         url = self.front(self.origin.url("/files/x.bin"))
