@@ -323,15 +323,8 @@ void hf_api_handle(hconn_t *c)
                          0);
         return;
     }
-    unsigned waiting;
-    if (quota_request_begin(h->d.quota, &c->who, h->d.cfg->max_requests_per_user, &waiting)) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "uid %u has %u requests waiting already (max_requests_per_user)",
-                 (unsigned)c->who.uid, waiting);
-        hreq_answer_text(c, 429, "too_many_requests", msg, 0);
+    if (hreq_quota_begin(c))
         return;
-    }
-    c->quota_counted = 1;
     /* The target after "/hf" is the Hub's path, query and all. */
     char *text = NULL;
     url_t u;

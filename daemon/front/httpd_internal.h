@@ -173,6 +173,9 @@ void hreq_abandon(hconn_t *c);
  * (streamed, or the file): the generic form's and the Hub's. sha256: the
  * expected digest or NULL. */
 void hreq_fetch(hconn_t *c, const char *url, const char *sha256);
+/* One more waiting request of c's uid (max_requests_per_user): 0, or -1
+ * after answering 429. hreq_abandon ends it. */
+int hreq_quota_begin(hconn_t *c);
 /* Answers with the stored file res (Range, HEAD, the body by sendfile). */
 void hreq_answer_file(hconn_t *c, const job_result_t *res);
 /* Answers with a head only: 200, Content-Length length, the request's

@@ -652,19 +652,27 @@ void hreq_handle(hconn_t *c)
     hreq_fetch(c, url, NULL);
 }
 
-void hreq_fetch(hconn_t *c, const char *url, const char *sha256)
+int hreq_quota_begin(hconn_t *c)
 {
     httpd_t *h = c->srv;
-    hreq_t *r = &c->req;
     unsigned waiting;
     if (quota_request_begin(h->d.quota, &c->who, h->d.cfg->max_requests_per_user, &waiting)) {
         char msg[160];
         snprintf(msg, sizeof msg, "uid %u has %u requests waiting already (max_requests_per_user)",
                  (unsigned)c->who.uid, waiting);
         hreq_answer_text(c, 429, "too_many_requests", msg, 0);
-        return;
+        return -1;
     }
     c->quota_counted = 1;
+    return 0;
+}
+
+void hreq_fetch(hconn_t *c, const char *url, const char *sha256)
+{
+    httpd_t *h = c->srv;
+    hreq_t *r = &c->req;
+    if (hreq_quota_begin(c))
+        return;
     memset(&c->w, 0, sizeof c->w);
     c->w.on_start = on_start;
     c->w.on_progress = on_progress;
