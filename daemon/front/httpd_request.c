@@ -225,8 +225,6 @@ static const char *reason(int status)
         return "Unavailable For Legal Reasons";
     case 500:
         return "Internal Server Error";
-    case 501:
-        return "Not Implemented";
     case 502:
         return "Bad Gateway";
     case 503:

@@ -80,6 +80,29 @@ class TestCerts:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def free_port(host="127.0.0.1"):
+    """A loopback port nobody listens on just now (the kernel's pick; a
+    server started on it later may lose a race, which its caller retries
+    or reports)."""
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+def ipv6_loopback_works():
+    """Whether ::1 can be bound here (some containers have no IPv6)."""
+    try:
+        s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        s.bind(("::1", 0))
+        s.close()
+        return True
+    except OSError:
+        return False
+
+
 def wait_for(pred, timeout=10.0, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

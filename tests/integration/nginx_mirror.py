@@ -13,21 +13,11 @@ import socket
 import subprocess
 import time
 
-from harness import stop_pid, wait_for
+from harness import free_port, stop_pid, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE = os.path.join(HERE, "..", "..", "etc", "fleet", "nginx-mirror.conf")
 NGINX = os.environ.get("NGINX", "/usr/sbin/nginx")
-
-
-def free_port():
-    """A loopback port nobody listens on now (the kernel's pick)."""
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
 
 
 def rewrite(text, old, new, count=1):

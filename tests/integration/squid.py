@@ -21,22 +21,13 @@ import subprocess
 import tempfile
 import time
 
+from harness import free_port
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 REFERENCE = os.path.join(REPO, "etc", "fleet", "squid.conf")
 SQUID = os.environ.get("SQUID_BIN", "/usr/sbin/squid")
 START_WAIT = 30.0  # seconds for Squid to listen (it rebuilds its cache index first)
-
-
-def free_port(host="127.0.0.1"):
-    """A loopback port nobody listens on just now (Squid needs it in its
-    config; the short race with other processes is retried by Squid.start)."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
 
 
 def substitute(text, pattern, replacement):

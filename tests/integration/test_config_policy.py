@@ -12,11 +12,10 @@ test_netpolicy.c.
 import json
 import os
 import signal
-import socket
 import subprocess
 import unittest
 
-from harness import HUBD, Hubd, HubTestCase, Origin, wait_for, write_config
+from harness import ipv6_loopback_works, HUBD, Hubd, HubTestCase, Origin, wait_for, write_config
 
 # Ways to write 127.0.0.1 in a URL's host that the resolver (inet_aton) and
 # browsers (WHATWG URL) read as that address.
@@ -36,16 +35,6 @@ LOOPBACK_SPELLINGS = (
 
 TIMEOUT_KEYS = ("connect_timeout", "idle_timeout", "first_byte_timeout", "header_timeout")
 ZERO_WHY = "a timeout of 0 would fail every download"
-
-
-def ipv6_loopback_works():
-    try:
-        s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-        s.bind(("::1", 0))
-        s.close()
-        return True
-    except OSError:
-        return False
 
 
 class PolicyCase(HubTestCase):

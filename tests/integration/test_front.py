@@ -9,25 +9,15 @@ import http.client
 import os
 import socket
 import subprocess
-import threading
 import unittest
-import urllib.error
 import urllib.request
 
-from harness import HubTestCase, Hubd, sha256_file, wait_for, write_config
+from harness import free_port, HubTestCase, Hubd, sha256_file, wait_for, write_config
 
 
 def read_bytes(path):
     with open(path, "rb") as f:
         return f.read()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class FrontTestCase(HubTestCase):

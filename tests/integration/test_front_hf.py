@@ -13,9 +13,9 @@ import subprocess
 import threading
 import unittest
 
-from harness import HubTestCase, Hubd, sha256_file, wait_for, write_config
+from harness import HubTestCase, Hubd, free_port, sha256_file, wait_for, write_config
 from hubstub_fixture import HubStub, git_blob_sha1
-from test_front import free_port
+
 from test_hubstub import JS_DIR, HUBCLIENT, REPOS, request
 
 MAIN = "1" * 40

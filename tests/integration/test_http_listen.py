@@ -13,16 +13,7 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import HUBCTL, HUBD, WRAPPER, Hubd, stop_pid, wait_for, write_config
-
-
-def free_port():
-    """A port nobody listens on at the moment (the kernel's pick)."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from harness import free_port, ipv6_loopback_works, HUBCTL, HUBD, WRAPPER, Hubd, stop_pid, wait_for, write_config
 
 
 def accepts(host, port, family=socket.AF_INET):
@@ -41,16 +32,6 @@ def accepts(host, port, family=socket.AF_INET):
         return s.recv(12).startswith(b"HTTP/1.1 ")
     finally:
         s.close()
-
-
-def ipv6_loopback_works():
-    try:
-        s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-        s.bind(("::1", 0))
-        s.close()
-        return True
-    except OSError:
-        return False
 
 
 class HttpListenCase(unittest.TestCase):
