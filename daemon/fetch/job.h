@@ -138,6 +138,9 @@ void jobs_set_proxies(jobs_t *js, const proxy_settings_t *proxies);
 
 /* Start-up: the per-cache secret of credential tags. */
 void jobs_set_secret(jobs_t *js, const cred_secret_t *secret);
+/* The credential tag a fetch with these headers would have ("" without
+ * any; cred.h): 0, or -EINVAL/-ENOMEM as jobs_fetch would fail. */
+int jobs_cred_tag(jobs_t *js, const char *const *headers, size_t nheaders, char tag[65]);
 
 /* The waiter leaves (its client went away): no more callbacks for it. The
  * job keeps running for the others, and for the cache. */

@@ -244,6 +244,17 @@ void jobs_set_secret(jobs_t *js, const cred_secret_t *secret)
     js->secret = *secret;
 }
 
+int jobs_cred_tag(jobs_t *js, const char *const *headers, size_t nheaders, char tag[65])
+{
+    char *block = NULL;
+    const char *why = NULL;
+    int rc = cred_build(&js->secret, headers, nheaders, &block, tag, &why);
+    if (block) /* holds the credentials: wiped before it goes */
+        explicit_bzero(block, strlen(block));
+    free(block);
+    return rc;
+}
+
 int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *const *headers,
                size_t nheaders, job_waiter_t *w, const char **code, const char **msg)
 {

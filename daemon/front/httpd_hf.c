@@ -18,8 +18,11 @@
  * client's own token, is also what keeps a gated file cached for one token
  * from reaching a client whose token the Hub refuses.
  *
- * A HEAD's commit is remembered for a while (hf_rev_t), so that the GET
- * after it gets the file the HEAD described even if the branch moved.
+ * The Hub's answer about a file is remembered for a minute by the client's
+ * credential tag (hf_known_t): the GET that follows a HEAD with the same
+ * credentials is not asked again, and another token is always asked. A
+ * HEAD's commit is remembered longer, for anyone (hf_rev_t), so that the
+ * GET after it gets the file the HEAD described even if the branch moved.
  *
  * A small (non-LFS) file's ETag is its git blob SHA-1 (sha1("blob <size>\0"
  * + bytes)): the stored file is checked against it in a pool item before
@@ -44,9 +47,11 @@
 
 typedef struct hf_meta {
     hconn_t *c;
-    char key[512];   /* "prefix repo@rev" as the client named it (hf_rev_t) */
-    http_req_t *req; /* the request to the Hub in flight, or NULL */
-    url_t url;       /* the hop asked */
+    char key[512];       /* "prefix repo@rev" as the client named it (hf_rev_t) */
+    char file_key[1024]; /* key + "/path" (hf_known_t), "" when too long */
+    char tag[65];        /* the client's credential tag */
+    http_req_t *req;     /* the request to the Hub in flight, or NULL */
+    url_t url;           /* the hop asked */
     unsigned hops;
     char *prefix, *repo, *path; /* "datasets/" or "", "org/name", "dir/file" */
     /* what the last answer said */
@@ -210,46 +215,90 @@ static void rev_remember(httpd_t *h, const char *key, const char *commit)
     slot->until = uv_now(h->d.loop) + HF_REV_TTL_MS;
 }
 
-/* The metadata is in: answer a HEAD, or download the file pinned to the
- * commit. */
-static void metadata_done(hconn_t *c, hf_meta_t *m)
+/* What the Hub said of (tag, key), or NULL (forgotten, or never). */
+static const hf_file_t *known_lookup(httpd_t *h, const char *tag, const char *key)
+{
+    uint64_t now = uv_now(h->d.loop);
+    for (int i = 0; i < HF_KNOWN; i++)
+        if (h->known[i].until > now && strcmp(h->known[i].tag, tag) == 0 &&
+            strcmp(h->known[i].key, key) == 0)
+            return &h->known[i].file;
+    return NULL;
+}
+
+static void known_remember(httpd_t *h, const char *tag, const char *key, const hf_file_t *f)
+{
+    if (strlen(key) >= sizeof h->known[0].key)
+        return;
+    hf_known_t *slot = &h->known[0];
+    for (int i = 0; i < HF_KNOWN; i++) { /* the same, else the oldest */
+        if (strcmp(h->known[i].tag, tag) == 0 && strcmp(h->known[i].key, key) == 0) {
+            slot = &h->known[i];
+            break;
+        }
+        if (h->known[i].until < slot->until)
+            slot = &h->known[i];
+    }
+    snprintf(slot->tag, sizeof slot->tag, "%s", tag);
+    snprintf(slot->key, sizeof slot->key, "%s", key);
+    slot->file = *f;
+    slot->until = uv_now(h->d.loop) + HF_KNOWN_TTL_MS;
+}
+
+/* The file's metadata out of the Hub's answer m: 0, or -1 when it lacks
+ * what a client needs (or a value is too long to keep). */
+static int file_of(const hf_meta_t *m, hf_file_t *f)
+{
+    memset(f, 0, sizeof *f);
+    const char *commit = m->hub[HTTP_HUB_COMMIT];
+    f->lfs = m->status >= 300 && m->status < 400;
+    const char *lsize = m->hub[HTTP_HUB_LINKED_SIZE];
+    f->size = f->lfs ? (lsize ? atoll(lsize) : -1)
+                     : (m->status == 206 ? range_total(m->content_range) : m->content_length);
+    if (!commit || strlen(commit) >= sizeof f->commit || f->size < 0 ||
+        (f->lfs && sha256_of_etag(m->hub[HTTP_HUB_LINKED_ETAG], f->sha256)))
+        return -1;
+    snprintf(f->commit, sizeof f->commit, "%s", commit);
+    if (snprintf(f->etag, sizeof f->etag, "%s", m->etag ? m->etag : "") >= (int)sizeof f->etag)
+        return -1;
+    if (f->lfs) {
+        snprintf(f->linked, sizeof f->linked, "%s", m->hub[HTTP_HUB_LINKED_ETAG]);
+        if (snprintf(f->linked_size, sizeof f->linked_size, "%s", lsize) >=
+            (int)sizeof f->linked_size)
+            return -1;
+    }
+    return 0;
+}
+
+/* Answers a HEAD from the file's metadata, or downloads the file pinned to
+ * its commit. Takes m (c->hf) and frees it. */
+static void serve(hconn_t *c, hf_meta_t *m, const hf_file_t *f)
 {
     hreq_t *r = &c->req;
-    const char *commit = m->hub[HTTP_HUB_COMMIT];
-    int lfs = m->status >= 300 && m->status < 400;
-    int64_t size = lfs ? (m->hub[HTTP_HUB_LINKED_SIZE] ? atoll(m->hub[HTTP_HUB_LINKED_SIZE]) : -1)
-                       : (m->status == 206 ? range_total(m->content_range) : m->content_length);
-    char sha[65];
-    if (!commit || size < 0 || (lfs && sha256_of_etag(m->hub[HTTP_HUB_LINKED_ETAG], sha))) {
-        hf_abandon(c);
-        hreq_answer_text(c, 502, "http_parse",
-                         "the Hub's answer has no X-Repo-Commit, size or (for an LFS file) "
-                         "X-Linked-Etag",
-                         0);
-        return;
+    hf_add_line(r, "X-Repo-Commit", f->commit);
+    if (f->etag[0]) {
+        hf_add_line(r, "ETag", f->etag);
+        r->own_etag = 1;
     }
-    hf_add_line(r, "X-Repo-Commit", commit);
-    hf_add_line(r, "ETag", m->etag);
-    r->own_etag = m->etag != NULL;
-    if (!lfs && m->etag) { /* a git blob SHA-1: 40 hex digits, quoted */
-        const char *e = strncmp(m->etag, "W/", 2) == 0 ? m->etag + 2 : m->etag;
+    if (!f->lfs && f->etag[0]) { /* a git blob SHA-1: 40 hex digits, quoted */
+        const char *e = strncmp(f->etag, "W/", 2) == 0 ? f->etag + 2 : f->etag;
         size_t n = strlen(e);
         if (n == 42 && e[0] == '"' && e[41] == '"' && strspn(e + 1, "0123456789abcdef") == 40)
             snprintf(r->git_sha1, sizeof r->git_sha1, "%.40s", e + 1);
     }
-    if (lfs) {
-        hf_add_line(r, "X-Linked-Etag", m->hub[HTTP_HUB_LINKED_ETAG]);
-        hf_add_line(r, "X-Linked-Size", m->hub[HTTP_HUB_LINKED_SIZE]);
+    if (f->lfs) {
+        hf_add_line(r, "X-Linked-Etag", f->linked);
+        hf_add_line(r, "X-Linked-Size", f->linked_size);
     }
     if (r->method == HTTP_HEAD) {
-        rev_remember(c->srv, m->key, commit);
+        rev_remember(c->srv, m->key, f->commit);
         hf_abandon(c);
-        hreq_answer_head(c, (uint64_t)size);
+        hreq_answer_head(c, (uint64_t)f->size);
         return;
     }
     char *url = NULL;
     const char *up = c->srv->d.cfg->hf_upstream;
-    int n = asprintf(&url, "%s/%s%s/resolve/%s/%s", up, m->prefix, m->repo, commit, m->path);
+    int n = asprintf(&url, "%s/%s%s/resolve/%s/%s", up, m->prefix, m->repo, f->commit, m->path);
     hf_abandon(c);
     if (n < 0) {
         hreq_answer_text(c, 500, "internal", "out of memory", 0);
@@ -257,7 +306,24 @@ static void metadata_done(hconn_t *c, hf_meta_t *m)
     }
     free(r->pinned);
     r->pinned = url; /* the entry's URL, for the git SHA-1 check */
-    hreq_fetch(c, url, lfs ? sha : NULL);
+    hreq_fetch(c, url, f->lfs ? f->sha256 : NULL);
+}
+
+/* The metadata is in: remembered for this credential tag, then served. */
+static void metadata_done(hconn_t *c, hf_meta_t *m)
+{
+    hf_file_t f;
+    if (file_of(m, &f)) {
+        hf_abandon(c);
+        hreq_answer_text(c, 502, "http_parse",
+                         "the Hub's answer has no X-Repo-Commit, size or (for an LFS file) "
+                         "X-Linked-Etag",
+                         0);
+        return;
+    }
+    if (m->file_key[0])
+        known_remember(c->srv, m->tag, m->file_key, &f);
+    serve(c, m, &f);
 }
 
 static void on_meta_done(http_req_t *req, const char *code, const char *msg, void *data)
@@ -383,6 +449,26 @@ void hf_handle(hconn_t *c)
     /* A GET after a HEAD of the same revision asks for the commit the HEAD
      * announced. */
     snprintf(m->key, sizeof m->key, "%s%s@%s", m->prefix, m->repo, rev);
+    if (snprintf(m->file_key, sizeof m->file_key, "%s/%s", m->key, m->path) >=
+        (int)sizeof m->file_key)
+        m->file_key[0] = '\0';
+    if (jobs_cred_tag(c->srv->d.jobs, (const char *const *)c->req.cred, c->req.ncred, m->tag)) {
+        meta_free(m);
+        free(rev);
+        hreq_answer_text(c, 400, "bad_request", "a credential header is not valid", 0);
+        return;
+    }
+    /* The Hub answered this client's credentials for this file a moment
+     * ago (the HEAD before a GET): no second question. */
+    const hf_file_t *known = m->file_key[0] ? known_lookup(c->srv, m->tag, m->file_key) : NULL;
+    if (known) {
+        hf_file_t f = *known;
+        free(rev);
+        m->c = c;
+        c->hf = m;
+        serve(c, m, &f);
+        return;
+    }
     const char *pinned = c->req.method == HTTP_GET ? rev_lookup(c->srv, m->key) : NULL;
     char *text = NULL;
     int n = asprintf(&text, "%s/%s%s/resolve/%s/%s", c->srv->d.cfg->hf_upstream, m->prefix, m->repo,

@@ -131,11 +131,33 @@ typedef struct hf_rev {
     uint64_t until; /* uv_now() when it is forgotten */
 } hf_rev_t;
 
+/* What the Hub said of one file to one credential tag: the GET that
+ * follows a HEAD (huggingface_hub's way) needs no second question, and a
+ * token the Hub accepted stays accepted this long, no longer. */
+#define HF_KNOWN 64
+#define HF_KNOWN_TTL_MS 60000
+typedef struct hf_file {
+    char commit[41];
+    int64_t size;
+    int lfs;          /* the Hub redirected to its CDN: sha256 is the file's */
+    char sha256[65];  /* an LFS file's (X-Linked-Etag), else "" */
+    char etag[136];   /* the Hub's ETag as sent, or "" */
+    char linked[136]; /* X-Linked-Etag as sent (LFS), or "" */
+    char linked_size[24];
+} hf_file_t;
+typedef struct hf_known {
+    char tag[65];   /* the credential tag ("" without credentials) */
+    char key[1024]; /* "datasets/org/name@rev/path" as the client named it */
+    hf_file_t file;
+    uint64_t until; /* uv_now() when it is forgotten */
+} hf_known_t;
+
 struct httpd {
     httpd_deps_t d;
-    hf_rev_t revs[HF_REVS]; /* httpd_hf.c's memory; the oldest goes first */
-    list_t conns;           /* open connections, closing ones too */
-    unsigned nconns;        /* not yet freed */
+    hf_rev_t revs[HF_REVS];     /* httpd_hf.c's memory; the oldest goes first */
+    hf_known_t known[HF_KNOWN]; /* the same */
+    list_t conns;               /* open connections, closing ones too */
+    unsigned nconns;            /* not yet freed */
     httpd_stats_t stats;
     uv_timer_t closer; /* calls the close callback from a loop iteration */
     int closing;

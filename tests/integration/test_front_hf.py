@@ -97,15 +97,45 @@ class HfTest(HubTestCase):
         self.assertIn(("%s/org/model/resolve/%s/model.safetensors" % (self.stub.hub_url, MAIN),),
                       rows)
 
-    def test_a_get_after_a_head_asks_for_the_commit_the_head_announced(self):
+    def test_a_get_after_a_head_is_served_from_what_the_head_was_told(self):
         st, h, _ = request(self.resolve("config.json"), "HEAD")
         self.assertEqual((st, h["X-Repo-Commit"]), (200, MAIN))
         st, h, body = request(self.resolve("config.json"))
         self.assertEqual((st, body), (200, self.stub.file_bytes("org/model", "config.json")))
+        self.assertEqual(h["X-Repo-Commit"], MAIN)
         asked = self.stub.stats("hub")["requests"]
-        # The HEAD asked for the branch; the GET for the commit it was then.
+        # The HEAD asked the Hub; the GET, with the same (no) credentials,
+        # took the HEAD's answer and downloaded the commit it named.
         self.assertEqual(asked.get("/org/model/resolve/main/config.json"), 1, asked)
-        self.assertGreaterEqual(asked.get("/org/model/resolve/%s/config.json" % MAIN, 0), 1, asked)
+        self.assertEqual(asked.get("/org/model/resolve/%s/config.json" % MAIN, 0), 1, asked)
+        self.assertEqual(self.stub.stats("hub")["methods"]["/org/model/resolve/%s/config.json"
+                                                          % MAIN], ["GET"])
+        # Other credentials are asked again, for the commit the HEAD announced.
+        st, h, body = request(self.resolve("config.json"),
+                              headers={"Authorization": "Bearer hf_alice"})
+        self.assertEqual((st, h["X-Repo-Commit"]), (200, MAIN))
+        asked = self.stub.stats("hub")["requests"]
+        self.assertEqual(asked.get("/org/model/resolve/main/config.json"), 1, asked)
+        self.assertEqual(self.stub.stats("hub")["auth"]["/org/model/resolve/%s/config.json"
+                                                       % MAIN], ["", "Bearer hf_alice", "Bearer hf_alice"])
+
+    def test_a_token_the_hub_accepted_is_remembered_briefly_by_its_tag(self):
+        path = "/org/gated/resolve/main/g.bin"
+        alice = {"Authorization": "Bearer hf_alice"}
+        for _ in range(3):
+            st, h, body = request(self.resolve("g.bin", repo="org/gated"), headers=alice)
+            self.assertEqual(st, 200)
+        # The Hub was asked once for alice: her token stays accepted a moment.
+        self.assertEqual(self.stub.stats("hub")["auth"][path], ["Bearer hf_alice"])
+        # bob's and no token are asked, each time, and refused as the Hub refuses.
+        for _ in range(2):
+            st, h, _ = request(self.resolve("g.bin", repo="org/gated"),
+                               headers={"Authorization": "Bearer hf_bob"})
+            self.assertEqual((st, h["X-Error-Code"]), (403, "GatedRepo"))
+            st, h, _ = request(self.resolve("g.bin", repo="org/gated"))
+            self.assertEqual(st, 401)
+        self.assertEqual(self.stub.stats("hub")["auth"][path],
+                         ["Bearer hf_alice", "Bearer hf_bob", "", "Bearer hf_bob", ""])
 
     def test_errors_pass_with_the_hubs_codes(self):
         st, h, body = request(self.resolve("missing.txt"))

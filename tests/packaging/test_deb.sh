@@ -71,7 +71,10 @@ sed 's/^/      /' "$tmp/installed"
 out="$tmp/out"
 mkdir "$out"
 (cd "$build" && cpack -G DEB -B "$out") >"$tmp/cpack.log" 2>&1 ||
-    { cat "$tmp/cpack.log" >&2; fail "cpack -G DEB -B TMP"; }
+    {
+        cat "$tmp/cpack.log" "$out"/_CPack_Packages/*/*/PreinstallOutput.log >&2 2>/dev/null
+        fail "cpack -G DEB -B TMP"
+    }
 set -- "$out"/*.deb
 [ $# -eq 1 ] && [ -f "$1" ] || fail "cpack made $# .deb files in TMP: $*"
 deb=$1
