@@ -14,11 +14,12 @@
 
 /* How a listing command asks and prints. */
 typedef struct listing_spec {
-    const char *request;                          /* verb sent */
-    const char *row;                              /* verb of each row */
-    int until_end;                                /* rows until END, else one row */
-    const char *header;                           /* table header, or NULL */
-    void (*print)(FILE *o, const proto_msg_t *m); /* one row as text */
+    const char *request;                           /* verb sent */
+    const char *row;                               /* verb of each row */
+    int until_end;                                 /* rows until END, else one row */
+    const char *header;                            /* table header, or NULL */
+    void (*print)(FILE *o, const proto_msg_t *m);  /* one row as text */
+    void (*footer)(FILE *o, const proto_msg_t *m); /* from END, as text; or NULL */
 } listing_spec_t;
 
 typedef struct listing {
@@ -49,6 +50,21 @@ static void print_job(FILE *o, const proto_msg_t *m)
     out_clean(o, cells.buf);
     out_clean(o, out_get_or(m, "url", "?"));
     putc('\n', o);
+}
+
+/* Under the jobs: the HTTP front's part (its requests are among the
+ * jobs' waiters). Said only by a daemon with a front. */
+static void print_front(FILE *o, const proto_msg_t *m)
+{
+    uint64_t open, requests;
+    if (parse_u64(proto_get(m, "http_open"), &open) < 0 ||
+        parse_u64(proto_get(m, "http_requests"), &requests) < 0)
+        return;
+    char sent[32];
+    fprintf(o,
+            "http front: %" PRIu64 " connection%s open, %" PRIu64 " request%s answered, %s sent\n",
+            open, open == 1 ? "" : "s", requests, requests == 1 ? "" : "s",
+            out_field_bytes(m, "http_bytes", sent, sizeof sent));
 }
 
 static void print_entry(FILE *o, const proto_msg_t *m)
@@ -135,14 +151,18 @@ static void print_prometheus(FILE *o, const proto_msg_t *m)
 }
 
 static const listing_spec_t status_spec = {
-    "STATUS", "JOB", 1,
+    "STATUS",
+    "JOB",
+    1,
     "  JOB  STATE       DONE/TOTAL                       RATE  WAITERS  SOURCE                    "
     "URL\n",
-    print_job};
-static const listing_spec_t stats_spec = {"STATS", "STATS", 0, NULL, print_stats};
-static const listing_spec_t prometheus_spec = {"STATS", "STATS", 0, NULL, print_prometheus};
+    print_job,
+    print_front};
+static const listing_spec_t stats_spec = {"STATS", "STATS", 0, NULL, print_stats, NULL};
+static const listing_spec_t prometheus_spec = {"STATS", "STATS", 0, NULL, print_prometheus, NULL};
 static const listing_spec_t ls_spec = {
-    "LIST", "ENTRY", 1, "SHA256              SIZE  ACCESSED          PINNED  URL\n", print_entry};
+    "LIST",      "ENTRY", 1, "SHA256              SIZE  ACCESSED          PINNED  URL\n",
+    print_entry, NULL};
 
 /* ---- the exchange ------------------------------------------------------- */
 
@@ -172,7 +192,12 @@ static int listing_on_msg(void *arg, const proto_msg_t *m, int fd)
         listing_row(l, m);
         return !l->spec->until_end;
     }
-    return l->spec->until_end && str_eq(m->verb, "END");
+    if (l->spec->until_end && str_eq(m->verb, "END")) {
+        if (!l->json && l->spec->footer)
+            l->spec->footer(l->out, m);
+        return 1;
+    }
+    return 0;
 }
 
 static int listing_run(const cli_t *c, const listing_spec_t *spec)

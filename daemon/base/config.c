@@ -73,6 +73,7 @@ int config_defaults(hubd_config_t *cfg)
      * headers, or sends less than 1 KiB/s for a minute, is dropped (and
      * retried, as any timeout). */
     cfg->header_timeout_ms = 60 * 1000;
+    cfg->http_header_timeout_ms = 30 * 1000; /* nginx's client_header_timeout is 60 s */
     cfg->low_speed_limit = 1024;
     cfg->low_speed_time_ms = 60 * 1000;
     cfg->min_free_space = 1ull << 30;
@@ -356,6 +357,8 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value)
         return parse_duration_ms(value, &cfg->deadline_ms);
     if (strcmp(key, "header_timeout") == 0)
         return parse_timeout(value, &cfg->header_timeout_ms);
+    if (strcmp(key, "http_header_timeout") == 0)
+        return parse_timeout(value, &cfg->http_header_timeout_ms);
     if (strcmp(key, "low_speed_limit") == 0) {
         uint64_t v;
         if (parse_size(value, &v) || v > UINT_MAX)
@@ -618,6 +621,7 @@ void config_print(const hubd_config_t *cfg, FILE *out)
     fprintf(out, "mirror_fallback = %s\n", cfg->mirror_fallback ? "yes" : "no");
     fprintf(out, "http_listen = %s\n", cfg->http_listen ? cfg->http_listen : "");
     fprintf(out, "hf_upstream = %s\n", cfg->hf_upstream);
+    print_ms(out, "http_header_timeout", cfg->http_header_timeout_ms);
 }
 
 /* Whether two configs hold the same mirror rules, in the same order. */
@@ -671,6 +675,7 @@ void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *n
     cfg->keepalive_ms = next->keepalive_ms;
     cfg->deadline_ms = next->deadline_ms;
     cfg->header_timeout_ms = next->header_timeout_ms;
+    cfg->http_header_timeout_ms = next->http_header_timeout_ms;
     cfg->low_speed_limit = next->low_speed_limit;
     cfg->low_speed_time_ms = next->low_speed_time_ms;
     cfg->min_free_space = next->min_free_space;

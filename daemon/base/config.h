@@ -68,6 +68,7 @@ typedef struct hubd_config {
     struct sockaddr_storage http_addrs[HOSTPORT_MAX_ADDRS]; /* parsed from it, in its order */
     size_t nhttp_addrs;                                     /* addresses in http_addrs[] */
     char *hf_upstream; /* Hugging Face Hub URL, canonical, no trailing '/' (malloc'd) */
+    unsigned http_header_timeout_ms; /* the front: a request's head (and body) within this */
 } hubd_config_t;
 
 /* Fills defaults; socket_path and cache_dir follow the environment

@@ -38,6 +38,13 @@ static void watch(hconn_t *c, int events)
         uv_poll_stop(&c->poll);
 }
 
+/* http_header_timeout: read when a head begins (a SIGHUP applies to the
+ * next one). */
+static unsigned header_timeout(const hconn_t *c)
+{
+    return c->srv->d.cfg->http_header_timeout_ms;
+}
+
 static void on_timeout(uv_timer_t *t)
 {
     hconn_t *c = t->data;
@@ -50,8 +57,8 @@ static void on_timeout(uv_timer_t *t)
         return;
     }
     if (c->state == HC_HEAD) {
-        log_info("http front uid %u: no complete request head within %d s: closed",
-                 (unsigned)c->who.uid, HTTPD_HEADER_TIMEOUT_MS / 1000);
+        log_info("http front uid %u: no complete request head within %u ms: closed",
+                 (unsigned)c->who.uid, header_timeout(c));
         hreq_answer_text(c, 408, NULL,
                          c->req.reading_body ? "the request body did not arrive in time"
                                              : "the request head did not arrive in time",
@@ -152,7 +159,7 @@ static void send_done(hconn_t *c)
     c->in_len -= c->in_off;
     c->in_off = 0;
     /* Idle until a next request begins; its head then has its deadline. */
-    arm(c, c->in_len ? HTTPD_HEADER_TIMEOUT_MS : HTTPD_IDLE_TIMEOUT_MS);
+    arm(c, c->in_len ? header_timeout(c) : HTTPD_IDLE_TIMEOUT_MS);
     hconn_pump(c);
 }
 
@@ -339,7 +346,7 @@ static void read_some(hconn_t *c)
     }
     if (c->in_len == 0 && !c->req.reading_body) /* a request begins: its head (and any
                                                      body) has a deadline */
-        arm(c, HTTPD_HEADER_TIMEOUT_MS);
+        arm(c, header_timeout(c));
     c->in_len += (size_t)n;
     hconn_pump(c);
 }
@@ -553,6 +560,7 @@ int httpd_new(const httpd_deps_t *deps, httpd_t **out)
 void httpd_get_stats(const httpd_t *h, httpd_stats_t *out)
 {
     *out = h->stats;
+    out->open = h->nconns;
 }
 
 static void on_closer_closed(uv_handle_t *hd)

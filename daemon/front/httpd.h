@@ -48,6 +48,7 @@ typedef struct httpd_stats {
     uint64_t requests;    /* answered, whatever the status */
     uint64_t bytes;       /* body bytes sent */
     uint64_t refused;     /* peers refused (uid unknown, not allowed, over a limit) */
+    uint64_t open;        /* connections open now */
 } httpd_stats_t;
 
 int httpd_new(const httpd_deps_t *deps, httpd_t **out);

@@ -12,18 +12,17 @@
 #include <llhttp.h>
 #include <sys/socket.h>
 
-#define HTTPD_IN_MAX (16 * 1024)      /* request line and headers, all of them */
-#define HTTPD_TARGET_MAX 8192         /* the request target (an URL inside it) */
-#define HTTPD_MAX_HEADERS 64          /* header lines per request */
-#define HTTPD_MAX_CRED 8              /* credential headers passed on */
-#define HTTPD_MAX_CONNS 1024          /* connections, all users */
-#define HTTPD_MAX_CONNS_PER_UID 64    /* connections of one uid */
-#define HTTPD_HEADER_TIMEOUT_MS 30000 /* a request's head, from its first byte (slowloris) */
-#define HTTPD_IDLE_TIMEOUT_MS 60000   /* keep-alive: no new request for this long */
-#define HTTPD_SEND_TIMEOUT_MS 120000  /* a client that takes no byte for this long */
-#define HTTPD_LINGER_MS 2000          /* reading after a last answer, before the close */
-#define HTTPD_REFUSED_MS 5000       /* a refused client's time to send the request it is refused */
-#define HTTPD_HOLD_BACK (64 * 1024) /* a streamed download's tail, sent only once verified */
+#define HTTPD_IN_MAX (16 * 1024)     /* request line and headers, all of them */
+#define HTTPD_TARGET_MAX 8192        /* the request target (an URL inside it) */
+#define HTTPD_MAX_HEADERS 64         /* header lines per request */
+#define HTTPD_MAX_CRED 8             /* credential headers passed on */
+#define HTTPD_MAX_CONNS 1024         /* connections, all users */
+#define HTTPD_MAX_CONNS_PER_UID 64   /* connections of one uid */
+#define HTTPD_IDLE_TIMEOUT_MS 60000  /* keep-alive: no new request for this long */
+#define HTTPD_SEND_TIMEOUT_MS 120000 /* a client that takes no byte for this long */
+#define HTTPD_LINGER_MS 2000         /* reading after a last answer, before the close */
+#define HTTPD_REFUSED_MS 5000        /* a refused client's time to send the request it is refused */
+#define HTTPD_HOLD_BACK (64 * 1024)  /* a streamed download's tail, sent only once verified */
 #define HTTPD_BODY_MAX                                                                             \
     (1024 * 1024) /* a request body (the Hub's paths-info), with Content-Length */
 

@@ -102,11 +102,20 @@ static void page_work(uv_work_t *w)
     p->rc = db_list_page(p->db, p->before, LIST_PAGE, p->uid, copy_entry, p);
 }
 
+/* END of a stream: the rows' count; STATUS's also says what the HTTP
+ * front does (its requests wait in the jobs listed, as waiters). */
 static void send_end(session_t *s, uint64_t count)
 {
     reply_t r;
     reply_begin(&r, "END");
     proto_add_u64(&r.w, "count", count);
+    if (s->stream == STREAM_STATUS && s->srv->httpd) {
+        httpd_stats_t hs;
+        httpd_get_stats(s->srv->httpd, &hs);
+        proto_add_u64(&r.w, "http_open", hs.open);
+        proto_add_u64(&r.w, "http_requests", hs.requests);
+        proto_add_u64(&r.w, "http_bytes", hs.bytes);
+    }
     reply_send(&s->t, &r);
 }
 

@@ -9,6 +9,7 @@ import http.client
 import os
 import socket
 import subprocess
+import time
 import unittest
 import urllib.request
 
@@ -96,6 +97,9 @@ class GenericFormTest(FrontTestCase):
         self.assertGreaterEqual(st["http_connections"], 2)
         r = self.hubctl("stats", "--prometheus")
         self.assertIn("hubd_http_requests_total 2\n", r.out)
+        # hubctl status says it too, under the jobs.
+        r = self.hubctl("status")
+        self.assertRegex(r.out, r"\nhttp front: \d+ connections? open, 2 requests answered, 6\.0 MiB sent\n")
 
     def test_ranges_and_head(self):
         self.make_file("r.bin", 100000)
@@ -321,6 +325,35 @@ class FrontSecurityTest(FrontTestCase):
         self.assertIn("http front uid 65534: refused", self.hubd.read_log())
         r = self.curl("-i", url)  # root always may
         self.assertEqual(self.head_of(r.stdout)[0], 200)
+
+    def test_a_head_that_drips_ends_at_http_header_timeout(self):
+        self.restart_front(http_header_timeout="1500ms")
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
+            url = self.origin.url("/x")
+            # A slowloris client: a byte now and then, never the whole head.
+            s.sendall(("GET /%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % (url, self.port)).encode())
+            start = time.monotonic()
+            answer = b""
+            while True:
+                try:
+                    s.sendall(b"X")
+                except OSError:
+                    pass  # answered and shut: what it said is still to read
+                try:
+                    s.settimeout(0.3)
+                    chunk = s.recv(4096)
+                except socket.timeout:
+                    continue
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                answer += chunk
+            took = time.monotonic() - start
+        self.assertTrue(answer.startswith(b"HTTP/1.1 408 "), answer)
+        self.assertGreater(took, 1.2)
+        self.assertLess(took, 8)
+        self.assertIn("no complete request head within 1500 ms", self.hubd.read_log())
 
     def test_a_huge_head_is_refused(self):
         r = self.curl("-i", "-H", "X-Big: " + "a" * 20000, self.front(self.origin.url("/x")))

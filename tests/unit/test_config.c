@@ -451,9 +451,14 @@ START_TEST(config_http_listen_and_hf_upstream)
     ck_assert_int_eq(memcmp(&v6->sin6_addr, &in6addr_loopback, sizeof v6->sin6_addr), 0);
     ck_assert_int_eq(config_set(&cfg, "hf_upstream", "HTTP://127.0.0.1:8080/hf/"), 0);
     ck_assert_str_eq(cfg.hf_upstream, "http://127.0.0.1:8080/hf");
+    ck_assert_uint_eq(cfg.http_header_timeout_ms, 30000); /* the default */
+    ck_assert_int_eq(config_set(&cfg, "http_header_timeout", "1500ms"), 0);
+    ck_assert_int_eq(config_set(&cfg, "http_header_timeout", "0"), -EDOM); /* never "none" */
+    ck_assert_uint_eq(cfg.http_header_timeout_ms, 1500);
 
     char *text = print_config(&cfg);
     ck_assert_msg(strstr(text, "\nhttp_listen = 127.0.0.1:8399, [::1]:8399\n"), "%s", text);
+    ck_assert_msg(strstr(text, "\nhttp_header_timeout = 1500ms\n"), "%s", text);
     ck_assert_msg(strstr(text, "\nhf_upstream = http://127.0.0.1:8080/hf\n"), "%s", text);
     ck_assert_int_eq(config_defaults(&back), 0);
     const char *path = write_conf(text);
@@ -464,6 +469,7 @@ START_TEST(config_http_listen_and_hf_upstream)
     ck_assert_uint_eq(back.nhttp_addrs, 2);
     ck_assert_int_eq(memcmp(back.http_addrs, cfg.http_addrs, 2 * sizeof cfg.http_addrs[0]), 0);
     ck_assert_str_eq(back.hf_upstream, cfg.hf_upstream);
+    ck_assert_uint_eq(back.http_header_timeout_ms, 1500);
 
     /* Off again: printed empty, read back as off. */
     ck_assert_int_eq(config_set(&back, "http_listen", " "), 0);
@@ -475,7 +481,8 @@ START_TEST(config_http_listen_and_hf_upstream)
     ck_assert_int_eq(config_set(&back, "hf_upstream", "https://huggingface.co/"), 0);
     config_apply_runtime(&cfg, &back, restart, sizeof restart);
     ck_assert_str_eq(restart, "http_listen, hf_upstream");
-    ck_assert_uint_eq(cfg.nhttp_addrs, 2); /* kept until the restart */
+    ck_assert_uint_eq(cfg.nhttp_addrs, 2);               /* kept until the restart */
+    ck_assert_uint_eq(cfg.http_header_timeout_ms, 1500); /* applied now */
 
     /* Refusals leave the value as it was. */
     static const char *const bad_listen[] = {"0.0.0.0:8399",   "192.168.1.1:80", "[::]:1",
