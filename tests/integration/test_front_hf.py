@@ -210,6 +210,35 @@ class HfTest(HubTestCase):
         sha = hashlib.sha256(self.stub.file_bytes("org/model", "model.safetensors")).hexdigest()
         self.assertEqual(self.stub.stats("cdn")["requests"], {"/cdn/" + sha: 1})
 
+    def test_huggingface_js_concurrent_downloads_through_the_front(self):
+        """Two jobs, each with three copies of three files in flight at once
+        (downloadFile under Promise.all): each LFS file comes from the CDN
+        once, every copy is right."""
+        paths = ["shards/part-1.bin", "shards/part-2.bin", "config.json"]
+        args = []
+        for p in paths:
+            args += ["--path", p]
+        procs = []
+        for k in range(2):
+            d = os.path.join(self.tmp, "js%d" % k)
+            os.makedirs(d)
+            procs.append(subprocess.Popen(
+                ["node", HUBCLIENT, "download-many", "--hub-url", self.hf, "--repo", "org/model",
+                 "--dir", d, "--copies", "3"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            self.assertEqual(p.returncode, 0, err.decode())
+            r = json.loads(out.decode().strip().splitlines()[-1])
+            self.assertTrue(r["ok"], r)
+            self.assertEqual(len(r["results"]), 9)
+            for res in r["results"]:
+                data = self.stub.file_bytes("org/model", res["path"])
+                self.assertEqual(res["sha256"], hashlib.sha256(data).hexdigest(), res["path"])
+        cdn = self.stub.stats("cdn")["requests"]
+        self.assertEqual(sorted(cdn.values()), [1, 1], cdn)
+        self.assertEqual(self.stub.stats("cdn")["methods"].keys(), cdn.keys())
+        for path, methods in self.stub.stats("cdn")["methods"].items():
+            self.assertEqual(methods, ["GET"], path)
 
     # --- the API routes ------------------------------------------------------
     def both(self, path, method="GET", headers=None, data=None):
