@@ -42,6 +42,12 @@
 #                   and the bytes nginx sent for the file (its access log)
 #   nginx-x8        8 concurrent curls straight from nginx (what the machine
 #                   does for 8 clients with a server that has it all in memory)
+#   front-capped    front-cold of a file of BENCH_CAPPED_MIB (default 256)
+#                   from an origin that sends at most BENCH_CAPPED_RATE per
+#                   connection (nginx limit_rate, default 32m: about what
+#                   the Hub's CDN gives one connection), so that the network,
+#                   not this machine's 2 cores, is the bound
+#   front-capped-x8 8 concurrent curls the same way
 # These time curl alone (-D HEADERS -o FILE); the digests are checked after
 # the timing. The cold rows' outputs go to tmpfs (BENCH_FRONT_OUT, default
 # /dev/shm) so that 8 GiB of client writes do not measure the disk.
@@ -78,9 +84,11 @@ fi
 if [[ ${BENCH_FRONT:-0} == 1 ]]; then
     # The HTTP front against nginx: warm (a hit, served by sendfile from the
     # blob) and cold (a fresh cache, one client and eight).
-    TOOLS+=(nginx hubd-front front-cold front-cold-x8 nginx-x8)
+    TOOLS+=(nginx hubd-front front-cold front-cold-x8 nginx-x8 front-capped front-capped-x8)
 fi
 FRONT_CLIENTS=8
+CAPPED_MIB=${BENCH_CAPPED_MIB:-256}
+CAPPED_RATE=${BENCH_CAPPED_RATE:-32m}
 
 SIZE_MIB=${1:-1024}
 ROUNDS=${2:-3}
@@ -330,15 +338,15 @@ curl_clients() {
     return "$rc"
 }
 
-# check_clients N: every output's digest against the source's (after the
-# timing; two at a time); prints "ok" or what is wrong, and the sources.
+# check_clients N SHA: every output's digest against SHA (after the timing;
+# two at a time); prints "ok" or what is wrong.
 check_clients() {
-    local n=$1 k bad=""
+    local n=$1 want=$2 k bad=""
     # shellcheck disable=SC2016 # sh -c's own $1 and $2
     for ((k = 1; k <= n; k++)); do echo "$k"; done |
         xargs -P 2 -I{} sh -c 'openssl dgst -sha256 -r "$1/out.$2" | cut -d" " -f1 >"$1/sum.$2"' _ "$front_out" {}
     for ((k = 1; k <= n; k++)); do
-        [[ $(<"$front_out/sum.$k") == "$src_sha" ]] || bad+=" $k"
+        [[ $(<"$front_out/sum.$k") == "$want" ]] || bad+=" $k"
     done
     if [[ -n $bad ]]; then
         echo "WRONG sha256 of client(s)$bad"
@@ -424,14 +432,17 @@ run_tool() {
             fi
         fi
         ;;
-    front-cold | front-cold-x8 | nginx-x8)
+    front-cold | front-cold-x8 | nginx-x8 | front-capped | front-capped-x8)
         # A fresh hubd (empty cache, the front on a new free port) for the
         # front rows; clients write to tmpfs; the origin's bytes for the
         # file come from the lines nginx logs during the row.
-        local n=1 port log0 src_count
+        local n=1 port log0 src_count uri=/files/cold.bin want=$src_sha size=$src_size
         [[ $tool == *-x8 ]] && n=$FRONT_CLIENTS
+        if [[ $tool == front-capped* ]]; then
+            uri=/capped/capped.bin want=$capped_sha size=$capped_size
+        fi
         rm -f "$front_out"/*
-        if [[ $tool == front-cold* ]]; then
+        if [[ $tool == front-* ]]; then
             stop_hubd
             port=$(front_conf "$work/cold.conf")
             HUBD_FAILURE=""
@@ -440,7 +451,7 @@ run_tool() {
                 T_RC=125
                 echo "${HUBD_FAILURE:-hubd does not listen on 127.0.0.1:$port}" >"$work/cmd.err"
             fi
-            u=http://127.0.0.1:$port/$url_cold
+            u=http://127.0.0.1:$port/$origin_base$uri
         fi
         if [[ $T_RC -eq 0 ]]; then
             settle
@@ -452,12 +463,12 @@ run_tool() {
                 'BEGIN { printf "%.3f", c + (b - a) / hz }')
         fi
         if [[ $T_RC -eq 0 ]]; then
-            ok=$(check_clients "$n")
-            digest=$src_sha
-            if [[ $tool == front-cold* ]]; then
+            ok=$(check_clients "$n" "$want")
+            digest=$src_sha # checked against its own file just above
+            if [[ $tool == front-* ]]; then
                 src_count=$(cat "$front_out"/head.* | awk -F': *' 'tolower($1) == "x-hubd-source" {
                     sub(/\r$/, "", $2); n[$2]++ } END { for (k in n) { printf "%s%d %s", s, n[k], k; s = ", " } }')
-                note=$(awk -F'\t' -v n0="$log0" -v uri="/files/cold.bin" -v size="$src_size" \
+                note=$(awk -F'\t' -v n0="$log0" -v uri="$uri" -v size="$size" \
                     'NR > n0 && $2 == uri { b += $4; r++ }
                      END { printf "origin %.3fx in %d request(s)", b / size, r }' "$work/nginx/access.log")
                 note+="; $src_count"
@@ -477,7 +488,7 @@ run_tool() {
     else
         printf '  round %d/%d  %-20s %8.3f s  %8.1f MiB/s  cpu %7.3f s  sha256 %s%s%s\n' \
             "$round" "$ROUNDS" "$tool" "$T_WALL" \
-            "$(awk -v s="$SIZE_MIB" -v w="$T_WALL" 'BEGIN { printf "%.1f", (w > 0) ? s / w : 0 }')" \
+            "$(awk -v s="$([[ $tool == front-capped* ]] && echo "$CAPPED_MIB" || echo "$SIZE_MIB")" -v w="$T_WALL" 'BEGIN { printf "%.1f", (w > 0) ? s / w : 0 }')" \
             "$T_CPU" "$ok" "$([[ $tls == - ]] || echo "  ($tls)")" "$([[ $note == - ]] || echo "  ($note)")"
     fi
     printf '%s\t%d\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$round" "$T_WALL" "$T_CPU" "$ok" "$tls" "$note" >>"$work/results.tsv"
@@ -505,11 +516,12 @@ src_sha=$(sha256sum "$src" | cut -d' ' -f1)
 src_size=$(stat -c %s "$src")
 
 port=$("$NGINX_ORIGIN" freeport)
-nginx_pid=$("$NGINX_ORIGIN" start "$work/nginx" "$work/origin" "$port")
-url=http://127.0.0.1:$port/files/file.bin
-# BENCH_FRONT's cold rows fetch the same bytes under a name of their own, so
-# that nginx's log lines for it are theirs alone.
-url_cold=http://127.0.0.1:$port/files/cold.bin
+nginx_pid=$(NGINX_LIMIT_RATE=$CAPPED_RATE "$NGINX_ORIGIN" start "$work/nginx" "$work/origin" "$port")
+origin_base=http://127.0.0.1:$port
+url=$origin_base/files/file.bin
+# BENCH_FRONT's cold rows fetch the same bytes under a name of their own
+# (/files/cold.bin, or /capped/cold.bin at a CDN's rate), so that nginx's log
+# lines for it are theirs alone.
 
 # HTTPS: a second nginx serving the same file. The URL names localhost, which
 # the certificate has as a dNSName: every TLS client checks that, not every
@@ -546,6 +558,10 @@ if [[ ${BENCH_PROXY:-0} == 1 ]]; then
 fi
 if [[ ${BENCH_FRONT:-0} == 1 ]]; then
     ln "$src" "$work/origin/cold.bin"
+    head -c "$((CAPPED_MIB * 1024 * 1024))" "$src" >"$work/origin/capped.bin"
+    capped_sha=$(sha256sum "$work/origin/capped.bin" | cut -d' ' -f1)
+    capped_size=$(stat -c %s "$work/origin/capped.bin")
+    echo "  capped      the front-capped rows: ${CAPPED_MIB} MiB at most $CAPPED_RATE per connection (nginx limit_rate)"
     front_out=$(mktemp -d "${BENCH_FRONT_OUT:-/dev/shm}/hubd-bench-front.XXXXXX")
     free_mib=$(df -Pm "$front_out" | awk 'NR == 2 { print $4 }')
     ((free_mib > FRONT_CLIENTS * SIZE_MIB + 100)) ||
@@ -575,12 +591,12 @@ echo
 
 # The table: medians over the rounds, one section per protocol; ratios are
 # against hubd's median wall time over the same protocol.
-"$PYTHON" - "$work/results.tsv" "$SIZE_MIB" "${TOOLS[@]}" <<'EOF'
+"$PYTHON" - "$work/results.tsv" "$SIZE_MIB" "$CAPPED_MIB" "${TOOLS[@]}" <<'EOF'
 import collections
 import statistics
 import sys
 
-path, size_mib, tools = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+path, size_mib, capped_mib, tools = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 rows = [line.rstrip("\n").split("\t") for line in open(path)]
 failed = [r for r in rows if r[4] != "ok"]
 med = {}
@@ -596,7 +612,8 @@ def short(t):
     return t[: -len("-https")] if t.endswith("-https") else t
 
 
-FRONT = ("nginx", "hubd-front", "front-cold", "front-cold-x8", "nginx-x8")
+FRONT = ("nginx", "hubd-front", "front-cold", "front-cold-x8", "nginx-x8", "front-capped",
+         "front-capped-x8")
 fmt = "  %-20s %5s %11s %9s %11s  %s"
 print(fmt % ("tool", "runs", "median wall", "MiB/s", "CPU s/GiB", "vs hubd over the same protocol"))
 for proto, https in (("http", False), ("https", True)):
@@ -653,9 +670,14 @@ if any(t in FRONT for t in tools):
             vs = "%.2fx the wall of one client (goal <= 1.2x)" % ratio(t, "front-cold")
         elif t == "nginx-x8" and ratio(t, "nginx") is not None:
             vs = "%.2fx the wall of one nginx client" % ratio(t, "nginx")
-        mibs = size_mib / wall if wall > 0 else float("inf")
-        print(fmt % (t, n, "%.3f s" % wall, "%.1f" % mibs, "%.2f" % (cpu / gib), vs))
-    for t in ("front-cold", "front-cold-x8"):
+        elif t == "front-capped":
+            vs = "baseline (cold, one client, origin capped per connection)"
+        elif t == "front-capped-x8" and ratio(t, "front-capped") is not None:
+            vs = "%.2fx the wall of one client (goal <= 1.2x)" % ratio(t, "front-capped")
+        mib = capped_mib if t.startswith("front-capped") else size_mib
+        mibs = mib / wall if wall > 0 else float("inf")
+        print(fmt % (t, n, "%.3f s" % wall, "%.1f" % mibs, "%.2f" % (cpu / (mib / 1024)), vs))
+    for t in ("front-cold", "front-cold-x8", "front-capped", "front-capped-x8"):
         notes = [r[6] for r in rows if r[0] == t and r[4] == "ok" and len(r) > 6]
         if notes:
             print("  %-20s %s" % (t, " | ".join(notes)))

@@ -5,7 +5,9 @@
 #
 #   scripts/nginx-origin.sh start DIR ROOTDIR PORT [CERT KEY]   serve ROOTDIR
 #                     at http://127.0.0.1:PORT/files/, or https:// with CERT
-#                     and KEY (PEM); print nginx's (master) pid
+#                     and KEY (PEM); print nginx's (master) pid. The same
+#                     files under /capped/ go at most NGINX_LIMIT_RATE
+#                     (default 16m) per connection, as a CDN caps them
 #   scripts/nginx-origin.sh stop DIR                 stop it, wait for the exit
 #   scripts/nginx-origin.sh count DIR URI            print how many GET URI
 #                     requests answered 200 or 206 are in the access log
@@ -29,7 +31,7 @@ die() {
 }
 
 usage() {
-    sed -n '6,12p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '6,14p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -48,6 +50,8 @@ live_pid() {
 cmd_start() {
     [[ $# -eq 3 || $# -eq 5 ]] || usage
     local dir=$1 root=$2 port=$3 cert=${4:-} key=${5:-} user_line="" listen tls_lines=""
+    local limit_rate=${NGINX_LIMIT_RATE:-16m}
+    [[ $limit_rate =~ ^[1-9][0-9]*[km]?$ ]] || die "NGINX_LIMIT_RATE must be like 16m, not '$limit_rate'"
     [[ -x $NGINX ]] || die "$NGINX not found: install nginx-light (scripts/install-deps.sh)"
     [[ -d $root ]] || die "ROOTDIR $root is not a directory"
     [[ $port =~ ^[0-9]+$ ]] || die "PORT must be a number, not '$port'"
@@ -121,6 +125,10 @@ http {
 
         location /files/ {
             alias $root/;
+        }
+        location /capped/ {
+            alias $root/;
+            limit_rate $limit_rate;
         }
         location / {
             return 404;
