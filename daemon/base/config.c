@@ -61,7 +61,12 @@ int config_defaults(hubd_config_t *cfg)
     cfg->read_buffer_size = 256 * 1024;
     cfg->max_inflight = 16 * 1024 * 1024;
     cfg->max_downloads = 16;
-    cfg->max_per_host = 8;
+    cfg->max_per_host = 16;
+    cfg->segment_min_size = 32u << 20;
+    cfg->segment_chunk_size = 16u << 20;
+    cfg->max_connections_per_download = 16;
+    cfg->segment_budget = 256u << 20;
+    cfg->segment_stall_timeout_ms = 10 * 1000;
     cfg->connect_timeout_ms = 30 * 1000;
     cfg->idle_timeout_ms = 60 * 1000;
     cfg->first_byte_timeout_ms = 60 * 1000;
@@ -341,6 +346,21 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value)
         return parse_uint(value, 1, 10000, &cfg->max_downloads);
     if (strcmp(key, "max_per_host") == 0)
         return parse_uint(value, 1, 10000, &cfg->max_per_host);
+    if (strcmp(key, "segment_min_size") == 0 || strcmp(key, "segment_budget") == 0) {
+        uint64_t v;
+        if (parse_size(value, &v))
+            return -EINVAL;
+        if (key[8] == 'b' && v < (1u << 20))
+            return -EINVAL; /* the budget holds at least a chunk's start */
+        *(key[8] == 'm' ? &cfg->segment_min_size : &cfg->segment_budget) = v;
+        return 0;
+    }
+    if (strcmp(key, "segment_chunk_size") == 0)
+        return set_size(&cfg->segment_chunk_size, value, 1u << 20, 1ull << 32);
+    if (strcmp(key, "max_connections_per_download") == 0)
+        return parse_uint(value, 1, 64, &cfg->max_connections_per_download);
+    if (strcmp(key, "segment_stall_timeout") == 0)
+        return parse_timeout(value, &cfg->segment_stall_timeout_ms);
     if (strcmp(key, "connect_timeout") == 0)
         return parse_timeout(value, &cfg->connect_timeout_ms);
     if (strcmp(key, "idle_timeout") == 0)
@@ -583,6 +603,11 @@ void config_print(const hubd_config_t *cfg, FILE *out)
     print_size(out, "max_inflight", cfg->max_inflight);
     fprintf(out, "max_downloads = %u\n", cfg->max_downloads);
     fprintf(out, "max_per_host = %u\n", cfg->max_per_host);
+    print_size(out, "segment_min_size", cfg->segment_min_size);
+    print_size(out, "segment_chunk_size", cfg->segment_chunk_size);
+    fprintf(out, "max_connections_per_download = %u\n", cfg->max_connections_per_download);
+    print_size(out, "segment_budget", cfg->segment_budget);
+    print_ms(out, "segment_stall_timeout", cfg->segment_stall_timeout_ms);
     print_ms(out, "connect_timeout", cfg->connect_timeout_ms);
     print_ms(out, "idle_timeout", cfg->idle_timeout_ms);
     print_ms(out, "keepalive_timeout", cfg->keepalive_ms);
@@ -669,6 +694,11 @@ void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *n
     cfg->max_file_size = next->max_file_size;
     cfg->max_downloads = next->max_downloads;
     cfg->max_per_host = next->max_per_host;
+    cfg->segment_min_size = next->segment_min_size;
+    cfg->segment_chunk_size = next->segment_chunk_size;
+    cfg->max_connections_per_download = next->max_connections_per_download;
+    cfg->segment_budget = next->segment_budget;
+    cfg->segment_stall_timeout_ms = next->segment_stall_timeout_ms;
     cfg->connect_timeout_ms = next->connect_timeout_ms;
     cfg->idle_timeout_ms = next->idle_timeout_ms;
     cfg->first_byte_timeout_ms = next->first_byte_timeout_ms;

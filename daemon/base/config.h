@@ -34,7 +34,18 @@ typedef struct hubd_config {
     size_t read_buffer_size; /* bytes per pooled socket read buffer */
     size_t max_inflight;     /* per job: body bytes queued for hash/write before reading stops */
     unsigned max_downloads;  /* jobs transferring at once; the rest wait queued */
-    unsigned max_per_host;   /* jobs transferring at once per host:port */
+    unsigned max_per_host;   /* connections to one host:port at once, all downloads */
+    /* Segmented downloads (issue 14): a file longer than segment_min_size
+     * (0: never) from a server that answers ranges is fetched in chunks of
+     * segment_chunk_size over up to max_connections_per_download
+     * connections, at most segment_budget bytes beyond the hashed prefix;
+     * a connection silent for segment_stall_timeout on the chunk the hash
+     * waits for has it asked for again on another one. */
+    uint64_t segment_min_size;
+    size_t segment_chunk_size;
+    unsigned max_connections_per_download;
+    uint64_t segment_budget;
+    unsigned segment_stall_timeout_ms;
     unsigned connect_timeout_ms;    /* DNS + TCP connect, per attempt */
     unsigned idle_timeout_ms;       /* no byte from the origin for this long: fail */
     unsigned first_byte_timeout_ms; /* request sent, no response byte for this long: fail */

@@ -250,10 +250,11 @@ int store_tmp_create(const store_t *s, uint64_t id, int *fd_out)
     /* A new file, never an old one: whatever has the name (a crashed job's
      * file, a name that is also a blob's, a planted link) is unlinked, which
      * removes the name and not what it points to, and O_EXCL|O_NOFOLLOW fail
-     * rather than open anything that appears there meanwhile. */
+     * rather than open anything that appears there meanwhile. Read too: a
+     * segmented download's hash reads back what its connections wrote. */
     if (unlinkat(s->dir_fd, rel, 0) && errno != ENOENT)
         return -errno;
-    int fd = openat(s->dir_fd, rel, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = openat(s->dir_fd, rel, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return -errno;
     *fd_out = fd;

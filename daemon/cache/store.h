@@ -44,8 +44,9 @@ int store_dir_fd(const store_t *s);
 void store_blob_path(const store_t *s, const char *hex, char *buf, size_t cap);
 void store_tmp_path(const store_t *s, uint64_t id, char *buf, size_t cap);
 
-/* Pool thread: create the partial file of a job, new and empty, mode 0600
- * (whatever had the name before is unlinked, never written through). */
+/* Pool thread: create the partial file of a job, new and empty, mode 0600,
+ * open read-write (whatever had the name before is unlinked, never written
+ * through). */
 int store_tmp_create(const store_t *s, uint64_t id, int *fd_out);
 
 /* Pool thread (or start-up): open an existing partial to resume it,

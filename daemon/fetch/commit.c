@@ -17,17 +17,18 @@ static void after_commit(uv_work_t *req, int status);
 static void after_rehash(uv_work_t *req, int status);
 #include <unistd.h>
 
-/* Reads back the first len bytes of the partial into the hash. */
-static int hash_file(int fd, uint64_t len, sha256_ctx_t *sha)
+/* Reads back len bytes of the partial from byte from into the hash: a
+ * recorded partial before resuming it, a segmented download's prefix. */
+int job_hash_file(int fd, uint64_t from, uint64_t len, sha256_ctx_t *sha)
 {
     uint8_t *buf = malloc(REHASH_CHUNK);
     if (!buf)
         return -ENOMEM;
-    posix_fadvise(fd, 0, (off_t)len, POSIX_FADV_SEQUENTIAL);
-    uint64_t off = 0;
+    posix_fadvise(fd, (off_t)from, (off_t)len, POSIX_FADV_SEQUENTIAL);
+    uint64_t off = from, end = from + len;
     int rc = 0;
-    while (off < len) {
-        size_t want = len - off < REHASH_CHUNK ? (size_t)(len - off) : REHASH_CHUNK;
+    while (off < end) {
+        size_t want = end - off < REHASH_CHUNK ? (size_t)(end - off) : REHASH_CHUNK;
         ssize_t n = pread(fd, buf, want, (off_t)off);
         if (n < 0 && errno == EINTR)
             continue;
@@ -50,7 +51,7 @@ static void rehash_work(uv_work_t *req)
     int fd = -1;
     int rc = store_tmp_reopen(js->store, job->part_id, job->resume_len, &fd);
     if (!rc)
-        rc = hash_file(fd, job->resume_len, &job->sha);
+        rc = job_hash_file(fd, 0, job->resume_len, &job->sha);
     if (rc) {
         if (fd >= 0)
             close(fd);
@@ -59,7 +60,7 @@ static void rehash_work(uv_work_t *req)
         return;
     }
     job->fd = fd;
-    job->written = job->flushed = job->resume_len;
+    job->written = job->flushed = job->hashed = job->resume_len;
 }
 
 static void commit_work(uv_work_t *req)

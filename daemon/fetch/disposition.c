@@ -58,7 +58,11 @@ static void range_of(const disp_head_t *h, const disp_request_t *r, disposition_
      * says (a "*" length: unknown to the server): a range that does not
      * reach it is not the end of the file. */
     int64_t length = n == 3 ? (int64_t)total : r->total;
-    if (n < 2 || start != r->offset || end < start ||
+    /* An explicit end: exactly the range asked for, cut at the file's end
+     * (a server that sends more or less would shift what follows). */
+    uint64_t want_end = r->end && length >= 0 && r->end > (uint64_t)length ? (uint64_t)length
+                                                                            : r->end;
+    if (n < 2 || start != r->offset || end < start || (want_end && end + 1 != want_end) ||
         (r->etag && h->etag && strcmp(r->etag, h->etag) != 0) ||
         (n == 3 && (total > INT64_MAX || (r->total >= 0 && (int64_t)total != r->total))) ||
         (length >= 0 && end >= (unsigned long long)length) ||
@@ -76,6 +80,7 @@ static void range_of(const disp_head_t *h, const disp_request_t *r, disposition_
      * body then finds the file short (truncated: retried, resuming). */
     d->kind = DISP_TAKE;
     d->total = length;
+    d->new_validators = r->offset == 0; /* the first response: the file's validators */
 }
 
 void disposition_of(const disp_head_t *h, const disp_request_t *r, disposition_t *d)
@@ -103,7 +108,12 @@ void disposition_of(const disp_head_t *h, const disp_request_t *r, disposition_t
         restart(d, "the server sent the whole file (or refused the range)");
         return;
     }
-    if (h->status == 206 && r->offset > 0) {
+    if (r->offset == 0 && r->end && h->status == 416) {
+        /* A first range of an empty file: ask for it whole. */
+        restart(d, "the server refused the first range (an empty file?)");
+        return;
+    }
+    if (h->status == 206 && (r->offset > 0 || r->end)) {
         range_of(h, r, d);
         return;
     }

@@ -32,7 +32,8 @@ typedef struct disp_head {
 /* The request the head answers. */
 typedef struct disp_request {
     const url_t *url;       /* the hop asked (a relative Location resolves against it) */
-    uint64_t offset;        /* the Range start asked for; 0: the whole file */
+    uint64_t offset;        /* the Range start asked for; 0: the whole file (or its first range) */
+    uint64_t end;           /* the Range's end asked for (exclusive); 0: to the end of the file */
     int64_t total;          /* the file's length known before, -1 unknown */
     const char *etag;       /* the ETag held for the partial, NULL if none */
     unsigned redirects;     /* redirects followed so far */
@@ -55,8 +56,12 @@ typedef struct disposition {
  * or disposition_clear'ed). The rules: a 3xx redirect needs a Location
  * and stays within max_redirects; a resumed request (offset > 0) that gets
  * 200, 203 or 416 restarts, and its 206 must carry the Content-Range,
- * length and ETag of the range asked for (else restart); any other status
- * but 200 and 203 ends the attempt once drained. */
+ * length and ETag of the range asked for (else restart); a first request
+ * that asked for a range (offset 0, end set) takes a 200 as the whole file
+ * and a 206 with a known length as its first range (its validators are
+ * the file's), and restarts on a 416 (an empty file) or a range of
+ * unknown length; any other status but 200 and 203 ends the attempt once
+ * drained. */
 void disposition_of(const disp_head_t *h, const disp_request_t *r, disposition_t *out);
 
 /* Frees what a disposition holds and makes it DISP_NONE. */

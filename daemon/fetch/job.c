@@ -12,9 +12,10 @@
 #include <string.h>
 #include <time.h>
 
-static void job_on_timer_closed(uv_handle_t *h)
+/* One of the job's handles (its timers, its lanes' timers) is closed:
+ * the job goes with the last. */
+void job_handle_closed(job_t *job)
 {
-    job_t *job = h->data;
     if (--job->handles_open > 0)
         return;
     jobs_t *js = job->js;
@@ -32,9 +33,15 @@ static void job_on_timer_closed(uv_handle_t *h)
     worktrack_release(&js->work);
 }
 
+static void job_on_timer_closed(uv_handle_t *h)
+{
+    job_handle_closed(h->data);
+}
+
 void job_free(job_t *job)
 {
     assert(!job->items && !job->xfer.req && list_empty(&job->waiters));
+    segs_reset(job);
     uv_close((uv_handle_t *)&job->timer, job_on_timer_closed);
     uv_close((uv_handle_t *)&job->retry_timer, job_on_timer_closed);
 }
@@ -128,7 +135,12 @@ const char *job_validator(const job_t *job)
  * as a failed attempt: the next response is a plain 200. */
 void job_restart_from_zero(job_t *job, const char *why)
 {
-    log_warn("job %llu: %s: restarting %s from byte 0", (unsigned long long)job->id, why, job->key);
+    log_warn("job %llu: %s: restarting %s from byte 0%s", (unsigned long long)job->id, why, job->key,
+             job->seg ? " as one stream" : "");
+    if (job->seg)
+        job->js->stats.segment_fallbacks++;
+    segs_stop(job);
+    job->no_segments = 1; /* ranges of this file are not to be trusted again */
     transfer_rewind(&job->xfer);
     job_set_state(job, JOB_RESTARTING);
     job_seal(job);
@@ -156,6 +168,7 @@ void job_fail_digest(job_t *job, const char *code, const char *msg, const char *
     uv_timer_stop(&job->timer);
     uv_timer_stop(&job->retry_timer);
     transfer_abort(&job->xfer);
+    segs_stop(job);
     job_result_t res = {.err_code = code, .err_msg = msg, .sha256 = digest};
     job_notify_all(job, &res);
     if (!(job->items & JOB_ITEM_COMMIT)) /* else after_commit comes back to clean up */
@@ -214,6 +227,7 @@ void job_on_progress_tick(uv_timer_t *t)
     }
     if (job_check_speed(job, now))
         return;
+    segs_tick(job, now);
     uint64_t done = job->received;
     uint64_t inst = (done - job->last_done) * (1000 / PROGRESS_INTERVAL_MS);
     /* Smoothed over about a second, so the figure a user reads is steady. */
@@ -325,8 +339,11 @@ static const unsigned allowed[JOB_NSTATES] = {
      * the bytes we have (RESTARTING). */
     [JOB_CONNECTING] = TO(JOB_CONNECTING) | TO(JOB_BODY) | TO(JOB_RETRY_WAIT) | TO(JOB_RESTARTING) |
                        TO(JOB_FAILED),
-    /* The body ends well, or is cut (retried, resuming after what came). */
-    [JOB_BODY] = TO(JOB_BODY_DONE) | TO(JOB_RETRY_WAIT) | TO(JOB_FAILED),
+    /* The body ends well, or is cut (retried, resuming after what came);
+     * a first range done, the rest is asked for (CONNECTING); a segment's
+     * answer does not fit the others (RESTARTING). */
+    [JOB_BODY] = TO(JOB_BODY_DONE) | TO(JOB_RETRY_WAIT) | TO(JOB_CONNECTING) | TO(JOB_RESTARTING) |
+                 TO(JOB_FAILED),
     /* The backoff is over: resume, or start over without a validator. */
     [JOB_RETRY_WAIT] = TO(JOB_CONNECTING) | TO(JOB_RESTARTING) | TO(JOB_FAILED),
     /* The old attempt's items are back and its bytes dropped: from byte 0. */
@@ -358,11 +375,13 @@ void job_set_state(job_t *job, job_state_t to)
 }
 
 /* The job's transfer asks for the bytes from the first one it lacks: all of
- * them are sealed, or the job restarted from 0. */
+ * them are sealed, or the job restarted from 0. A new download asks for
+ * its first chunk only (segments.h): a large file then goes on over
+ * several connections. */
 void job_begin_request(job_t *job)
 {
     job_set_state(job, JOB_CONNECTING);
-    transfer_start(&job->xfer, job->received);
+    transfer_start(&job->xfer, job->received, job->received ? 0 : segs_first_end(job));
 }
 
 /* The transfer took a response head (disposition DISP_TAKE): the body of
@@ -382,12 +401,32 @@ int job_take_head(job_t *job, int64_t total, int new_validators, const char *eta
     if (job_too_large(job, job->total))
         return -1;
     jobs_evict(job->js, NULL); /* make room before writing, not after */
+    if (job->xfer.offset == 0 && job->xfer.end && segs_begin(job) == 0 && job->seg) {
+        job->js->stats.segmented++;
+        segs_pump(job); /* the other connections start now, beside the first */
+    }
     return 0;
 }
 
 /* The response ended well: the file is complete if its length says so. */
 void job_body_ended(job_t *job)
 {
+    if (job->seg) { /* the first chunk is in: the lanes do the rest */
+        segs_main_ended(job);
+        return;
+    }
+    if (job->xfer.end && job->received == job->xfer.end && job->total >= 0 &&
+        job->received < (uint64_t)job->total) {
+        /* The first range of a file too small to segment: the rest, as one
+         * stream; without a validator the two could be different files. */
+        if (!job_validator(job)) {
+            job_restart_from_zero(job, "no validator to join the rest to the first range");
+            return;
+        }
+        job_seal(job);
+        job_begin_request(job);
+        return;
+    }
     if (job->total >= 0 && job->received != (uint64_t)job->total) {
         /* A 206 that stopped short of its range (or a server that lied
          * about the total): never commit a prefix as the file. */

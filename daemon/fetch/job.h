@@ -100,6 +100,9 @@ typedef struct jobs_stats {
     uint64_t errors_by_code[JOBS_NERROR_CODES]; /* in the order of JOBS_ERROR_CODES */
     uint64_t evicted, evicted_bytes;
     uint64_t bad_blobs; /* found changed or corrupt (hits, background verification): quarantined */
+    uint64_t segmented;       /* downloads fetched over several connections */
+    uint64_t segment_retries; /* a connection's range asked for again (failure, stall) */
+    uint64_t segment_fallbacks; /* segmented downloads that fell back to one stream */
     unsigned active, queued;
 } jobs_stats_t;
 
@@ -111,6 +114,7 @@ typedef struct job_info {
     int64_t total; /* -1 unknown */
     uint64_t rate; /* bytes per second */
     unsigned waiters;
+    unsigned connections; /* open to the origin (or mirror) for it now */
     int mine;           /* the uid asking created it or waits on it */
     const char *source; /* "mirror" or "origin": where its bytes are asked for now */
     const char *mirror; /* the mirror's scheme://host[:port] when source is "mirror", else NULL */

@@ -17,6 +17,7 @@
 #include "cache.h"
 #include "disposition.h"
 #include "transfer.h"
+#include "segments.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -106,6 +107,8 @@ typedef struct batch {
     struct iovec iov[BATCH_MAX_IOV];
     buf_t *bufs[BATCH_MAX_IOV]; /* one reference each */
     int hashed, written;        /* pipeline stages done */
+    seg_chunk_t *chunk;         /* a segmented download's chunk it is part of, else NULL */
+    int from_lane;              /* a lane's: hashed later from the file, not from memory */
 } batch_t;
 
 struct jobs {
@@ -122,6 +125,7 @@ struct jobs {
     worktrack_t work; /* jobs, hits and pool items a shutdown waits for */
     jobs_stats_t stats;
     cred_secret_t secret; /* keys credential tags */
+    const proxy_settings_t *proxies; /* the forward proxies (not owned), or NULL */
     verifier_t *verifier; /* background re-verification, NULL once stopped */
     int shutting_down;
     int starting_queued; /* inside jobs_start_queued: do not re-enter */
@@ -156,7 +160,9 @@ struct job {
     char *host_key;         /* "host:port" of key, for max_per_host */
     char *cred_headers;     /* the client's "Name: value\r\n" lines: sent only to the origin
                                of the URL asked for (transfer_start checks every hop) */
-    transfer_t xfer;        /* its one transfer: the HTTP exchange for the bytes it lacks */
+    transfer_t xfer;        /* its main transfer: the HTTP exchange for the bytes it lacks */
+    segs_t *seg;            /* its other connections when segmented (segments.h), or NULL */
+    int no_segments;        /* fell back to one stream: never segmented again */
     uv_timer_t retry_timer; /* the transfer's backoff; a failed start's report */
     int handles_open;       /* timers not yet closed */
     /* What the commit keeps: set on the loop when the commit starts, from
@@ -195,6 +201,10 @@ struct job {
     batch_t *hash_first, *write_first; /* what the item in flight covers */
     int hash_count, write_count;
     sha256_ctx_t sha; /* owned by the hash item in flight, else the loop */
+    uint64_t hashed;  /* bytes through sha, from byte 0 */
+    int hd_fd;        /* the prefix hash item's (segments): file, range and outcome */
+    uint64_t hd_from, hd_len;
+    int hd_rc;
     int fd;           /* partial file; owned by the write item in flight */
     int write_err;    /* first write error (negative errno) */
     uint64_t written; /* bytes written, for sync_file_range */
@@ -250,6 +260,7 @@ struct job_hit {
 void job_waiter_restart(job_t *job, job_waiter_t *w);
 
 /* sched.c: the queue and the global, per-host and per-uid limits */
+unsigned jobs_host_connections(jobs_t *js, const char *host_key);
 void job_unlist(job_t *job);
 void jobs_start_queued(jobs_t *js);
 int jobs_uid_at_limit(const jobs_t *js, uid_t uid);
@@ -260,6 +271,7 @@ void jobs_count_error(jobs_t *js, const char *code);
 
 /* job.c: one job's life: waiters, failure, retry, progress */
 void job_free(job_t *job);
+void job_handle_closed(job_t *job);
 void job_waiter_unlink(job_t *job, job_waiter_t *w);
 void job_waiter_link(job_t *job, job_waiter_t *w);
 void job_notify_all(job_t *job, const job_result_t *res);
@@ -281,6 +293,7 @@ int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out);
 /* pipeline.c: batches, hash and write items, checkpoints */
 uint64_t job_space_floor(const struct statvfs *v, uint64_t bytes, unsigned pct);
 void job_seal(job_t *job);
+void job_add_batch(job_t *job, batch_t *b);
 void job_drop_batches(job_t *job);
 void job_pump(job_t *job);
 void job_take_body(job_t *job, buf_t *buf, const char *p, size_t n);
@@ -314,6 +327,7 @@ extern const char job_short_of_space_msg[];
 void job_start_commit(job_t *job);
 void job_cleanup(job_t *job);
 void job_start_rehash(job_t *job);
+int job_hash_file(int fd, uint64_t from, uint64_t len, sha256_ctx_t *sha);
 
 /* evict.c: the eviction coordinator */
 void jobs_drop_oversized(jobs_t *js, const char *sha, uint64_t size);

@@ -237,6 +237,7 @@ struct http_client *jobs_http(jobs_t *js)
 void jobs_set_proxies(jobs_t *js, const proxy_settings_t *proxies)
 {
     http_client_set_proxies(js->http, proxies);
+    js->proxies = proxies;
 }
 
 void jobs_set_secret(jobs_t *js, const cred_secret_t *secret)

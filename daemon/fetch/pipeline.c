@@ -10,7 +10,13 @@
  * so doing both in one item would halve the throughput. A batch is freed
  * when both have seen it. Above max_inflight queued bytes the job stops
  * reading. Checkpoints (fdatasync, then the partials row) bound what a crash
- * can cost. */
+ * can cost.
+ *
+ * A segmented download (segments.h) adds its lanes' batches, at their own
+ * offsets: written like the others, but not hashed from memory (they are
+ * ahead of the hash); a prefix hash item reads them back from the page
+ * cache once the bytes before them are in (written without a gap from 0,
+ * and the main transfer's bytes hashed). */
 #include "job_internal.h"
 #include "log.h"
 
@@ -24,6 +30,7 @@
 #include <unistd.h>
 
 static void after_hash(uv_work_t *req, int status);
+static void after_hash_prefix(uv_work_t *req, int status);
 static void after_write(uv_work_t *req, int status);
 static void after_sync(uv_work_t *req, int status);
 
@@ -96,7 +103,7 @@ static void hash_work(uv_work_t *req)
     job_t *job = req->data;
     batch_t *b = job->hash_first;
     for (int i = 0; i < job->hash_count; i++) {
-        for (int k = 0; k < b->niov; k++)
+        for (int k = 0; k < b->niov && !b->from_lane; k++)
             sha256_update(&job->sha, b->iov[k].iov_base, b->iov[k].iov_len);
         /* Not past the last one: the loop thread may be linking a new tail. */
         if (i + 1 < job->hash_count)
@@ -179,7 +186,10 @@ static void write_work(uv_work_t *req)
             job->write_err = rc;
             return;
         }
-        job->written = b->offset + b->bytes;
+        if (b->chunk) /* segmented: the loop counts the prefix (after_write) */
+            sync_file_range(job->fd, (off_t)b->offset, (off_t)b->bytes, SYNC_FILE_RANGE_WRITE);
+        else
+            job->written = b->offset + b->bytes;
         if (i + 1 < job->write_count) /* as in hash_work */
             b = b->next;
     }
@@ -217,6 +227,19 @@ static void batch_free(jobs_t *js, batch_t *b)
     free(b);
 }
 
+void job_add_batch(job_t *job, batch_t *b)
+{
+    if (job->tail)
+        job->tail->next = b;
+    else
+        job->head = b;
+    job->tail = b;
+    if (!job->hash_next && !b->from_lane)
+        job->hash_next = b;
+    if (!job->write_next)
+        job->write_next = b;
+}
+
 void job_seal(job_t *job)
 {
     batch_t *b = job->cur;
@@ -224,16 +247,35 @@ void job_seal(job_t *job)
         return;
     job->cur = NULL;
     b->offset = job->sealed;
+    b->chunk = segs_main_chunk(job);
     job->sealed += b->bytes;
-    if (job->tail)
-        job->tail->next = b;
-    else
-        job->head = b;
-    job->tail = b;
-    if (!job->hash_next)
-        job->hash_next = b;
-    if (!job->write_next)
-        job->write_next = b;
+    job_add_batch(job, b);
+}
+
+/* Segmented: the hash follows the written prefix. Once the main
+ * transfer's bytes are hashed from memory, the rest is read back from the
+ * file (the page cache), at most 64 MiB an item. */
+static void hash_prefix_work(uv_work_t *req)
+{
+    job_t *job = req->data;
+    job->hd_rc = job_hash_file(job->hd_fd, job->hd_from, job->hd_len, &job->sha);
+}
+
+static int start_prefix_hash(job_t *job)
+{
+    if (!job->seg || (job->items & JOB_ITEM_HASH) || job->cur || segs_main_chunk(job) ||
+        job->hashed < job->sealed || job->fd < 0)
+        return 0;
+    uint64_t prefix = segs_prefix(job);
+    if (prefix <= job->hashed)
+        return 0;
+    job->hd_fd = job->fd;
+    job->hd_from = job->hashed;
+    job->hd_len = prefix - job->hashed < (64u << 20) ? prefix - job->hashed : (64u << 20);
+    job->items |= JOB_ITEM_HASH;
+    job->hash_work.data = job;
+    uv_queue_work(job->js->loop, &job->hash_work, hash_prefix_work, after_hash_prefix);
+    return 1;
 }
 
 /* Starts a checkpoint of what is on disk when one is due and none is in
@@ -263,11 +305,15 @@ static void job_checkpoint(job_t *job)
 static void submit_work(job_t *job)
 {
     uv_loop_t *loop = job->js->loop;
+    while (job->hash_next && job->hash_next->from_lane) /* hashed from the file, later */
+        job->hash_next = job->hash_next->next;
     if (!(job->items & JOB_ITEM_HASH) && job->hash_next) {
         job->hash_count = pipeline_take_batches(&job->hash_next, &job->hash_first);
         job->items |= JOB_ITEM_HASH;
         job->hash_work.data = job;
         uv_queue_work(loop, &job->hash_work, hash_work, after_hash);
+    } else {
+        start_prefix_hash(job);
     }
     if (!(job->items & JOB_ITEM_WRITE) && job->write_next) {
         job->write_count = pipeline_take_batches(&job->write_next, &job->write_first);
@@ -311,8 +357,9 @@ void job_pump(job_t *job)
         if (job->items & JOB_ITEMS_DATA)
             return;
         job_drop_batches(job);
+        segs_reset(job);
         sha256_init(&job->sha);
-        job->received = job->sealed = job->queued_bytes = 0;
+        job->received = job->sealed = job->queued_bytes = job->hashed = 0;
         job->written = job->flushed = job->last_done = 0;
         job->durable = job->on_disk = 0; /* the write item that truncates forgets the row */
         job->total = -1;
@@ -334,12 +381,15 @@ void job_pump(job_t *job)
         pipeline_should_resume(job->queued_bytes, job->js->cfg->max_inflight)) {
         job->flags &= ~JOB_PAUSED;
         transfer_set_paused(&job->xfer, 0);
+        segs_set_paused(job, 0);
     }
     job_checkpoint(job);
+    segs_pump(job); /* the hash moved on: chunks within the budget again */
     /* Not while short of room: the eviction run it asked for decides
-     * (after_evict) whether there is room for it to be kept. */
+     * (after_evict) whether there is room for it to be kept. A segmented
+     * download also waits for the hash to reach its end. */
     if (job->state == JOB_BODY_DONE && !job->head && !job->cur && !(job->items & JOB_ITEMS_DATA) &&
-        !(job->flags & JOB_SHORT_WAIT))
+        !(job->flags & JOB_SHORT_WAIT) && (!job->seg || job->hashed == (uint64_t)job->total))
         job_start_commit(job);
 }
 
@@ -348,9 +398,28 @@ static void after_hash(uv_work_t *req, int status)
     job_t *job = req->data;
     (void)status; /* never cancelled: uv_cancel is not used on these */
     batch_t *b = job->hash_first;
-    for (int i = 0; i < job->hash_count; i++, b = b->next)
+    for (int i = 0; i < job->hash_count; i++, b = b->next) {
+        if (!b->from_lane)
+            job->hashed += b->bytes;
         b->hashed = 1;
+    }
     job->items &= ~JOB_ITEM_HASH;
+    job_pump(job);
+}
+
+static void after_hash_prefix(uv_work_t *req, int status)
+{
+    job_t *job = req->data;
+    (void)status;
+    job->items &= ~JOB_ITEM_HASH;
+    if (job->hd_rc && job->state != JOB_FAILED) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "reading the download back for its hash: %s",
+                 strerror(-job->hd_rc));
+        job_fail(job, "io", msg);
+        return;
+    }
+    job->hashed += job->hd_len;
     job_pump(job);
 }
 
@@ -385,9 +454,14 @@ static void after_write(uv_work_t *req, int status)
     job_t *job = req->data;
     (void)status;
     batch_t *b = job->write_first;
-    for (int i = 0; i < job->write_count; i++, b = b->next)
+    for (int i = 0; i < job->write_count; i++, b = b->next) {
         b->written = 1;
+        if (b->chunk && !job->write_err)
+            segs_written(job, b);
+    }
     job->items &= ~JOB_ITEM_WRITE;
+    if (job->seg) /* what a reader may follow: the bytes without a gap from 0 */
+        job->written = segs_prefix(job);
     job->on_disk = job->written;
     if (job->write_err && job->state != JOB_FAILED) {
         char msg[256];
@@ -437,6 +511,7 @@ void job_take_body(job_t *job, buf_t *buf, const char *p, size_t n)
     jobs_t *js = job->js;
     js->stats.bytes_from_origin += n;
     job->received += n;
+    segs_main_body(job, n);
     if (job_too_large(job, (int64_t)job->received)) /* chunked, or a lying length */
         return;
     job->queued_bytes += n;
@@ -459,5 +534,6 @@ void job_take_body(job_t *job, buf_t *buf, const char *p, size_t n)
         job_pump(job);
         job->flags |= JOB_PAUSED;
         transfer_set_paused(&job->xfer, 1);
+        segs_set_paused(job, 1);
     }
 }

@@ -25,12 +25,18 @@ void job_unlist(job_t *job)
     }
 }
 
-static unsigned active_for_host(jobs_t *js, const char *host_key)
+/* Connections to host_key of the active downloads: one each, or as many
+ * as a segmented one has open (at least one: it is about to ask). */
+unsigned jobs_host_connections(jobs_t *js, const char *host_key)
 {
     unsigned n = 0;
-    for (list_node_t *p = list_first(&js->active); p; p = list_next(&js->active, p))
-        if (strcmp(list_entry(p, job_t, node)->host_key, host_key) == 0)
-            n++;
+    for (list_node_t *p = list_first(&js->active); p; p = list_next(&js->active, p)) {
+        job_t *j = list_entry(p, job_t, node);
+        if (strcmp(j->host_key, host_key) == 0) {
+            unsigned c = j->seg ? segs_connections(j) : 1;
+            n += c ? c : 1;
+        }
+    }
     return n;
 }
 
@@ -73,7 +79,7 @@ void jobs_start_queued(jobs_t *js)
             /* A full host, or a user at max_jobs_per_user, waits without
              * holding up the others behind it in the queue. */
             unsigned per_user = js->cfg->max_jobs_per_user;
-            if (active_for_host(js, job->host_key) >= js->cfg->max_per_host ||
+            if (jobs_host_connections(js, job->host_key) >= js->cfg->max_per_host ||
                 (per_user && active_for_owner(js, job->owner) >= per_user)) {
                 n = list_next(&js->queue, n);
                 continue;

@@ -54,6 +54,7 @@ static void info_of(const job_t *j, uid_t uid, job_info_t *info)
     info->total = j->total;
     info->rate = j->rate;
     info->waiters = j->nwaiters;
+    info->connections = segs_connections(j);
     info->source = transfer_source(&j->xfer, &info->mirror);
     info->mine = j->owner == uid;
     for (const list_node_t *n = list_first(&j->waiters); n && !info->mine;

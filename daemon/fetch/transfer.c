@@ -6,6 +6,7 @@
 #include "job_internal.h"
 #include "log.h"
 #include "mirror.h"
+#include "segments.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -34,6 +35,7 @@ static int on_http_headers(http_req_t *req, const http_response_t *resp, void *d
     disp_request_t asked = {
         .url = &t->url,
         .offset = t->offset,
+        .end = t->end,
         .total = job->total,
         .etag = job->etag,
         .redirects = t->redirects,
@@ -42,6 +44,8 @@ static int on_http_headers(http_req_t *req, const http_response_t *resp, void *d
     disposition_t *d = &t->disp;
     disposition_clear(d);
     disposition_of(&head, &asked, d);
+    if (t->lane)
+        return segs_lane_head(t, d);
     switch (d->kind) {
     case DISP_FAIL:
         if (!transfer_fall_back(t, d->code, d->msg))
@@ -57,6 +61,8 @@ static int on_http_headers(http_req_t *req, const http_response_t *resp, void *d
     case DISP_TAKE:
         break;
     }
+    if (resp->status != 206)
+        t->end = 0; /* the whole file came, not the first range asked for */
     return job_take_head(job, d->total, d->new_validators, resp->etag, resp->last_modified)
                ? HTTP_BODY_DISCARD
                : HTTP_BODY_DELIVER;
@@ -66,7 +72,10 @@ static void on_http_body(http_req_t *req, buf_t *buf, const char *p, size_t n, v
 {
     transfer_t *t = data;
     (void)req;
-    job_take_body(t->job, buf, p, n);
+    if (t->lane)
+        segs_lane_body(t, buf, p, n);
+    else
+        job_take_body(t->job, buf, p, n);
 }
 
 /* The exchange is over: a failed attempt, a drained status or redirect, or
@@ -77,7 +86,8 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
     job_t *job = t->job;
     (void)req;
     t->req = NULL;
-    if (job->state == JOB_FAILED || job->state == JOB_RETRY_WAIT || job->state == JOB_RESTARTING)
+    if (job->state == JOB_FAILED || job->state == JOB_RESTARTING ||
+        (job->state == JOB_RETRY_WAIT && !t->lane))
         return; /* failed or restarting from a callback: the request was ours to drop */
     if (code) {
         transfer_error(t, code, msg);
@@ -104,10 +114,16 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
         t->url = next;
         disposition_clear(&t->disp);
         t->redirects++;
-        job_begin_request(job);
+        if (t->lane)
+            segs_lane_begin(t);
+        else
+            job_begin_request(job);
         return;
     }
-    job_body_ended(job);
+    if (t->lane)
+        segs_lane_done(t);
+    else
+        job_body_ended(job);
 }
 
 static const http_req_cbs_t transfer_http_cbs = {on_http_headers, on_http_body, on_http_done};
@@ -210,10 +226,11 @@ static void on_begin_failed(uv_timer_t *timer)
         job_fail(job, job->xfer.begin_code, job->xfer.begin_msg);
 }
 
-void transfer_start(transfer_t *t, uint64_t offset)
+void transfer_start(transfer_t *t, uint64_t offset, uint64_t end)
 {
     job_t *job = t->job;
     t->offset = offset;
+    t->end = end;
     char *hdrs = NULL;
     /* Credentials are for the origin they were given for: never sent to
      * another scheme, host or port a redirect leads to. They are kept, not
@@ -228,10 +245,19 @@ void transfer_start(transfer_t *t, uint64_t offset)
             cred = job->cred_headers;
         url_free(&first);
     }
+    /* If-Range ties the range to the file we have the rest of: a changed
+     * file answers 200 (a restart). A first range has nothing to tie. */
     const char *validator = job_validator(job);
-    int n = t->offset > 0 ? asprintf(&hdrs, "Range: bytes=%llu-\r\nIf-Range: %s\r\n%s",
-                                     (unsigned long long)t->offset, validator, cred)
-                          : asprintf(&hdrs, "%s", cred);
+    char range[80] = "", if_range[16] = "";
+    if (t->end)
+        snprintf(range, sizeof range, "Range: bytes=%llu-%llu\r\n", (unsigned long long)t->offset,
+                 (unsigned long long)t->end - 1);
+    else if (t->offset)
+        snprintf(range, sizeof range, "Range: bytes=%llu-\r\n", (unsigned long long)t->offset);
+    if (range[0] && validator)
+        snprintf(if_range, sizeof if_range, "If-Range: ");
+    int n = asprintf(&hdrs, "%s%s%s%s%s", range, if_range, if_range[0] ? validator : "",
+                     if_range[0] ? "\r\n" : "", cred);
     int rc = n < 0 ? -ENOMEM : 0;
     if (!rc)
         rc = http_request(job->js->http, &t->url, hdrs, &transfer_http_cbs, t, &t->req);
@@ -248,7 +274,10 @@ void transfer_start(transfer_t *t, uint64_t offset)
                  t->url.host);
     else
         snprintf(t->begin_msg, sizeof t->begin_msg, "cannot start the request");
-    uv_timer_start(&job->retry_timer, on_begin_failed, 0, 0);
+    if (t->lane)
+        segs_lane_begin_failed(t); /* the lane's timer reports it */
+    else
+        uv_timer_start(&job->retry_timer, on_begin_failed, 0, 0);
 }
 
 void transfer_abort(transfer_t *t)
@@ -296,6 +325,12 @@ void transfer_error(transfer_t *t, const char *code, const char *msg)
     job_t *job = t->job;
     if (job->state == JOB_FAILED || job->state == JOB_DONE)
         return;
+    if (t->lane) {
+        segs_lane_error(t, code, msg);
+        return;
+    }
+    if (job->seg && segs_main_failed(job, code, msg))
+        return; /* the lanes fetch the rest of its chunk */
     jobs_t *js = job->js;
     const hubd_config_t *cfg = js->cfg;
     char final[600], named[500];

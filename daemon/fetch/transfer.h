@@ -6,9 +6,11 @@
  * failed attempts, retrying the transient ones after a backoff. It hands
  * what it gets to its job through job_internal.h: the head taken
  * (job_take_head), the body's bytes (job_take_body), the body's end
- * (job_body_ended), a restart from byte 0 or a failure. Today a job owns
- * exactly one transfer, for the rest of the file from the first byte it
- * does not have.
+ * (job_body_ended), a restart from byte 0 or a failure. A job owns one
+ * such transfer, for the rest of the file from the first byte it does not
+ * have (or, when the file may be segmented, for its first chunk); a
+ * segmented download's other connections are transfers of its lanes
+ * (segments.h), which hand what they get to the lane instead.
  *
  * A job whose URL matches a `mirror` rule (mirror.h) starts at the
  * mirror's URL instead; credentials go there only if the rule says so. A
@@ -28,12 +30,15 @@
 #include "url.h"
 
 struct job;
+struct seg_lane;
 
 typedef struct transfer {
     struct job *job;        /* the owner, which it feeds */
     url_t url;              /* the current hop: the job's URL, then where redirects lead */
     unsigned redirects;     /* hops followed since the attempt started */
     uint64_t offset;        /* the Range start of the request (0: the whole file) */
+    uint64_t end;           /* the Range end (exclusive), 0: to the end of the file */
+    struct seg_lane *lane;  /* a segmented download's lane that owns it, NULL: the job's */
     http_req_t *req;        /* in flight, or NULL */
     disposition_t disp;     /* what the response head in flight means (DISP_NONE before) */
     unsigned attempts;      /* failed attempts so far */
@@ -50,11 +55,12 @@ void transfer_init(transfer_t *t, struct job *job, const url_t *u);
 /* Frees what it holds; no request may be in flight. */
 void transfer_free(transfer_t *t);
 
-/* Sends the request for the bytes from offset on (0: the whole file), with
- * If-Range when resuming. A request that cannot start fails the job from
- * the next loop turn (this may run inside jobs_fetch, which never calls
- * back itself). */
-void transfer_start(transfer_t *t, uint64_t offset);
+/* Sends the request for the bytes [offset, end) (end 0: to the end of the
+ * file; offset 0 and end 0: the whole file), with If-Range when the job
+ * has a validator. A request that cannot start fails the job (or the
+ * lane's attempt) from the next loop turn (this may run inside jobs_fetch,
+ * which never calls back itself). */
+void transfer_start(transfer_t *t, uint64_t offset, uint64_t end);
 
 /* Drops the request in flight, if any: no callback of it comes. */
 void transfer_abort(transfer_t *t);

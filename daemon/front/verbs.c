@@ -133,6 +133,9 @@ static void verb_stats(session_t *s, const proto_msg_t *m, const char *id, int a
     proto_add_u64(&r.w, "evicted", st.evicted);
     proto_add_u64(&r.w, "evicted_bytes", st.evicted_bytes);
     proto_add_u64(&r.w, "bad_blobs", st.bad_blobs);
+    proto_add_u64(&r.w, "segmented", st.segmented);
+    proto_add_u64(&r.w, "segment_retries", st.segment_retries);
+    proto_add_u64(&r.w, "segment_fallbacks", st.segment_fallbacks);
     httpd_stats_t hs = {0};
     if (srv->httpd)
         httpd_get_stats(srv->httpd, &hs);

@@ -61,6 +61,7 @@ static void send_job_line(void *arg, const job_info_t *info)
         proto_add_i64(&r.w, "total", info->total);
     proto_add_u64(&r.w, "rate", info->rate);
     proto_add_u64(&r.w, "waiters", info->waiters);
+    proto_add_u64(&r.w, "connections", info->connections);
     proto_add(&r.w, "source", info->source);
     if (info->mirror)
         proto_add(&r.w, "mirror", info->mirror);

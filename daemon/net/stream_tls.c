@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TLS_SPILL_MAX (4u << 20)   /* ciphertext queued for decryption: stop reading */
+#define TLS_SPILL_MAX (1u << 20)   /* ciphertext queued for decryption: stop reading */
 #define TLS_SPILL_ROOM (64 * 1024) /* room offered to each read */
-#define TLS_WORK_MAX_OUT 1040      /* plaintext buffers per item: TLS_SPILL_MAX / 4 KiB + 2 */
+#define TLS_WORK_MAX_OUT 258       /* plaintext buffers per item: TLS_SPILL_MAX / 4 KiB + 2 */
 
 typedef struct stream_tls stream_tls_t;
 

@@ -176,6 +176,13 @@ class Origin:
     def requests_for(self, path):
         return self.stats()["requests"].get(path, 0)
 
+    def resume_starts(self, path, st=None):
+        """The starts of path's ranged requests after byte 0: resumes (and a
+        segmented download's chunks). A download's first request asks for
+        its first chunk, a range from 0, which is left out."""
+        st = st or self.stats()
+        return [s for s in st["range_starts"].get(path, []) if s != 0]
+
     def stop(self):
         stop_pid(self.proc)
 

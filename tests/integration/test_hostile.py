@@ -22,6 +22,7 @@ import unittest
 from harness import Hubd, HubTestCase, sha256_file, wait_for, write_config
 
 MiB = 1 << 20
+FIRST_RANGE = "bytes=0-%d" % (16 * MiB - 1)  # a download's first request (segment_chunk_size)
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 
@@ -334,8 +335,10 @@ class HostileTest(HubTestCase):
         r, res = self.fetch(srv.url)
         self.assertEqual(r.rc, 0, r)
         self.assertEqual((res["size"], res["sha256"]), (100000, digest))
+        # (A download's first request asks for its first chunk; the 200
+        # to it is the whole file.)
         self.assertEqual([h.get("Range") for h in srv.seen],
-                         [None, "bytes=50000-", "bytes=75000-"])
+                         [FIRST_RANGE, "bytes=50000-", "bytes=75000-"])
         # Without retries left, the short range is an error, nothing stored.
         srv2 = Scripted(self, data, [first, short, rest])
         self.restart_with(name="hub3")
@@ -372,7 +375,7 @@ class HostileTest(HubTestCase):
         r, res = self.fetch(srv.url)
         self.assertEqual(r.rc, 0, r)
         self.assertEqual((res["size"], res["sha256"]), (60000, digest))
-        self.assertEqual([h.get("Range") for h in srv.seen], [None, "bytes=30000-", None])
+        self.assertEqual([h.get("Range") for h in srv.seen], [FIRST_RANGE, "bytes=30000-", None])
 
     # ---- 6. a dripping body ends ------------------------------------------------
 
@@ -613,18 +616,32 @@ class HostileTest(HubTestCase):
         self.make_file("c.bin", 1000)
         url = self.origin.url("/files/c.bin")
         self.assertEqual(self.hubctl("fetch", url).rc, 0)
-        files_before = int(open("/proc/sys/fs/file-nr").read().split()[0])
+        # The machine's count of open files: other tests running beside
+        # this one open files too, so each side is the least of a few looks,
+        # and the least of three tries counts.
+        def open_files():
+            seen = []
+            for _ in range(6):
+                seen.append(int(open("/proc/sys/fs/file-nr").read().split()[0]))
+                time.sleep(0.1)
+            return min(seen)
         line = b"FETCH id=%d url=" + url.encode() + b"\n"
-        socks = flood(self.hubd.socket, b"".join(line % i for i in range(330)), 8)
-        time.sleep(1)
-        extra = int(open("/proc/sys/fs/file-nr").read().split()[0]) - files_before
-        print("\n  8 non-reading sessions, unprivileged hubd: %d more open files" % extra)
-        for _ in range(3):  # another uid than the flooders' (root)
-            r = self.as_nobody("fetch", url)
-            self.assertEqual(r.returncode, 0, r)
-        self.assertLess(extra, 8 + 64 + 100)
-        for s in socks:
-            s.close()
+        tries = []
+        for _ in range(3):
+            files_before = open_files()
+            socks = flood(self.hubd.socket, b"".join(line % i for i in range(330)), 8)
+            time.sleep(1)
+            tries.append(open_files() - files_before)
+            for _ in range(3):  # another uid than the flooders' (root)
+                r = self.as_nobody("fetch", url)
+                self.assertEqual(r.returncode, 0, r)
+            for s in socks:
+                s.close()
+            if tries[-1] < 8 + 64 + 100:
+                break
+            time.sleep(1)
+        print("\n  8 non-reading sessions, unprivileged hubd: %s more open files" % tries)
+        self.assertLess(min(tries), 8 + 64 + 100)
 
     def test_many_waiters_of_one_download_share_its_descriptor(self):
         # 60 requests in one non-reading session attached to one download:

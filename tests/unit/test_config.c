@@ -308,6 +308,11 @@ START_TEST(config_shipped_file_documents_defaults)
     ck_assert_uint_eq(cfg.max_inflight, def.max_inflight);
     ck_assert_uint_eq(cfg.max_downloads, def.max_downloads);
     ck_assert_uint_eq(cfg.max_per_host, def.max_per_host);
+    ck_assert_uint_eq(cfg.segment_min_size, def.segment_min_size);
+    ck_assert_uint_eq(cfg.segment_chunk_size, def.segment_chunk_size);
+    ck_assert_uint_eq(cfg.max_connections_per_download, def.max_connections_per_download);
+    ck_assert_uint_eq(cfg.segment_budget, def.segment_budget);
+    ck_assert_uint_eq(cfg.segment_stall_timeout_ms, def.segment_stall_timeout_ms);
     ck_assert_uint_eq(cfg.connect_timeout_ms, def.connect_timeout_ms);
     ck_assert_uint_eq(cfg.idle_timeout_ms, def.idle_timeout_ms);
     ck_assert_uint_eq(cfg.keepalive_ms, def.keepalive_ms);

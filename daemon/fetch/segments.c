@@ -1,0 +1,626 @@
+/* segments: a download over several connections (see segments.h). The
+ * chunk table, the lanes and their requests, the scheduling of chunks and
+ * connections. The pipeline (pipeline.c) writes what the lanes get and
+ * hashes the written prefix back from the page cache. Loop thread. */
+#include "segments.h"
+#include "job_internal.h"
+#include "log.h"
+#include "proxy.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SEG_MAX_LANES 64
+#define SEG_START_CONNS 4           /* connections at first, the main one included */
+#define SEG_GROW_MS 1000            /* one more connection at most this often... */
+#define SEG_SPLIT_MIN (2u << 20)    /* a chunk is split only with at least this much left */
+#define SEG_ALIGN ((uint64_t)65536) /* where a split cuts */
+
+struct seg_chunk {
+    uint64_t start, end;   /* [start, end) of the file */
+    uint64_t got;          /* bytes received from start (sealed or in a lane's batch) */
+    uint64_t written;      /* bytes on disk from start */
+    struct seg_lane *lane; /* the lane fetching it, or NULL */
+    int main;              /* the main transfer fetches it */
+};
+
+typedef struct seg_lane {
+    job_t *job;
+    transfer_t xfer;
+    seg_chunk_t *chunk; /* being fetched (or waiting for a retry), NULL: idle */
+    batch_t *cur;       /* being filled: bytes of chunk from cur_off */
+    uint64_t cur_off;
+    uv_timer_t timer;   /* the backoff before its next attempt; a failed start's report */
+    uint64_t last_byte; /* uv_now of its last byte, or of its request */
+    unsigned attempts;  /* failed attempts since its last byte */
+    int waiting;        /* the timer is armed */
+} seg_lane_t;
+
+struct segs {
+    seg_chunk_t **chunks; /* sorted by start, covering [0, total) without overlap */
+    size_t n, cap;
+    seg_lane_t *lanes[SEG_MAX_LANES];
+    unsigned nlanes;
+    unsigned want;           /* connections wanted now */
+    int grown_out;           /* the rate stopped growing with more connections */
+    uint64_t t_grow;         /* uv_now of the last change of want */
+    uint64_t rate_at_grow;   /* the rate then */
+    uint64_t t_rate, at_rate; /* the rate's window: since, job->received then */
+    uint64_t rate;           /* bytes per second over the last window */
+    char *url;               /* where lanes ask: the main transfer's last hop */
+};
+
+static void lane_start(seg_lane_t *l);
+
+/* ---- the chunk table ------------------------------------------------------- */
+
+static uint64_t len_of(const seg_chunk_t *c)
+{
+    return c->end - c->start;
+}
+
+static int chunk_insert(segs_t *s, size_t at, uint64_t start, uint64_t end)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        seg_chunk_t **v = realloc(s->chunks, cap * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        s->chunks = v;
+        s->cap = cap;
+    }
+    seg_chunk_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    c->start = start;
+    c->end = end;
+    memmove(s->chunks + at + 1, s->chunks + at, (s->n - at) * sizeof *s->chunks);
+    s->chunks[at] = c;
+    s->n++;
+    return 0;
+}
+
+uint64_t segs_first_end(const job_t *job)
+{
+    const hubd_config_t *cfg = job->js->cfg;
+    const char *shown;
+    if (!cfg->segment_min_size || cfg->max_connections_per_download < 2 || job->no_segments ||
+        job->resume_len || strcmp(transfer_source(&job->xfer, &shown), "origin") != 0)
+        return 0;
+    /* Plain http through a caching proxy (Squid): it fetches whole files
+     * once and joins the requests for one (collapsed forwarding) only
+     * when they ask for it whole. A mirror is such a tier too. */
+    if (strcmp(job->xfer.url.scheme, "http") == 0 && job->js->proxies &&
+        proxy_for(job->js->proxies, &job->xfer.url))
+        return 0;
+    return cfg->segment_chunk_size;
+}
+
+int segs_begin(job_t *job)
+{
+    const hubd_config_t *cfg = job->js->cfg;
+    uint64_t chunk = job->xfer.end;
+    if (job->seg || !chunk || job->total < 0 || (uint64_t)job->total <= cfg->segment_min_size ||
+        (uint64_t)job->total <= chunk || !job_validator(job))
+        return 0;
+    segs_t *s = calloc(1, sizeof *s);
+    if (!s || !(s->url = strdup(job->xfer.url.canonical))) {
+        free(s);
+        return -ENOMEM;
+    }
+    uint64_t total = (uint64_t)job->total;
+    for (uint64_t at = 0; at < total; at += chunk)
+        if (chunk_insert(s, s->n, at, at + chunk < total ? at + chunk : total)) {
+            for (size_t i = 0; i < s->n; i++)
+                free(s->chunks[i]);
+            free(s->chunks);
+            free(s->url);
+            free(s);
+            return -ENOMEM;
+        }
+    s->chunks[0]->main = 1;
+    s->want = SEG_START_CONNS < cfg->max_connections_per_download
+                  ? SEG_START_CONNS
+                  : cfg->max_connections_per_download;
+    s->t_grow = s->t_rate = uv_now(job->js->loop);
+    job->seg = s;
+    log_info("job %llu: %llu bytes in %zu chunks of %llu over up to %u connections",
+             (unsigned long long)job->id, (unsigned long long)total, s->n,
+             (unsigned long long)chunk, cfg->max_connections_per_download);
+    return 0;
+}
+
+seg_chunk_t *segs_main_chunk(const job_t *job)
+{
+    if (!job->seg)
+        return NULL;
+    for (size_t i = 0; i < job->seg->n; i++)
+        if (job->seg->chunks[i]->main)
+            return job->seg->chunks[i];
+    return NULL;
+}
+
+void segs_main_body(job_t *job, size_t n)
+{
+    seg_chunk_t *c = segs_main_chunk(job);
+    if (c)
+        c->got += n;
+}
+
+/* The main transfer lets go of its chunk: the lanes fetch the rest. */
+static void main_release(job_t *job)
+{
+    seg_chunk_t *c = segs_main_chunk(job);
+    job_seal(job);
+    if (c)
+        c->main = 0;
+}
+
+void segs_main_ended(job_t *job)
+{
+    main_release(job);
+    segs_pump(job);
+}
+
+int segs_main_failed(job_t *job, const char *code, const char *msg)
+{
+    if (!job->seg || !disposition_is_transient(code) || job->js->shutting_down)
+        return 0;
+    log_info("job %llu: the first connection failed (%s: %s): the others fetch the rest",
+             (unsigned long long)job->id, code, msg);
+    job->js->stats.segment_retries++;
+    transfer_abort(&job->xfer);
+    main_release(job);
+    segs_pump(job);
+    return 1;
+}
+
+uint64_t segs_prefix(const job_t *job)
+{
+    const segs_t *s = job->seg;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->chunks[i]->written < len_of(s->chunks[i]))
+            return s->chunks[i]->start + s->chunks[i]->written;
+    return (uint64_t)job->total;
+}
+
+void segs_written(job_t *job, const batch_t *b)
+{
+    (void)job;
+    b->chunk->written += b->bytes;
+}
+
+int segs_received_all(const job_t *job)
+{
+    const segs_t *s = job->seg;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->chunks[i]->got < len_of(s->chunks[i]))
+            return 0;
+    return 1;
+}
+
+unsigned segs_connections(const job_t *job)
+{
+    unsigned n = job->xfer.req ? 1 : 0;
+    if (job->seg)
+        for (unsigned i = 0; i < job->seg->nlanes; i++)
+            n += job->seg->lanes[i]->xfer.req != NULL;
+    return n;
+}
+
+/* ---- a lane's bytes ------------------------------------------------------- */
+
+/* What the lane holds goes to the pipeline (written at its offset, hashed
+ * later from the page cache). */
+static void lane_seal(seg_lane_t *l)
+{
+    batch_t *b = l->cur;
+    if (!b)
+        return;
+    l->cur = NULL;
+    b->offset = l->cur_off;
+    b->chunk = l->chunk;
+    b->from_lane = 1;
+    b->hashed = 1; /* not by the memory hash item: by the prefix hash */
+    job_add_batch(l->job, b);
+}
+
+/* The lane is done with its chunk (whole): idle, for the next one. */
+static void lane_chunk_done(seg_lane_t *l)
+{
+    lane_seal(l);
+    if (l->chunk)
+        l->chunk->lane = NULL;
+    l->chunk = NULL;
+    l->attempts = 0;
+}
+
+int segs_lane_head(transfer_t *t, const disposition_t *d)
+{
+    seg_lane_t *l = t->lane;
+    job_t *job = l->job;
+    switch (d->kind) {
+    case DISP_FAIL:
+        job_fail(job, d->code, d->msg);
+        return HTTP_BODY_DISCARD;
+    case DISP_RESTART:
+        /* The ranges do not fit together (the file changed, or the server
+         * does not answer them as asked): all again, as one stream. */
+        job_restart_from_zero(job, d->why);
+        return HTTP_BODY_DISCARD;
+    case DISP_TAKE:
+        if (d->total != job->total) {
+            job_restart_from_zero(job, "a range answered with another length");
+            return HTTP_BODY_DISCARD;
+        }
+        return HTTP_BODY_DELIVER;
+    default: /* a redirect or a status: at the end of the exchange */
+        return HTTP_BODY_DISCARD;
+    }
+}
+
+void segs_lane_body(transfer_t *t, buf_t *buf, const char *p, size_t n)
+{
+    seg_lane_t *l = t->lane;
+    job_t *job = l->job;
+    jobs_t *js = job->js;
+    seg_chunk_t *c = l->chunk;
+    if (!c)
+        return;
+    uint64_t left = len_of(c) - c->got;
+    if (n > left)
+        n = (size_t)left; /* a chunk split under the request: the rest is another's */
+    if (n) {
+        js->stats.bytes_from_origin += n;
+        job->received += n;
+        job->queued_bytes += n;
+        l->last_byte = uv_now(js->loop);
+        l->attempts = 0;
+        if (!l->cur) {
+            if (!(l->cur = calloc(1, sizeof *l->cur))) {
+                job_fail(job, "internal", "out of memory");
+                return;
+            }
+            l->cur_off = c->start + c->got;
+        }
+        if (pipeline_batch_add(l->cur, buf, p, n))
+            buf_ref(buf);
+        c->got += n;
+        if (pipeline_batch_full(l->cur, js->cfg->read_buffer_size)) {
+            lane_seal(l);
+            job_pump(job);
+            if (job->state != JOB_BODY)
+                return;
+        }
+    }
+    if (c->got == len_of(c) && t->end > c->end) {
+        /* Split: what follows is another lane's. This connection goes. */
+        transfer_abort(t);
+        lane_chunk_done(l);
+        segs_pump(job);
+        return;
+    }
+    if (!(job->flags & JOB_PAUSED) && pipeline_should_pause(job->queued_bytes, js->cfg->max_inflight)) {
+        lane_seal(l);
+        job_pump(job);
+        job->flags |= JOB_PAUSED;
+        transfer_set_paused(&job->xfer, 1);
+        segs_set_paused(job, 1);
+    }
+}
+
+void segs_lane_done(transfer_t *t)
+{
+    seg_lane_t *l = t->lane;
+    seg_chunk_t *c = l->chunk;
+    if (c && c->got < len_of(c)) {
+        char m[160];
+        snprintf(m, sizeof m, "the range ended at byte %llu of %llu-%llu",
+                 (unsigned long long)(c->start + c->got), (unsigned long long)c->start,
+                 (unsigned long long)c->end - 1);
+        segs_lane_error(t, "truncated", m);
+        return;
+    }
+    lane_chunk_done(l);
+    segs_pump(l->job);
+}
+
+static void on_lane_timer(uv_timer_t *timer)
+{
+    seg_lane_t *l = timer->data;
+    job_t *job = l->job;
+    l->waiting = 0;
+    if (l->xfer.begin_code) { /* a request that could not start */
+        const char *code = l->xfer.begin_code;
+        l->xfer.begin_code = NULL;
+        job_fail(job, code, l->xfer.begin_msg);
+        return;
+    }
+    if (job->state == JOB_BODY && l->chunk)
+        lane_start(l);
+}
+
+void segs_lane_begin_failed(transfer_t *t)
+{
+    seg_lane_t *l = t->lane;
+    l->waiting = 1;
+    uv_timer_start(&l->timer, on_lane_timer, 0, 0);
+}
+
+void segs_lane_begin(transfer_t *t)
+{
+    seg_lane_t *l = t->lane;
+    seg_chunk_t *c = l->chunk;
+    if (c)
+        transfer_start(t, c->start + c->got, c->end);
+}
+
+void segs_lane_error(transfer_t *t, const char *code, const char *msg)
+{
+    seg_lane_t *l = t->lane;
+    job_t *job = l->job;
+    jobs_t *js = job->js;
+    const hubd_config_t *cfg = js->cfg;
+    lane_seal(l); /* what came is kept: the next attempt asks for the rest */
+    transfer_abort(t);
+    if (!disposition_is_transient(code) && strcmp(code, "http_403") != 0 &&
+        strcmp(code, "http_410") != 0) {
+        job_fail(job, code, msg);
+        return;
+    }
+    if (js->shutting_down || l->attempts >= cfg->retries) {
+        char m[600];
+        snprintf(m, sizeof m, "%s (after %u attempts)", msg, l->attempts + 1);
+        job_fail(job, code, m);
+        return;
+    }
+    js->stats.segment_retries++;
+    segs_t *s = job->seg;
+    if ((strcmp(code, "http_429") == 0 || strcmp(code, "http_503") == 0) && s->want > 1) {
+        s->want--; /* the server says too many: one fewer, for good */
+        s->grown_out = 1;
+    }
+    if (strcmp(code, "http_403") == 0 || strcmp(code, "http_410") == 0)
+        transfer_rewind(t); /* a signed URL expired: resolve the job's URL again */
+    uint64_t delay = disposition_backoff_ms(cfg->retry_delay_ms, cfg->retry_max_delay_ms,
+                                            l->attempts, t->disp.retry_after_ms, (uint64_t)random());
+    disposition_clear(&t->disp);
+    l->attempts++;
+    log_info("job %llu: a connection's range %llu-%llu failed (%s: %s): again in %llu ms",
+             (unsigned long long)job->id,
+             (unsigned long long)(l->chunk ? l->chunk->start + l->chunk->got : 0),
+             (unsigned long long)(l->chunk ? l->chunk->end - 1 : 0), code, msg,
+             (unsigned long long)delay);
+    l->waiting = 1;
+    uv_timer_start(&l->timer, on_lane_timer, delay, 0);
+}
+
+/* ---- lanes ---------------------------------------------------------------- */
+
+static void lane_start(seg_lane_t *l)
+{
+    seg_chunk_t *c = l->chunk;
+    l->last_byte = uv_now(l->job->js->loop);
+    transfer_start(&l->xfer, c->start + c->got, c->end);
+    if (l->xfer.req && (l->job->flags & JOB_PAUSED))
+        http_req_set_paused(l->xfer.req, 1);
+}
+
+static seg_lane_t *lane_new(job_t *job)
+{
+    segs_t *s = job->seg;
+    if (s->nlanes == SEG_MAX_LANES)
+        return NULL;
+    seg_lane_t *l = calloc(1, sizeof *l);
+    url_t u;
+    if (!l || url_parse(s->url, &u, NULL)) {
+        free(l);
+        return NULL;
+    }
+    l->job = job;
+    l->xfer.job = job;
+    l->xfer.lane = l;
+    l->xfer.url = u;
+    uv_timer_init(job->js->loop, &l->timer);
+    l->timer.data = l;
+    job->handles_open++;
+    s->lanes[s->nlanes++] = l;
+    return l;
+}
+
+static void lane_assign(seg_lane_t *l, seg_chunk_t *c)
+{
+    l->chunk = c;
+    c->lane = l;
+    lane_start(l);
+}
+
+/* The first chunk nobody fetches, within the budget beyond the hashed
+ * prefix; NULL when none. */
+static seg_chunk_t *next_chunk(const job_t *job)
+{
+    const segs_t *s = job->seg;
+    uint64_t limit = job->hashed + job->js->cfg->segment_budget;
+    for (size_t i = 0; i < s->n; i++) {
+        seg_chunk_t *c = s->chunks[i];
+        if (c->start + c->got >= limit)
+            return NULL;
+        if (!c->lane && !c->main && c->got < len_of(c))
+            return c;
+    }
+    return NULL;
+}
+
+/* Near the end: the lane fetching the most halves it, and the second half
+ * is a new chunk. NULL when no chunk is worth it. */
+static seg_chunk_t *split_chunk(job_t *job)
+{
+    segs_t *s = job->seg;
+    size_t best = s->n;
+    uint64_t most = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        seg_chunk_t *c = s->chunks[i];
+        uint64_t left = len_of(c) - c->got;
+        if (c->lane && c->lane->xfer.req && left > most) {
+            most = left;
+            best = i;
+        }
+    }
+    if (best == s->n || most < 2 * SEG_SPLIT_MIN)
+        return NULL;
+    seg_chunk_t *c = s->chunks[best];
+    uint64_t mid = (c->start + c->got + most / 2) / SEG_ALIGN * SEG_ALIGN;
+    if (mid <= c->start + c->got || mid >= c->end || chunk_insert(s, best + 1, mid, c->end))
+        return NULL;
+    c->end = mid;
+    log_debug("job %llu: split %llu-%llu at %llu", (unsigned long long)job->id,
+              (unsigned long long)c->start, (unsigned long long)s->chunks[best + 1]->end - 1,
+              (unsigned long long)mid);
+    return s->chunks[best + 1];
+}
+
+void segs_pump(job_t *job)
+{
+    segs_t *s = job->seg;
+    if (!s || job->state != JOB_BODY)
+        return;
+    if (segs_received_all(job)) {
+        for (unsigned i = 0; i < s->nlanes; i++)
+            lane_seal(s->lanes[i]);
+        job_seal(job);
+        if (job->received != (uint64_t)job->total) { /* a bug of this module's */
+            log_err("job %llu: %llu bytes received for a file of %lld", (unsigned long long)job->id,
+                    (unsigned long long)job->received, (long long)job->total);
+            job_fail(job, "internal", "the segments' bytes do not add up");
+            return;
+        }
+        job_set_state(job, JOB_BODY_DONE);
+        job->t_body = uv_now(job->js->loop);
+        job_pump(job);
+        return;
+    }
+    if (job->flags & JOB_PAUSED)
+        return;
+    const hubd_config_t *cfg = job->js->cfg;
+    /* Idle lanes first (their connections are kept alive), then new ones
+     * while more connections are wanted and the host allows them. */
+    for (unsigned i = 0; i < s->nlanes; i++) {
+        seg_lane_t *l = s->lanes[i];
+        if (l->chunk || l->waiting)
+            continue;
+        seg_chunk_t *c = next_chunk(job);
+        if (!c && segs_connections(job) < s->want)
+            c = split_chunk(job);
+        if (!c)
+            break;
+        lane_assign(l, c);
+    }
+    while (segs_connections(job) < s->want && s->nlanes < cfg->max_connections_per_download &&
+           jobs_host_connections(job->js, job->host_key) < cfg->max_per_host) {
+        seg_chunk_t *c = next_chunk(job);
+        if (!c)
+            c = split_chunk(job);
+        seg_lane_t *l = c ? lane_new(job) : NULL;
+        if (!l)
+            break;
+        lane_assign(l, c);
+    }
+}
+
+void segs_tick(job_t *job, uint64_t now)
+{
+    segs_t *s = job->seg;
+    if (!s || job->state != JOB_BODY)
+        return;
+    const hubd_config_t *cfg = job->js->cfg;
+    if (now - s->t_rate >= SEG_GROW_MS) {
+        s->rate = (job->received - s->at_rate) * 1000 / (now - s->t_rate);
+        s->t_rate = now;
+        s->at_rate = job->received;
+        /* All wanted connections busy for a while: one more, while each
+         * step still adds a tenth to the rate. */
+        if (!s->grown_out && !(job->flags & JOB_PAUSED) && now - s->t_grow >= SEG_GROW_MS &&
+            segs_connections(job) >= s->want && s->want < cfg->max_connections_per_download) {
+            if (s->rate_at_grow && s->rate * 10 < s->rate_at_grow * 11) {
+                s->grown_out = 1;
+            } else {
+                s->want++;
+                s->rate_at_grow = s->rate;
+                s->t_grow = now;
+            }
+        }
+    }
+    /* The chunk the hash waits for: a silent connection there holds up
+     * the whole download; another one asks for the rest of it. */
+    for (size_t i = 0; i < s->n; i++) {
+        seg_chunk_t *c = s->chunks[i];
+        if (c->got == len_of(c))
+            continue;
+        seg_lane_t *l = c->lane;
+        if (l && l->xfer.req && !(job->flags & JOB_PAUSED) &&
+            now - l->last_byte >= cfg->segment_stall_timeout_ms) {
+            log_warn("job %llu: no byte of %llu-%llu for %llu ms: asked for again",
+                     (unsigned long long)job->id, (unsigned long long)(c->start + c->got),
+                     (unsigned long long)c->end - 1, (unsigned long long)(now - l->last_byte));
+            job->js->stats.segment_retries++;
+            lane_seal(l);
+            transfer_abort(&l->xfer); /* its connection goes: a new one is opened */
+            lane_start(l);
+        }
+        break;
+    }
+    segs_pump(job);
+}
+
+void segs_set_paused(job_t *job, int paused)
+{
+    if (!job->seg)
+        return;
+    for (unsigned i = 0; i < job->seg->nlanes; i++)
+        transfer_set_paused(&job->seg->lanes[i]->xfer, paused);
+    if (!paused)
+        segs_pump(job);
+}
+
+void segs_stop(job_t *job)
+{
+    segs_t *s = job->seg;
+    if (!s)
+        return;
+    for (unsigned i = 0; i < s->nlanes; i++) {
+        seg_lane_t *l = s->lanes[i];
+        transfer_abort(&l->xfer);
+        uv_timer_stop(&l->timer);
+        l->waiting = 0;
+        lane_seal(l);
+    }
+}
+
+static void on_lane_closed(uv_handle_t *h)
+{
+    seg_lane_t *l = h->data;
+    job_t *job = l->job;
+    free(l);
+    job_handle_closed(job);
+}
+
+void segs_reset(job_t *job)
+{
+    segs_t *s = job->seg;
+    if (!s)
+        return;
+    segs_stop(job);
+    for (unsigned i = 0; i < s->nlanes; i++) {
+        seg_lane_t *l = s->lanes[i];
+        transfer_free(&l->xfer);
+        uv_close((uv_handle_t *)&l->timer, on_lane_closed);
+    }
+    for (size_t i = 0; i < s->n; i++)
+        free(s->chunks[i]);
+    free(s->chunks);
+    free(s->url);
+    free(s);
+    job->seg = NULL;
+}

@@ -1,0 +1,102 @@
+/* segments: one download over several connections (issue 14).
+ *
+ * A download asks first for its first chunk (`Range: bytes=0-(chunk-1)`):
+ * size and validator in one round trip. When the answer says the file is
+ * longer than segment_min_size and has a validator, the rest is cut into
+ * chunks of segment_chunk_size and fetched by lanes: each a transfer of
+ * its own (its own connection, kept alive from chunk to chunk), asking for
+ * one chunk at a time in ascending order with If-Range. The job's own
+ * (main) transfer goes on with the first chunk, hashed from memory as
+ * always; the lanes' bytes are written at their offsets and hashed later
+ * from the page cache, as the contiguous written prefix grows
+ * (pipeline.c). The commit waits for the hash to reach the end: no second
+ * pass over the file.
+ *
+ * How many: 4 connections at first, one more each second while the total
+ * rate still grows by a tenth, up to max_connections_per_download and
+ * max_per_host (every download's connections to the host); one fewer on a
+ * 429 or 503 (after its Retry-After). New chunks are handed out only
+ * within segment_budget bytes of the hashed prefix; with none left an idle
+ * lane splits the largest chunk still being fetched. The lane on the
+ * chunk the hash waits for, silent for segment_stall_timeout, is dropped
+ * and its chunk asked for again from where it stopped.
+ *
+ * Anything that says the ranges do not fit together (a 200 or 416 to a
+ * range, another Content-Range, length or ETag) restarts the download from
+ * byte 0 as one stream: bytes from several responses are trusted only
+ * while they all agree.
+ *
+ * Loop thread only. The job owns its segs_t (job->seg); each lane owns its
+ * transfer and timer and is freed from the timer's close callback. */
+#ifndef HUBD_SEGMENTS_H
+#define HUBD_SEGMENTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bufpool.h"
+
+struct job;
+struct batch;
+struct transfer;
+struct disposition;
+typedef struct segs segs_t;
+typedef struct seg_chunk seg_chunk_t;
+
+/* The end (exclusive) of the range a new download asks for first, or 0 to
+ * ask for the whole file (segments off, a mirror, a resumed partial, or a
+ * download that fell back to one stream). */
+uint64_t segs_first_end(const struct job *job);
+
+/* The main transfer took the first response head, to a request for
+ * [0, first_end): segments start when the file is long enough and has a
+ * validator. 0, or -ENOMEM (the download then goes on as one stream). */
+int segs_begin(struct job *job);
+
+/* The chunk the main transfer's bytes belong to, NULL when not segmented
+ * (or the main transfer let go of it). */
+seg_chunk_t *segs_main_chunk(const struct job *job);
+/* n more bytes of the main transfer's chunk arrived. */
+void segs_main_body(struct job *job, size_t n);
+
+/* The main transfer's response ended (its chunk whole, or cut short: the
+ * lanes fetch what is missing). */
+void segs_main_ended(struct job *job);
+/* The main transfer failed: its chunk goes to the lanes from where it
+ * stopped. Returns 1 when so (the failure is handled), 0 when the job is
+ * to fail. */
+int segs_main_failed(struct job *job, const char *code, const char *msg);
+
+/* A lane's transfer callbacks (transfer.c). */
+int segs_lane_head(struct transfer *t, const struct disposition *d);
+void segs_lane_body(struct transfer *t, buf_t *buf, const char *p, size_t n);
+void segs_lane_done(struct transfer *t);
+void segs_lane_error(struct transfer *t, const char *code, const char *msg);
+void segs_lane_begin(struct transfer *t);
+void segs_lane_begin_failed(struct transfer *t);
+
+/* A batch of the chunk is on disk (after_write, in file order per chunk). */
+void segs_written(struct job *job, const struct batch *b);
+/* Bytes on disk from byte 0 without a gap. */
+uint64_t segs_prefix(const struct job *job);
+/* Every byte received (the download's body is complete). */
+int segs_received_all(const struct job *job);
+/* Hands out chunks, adds, splits and replaces lanes; from job_pump and the
+ * progress tick. */
+void segs_pump(struct job *job);
+/* The progress tick: the rate, growth and stalls. */
+void segs_tick(struct job *job, uint64_t now);
+/* Backpressure for every lane. */
+void segs_set_paused(struct job *job, int paused);
+/* Connections open for the download now, the main one included. */
+unsigned segs_connections(const struct job *job);
+
+/* The job fails or restarts: every lane's request dropped, timers stopped,
+ * what they hold sealed. */
+void segs_stop(struct job *job);
+/* No pool item of the job in flight: the lanes close (their memory goes
+ * in the close callbacks, counted in job->handles_open), the chunks and
+ * segs_t go, job->seg is NULL. */
+void segs_reset(struct job *job);
+
+#endif
