@@ -98,6 +98,12 @@ answered normally (they have no body to cut, reset or stall).
               bytes sent, so exactly N - S of them reach it. When cut or
               truncate stops the body earlier, that one acts instead (on a
               tie the RST wins).
+  fail_at=K1,K2,...[&fail_status=C][&retry_after=S]
+              the same failure for the requests with these ordinals only
+              (e.g. a segmented download's third and fourth requests).
+  lie_range=1 (/files) a range that starts past byte 0 is answered with
+              a Content-Range one byte off ("bytes N+1-M+1/size"), the
+              body still bytes N..M: a server whose ranges do not fit.
   fail_first=N[&fail_status=C][&retry_after=S]
               requests with ordinal k <= N get status C (400..599, default
               503; anything else gives 400) with a short text body
@@ -111,6 +117,8 @@ answered normally (they have no body to cut, reset or stall).
               request that starts past N, or a body that stops at or before
               N (cut, truncate, end of file), does not stall. On /chunked the
               stall may fall inside a chunk (its size line already sent).
+              With stall_once=1 only the first request of the path that
+              reaches N stalls (a client that asks again from N is served).
   require_auth=H
               (any path) answer 401 unless the request carries
               "Authorization: Bearer T" where H is the start (8 or more hex
@@ -234,6 +242,16 @@ class Stats:
                 if sock.session_reused:
                     self._resumed += 1
             return ordinal
+
+    def first_stall(self, key):
+        """True the first time key asks (stall_once=1), False after."""
+        with self._lock:
+            done = getattr(self, "_stalled", set())
+            self._stalled = done
+            if key in done:
+                return False
+            done.add(key)
+            return True
 
     def next_version(self, key):
         """The next validator version (1, 2, ...) of key, for etag=per_request."""
@@ -565,7 +583,8 @@ class Handler(BaseHTTPRequestHandler):
         Returns True when it answered (then the caller must do nothing more).
         """
         n = int_option(self.query, "fail_first")
-        if not n or self.ordinal > n:
+        at = [int(k) for k in self.query.get("fail_at", [""])[-1].split(",") if k.isdigit()]
+        if (not n or self.ordinal > n) and self.ordinal not in at:
             return False
         code = 503
         if "fail_status" in self.query:
@@ -610,7 +629,8 @@ class Handler(BaseHTTPRequestHandler):
         stall = None
         stall_at = int_option(self.query, "stall_at")
         stall_ms = int_option(self.query, "stall_ms", 0)
-        if stall_at is not None and stall_ms > 0 and first <= stall_at < first + limit:
+        if stall_at is not None and stall_ms > 0 and first <= stall_at < first + limit and (
+                not int_option(self.query, "stall_once", 0) or self.server.stats.first_stall(self.key)):
             stall = (stall_at - first, stall_ms / 1000.0)
         return limit, ending, stall
 
@@ -772,7 +792,9 @@ class Handler(BaseHTTPRequestHandler):
             if not chunked:
                 self.send_header("Accept-Ranges", "none" if norange else "bytes")
             if rng:
-                self.send_header("Content-Range", "bytes %d-%d/%d" % (first, last, size))
+                shift = 1 if first > 0 and int_option(self.query, "lie_range", 0) else 0
+                self.send_header("Content-Range",
+                                 "bytes %d-%d/%d" % (first + shift, last + shift, size))
             if chunked:
                 self.send_header("Transfer-Encoding", "chunked")
             else:

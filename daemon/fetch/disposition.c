@@ -60,8 +60,8 @@ static void range_of(const disp_head_t *h, const disp_request_t *r, disposition_
     int64_t length = n == 3 ? (int64_t)total : r->total;
     /* An explicit end: exactly the range asked for, cut at the file's end
      * (a server that sends more or less would shift what follows). */
-    uint64_t want_end = r->end && length >= 0 && r->end > (uint64_t)length ? (uint64_t)length
-                                                                            : r->end;
+    uint64_t want_end =
+        r->end && length >= 0 && r->end > (uint64_t)length ? (uint64_t)length : r->end;
     if (n < 2 || start != r->offset || end < start || (want_end && end + 1 != want_end) ||
         (r->etag && h->etag && strcmp(r->etag, h->etag) != 0) ||
         (n == 3 && (total > INT64_MAX || (r->total >= 0 && (int64_t)total != r->total))) ||

@@ -135,8 +135,8 @@ const char *job_validator(const job_t *job)
  * as a failed attempt: the next response is a plain 200. */
 void job_restart_from_zero(job_t *job, const char *why)
 {
-    log_warn("job %llu: %s: restarting %s from byte 0%s", (unsigned long long)job->id, why, job->key,
-             job->seg ? " as one stream" : "");
+    log_warn("job %llu: %s: restarting %s from byte 0%s", (unsigned long long)job->id, why,
+             job->key, job->seg ? " as one stream" : "");
     if (job->seg)
         job->js->stats.segment_fallbacks++;
     segs_stop(job);

@@ -100,8 +100,8 @@ typedef struct jobs_stats {
     uint64_t errors_by_code[JOBS_NERROR_CODES]; /* in the order of JOBS_ERROR_CODES */
     uint64_t evicted, evicted_bytes;
     uint64_t bad_blobs; /* found changed or corrupt (hits, background verification): quarantined */
-    uint64_t segmented;       /* downloads fetched over several connections */
-    uint64_t segment_retries; /* a connection's range asked for again (failure, stall) */
+    uint64_t segmented; /* downloads fetched over several connections */
+    uint64_t segment_retries;   /* a connection's range asked for again (failure, stall) */
     uint64_t segment_fallbacks; /* segmented downloads that fell back to one stream */
     unsigned active, queued;
 } jobs_stats_t;
@@ -115,9 +115,9 @@ typedef struct job_info {
     uint64_t rate; /* bytes per second */
     unsigned waiters;
     unsigned connections; /* open to the origin (or mirror) for it now */
-    int mine;           /* the uid asking created it or waits on it */
-    const char *source; /* "mirror" or "origin": where its bytes are asked for now */
-    const char *mirror; /* the mirror's scheme://host[:port] when source is "mirror", else NULL */
+    int mine;             /* the uid asking created it or waits on it */
+    const char *source;   /* "mirror" or "origin": where its bytes are asked for now */
+    const char *mirror;   /* the mirror's scheme://host[:port] when source is "mirror", else NULL */
 } job_info_t;
 
 int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db, tls_ctx_t *tls,

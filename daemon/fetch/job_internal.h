@@ -124,9 +124,9 @@ struct jobs {
     uint64_t next_id;
     worktrack_t work; /* jobs, hits and pool items a shutdown waits for */
     jobs_stats_t stats;
-    cred_secret_t secret; /* keys credential tags */
+    cred_secret_t secret;            /* keys credential tags */
     const proxy_settings_t *proxies; /* the forward proxies (not owned), or NULL */
-    verifier_t *verifier; /* background re-verification, NULL once stopped */
+    verifier_t *verifier;            /* background re-verification, NULL once stopped */
     int shutting_down;
     int starting_queued; /* inside jobs_start_queued: do not re-enter */
     int start_again;     /* jobs_start_queued was asked again meanwhile */

@@ -43,13 +43,13 @@ struct segs {
     size_t n, cap;
     seg_lane_t *lanes[SEG_MAX_LANES];
     unsigned nlanes;
-    unsigned want;           /* connections wanted now */
-    int grown_out;           /* the rate stopped growing with more connections */
-    uint64_t t_grow;         /* uv_now of the last change of want */
-    uint64_t rate_at_grow;   /* the rate then */
+    unsigned want;            /* connections wanted now */
+    int grown_out;            /* the rate stopped growing with more connections */
+    uint64_t t_grow;          /* uv_now of the last change of want */
+    uint64_t rate_at_grow;    /* the rate then */
     uint64_t t_rate, at_rate; /* the rate's window: since, job->received then */
-    uint64_t rate;           /* bytes per second over the last window */
-    char *url;               /* where lanes ask: the main transfer's last hop */
+    uint64_t rate;            /* bytes per second over the last window */
+    char *url;                /* where lanes ask: the main transfer's last hop */
 };
 
 static void lane_start(seg_lane_t *l);
@@ -302,7 +302,8 @@ void segs_lane_body(transfer_t *t, buf_t *buf, const char *p, size_t n)
         segs_pump(job);
         return;
     }
-    if (!(job->flags & JOB_PAUSED) && pipeline_should_pause(job->queued_bytes, js->cfg->max_inflight)) {
+    if (!(job->flags & JOB_PAUSED) &&
+        pipeline_should_pause(job->queued_bytes, js->cfg->max_inflight)) {
         lane_seal(l);
         job_pump(job);
         job->flags |= JOB_PAUSED;
@@ -384,8 +385,9 @@ void segs_lane_error(transfer_t *t, const char *code, const char *msg)
     }
     if (strcmp(code, "http_403") == 0 || strcmp(code, "http_410") == 0)
         transfer_rewind(t); /* a signed URL expired: resolve the job's URL again */
-    uint64_t delay = disposition_backoff_ms(cfg->retry_delay_ms, cfg->retry_max_delay_ms,
-                                            l->attempts, t->disp.retry_after_ms, (uint64_t)random());
+    uint64_t delay =
+        disposition_backoff_ms(cfg->retry_delay_ms, cfg->retry_max_delay_ms, l->attempts,
+                               t->disp.retry_after_ms, (uint64_t)random());
     disposition_clear(&t->disp);
     l->attempts++;
     log_info("job %llu: a connection's range %llu-%llu failed (%s: %s): again in %llu ms",
@@ -561,12 +563,21 @@ void segs_tick(job_t *job, uint64_t now)
         seg_lane_t *l = c->lane;
         if (l && l->xfer.req && !(job->flags & JOB_PAUSED) &&
             now - l->last_byte >= cfg->segment_stall_timeout_ms) {
-            log_warn("job %llu: no byte of %llu-%llu for %llu ms: asked for again",
-                     (unsigned long long)job->id, (unsigned long long)(c->start + c->got),
-                     (unsigned long long)c->end - 1, (unsigned long long)(now - l->last_byte));
-            job->js->stats.segment_retries++;
+            char m[160];
+            snprintf(m, sizeof m, "no byte of %llu-%llu for %llu ms",
+                     (unsigned long long)(c->start + c->got), (unsigned long long)c->end - 1,
+                     (unsigned long long)(now - l->last_byte));
             lane_seal(l);
-            transfer_abort(&l->xfer); /* its connection goes: a new one is opened */
+            transfer_abort(&l->xfer);          /* its connection goes: a new one is opened */
+            if (l->attempts >= cfg->retries) { /* silent every time: give up */
+                char f[200];
+                snprintf(f, sizeof f, "%s (after %u attempts)", m, l->attempts + 1);
+                job_fail(job, "timeout", f);
+                return;
+            }
+            l->attempts++; /* a byte sets it back to 0 */
+            log_warn("job %llu: %s: asked for again", (unsigned long long)job->id, m);
+            job->js->stats.segment_retries++;
             lane_start(l);
         }
         break;

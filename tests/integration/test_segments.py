@@ -1,0 +1,161 @@
+"""Segmented downloads (issue 14): a file over segment_min_size comes in
+chunks over several connections from the test origin, verified in one
+pass; servers whose ranges cannot be trusted get one stream, safely.
+Small sizes here (chunks of 1 MiB from 2 MiB up), the same code as 16 MiB
+chunks from 32 MiB.
+"""
+
+import json
+import os
+import subprocess
+import threading
+import time
+import unittest
+
+from harness import HubTestCase, Hubd, free_port, sha256_file, write_config
+
+MiB = 1 << 20
+SEGMENTS = dict(segment_min_size="2M", segment_chunk_size="1M", max_connections_per_download="8",
+                retries="3", retry_delay="20ms")
+
+
+class SegmentTest(HubTestCase):
+    def setUp(self):
+        super().setUp()
+        self.restart_with()
+
+    def restart_with(self, **keys):
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "seg.conf"), **dict(SEGMENTS, **keys))
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-s%d" % len(os.listdir(self.tmp))),
+                         config=conf)
+
+    def fetch(self, url, digest):
+        r = self.hubctl("fetch", "--json", "--sha256", digest, url, timeout=120)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(json.loads(r.out)["sha256"], digest)
+        return r
+
+    def chunk_starts(self, path, size, st):
+        return sorted(s for s in st["range_starts"].get(path, []))
+
+    def test_a_large_file_comes_over_several_connections_once(self):
+        size = 12 * MiB + 4321
+        digest = self.make_file("big.bin", size)
+        # Each response at most 4 MiB/s: one stream would take 3 s.
+        self.fetch(self.origin.url("/files/big.bin?bps=%d" % (4 * MiB)), digest)
+        st = self.origin.stats()
+        self.assertEqual(self.chunk_starts("/files/big.bin", size, st),
+                         [k * MiB for k in range(13)])  # each chunk asked for once
+        self.assertEqual(st["bytes"]["/files/big.bin"], size)  # not a byte twice
+        self.assertGreaterEqual(st["connections"], 4)
+        stats = self.stats()
+        self.assertEqual((stats["segmented"], stats["segment_fallbacks"]), (1, 0))
+        self.assertEqual(self.hubd.partials(), {})
+
+    def test_waiters_share_one_segmented_download(self):
+        size = 6 * MiB
+        digest = self.make_file("shared.bin", size)
+        url = self.origin.url("/files/shared.bin?bps=%d" % (2 * MiB))
+        procs = [self.hubctl_bg("fetch", "--json", "--sha256", digest, url) for _ in range(3)]
+        outs = [p.communicate(timeout=60) for p in procs]
+        for p, (out, err) in zip(procs, outs):
+            self.assertEqual(p.returncode, 0, err)
+            self.assertEqual(json.loads(out)["sha256"], digest)
+        st = self.origin.stats()
+        self.assertEqual(st["bytes"]["/files/shared.bin"], size)
+        self.assertEqual(self.stats()["attached"], 2)
+
+    def test_a_server_that_ignores_ranges_gets_one_stream(self):
+        size = 5 * MiB
+        digest = self.make_file("nr.bin", size)
+        self.fetch(self.origin.url("/files/nr.bin?norange=1"), digest)
+        st = self.origin.stats()
+        self.assertEqual(st["requests"]["/files/nr.bin"], 1)  # its 200 was the whole file
+        self.assertEqual(st["bytes"]["/files/nr.bin"], size)
+        self.assertEqual(self.stats()["segmented"], 0)
+
+    def test_ranges_that_do_not_fit_restart_as_one_stream(self):
+        size = 5 * MiB
+        digest = self.make_file("lie.bin", size)
+        self.fetch(self.origin.url("/files/lie.bin?lie_range=1"), digest)
+        st = self.origin.stats()
+        self.assertEqual(self.stats()["segment_fallbacks"], 1)
+        # After the restart: one request for the whole file, no range.
+        self.assertEqual(st["ranges"]["/files/lie.bin"], st["requests"]["/files/lie.bin"] - 1)
+        self.assertIn("as one stream", self.hubd.read_log())
+
+    def test_a_file_that_changes_midway_restarts_as_one_stream(self):
+        size = 5 * MiB
+        digest = self.make_file("ch.bin", size)
+        # A new validator for every response: If-Range refuses every range.
+        self.fetch(self.origin.url("/files/ch.bin?etag=per_request"), digest)
+        self.assertEqual(self.stats()["segment_fallbacks"], 1)
+        self.assertEqual(self.hubd.blob_files()[0].rsplit("/", 1)[-1], digest)
+
+    def test_a_stalled_chunk_is_asked_for_again(self):
+        self.restart_with(segment_stall_timeout="1")
+        size = 6 * MiB
+        digest = self.make_file("st.bin", size)
+        # The connection on chunk 1 goes silent for 30 s after 100 KiB.
+        t = time.monotonic()
+        self.fetch(self.origin.url("/files/st.bin?stall_at=%d&stall_ms=30000&stall_once=1" % (MiB + 100 * 1024)),
+                   digest)
+        self.assertLess(time.monotonic() - t, 20)
+        starts = self.origin.stats()["range_starts"]["/files/st.bin"]
+        self.assertIn(MiB + 100 * 1024, starts)  # chunk 1 again, from where it stopped
+        self.assertGreaterEqual(self.stats()["segment_retries"], 1)
+        self.assertIn("asked for again", self.hubd.read_log())
+
+    def test_a_chunk_that_always_stalls_fails_the_download_in_the_end(self):
+        self.restart_with(segment_stall_timeout="1", retries="2")
+        self.make_file("st2.bin", 6 * MiB)
+        t = time.monotonic()
+        r = self.hubctl("fetch", "--json", self.origin.url(
+            "/files/st2.bin?stall_at=%d&stall_ms=30000" % (MiB + 100 * 1024)), timeout=60)
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertEqual(json.loads(r.out)["code"], "timeout", r)
+        self.assertLess(time.monotonic() - t, 20)  # 3 silent tries of 1 s, not 30 s each
+        self.hubd.wait_no_partials()
+        self.assertEqual(self.hubd.blob_files(), [])
+
+    def test_429_on_a_chunk_backs_off_and_goes_on(self):
+        size = 6 * MiB
+        digest = self.make_file("busy.bin", size)
+        t = time.monotonic()
+        self.fetch(self.origin.url("/files/busy.bin?fail_at=3,4&fail_status=429&retry_after=1"),
+                   digest)
+        self.assertGreaterEqual(time.monotonic() - t, 0.9)  # Retry-After honoured
+        st = self.origin.stats()
+        self.assertEqual(st["requests"]["/files/busy.bin"], 6 + 2)
+        self.assertGreaterEqual(self.stats()["segment_retries"], 2)
+
+    def test_a_missing_chunk_fails_the_download_and_stores_nothing(self):
+        size = 5 * MiB
+        self.make_file("gone.bin", size)
+        r = self.hubctl("fetch", "--json", self.origin.url("/files/gone.bin?fail_at=3&fail_status=404"))
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertIn("http_404", r.out + r.err)
+        self.hubd.wait_no_partials()
+        self.assertEqual(self.hubd.blob_files(), [])
+
+    def test_the_front_streams_a_segmented_download(self):
+        port = free_port()
+        self.restart_with(http_listen="127.0.0.1:%d" % port)
+        size = 8 * MiB + 1
+        digest = self.make_file("fr.bin", size)
+        out = os.path.join(self.tmp, "fr.out")
+        url = "http://127.0.0.1:%d/%s" % (port, self.origin.url("/files/fr.bin?bps=%d" % (2 * MiB)))
+        for _ in range(50):  # the front listens once hubd is up
+            r = subprocess.run(["curl", "-sS", "--max-time", "60", "-o", out, "-w", "%{http_code}",
+                                url], capture_output=True, timeout=90)
+            if r.returncode != 7:
+                break
+            time.sleep(0.1)
+        self.assertEqual((r.returncode, r.stdout), (0, b"200"), r)
+        self.assertEqual(sha256_file(out), digest)
+        self.assertEqual(self.stats()["segmented"], 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
