@@ -42,13 +42,20 @@
 #                   and the bytes nginx sent for the file (its access log)
 #   nginx-x8        8 concurrent curls straight from nginx (what the machine
 #                   does for 8 clients with a server that has it all in memory)
-#   front-capped    front-cold of a file of BENCH_CAPPED_MIB (default 256)
+#   front-capped    front-cold of a file of BENCH_CAPPED_MIB (default 128)
 #                   from an origin that sends at most BENCH_CAPPED_RATE per
-#                   connection (nginx limit_rate, default 32m: about what
+#                   connection (nginx limit_rate, default 16m: about what
 #                   the Hub's CDN gives one connection), so that the network,
 #                   not this machine's 2 cores, is the bound
 #   front-capped-x8 8 concurrent curls the same way
-# These time curl alone (-D HEADERS -o FILE); the digests are checked after
+# BENCH_SEGMENTS=1 adds rows against an origin that caps each connection
+# (issue 14): a file of BENCH_SEG_MIB (default 512) from nginx's /capped/
+# location (limit_rate BENCH_CAPPED_RATE per connection):
+#   hubd-capped     hubctl fetch, a fresh cache (several connections)
+#   aria2c-capped   aria2c -x16 -s16 -k1M --checksum=sha-256=... (16 connections)
+#   curl-capped     curl -o FILE && sha256sum FILE (one connection)
+# each with the bytes nginx sent for it (its access log).
+# The front rows time curl alone (-D HEADERS -o FILE); the digests are checked after
 # the timing. The cold rows' outputs go to tmpfs (BENCH_FRONT_OUT, default
 # /dev/shm) so that 8 GiB of client writes do not measure the disk.
 set -euo pipefail
@@ -87,8 +94,13 @@ if [[ ${BENCH_FRONT:-0} == 1 ]]; then
     TOOLS+=(nginx hubd-front front-cold front-cold-x8 nginx-x8 front-capped front-capped-x8)
 fi
 FRONT_CLIENTS=8
-CAPPED_MIB=${BENCH_CAPPED_MIB:-256}
-CAPPED_RATE=${BENCH_CAPPED_RATE:-32m}
+CAPPED_MIB=${BENCH_CAPPED_MIB:-128}
+CAPPED_RATE=${BENCH_CAPPED_RATE:-16m}
+SEG_MIB=${BENCH_SEG_MIB:-512}
+if [[ ${BENCH_SEGMENTS:-0} == 1 ]]; then
+    command -v aria2c >/dev/null || { echo "bench: aria2c missing: run scripts/install-deps.sh" >&2; exit 2; }
+    TOOLS+=(hubd-capped aria2c-capped curl-capped)
+fi
 
 SIZE_MIB=${1:-1024}
 ROUNDS=${2:-3}
@@ -362,6 +374,15 @@ tls_of_last_get() {
         "$work/nginx-tls/access.log"
 }
 
+# row_mib NAME: the MiB a row downloads.
+row_mib() {
+    case $1 in
+    front-capped*) echo "$CAPPED_MIB" ;;
+    *-capped) echo "$SEG_MIB" ;;
+    *) echo "$SIZE_MIB" ;;
+    esac
+}
+
 # run_tool NAME ROUND: one measured download; appends a row to results.tsv.
 run_tool() {
     local tool=$1 round=$2 digest="" cpu ticks0 ticks1 u=$url tls="-" note="-" ok=ok
@@ -412,6 +433,40 @@ run_tool() {
         settle
         timed curl_and_sum "$u" "${curl_args[@]}"
         [[ $T_RC -eq 0 ]] && digest=$(cut -d' ' -f1 "$work/cmd.out")
+        ;;
+    hubd-capped | aria2c-capped | curl-capped)
+        # The capped file: nginx sends each connection at most CAPPED_RATE.
+        u=$origin_base/capped/seg.bin
+        local log0
+        settle
+        log0=$(wc -l <"$work/nginx/access.log")
+        if [[ $tool == hubd-capped ]]; then
+            stop_hubd
+            if ! start_hubd "$work/cache-$tool"; then
+                T_RC=125
+                echo "$HUBD_FAILURE" >"$work/cmd.err"
+            else
+                ticks0=$(proc_cpu_ticks "$hubd_pid")
+                timed "$HUBCTL" fetch -q --sha256 "$seg_sha" "$u"
+                ticks1=$(proc_cpu_ticks "$hubd_pid")
+                T_CPU=$(awk -v c="$T_CPU" -v a="$ticks0" -v b="$ticks1" -v hz="$CLK_TCK" \
+                    'BEGIN { printf "%.3f", c + (b - a) / hz }')
+            fi
+        elif [[ $tool == aria2c-capped ]]; then
+            timed aria2c -q -x16 -s16 -k1M --checksum="sha-256=$seg_sha" --allow-overwrite=true \
+                --auto-file-renaming=false --file-allocation=none -d "$work/out" -o seg.bin "$u"
+        else
+            timed curl_and_sum "$u"
+        fi
+        # hubctl and aria2c checked the digest (a mismatch fails them);
+        # curl's is compared here.
+        if [[ $T_RC -eq 0 ]]; then
+            digest=$src_sha
+            [[ $tool == curl-capped && $(cut -d' ' -f1 "$work/cmd.out") != "$seg_sha" ]] && digest=wrong
+            note=$(awk -F'\t' -v n0="$log0" -v uri="/capped/seg.bin" -v size="$seg_size" \
+                'NR > n0 && $2 == uri { b += $4; r++ }
+                 END { printf "origin %.3fx in %d request(s)", b / size, r }' "$work/nginx/access.log")
+        fi
         ;;
     nginx | hubd-front)
         # curl alone is timed, the same for both; CPU is curl's plus the
@@ -488,7 +543,7 @@ run_tool() {
     else
         printf '  round %d/%d  %-20s %8.3f s  %8.1f MiB/s  cpu %7.3f s  sha256 %s%s%s\n' \
             "$round" "$ROUNDS" "$tool" "$T_WALL" \
-            "$(awk -v s="$([[ $tool == front-capped* ]] && echo "$CAPPED_MIB" || echo "$SIZE_MIB")" -v w="$T_WALL" 'BEGIN { printf "%.1f", (w > 0) ? s / w : 0 }')" \
+            "$(awk -v s="$(row_mib "$tool")" -v w="$T_WALL" 'BEGIN { printf "%.1f", (w > 0) ? s / w : 0 }')" \
             "$T_CPU" "$ok" "$([[ $tls == - ]] || echo "  ($tls)")" "$([[ $note == - ]] || echo "  ($note)")"
     fi
     printf '%s\t%d\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$round" "$T_WALL" "$T_CPU" "$ok" "$tls" "$note" >>"$work/results.tsv"
@@ -556,6 +611,12 @@ if [[ ${BENCH_PROXY:-0} == 1 ]]; then
     echo "  proxy       Squid $("$SQUID" -v | awk 'NR == 1 { print $4 }') at $squid_url, etc/fleet/squid.conf with 'cache deny all';"
     echo "              the *-squid rows go through it (http: absolute form, https: CONNECT)"
 fi
+if [[ ${BENCH_SEGMENTS:-0} == 1 ]]; then
+    head -c "$((SEG_MIB * 1024 * 1024))" /dev/urandom >"$work/origin/seg.bin"
+    seg_sha=$(sha256sum "$work/origin/seg.bin" | cut -d' ' -f1)
+    seg_size=$(stat -c %s "$work/origin/seg.bin")
+    echo "  capped      the *-capped rows: ${SEG_MIB} MiB at most $CAPPED_RATE per connection (nginx limit_rate)"
+fi
 if [[ ${BENCH_FRONT:-0} == 1 ]]; then
     ln "$src" "$work/origin/cold.bin"
     head -c "$((CAPPED_MIB * 1024 * 1024))" "$src" >"$work/origin/capped.bin"
@@ -591,12 +652,13 @@ echo
 
 # The table: medians over the rounds, one section per protocol; ratios are
 # against hubd's median wall time over the same protocol.
-"$PYTHON" - "$work/results.tsv" "$SIZE_MIB" "$CAPPED_MIB" "${TOOLS[@]}" <<'EOF'
+"$PYTHON" - "$work/results.tsv" "$SIZE_MIB" "$CAPPED_MIB" "$SEG_MIB" "${TOOLS[@]}" <<'EOF'
 import collections
 import statistics
 import sys
 
-path, size_mib, capped_mib, tools = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+path, size_mib, capped_mib, seg_mib = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+tools = sys.argv[5:]
 rows = [line.rstrip("\n").split("\t") for line in open(path)]
 failed = [r for r in rows if r[4] != "ok"]
 med = {}
@@ -612,12 +674,13 @@ def short(t):
     return t[: -len("-https")] if t.endswith("-https") else t
 
 
+SEG = ("hubd-capped", "aria2c-capped", "curl-capped")
 FRONT = ("nginx", "hubd-front", "front-cold", "front-cold-x8", "nginx-x8", "front-capped",
          "front-capped-x8")
 fmt = "  %-20s %5s %11s %9s %11s  %s"
 print(fmt % ("tool", "runs", "median wall", "MiB/s", "CPU s/GiB", "vs hubd over the same protocol"))
 for proto, https in (("http", False), ("https", True)):
-    section = [t for t in tools if t.endswith("-https") == https and t not in FRONT]
+    section = [t for t in tools if t.endswith("-https") == https and t not in FRONT + SEG]
     if not section:
         continue
     print(proto)
@@ -678,6 +741,30 @@ if any(t in FRONT for t in tools):
         mibs = mib / wall if wall > 0 else float("inf")
         print(fmt % (t, n, "%.3f s" % wall, "%.1f" % mibs, "%.2f" % (cpu / (mib / 1024)), vs))
     for t in ("front-cold", "front-cold-x8", "front-capped", "front-capped-x8"):
+        notes = [r[6] for r in rows if r[0] == t and r[4] == "ok" and len(r) > 6]
+        if notes:
+            print("  %-20s %s" % (t, " | ".join(notes)))
+
+# BENCH_SEGMENTS: against an origin that caps each connection.
+if any(t in SEG for t in tools):
+    print("capped origin (%d MiB, each connection capped)" % seg_mib)
+    for t in SEG:
+        if t not in tools:
+            continue
+        if t not in med:
+            print(fmt % (t, 0, "-", "-", "-", "every run failed"))
+            continue
+        wall, cpu, n = med[t]
+        vs = "-"
+        if t == "aria2c-capped":
+            vs = "baseline"
+        elif "aria2c-capped" in med and wall > 0:
+            a = med["aria2c-capped"][0]
+            vs = ("%.2fx faster than aria2c" % (a / wall)) if wall <= a else (
+                "%.2fx slower than aria2c" % (wall / a))
+        print(fmt % (t, n, "%.3f s" % wall, "%.1f" % (seg_mib / wall if wall > 0 else 0),
+                     "%.2f" % (cpu / (seg_mib / 1024)), vs))
+    for t in SEG:
         notes = [r[6] for r in rows if r[0] == t and r[4] == "ok" and len(r) > 6]
         if notes:
             print("  %-20s %s" % (t, " | ".join(notes)))

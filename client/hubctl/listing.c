@@ -43,10 +43,10 @@ static void print_job(FILE *o, const proto_msg_t *m)
     const char *source = proto_get(m, "mirror");
     if (!source)
         source = out_get_or(m, "source", "origin"); /* an older daemon: no mirrors */
-    out_line_add(&cells, "%5.20s  %-10.20s  %-23s  %10s/s  %7.20s  %-24.300s  ",
+    out_line_add(&cells, "%5.20s  %-10.20s  %-23s  %10s/s  %5.20s  %7.20s  %-24.300s  ",
                  out_get_or(m, "job", "?"), out_get_or(m, "state", "?"), amount.buf,
-                 out_field_bytes(m, "rate", rate, sizeof rate), out_get_or(m, "waiters", "?"),
-                 source);
+                 out_field_bytes(m, "rate", rate, sizeof rate),
+                 out_get_or(m, "connections", "-"), out_get_or(m, "waiters", "?"), source);
     out_clean(o, cells.buf);
     out_clean(o, out_get_or(m, "url", "?"));
     putc('\n', o);
@@ -154,8 +154,8 @@ static const listing_spec_t status_spec = {
     "STATUS",
     "JOB",
     1,
-    "  JOB  STATE       DONE/TOTAL                       RATE  WAITERS  SOURCE                    "
-    "URL\n",
+    "  JOB  STATE       DONE/TOTAL                       RATE  CONNS  WAITERS  SOURCE            "
+    "        URL\n",
     print_job,
     print_front};
 static const listing_spec_t stats_spec = {"STATS", "STATS", 0, NULL, print_stats, NULL};

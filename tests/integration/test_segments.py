@@ -12,7 +12,7 @@ import threading
 import time
 import unittest
 
-from harness import HubTestCase, Hubd, free_port, sha256_file, write_config
+from harness import HubTestCase, Hubd, free_port, sha256_file, wait_for, write_config
 
 MiB = 1 << 20
 SEGMENTS = dict(segment_min_size="2M", segment_chunk_size="1M", max_connections_per_download="8",
@@ -52,6 +52,24 @@ class SegmentTest(HubTestCase):
         stats = self.stats()
         self.assertEqual((stats["segmented"], stats["segment_fallbacks"]), (1, 0))
         self.assertEqual(self.hubd.partials(), {})
+
+    def test_status_shows_the_connections_of_a_download(self):
+        size = 8 * MiB
+        digest = self.make_file("slow.bin", size)
+        p = self.hubctl_bg("fetch", "--json", "--sha256", digest,
+                           self.origin.url("/files/slow.bin?bps=%d" % (MiB // 2)))
+        seen = []
+
+        def busy():
+            r = self.hubctl("status", "--json")
+            rows = json.loads(r.out)
+            seen.append(rows)
+            return rows and int(rows[0].get("connections", 0)) >= 4
+        wait_for(busy, timeout=30, what="4 connections in hubctl status")
+        text = self.hubctl("status").out
+        self.assertIn("CONNS", text.splitlines()[0])
+        p.kill()
+        p.communicate()
 
     def test_waiters_share_one_segmented_download(self):
         size = 6 * MiB
