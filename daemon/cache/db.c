@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DB_SCHEMA_VERSION 3
+#define DB_SCHEMA_VERSION 4
 
 /* Version 1. entries are keyed by (url, cred_tag) so that a response fetched
  * with credentials is only ever served to the same credentials; blobs are
@@ -159,6 +159,11 @@ static int open_conn(const char *path, int flags, int busy_ms, sqlite3 **out)
     return 0;
 }
 
+/* Version 4. A segmented download's partial also holds finished ranges
+ * past its durable prefix ("start-end,..." of byte offsets, end exclusive,
+ * each made durable before the row said so; NULL: none). */
+static const char *const schema_v4 = "ALTER TABLE partials ADD COLUMN ranges TEXT;";
+
 static int migrate(sqlite3 *h)
 {
     sqlite3_stmt *st;
@@ -183,8 +188,10 @@ static int migrate(sqlite3 *h)
         rc = sqlite3_exec(h, schema_v2, NULL, NULL, &msg);
     if (rc == SQLITE_OK && version < 3)
         rc = sqlite3_exec(h, schema_v3, NULL, NULL, &msg);
+    if (rc == SQLITE_OK && version < 4)
+        rc = sqlite3_exec(h, schema_v4, NULL, NULL, &msg);
     if (rc == SQLITE_OK)
-        rc = sqlite3_exec(h, "PRAGMA user_version=3; COMMIT", NULL, NULL, &msg);
+        rc = sqlite3_exec(h, "PRAGMA user_version=4; COMMIT", NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
         log_err("sqlite: creating schema: %s", msg ? msg : "?");
         sqlite3_free(msg);
@@ -292,7 +299,7 @@ int db_open(const char *path, db_t **out)
         sqlite3_prepare_v2(db->rd, "SELECT size FROM blobs WHERE sha256 = ?1", -1, &db->find_blob,
                            NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db->rd,
-                           "SELECT id, etag, last_modified, total, durable FROM partials"
+                           "SELECT id, etag, last_modified, total, durable, ranges FROM partials"
                            " WHERE url = ?1 AND cred_tag = ?2",
                            -1, &db->find_part, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db->rd,

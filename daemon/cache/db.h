@@ -52,6 +52,7 @@ typedef struct db_partial {
     char *last_modified; /* may be NULL; same */
     int64_t total;       /* the whole file's length, -1 unknown */
     uint64_t durable;    /* bytes fdatasync'ed before the row said so */
+    char *ranges;        /* finished ranges past durable, "a-b,c-d" (end exclusive), or NULL */
 } db_partial_t;
 
 typedef struct db_entry {
@@ -138,8 +139,17 @@ int db_forget_partial(db_t *db, uint64_t id);
 /* Start-up only. Partial `id` with its URL and credential tag (owned:
  * free the three with db_partial_free and free); -ENOENT when no such row. */
 int db_get_partial(db_t *db, uint64_t id, char **url, char **cred_tag, db_partial_t *out);
-/* Start-up only. Calls fn for every partial row; errors as db_each_blob. */
-int db_each_partial(db_t *db, void (*fn)(void *arg, uint64_t id, uint64_t durable), void *arg);
+/* Start-up only. Calls fn for every partial row with the bytes its file
+ * must hold (durable, or the end of its last range); errors as
+ * db_each_blob. */
+int db_each_partial(db_t *db, void (*fn)(void *arg, uint64_t id, uint64_t keep), void *arg);
+/* The end of the last of a partial's ranges past durable ("a-b,..."), or
+ * durable: the bytes its file must hold. -1 for ranges that do not parse
+ * (ascending, not overlapping, past durable). */
+int64_t db_partial_keep(uint64_t durable, const char *ranges);
+/* Reads the next range [*a, *b) of a ranges text at *r and moves *r past
+ * it: 1, or 0 at the end, -1 when it does not parse. */
+int db_ranges_next(const char **r, uint64_t *a, uint64_t *b);
 
 /* Loop thread. The blobs' total size and count. */
 int db_cache_size(db_t *db, uint64_t *bytes, uint64_t *count);

@@ -17,7 +17,7 @@ static char *dup_col(sqlite3_stmt *st, int i)
 }
 
 /* A partial from the row's columns etag, last_modified, total, durable,
- * the first at column `col`. 0 or -ENOMEM (then out holds nothing). */
+ * ranges, the first at column `col`. 0 or -ENOMEM (then out holds nothing). */
 static int partial_from_row(sqlite3_stmt *st, int col, uint64_t id, db_partial_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -26,8 +26,10 @@ static int partial_from_row(sqlite3_stmt *st, int col, uint64_t id, db_partial_t
     out->last_modified = dup_col(st, col + 1);
     out->total = sqlite3_column_int64(st, col + 2);
     out->durable = (uint64_t)sqlite3_column_int64(st, col + 3);
+    out->ranges = dup_col(st, col + 4);
     if ((sqlite3_column_type(st, col) != SQLITE_NULL && !out->etag) ||
-        (sqlite3_column_type(st, col + 1) != SQLITE_NULL && !out->last_modified)) {
+        (sqlite3_column_type(st, col + 1) != SQLITE_NULL && !out->last_modified) ||
+        (sqlite3_column_type(st, col + 4) != SQLITE_NULL && !out->ranges)) {
         db_partial_free(out);
         return -ENOMEM;
     }
@@ -51,7 +53,40 @@ void db_partial_free(db_partial_t *p)
 {
     free(p->etag);
     free(p->last_modified);
-    p->etag = p->last_modified = NULL;
+    free(p->ranges);
+    p->etag = p->last_modified = p->ranges = NULL;
+}
+
+int db_ranges_next(const char **r, uint64_t *a, uint64_t *b)
+{
+    const char *s = *r;
+    if (!s || !*s)
+        return 0;
+    char *e;
+    if (*s < '0' || *s > '9')
+        return -1;
+    unsigned long long x = strtoull(s, &e, 10), y;
+    if (*e != '-' || e[1] < '0' || e[1] > '9')
+        return -1;
+    y = strtoull(e + 1, &e, 10);
+    if ((*e && (*e != ',' || e[1] < '0' || e[1] > '9')) || y <= x || y > INT64_MAX)
+        return -1;
+    *a = x;
+    *b = y;
+    *r = *e ? e + 1 : e;
+    return 1;
+}
+
+int64_t db_partial_keep(uint64_t durable, const char *ranges)
+{
+    uint64_t end = durable, a, b;
+    int rc;
+    while ((rc = db_ranges_next(&ranges, &a, &b)) == 1) {
+        if (a < end)
+            return -1; /* ascending, apart, past durable */
+        end = b;
+    }
+    return rc < 0 ? -1 : (int64_t)end;
 }
 
 int db_save_partial(db_t *db, uint64_t id, const char *url, const char *cred_tag,
@@ -71,15 +106,15 @@ int db_save_partial(db_t *db, uint64_t id, const char *url, const char *cred_tag
     if (!rc)
         rc = db_exec(h,
                      "INSERT INTO partials(id, url, cred_tag, etag, last_modified, total,"
-                     " durable, updated) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8"
+                     " durable, updated, ranges) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9"
                      " WHERE NOT EXISTS (SELECT 1 FROM partials WHERE url = ?2 AND"
                      " cred_tag = ?3 AND id > ?1)"
                      " ON CONFLICT(id) DO UPDATE SET etag = excluded.etag,"
                      " last_modified = excluded.last_modified, total = excluded.total,"
-                     " durable = excluded.durable, updated = excluded.updated"
-                     " WHERE url = excluded.url",
-                     "ittttiii", (int64_t)id, url, cred_tag, p->etag, p->last_modified, p->total,
-                     (int64_t)p->durable, now);
+                     " durable = excluded.durable, updated = excluded.updated,"
+                     " ranges = excluded.ranges WHERE url = excluded.url",
+                     "ittttiiit", (int64_t)id, url, cred_tag, p->etag, p->last_modified, p->total,
+                     (int64_t)p->durable, now, p->ranges);
     return db_tx_end(h, rc);
 }
 
@@ -96,7 +131,7 @@ int db_get_partial(db_t *db, uint64_t id, char **url, char **cred_tag, db_partia
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db->wr,
-                           "SELECT url, cred_tag, etag, last_modified, total, durable"
+                           "SELECT url, cred_tag, etag, last_modified, total, durable, ranges"
                            " FROM partials WHERE id = ?1",
                            -1, &st, NULL) != SQLITE_OK)
         return db_sq_err(db->wr, "reading a partial");
@@ -122,14 +157,18 @@ int db_get_partial(db_t *db, uint64_t id, char **url, char **cred_tag, db_partia
     return rc;
 }
 
-int db_each_partial(db_t *db, void (*fn)(void *arg, uint64_t id, uint64_t durable), void *arg)
+int db_each_partial(db_t *db, void (*fn)(void *arg, uint64_t id, uint64_t keep), void *arg)
 {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db->wr, "SELECT id, durable FROM partials", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db->wr, "SELECT id, durable, ranges FROM partials", -1, &st, NULL) !=
+        SQLITE_OK)
         return db_sq_err_or_corrupt(db->wr, "listing partials");
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        fn(arg, (uint64_t)sqlite3_column_int64(st, 0), (uint64_t)sqlite3_column_int64(st, 1));
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        uint64_t durable = (uint64_t)sqlite3_column_int64(st, 1);
+        int64_t keep = db_partial_keep(durable, (const char *)sqlite3_column_text(st, 2));
+        fn(arg, (uint64_t)sqlite3_column_int64(st, 0), keep < 0 ? durable : (uint64_t)keep);
+    }
     sqlite3_finalize(st);
     /* Stopping early would make reconcile remove the files of rows it
      * never saw. */

@@ -283,19 +283,20 @@ static int push_id(uint64_t **v, size_t *n, size_t *cap, uint64_t id)
     return rc;
 }
 
-/* A row is kept when its file holds at least the durable bytes; the bytes
- * after them may not have reached the disk before a crash, so they go.
+/* A row is kept when its file holds at least the bytes it records (durable,
+ * or to the end of its last finished range); the bytes after them may not
+ * have reached the disk before a crash, so they go.
  * store_tmp_reopen cuts through an fd and only a regular file of hubd's with
  * one name: never a link (a planted tmp/<id>.part -> a file of root's would
  * have that file cut), never a file with a second name (a commit not
  * adopted above: cutting it would cut the other name's bytes too). */
-static void check_partial(void *arg, uint64_t id, uint64_t durable)
+static void check_partial(void *arg, uint64_t id, uint64_t keep)
 {
     partials_t *p = arg;
     if (id > p->max_id)
         p->max_id = id;
     int fd = -1;
-    int ok = durable > 0 && store_tmp_reopen(p->store, id, durable, &fd) == 0;
+    int ok = keep > 0 && store_tmp_reopen(p->store, id, keep, &fd) == 0;
     if (fd >= 0)
         close(fd);
     int rc =

@@ -49,7 +49,7 @@ static void rehash_work(uv_work_t *req)
     job_t *job = req->data;
     jobs_t *js = job->js;
     int fd = -1;
-    int rc = store_tmp_reopen(js->store, job->part_id, job->resume_len, &fd);
+    int rc = store_tmp_reopen(js->store, job->part_id, job->resume_keep, &fd);
     if (!rc)
         rc = job_hash_file(fd, 0, job->resume_len, &job->sha);
     if (rc) {
@@ -157,15 +157,17 @@ static void park_work(uv_work_t *req)
 {
     job_t *job = req->data;
     jobs_t *js = job->js;
-    if (job->fd < 0 || job->truncate_file || job->write_err || job->written == 0) {
+    if (job->fd < 0 || job->truncate_file || job->write_err ||
+        (job->written == 0 && !job->park_ranges)) {
         discard_partial(job);
         return;
     }
-    if (job->written > job->durable && fdatasync(job->fd) == 0) {
+    if ((job->written > job->durable || job->park_ranges) && fdatasync(job->fd) == 0) {
         db_partial_t p = {.etag = job->etag,
                           .last_modified = job->last_modified,
                           .total = job->total,
-                          .durable = job->written};
+                          .durable = job->written,
+                          .ranges = job->park_ranges};
         if (db_save_partial(js->db, job->part_id, job->key, job->cred_tag, &p) == 0)
             job->durable = job->written;
     }
@@ -239,6 +241,8 @@ void job_cleanup(job_t *job)
         return;
     }
     if (job->flags & JOB_PARK) {
+        if (job->seg) /* what the lanes wrote past the prefix is kept too */
+            job->park_ranges = segs_ranges(job);
         job->park_work.data = job;
         uv_queue_work(job->js->loop, &job->park_work, park_work, after_cleanup);
     } else {
@@ -318,6 +322,14 @@ static void after_commit(uv_work_t *req, int status)
 
 void job_start_rehash(job_t *job)
 {
+    /* The file keeps its recorded ranges past the prefix too; ranges that
+     * do not parse are dropped (only the prefix is trusted then). */
+    int64_t keep = db_partial_keep(job->resume_len, job->resume_ranges);
+    if (keep < 0) {
+        job->resume_ranges = (free(job->resume_ranges), NULL);
+        keep = (int64_t)job->resume_len;
+    }
+    job->resume_keep = (uint64_t)keep;
     job_set_state(job, JOB_RESUMING);
     job->items |= JOB_ITEM_REHASH; /* the item owns sha and fd */
     job->flags |= JOB_TMP_MADE;
@@ -340,6 +352,7 @@ static void after_rehash(uv_work_t *req, int status)
                  (unsigned long long)job->id, job->key, strerror(-job->rehash_rc));
         sha256_init(&job->sha);
         job->resume_len = 0;
+        job->resume_ranges = (free(job->resume_ranges), NULL);
         job->total = -1;
         job->etag = (free(job->etag), NULL);
         job->last_modified = (free(job->last_modified), NULL);
@@ -358,5 +371,8 @@ static void after_rehash(uv_work_t *req, int status)
         job_pump(job);
         return;
     }
+    /* Ranges past the prefix: the lanes fetch the gaps. */
+    if (job->resume_ranges && segs_resume(job, job->resume_ranges))
+        return;
     job_begin_request(job);
 }

@@ -29,6 +29,8 @@ void job_handle_closed(job_t *job)
     free(job->cred_headers);
     free(job->etag);
     free(job->last_modified);
+    free(job->resume_ranges);
+    free(job->park_ranges);
     free(job);
     worktrack_release(&js->work);
 }
@@ -260,12 +262,14 @@ void job_adopt_partial(job_t *job)
     db_partial_t p;
     if (db_find_partial(js->db, job->key, job->cred_tag, &p) != 0)
         return;
-    if (p.durable == 0 || part_in_use(js, p.id)) { /* a failed job is still removing it */
+    if ((p.durable == 0 && !p.ranges) ||
+        part_in_use(js, p.id)) { /* a failed job is still removing it */
         db_partial_free(&p);
         return;
     }
     job->part_id = p.id;
     job->resume_len = p.durable;
+    job->resume_ranges = p.ranges;
     job->total = p.total;
     job->etag = p.etag;
     job->last_modified = p.last_modified;
@@ -274,6 +278,7 @@ void job_adopt_partial(job_t *job)
         job->last_modified = (free(job->last_modified), NULL);
         job->part_id = job->id;
         job->resume_len = 0;
+        job->resume_ranges = (free(job->resume_ranges), NULL);
         job->total = -1;
     }
 }
@@ -332,8 +337,9 @@ static const unsigned allowed[JOB_NSTATES] = {
      * a shutdown fails the queue. */
     [JOB_QUEUED] = TO(JOB_RESUMING) | TO(JOB_CONNECTING) | TO(JOB_FAILED),
     /* The partial re-hashed (or unusable: all again) asks for the rest; a
-     * partial with every byte goes straight to the commit. */
-    [JOB_RESUMING] = TO(JOB_CONNECTING) | TO(JOB_BODY_DONE) | TO(JOB_FAILED),
+     * partial with every byte goes straight to the commit; one with ranges
+     * past its prefix has lanes fetch the gaps (BODY). */
+    [JOB_RESUMING] = TO(JOB_CONNECTING) | TO(JOB_BODY_DONE) | TO(JOB_BODY) | TO(JOB_FAILED),
     /* A head: taken (BODY), a redirect's next hop (CONNECTING again), a
      * transient failure (RETRY_WAIT), or a response that cannot continue
      * the bytes we have (RESTARTING). */

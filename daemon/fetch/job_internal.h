@@ -212,16 +212,22 @@ struct job {
     char *etag, *last_modified;
 
     /* Crash safety: checkpoints of the partial and resuming one. */
-    uint64_t resume_len; /* a recorded partial's durable bytes, to re-hash first */
-    int rehash_rc;       /* outcome of the re-hash item */
-    uint64_t durable;    /* bytes fdatasync'ed and recorded (the loop's copy) */
-    uint64_t on_disk;    /* bytes written, as of the last write item back */
-    uint64_t t_ckpt;     /* uv_now of the last checkpoint started */
-    uv_work_t sync_work; /* the checkpoint item */
-    int sync_err;        /* its fdatasync failed (negative errno) */
-    db_partial_t ckpt;   /* what its row records (copies), owned by that item */
-    uint64_t ckpt_done;  /* what the checkpoint made durable, 0 if it did not */
-    atomic_int failed;   /* set with state FAILED: a checkpoint in flight records nothing */
+    uint64_t resume_len;  /* a recorded partial's durable bytes, to re-hash first */
+    char *resume_ranges;  /* and its finished ranges past them (db.h), or NULL */
+    uint64_t resume_keep; /* the bytes its file must hold (the rehash item's copy) */
+    char *park_ranges;    /* segmented: the ranges the park item records, or NULL */
+    uint64_t ckpt_sum;    /* segmented: bytes written in all, as the checkpoint in flight saw */
+    uint64_t durable_sum; /* the same as of the last checkpoint recorded */
+    int ckpt_saved;       /* the checkpoint item recorded its row */
+    int rehash_rc;        /* outcome of the re-hash item */
+    uint64_t durable;     /* bytes fdatasync'ed and recorded (the loop's copy) */
+    uint64_t on_disk;     /* bytes written, as of the last write item back */
+    uint64_t t_ckpt;      /* uv_now of the last checkpoint started */
+    uv_work_t sync_work;  /* the checkpoint item */
+    int sync_err;         /* its fdatasync failed (negative errno) */
+    db_partial_t ckpt;    /* what its row records (copies), owned by that item */
+    uint64_t ckpt_done;   /* what the checkpoint made durable, 0 if it did not */
+    atomic_int failed;    /* set with state FAILED: a checkpoint in flight records nothing */
 
     /* The items at the ends of a job's life (commit.c), one slot each. */
     uv_work_t rehash_work;  /* re-hash a recorded partial before resuming it */

@@ -216,8 +216,10 @@ static void sync_work(uv_work_t *req)
     /* A job that failed meanwhile may already have a successor for its
      * URL: its row must not push the successor's aside. */
     if (!atomic_load(&job->failed) &&
-        db_save_partial(job->js->db, job->part_id, job->key, job->cred_tag, &job->ckpt) == 0)
+        db_save_partial(job->js->db, job->part_id, job->key, job->cred_tag, &job->ckpt) == 0) {
         job->ckpt_done = job->ckpt.durable;
+        job->ckpt_saved = 1;
+    }
 }
 
 static void batch_free(jobs_t *js, batch_t *b)
@@ -284,10 +286,14 @@ static int start_prefix_hash(job_t *job)
 static void job_checkpoint(job_t *job)
 {
     uint64_t now = uv_now(job->js->loop);
+    /* Segmented: what counts is every byte written, the ranges past the
+     * prefix too. */
+    uint64_t on_disk = job->seg ? segs_written_sum(job) : job->on_disk;
+    uint64_t durable = job->seg ? job->durable_sum : job->durable;
     if ((job->items & JOB_ITEM_SYNC) || job->state == JOB_RESTARTING ||
         job->state == JOB_BODY_DONE || job->state == JOB_COMMITTING || job->state == JOB_DONE ||
         job->state == JOB_FAILED || !job_validator(job) ||
-        !pipeline_checkpoint_due(job->on_disk, job->durable, now, job->t_ckpt))
+        !pipeline_checkpoint_due(on_disk, durable, now, job->t_ckpt))
         return;
     db_partial_free(&job->ckpt);
     job->ckpt.etag = job->etag ? strdup(job->etag) : NULL;
@@ -296,6 +302,8 @@ static void job_checkpoint(job_t *job)
         return; /* no memory: try again after the next write */
     job->ckpt.total = job->total;
     job->ckpt.durable = job->on_disk;
+    job->ckpt.ranges = job->seg ? segs_ranges(job) : NULL; /* NULL: the prefix alone, safe */
+    job->ckpt_sum = on_disk;
     job->t_ckpt = now;
     job->items |= JOB_ITEM_SYNC;
     job->sync_work.data = job;
@@ -361,7 +369,8 @@ void job_pump(job_t *job)
         sha256_init(&job->sha);
         job->received = job->sealed = job->queued_bytes = job->hashed = 0;
         job->written = job->flushed = job->last_done = 0;
-        job->durable = job->on_disk = 0; /* the write item that truncates forgets the row */
+        job->durable = job->on_disk = job->durable_sum =
+            0; /* the truncating write forgets the row */
         job->total = -1;
         job->truncate_file = (job->flags & JOB_TMP_MADE) != 0;
         job_notify_written(job); /* written (and durable) are 0 again */
@@ -485,6 +494,10 @@ static void after_sync(uv_work_t *req, int status)
     (void)status;
     job->items &= ~JOB_ITEM_SYNC;
     db_partial_free(&job->ckpt);
+    if (job->ckpt_saved) {
+        job->ckpt_saved = 0;
+        job->durable_sum = job->ckpt_sum;
+    }
     if (job->ckpt_done) {
         job->durable = job->ckpt_done;
         job->ckpt_done = 0;

@@ -56,7 +56,7 @@ static void job_activate(job_t *job)
     js->stats.active++;
     uv_timer_start(&job->timer, job_on_progress_tick, PROGRESS_INTERVAL_MS, PROGRESS_INTERVAL_MS);
     job->t_start = job->t_ckpt = uv_now(js->loop);
-    if (job->resume_len)
+    if (job->resume_len || job->resume_ranges)
         job_start_rehash(job);
     else
         job_begin_request(job);

@@ -82,20 +82,65 @@ static int chunk_insert(segs_t *s, size_t at, uint64_t start, uint64_t end)
     return 0;
 }
 
-uint64_t segs_first_end(const job_t *job)
+/* Whether the job may use several connections at all. */
+static int segs_allowed(const job_t *job)
 {
     const hubd_config_t *cfg = job->js->cfg;
     const char *shown;
     if (!cfg->segment_min_size || cfg->max_connections_per_download < 2 || job->no_segments ||
-        job->resume_len || strcmp(transfer_source(&job->xfer, &shown), "origin") != 0)
+        strcmp(transfer_source(&job->xfer, &shown), "origin") != 0)
         return 0;
     /* Plain http through a caching proxy (Squid): it fetches whole files
      * once and joins the requests for one (collapsed forwarding) only
      * when they ask for it whole. A mirror is such a tier too. */
-    if (strcmp(job->xfer.url.scheme, "http") == 0 && job->js->proxies &&
-        proxy_for(job->js->proxies, &job->xfer.url))
-        return 0;
-    return cfg->segment_chunk_size;
+    return !(strcmp(job->xfer.url.scheme, "http") == 0 && job->js->proxies &&
+             proxy_for(job->js->proxies, &job->xfer.url));
+}
+
+uint64_t segs_first_end(const job_t *job)
+{
+    return segs_allowed(job) && !job->resume_len && !job->resume_ranges
+               ? job->js->cfg->segment_chunk_size
+               : 0;
+}
+
+static void segs_free_table(segs_t *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->chunks[i]);
+    free(s->chunks);
+    free(s->url);
+    free(s);
+}
+
+/* Chunks of at most `chunk` bytes for [from, to), appended. */
+static int add_span(segs_t *s, uint64_t from, uint64_t to, uint64_t chunk)
+{
+    for (uint64_t at = from; at < to; at += chunk)
+        if (chunk_insert(s, s->n, at, to - at > chunk ? at + chunk : to))
+            return -ENOMEM;
+    return 0;
+}
+
+/* A chunk already on disk (a resumed partial's). */
+static int add_done(segs_t *s, uint64_t from, uint64_t to)
+{
+    if (chunk_insert(s, s->n, from, to))
+        return -ENOMEM;
+    seg_chunk_t *c = s->chunks[s->n - 1];
+    c->got = c->written = to - from;
+    return 0;
+}
+
+static void segs_start(job_t *job, segs_t *s)
+{
+    const hubd_config_t *cfg = job->js->cfg;
+    s->want = SEG_START_CONNS < cfg->max_connections_per_download
+                  ? SEG_START_CONNS
+                  : cfg->max_connections_per_download;
+    s->t_grow = s->t_rate = uv_now(job->js->loop);
+    s->at_rate = job->received;
+    job->seg = s;
 }
 
 int segs_begin(job_t *job)
@@ -111,25 +156,57 @@ int segs_begin(job_t *job)
         return -ENOMEM;
     }
     uint64_t total = (uint64_t)job->total;
-    for (uint64_t at = 0; at < total; at += chunk)
-        if (chunk_insert(s, s->n, at, at + chunk < total ? at + chunk : total)) {
-            for (size_t i = 0; i < s->n; i++)
-                free(s->chunks[i]);
-            free(s->chunks);
-            free(s->url);
-            free(s);
-            return -ENOMEM;
-        }
+    if (add_span(s, 0, total, chunk)) {
+        segs_free_table(s);
+        return -ENOMEM;
+    }
     s->chunks[0]->main = 1;
-    s->want = SEG_START_CONNS < cfg->max_connections_per_download
-                  ? SEG_START_CONNS
-                  : cfg->max_connections_per_download;
-    s->t_grow = s->t_rate = uv_now(job->js->loop);
-    job->seg = s;
+    segs_start(job, s);
     log_info("job %llu: %llu bytes in %zu chunks of %llu over up to %u connections",
              (unsigned long long)job->id, (unsigned long long)total, s->n,
              (unsigned long long)chunk, cfg->max_connections_per_download);
     return 0;
+}
+
+int segs_resume(job_t *job, const char *ranges)
+{
+    const hubd_config_t *cfg = job->js->cfg;
+    if (job->seg || !ranges || job->total < 0 || !job_validator(job) || !segs_allowed(job))
+        return 0;
+    segs_t *s = calloc(1, sizeof *s);
+    if (!s || !(s->url = strdup(job->key))) { /* lanes resolve its redirects again */
+        free(s);
+        return 0;
+    }
+    uint64_t total = (uint64_t)job->total, at = job->resume_len, a, b, extra = 0;
+    int rc = at ? add_done(s, 0, at) : 0;
+    while (!rc && (rc = db_ranges_next(&ranges, &a, &b)) == 1) {
+        rc = a < at || b > total ? -1 : 0;
+        if (!rc)
+            rc = add_span(s, at, a, cfg->segment_chunk_size);
+        if (!rc)
+            rc = add_done(s, a, b);
+        extra += b - a;
+        at = b;
+    }
+    if (!rc)
+        rc = add_span(s, at, total, cfg->segment_chunk_size);
+    if (rc) {
+        log_warn("job %llu: the recorded ranges of %s do not fit: resuming as one stream",
+                 (unsigned long long)job->id, job->key);
+        segs_free_table(s);
+        return 0;
+    }
+    segs_start(job, s);
+    job->received += extra;
+    job->written = job->on_disk = segs_prefix(job);
+    log_info("job %llu: resuming %s over several connections: %llu bytes of %llu on disk",
+             (unsigned long long)job->id, job->key, (unsigned long long)job->received,
+             (unsigned long long)total);
+    job->js->stats.segmented++;
+    job_set_state(job, JOB_BODY);
+    segs_pump(job);
+    return 1;
 }
 
 seg_chunk_t *segs_main_chunk(const job_t *job)
@@ -184,6 +261,48 @@ uint64_t segs_prefix(const job_t *job)
         if (s->chunks[i]->written < len_of(s->chunks[i]))
             return s->chunks[i]->start + s->chunks[i]->written;
     return (uint64_t)job->total;
+}
+
+uint64_t segs_written_sum(const job_t *job)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < job->seg->n; i++)
+        n += job->seg->chunks[i]->written;
+    return n;
+}
+
+char *segs_ranges(const job_t *job)
+{
+    const segs_t *s = job->seg;
+    uint64_t prefix = segs_prefix(job), a = 0, b = 0;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    for (size_t i = 0; i < s->n; i++) {
+        const seg_chunk_t *c = s->chunks[i];
+        if (c->start <= prefix || !c->written)
+            continue;
+        if (b && c->start == b) { /* adjoins the last (whole) one: one range */
+            b = c->start + c->written;
+        } else {
+            if (b)
+                fprintf(f, "%s%llu-%llu", ftell(f) ? "," : "", (unsigned long long)a,
+                        (unsigned long long)b);
+            a = c->start;
+            b = c->start + c->written;
+        }
+    }
+    if (b)
+        fprintf(f, "%s%llu-%llu", ftell(f) ? "," : "", (unsigned long long)a,
+                (unsigned long long)b);
+    int empty = ftell(f) == 0;
+    if (fclose(f) || empty) {
+        free(text);
+        return NULL;
+    }
+    return text;
 }
 
 void segs_written(job_t *job, const batch_t *b)
@@ -628,10 +747,6 @@ void segs_reset(job_t *job)
         transfer_free(&l->xfer);
         uv_close((uv_handle_t *)&l->timer, on_lane_closed);
     }
-    for (size_t i = 0; i < s->n; i++)
-        free(s->chunks[i]);
-    free(s->chunks);
-    free(s->url);
-    free(s);
+    segs_free_table(s);
     job->seg = NULL;
 }

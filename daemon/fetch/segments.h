@@ -88,6 +88,17 @@ void segs_pump(struct job *job);
 void segs_tick(struct job *job, uint64_t now);
 /* Backpressure for every lane. */
 void segs_set_paused(struct job *job, int paused);
+/* Bytes written in all (every chunk's), for checkpoints. */
+uint64_t segs_written_sum(const struct job *job);
+/* The finished ranges past the written prefix, "a-b,..." (db.h; malloc'd),
+ * or NULL when there are none (or no memory: then only the prefix is
+ * recorded, which is safe). */
+char *segs_ranges(const struct job *job);
+/* A recorded partial with ranges past its re-hashed prefix (job->resume_len,
+ * job->received there): chunks for the gaps, fetched by lanes, the job in
+ * BODY. 1 when so; 0 when it goes on as one stream from resume_len. */
+int segs_resume(struct job *job, const char *ranges);
+
 /* Connections open for the download now, the main one included. */
 unsigned segs_connections(const struct job *job);
 

@@ -71,6 +71,29 @@ class SegmentTest(HubTestCase):
         p.kill()
         p.communicate()
 
+    def test_kill9_mid_download_resumes_its_ranges(self):
+        size = 24 * MiB
+        digest = self.make_file("k9.bin", size)
+        url = self.origin.url("/files/k9.bin?bps=%d" % MiB)
+        p = self.hubctl_bg("fetch", url)
+        # A checkpoint that records finished ranges past the prefix.
+        wait_for(lambda: self.hubd.query(
+            "SELECT count(*) FROM partials WHERE ranges IS NOT NULL")[0][0] == 1,
+            timeout=30, what="ranges in the partials row")
+        time.sleep(0.4)
+        self.hubd.kill9()
+        p.communicate(timeout=30)
+        (durable, ranges), = self.hubd.query("SELECT durable, ranges FROM partials")
+        before = self.origin.stats()["bytes"]["/files/k9.bin"]
+        self.hubd.start()
+        self.fetch(url, digest)
+        st = self.origin.stats()
+        # Only what was not durable is asked for again: the gaps.
+        self.assertLess(st["bytes"]["/files/k9.bin"], 1.3 * size, (durable, ranges, before))
+        self.assertIn("resuming", self.hubd.read_log())
+        self.assertIn("over several connections", self.hubd.read_log())
+        self.assertEqual(self.hubd.partials(), {})
+
     def test_waiters_share_one_segmented_download(self):
         size = 6 * MiB
         digest = self.make_file("shared.bin", size)

@@ -230,7 +230,7 @@ START_TEST(db_open_creates_schema)
     struct stat st;
 
     ck_assert_int_eq(stat(path, &st), 0);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 3);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 4);
     ck_assert_int_eq(raw_int("SELECT count(*) FROM sqlite_master WHERE type = 'table'"
                              " AND name IN ('blobs', 'entries')"),
                      2);
@@ -501,7 +501,7 @@ START_TEST(db_reopen_keeps_rows)
     find_entry_is("http://h/b", "t", b, 22);
     ck_assert_int_eq(db_find_blob(db, b, &size), 0);
     ck_assert_uint_eq(size, 22);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 3);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 4);
     char *etag = raw_text("SELECT etag FROM entries WHERE url = 'http://h/a'");
     ck_assert_str_eq(etag, "\"e\"");
     free(etag);
@@ -523,11 +523,11 @@ START_TEST(db_open_refuses_newer_schema)
     db_t *other = NULL;
 
     /* A database written by a newer hubd is left alone, not "migrated". */
-    raw_exec("PRAGMA user_version = 4");
+    raw_exec("PRAGMA user_version = 5");
     db_close(db);
     db = NULL;
     ck_assert_int_eq(db_open(path, &other), -EPROTO);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 4);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 5);
 
     /* A directory that does not exist: an error, not a crash. */
     char bad[400];
@@ -579,6 +579,32 @@ START_TEST(db_partial_save_find_forget)
 
     ck_assert_int_eq(db_forget_partial(db, 9), 0);
     ck_assert_int_eq(db_find_partial(db, "http://h/p", "", &p), -ENOENT);
+}
+END_TEST
+
+/* A segmented download's partial keeps its finished ranges past the
+ * prefix (schema v4); what its file must hold is read from them. */
+START_TEST(db_partial_ranges)
+{
+    db_partial_t p, in = {.etag = "\"v\"", .total = 100, .durable = 10, .ranges = "20-30,40-50"};
+    ck_assert_int_eq(db_save_partial(db, 3, "http://h/r", "", &in), 0);
+    ck_assert_int_eq(db_find_partial(db, "http://h/r", "", &p), 0);
+    ck_assert_str_eq(p.ranges, "20-30,40-50");
+    db_partial_free(&p);
+    in.ranges = NULL; /* a later checkpoint with none: none */
+    ck_assert_int_eq(db_save_partial(db, 3, "http://h/r", "", &in), 0);
+    ck_assert_int_eq(db_find_partial(db, "http://h/r", "", &p), 0);
+    ck_assert_ptr_null(p.ranges);
+    db_partial_free(&p);
+
+    ck_assert_int_eq(db_partial_keep(10, NULL), 10);
+    ck_assert_int_eq(db_partial_keep(10, ""), 10);
+    ck_assert_int_eq(db_partial_keep(10, "20-30,40-50"), 50);
+    ck_assert_int_eq(db_partial_keep(0, "0-5"), 5);
+    static const char *const bad[] = {"5-30", "20-30,25-50", "30-20", "20-20",       "a-b",
+                                      "20-",  "20-30,",      "-5",    "20-30;40-50", "20-30,40"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(db_partial_keep(10, bad[i]) == -1, "%s", bad[i]);
 }
 END_TEST
 
@@ -655,7 +681,7 @@ START_TEST(db_migrates_version_1)
              "PRAGMA user_version = 1",
              a, b, a, b);
     ck_assert_int_eq(db_open(path, &db), 0);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 3);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 4);
     find_entry_is("http://h/m", "", a, 5);
     save_partial(1, "http://h/n", "\"z\"", 42);
     ck_assert_int_eq(db_each_partial(db, count_partial, &sum), 0);
@@ -1051,6 +1077,7 @@ static Suite *db_suite(void)
     tcase_add_test(tc, db_reopen_keeps_rows);
     tcase_add_test(tc, db_open_refuses_newer_schema);
     tcase_add_test(tc, db_partial_save_find_forget);
+    tcase_add_test(tc, db_partial_ranges);
     tcase_add_test(tc, db_partial_get_by_id);
     tcase_add_test(tc, db_commit_removes_its_partial);
     tcase_add_test(tc, db_migrates_version_1);
