@@ -45,8 +45,8 @@ static void print_job(FILE *o, const proto_msg_t *m)
         source = out_get_or(m, "source", "origin"); /* an older daemon: no mirrors */
     out_line_add(&cells, "%5.20s  %-10.20s  %-23s  %10s/s  %5.20s  %7.20s  %-24.300s  ",
                  out_get_or(m, "job", "?"), out_get_or(m, "state", "?"), amount.buf,
-                 out_field_bytes(m, "rate", rate, sizeof rate),
-                 out_get_or(m, "connections", "-"), out_get_or(m, "waiters", "?"), source);
+                 out_field_bytes(m, "rate", rate, sizeof rate), out_get_or(m, "connections", "-"),
+                 out_get_or(m, "waiters", "?"), source);
     out_clean(o, cells.buf);
     out_clean(o, out_get_or(m, "url", "?"));
     putc('\n', o);

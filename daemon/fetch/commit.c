@@ -90,6 +90,11 @@ static void commit_work(uv_work_t *req)
         rc = store_tmp_create(js->store, job->part_id, &job->fd);
     else if (job->truncate_file && ftruncate(job->fd, 0)) /* restarted, then empty */
         rc = -errno;
+    /* The file is what was received, not a byte more: a partial resumed
+     * with ranges, then fetched as one shorter stream, may have kept bytes
+     * past the new end. */
+    if (!rc && ftruncate(job->fd, (off_t)job->received))
+        rc = -errno;
     /* The data's fsync before the lock: a large file's takes seconds, in
      * which hits, checkpoints and other commits would wait. */
     if (!rc && fsync(job->fd))
@@ -325,7 +330,7 @@ void job_start_rehash(job_t *job)
     /* The file keeps its recorded ranges past the prefix too; ranges that
      * do not parse are dropped (only the prefix is trusted then). */
     int64_t keep = db_partial_keep(job->resume_len, job->resume_ranges);
-    if (keep < 0) {
+    if (keep < 0 || (job->total >= 0 && keep > job->total)) {
         job->resume_ranges = (free(job->resume_ranges), NULL);
         keep = (int64_t)job->resume_len;
     }

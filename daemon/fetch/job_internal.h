@@ -267,6 +267,7 @@ void job_waiter_restart(job_t *job, job_waiter_t *w);
 
 /* sched.c: the queue and the global, per-host and per-uid limits */
 unsigned jobs_host_connections(jobs_t *js, const char *host_key);
+unsigned jobs_host_queued(jobs_t *js, const char *host_key);
 void job_unlist(job_t *job);
 void jobs_start_queued(jobs_t *js);
 int jobs_uid_at_limit(const jobs_t *js, uid_t uid);

@@ -25,6 +25,15 @@ void job_unlist(job_t *job)
     }
 }
 
+/* Downloads queued for host_key. */
+unsigned jobs_host_queued(jobs_t *js, const char *host_key)
+{
+    unsigned n = 0;
+    for (list_node_t *p = list_first(&js->queue); p; p = list_next(&js->queue, p))
+        n += strcmp(list_entry(p, job_t, node)->host_key, host_key) == 0;
+    return n;
+}
+
 /* Connections to host_key of the active downloads: one each, or as many
  * as a segmented one has open (at least one: it is about to ask). */
 unsigned jobs_host_connections(jobs_t *js, const char *host_key)

@@ -53,6 +53,7 @@ struct segs {
 };
 
 static void lane_start(seg_lane_t *l);
+static int room_for_more(const job_t *job);
 
 /* ---- the chunk table ------------------------------------------------------- */
 
@@ -239,6 +240,8 @@ void segs_main_ended(job_t *job)
 {
     main_release(job);
     segs_pump(job);
+    if (job->state == JOB_BODY_DONE) /* the lanes were done first: the hash may go on */
+        job_pump(job);
 }
 
 int segs_main_failed(job_t *job, const char *code, const char *msg)
@@ -370,8 +373,11 @@ int segs_lane_head(transfer_t *t, const disposition_t *d)
         job_restart_from_zero(job, d->why);
         return HTTP_BODY_DISCARD;
     case DISP_TAKE:
-        if (d->total != job->total) {
-            job_restart_from_zero(job, "a range answered with another length");
+        /* A lane takes only the range it asked for: a 200 (even to a range
+         * from byte 0) may be another version of the file. */
+        if (d->status != 206 || d->total != job->total) {
+            job_restart_from_zero(job, d->status != 206 ? "a range answered with the whole file"
+                                                        : "a range answered with another length");
             return HTTP_BODY_DISCARD;
         }
         return HTTP_BODY_DELIVER;
@@ -472,9 +478,8 @@ void segs_lane_begin_failed(transfer_t *t)
 void segs_lane_begin(transfer_t *t)
 {
     seg_lane_t *l = t->lane;
-    seg_chunk_t *c = l->chunk;
-    if (c)
-        transfer_start(t, c->start + c->got, c->end);
+    if (l->chunk)
+        lane_start(l);
 }
 
 void segs_lane_error(transfer_t *t, const char *code, const char *msg)
@@ -485,6 +490,11 @@ void segs_lane_error(transfer_t *t, const char *code, const char *msg)
     const hubd_config_t *cfg = js->cfg;
     lane_seal(l); /* what came is kept: the next attempt asks for the rest */
     transfer_abort(t);
+    if (l->chunk && l->chunk->got == len_of(l->chunk)) { /* cut after its last byte */
+        lane_chunk_done(l);
+        segs_pump(job);
+        return;
+    }
     if (!disposition_is_transient(code) && strcmp(code, "http_403") != 0 &&
         strcmp(code, "http_410") != 0) {
         job_fail(job, code, msg);
@@ -501,6 +511,18 @@ void segs_lane_error(transfer_t *t, const char *code, const char *msg)
     if ((strcmp(code, "http_429") == 0 || strcmp(code, "http_503") == 0) && s->want > 1) {
         s->want--; /* the server says too many: one fewer, for good */
         s->grown_out = 1;
+        if (segs_connections(job) >= s->want) {
+            /* Over the number now wanted: this lane lets its chunk go to
+             * one that is connected, and stays idle. */
+            seg_chunk_t *c = l->chunk;
+            c->lane = NULL;
+            l->chunk = NULL;
+            disposition_clear(&t->disp);
+            log_info("job %llu: %s: one connection fewer (%u)", (unsigned long long)job->id, code,
+                     s->want);
+            segs_pump(job);
+            return;
+        }
     }
     if (strcmp(code, "http_403") == 0 || strcmp(code, "http_410") == 0)
         transfer_rewind(t); /* a signed URL expired: resolve the job's URL again */
@@ -556,6 +578,17 @@ static void lane_assign(seg_lane_t *l, seg_chunk_t *c)
     l->chunk = c;
     c->lane = l;
     lane_start(l);
+}
+
+/* Whether the download may open (or keep busy) one more connection: fewer
+ * than it wants, and the host has room left after the downloads queued
+ * for it (a large file must not keep a small one waiting). */
+static int room_for_more(const job_t *job)
+{
+    jobs_t *js = job->js;
+    return segs_connections(job) < job->seg->want &&
+           jobs_host_connections(js, job->host_key) + jobs_host_queued(js, job->host_key) <
+               js->cfg->max_per_host;
 }
 
 /* The first chunk nobody fetches, within the budget beyond the hashed
@@ -631,15 +664,18 @@ void segs_pump(job_t *job)
         seg_lane_t *l = s->lanes[i];
         if (l->chunk || l->waiting)
             continue;
+        if (segs_connections(job) && !room_for_more(job))
+            break; /* at least one connection, always */
         seg_chunk_t *c = next_chunk(job);
-        if (!c && segs_connections(job) < s->want)
+        if (!c)
             c = split_chunk(job);
         if (!c)
             break;
         lane_assign(l, c);
     }
-    while (segs_connections(job) < s->want && s->nlanes < cfg->max_connections_per_download &&
-           jobs_host_connections(job->js, job->host_key) < cfg->max_per_host) {
+    if (job->js->stats.queued) /* idle lanes gave connections back: others may start */
+        jobs_start_queued(job->js);
+    while (room_for_more(job) && s->nlanes < cfg->max_connections_per_download) {
         seg_chunk_t *c = next_chunk(job);
         if (!c)
             c = split_chunk(job);
@@ -708,8 +744,12 @@ void segs_set_paused(job_t *job, int paused)
 {
     if (!job->seg)
         return;
-    for (unsigned i = 0; i < job->seg->nlanes; i++)
+    uint64_t now = uv_now(job->js->loop);
+    for (unsigned i = 0; i < job->seg->nlanes; i++) {
         transfer_set_paused(&job->seg->lanes[i]->xfer, paused);
+        if (!paused) /* the pause was ours: silence is counted from now */
+            job->seg->lanes[i]->last_byte = now;
+    }
     if (!paused)
         segs_pump(job);
 }
