@@ -38,6 +38,11 @@ Endpoints (every one answers GET and HEAD):
                          Location is absolute (from the Host header) when n is
                          even, relative when n is odd.
   /redirect-loop         302 to itself, for ever.
+  /sign/<name>?ttl_ms=T  302 to a signed URL, /files/<name>?expires=E (E: now
+                         + T ms, in ms since the epoch; other query options
+                         kept), as a CDN's expiring link.
+  /files/<name>?expires=E  403 once the clock is past E (a signed URL that
+                         expired): the client must resolve /sign/ again.
   /redirect-to?url=U[&code=C]
                          a redirect to the absolute URL U (percent-encoded in
                          the query; any scheme, host and port, e.g. another
@@ -485,6 +490,12 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_redirect(302, self.absolute("/redirect-loop"))
         if path == "/redirect-to":
             return self.serve_redirect_to()
+        if head == "sign" and len(parts) > 2:
+            ttl = int_option(self.query, "ttl_ms", 1000)
+            rest = [(k, v[-1]) for k, v in self.query.items() if k != "ttl_ms"]
+            rest.append(("expires", str(int(time.time() * 1000) + ttl)))
+            return self.send_redirect(302, self.absolute(
+                "/files/%s?%s" % ("/".join(parts[2:]), urllib.parse.urlencode(rest))))
         if head == "eof" and len(parts) > 2:
             return self.serve_eof("/".join(parts[2:]))
         if head == "status" and len(parts) == 3:
@@ -753,6 +764,9 @@ class Handler(BaseHTTPRequestHandler):
     def serve_file(self, name, chunked):
         if self.fail_first():
             return
+        expires = int_option(self.query, "expires")
+        if expires is not None and time.time() * 1000 > expires:
+            return self.send_text(403, "the signature expired\n")
         f = self.open_file(name)
         if f is None:
             return self.send_text(404, "no such file\n")

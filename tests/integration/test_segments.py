@@ -186,6 +186,18 @@ class SegmentTest(HubTestCase):
         self.assertEqual(self.origin.stats()["bytes"]["/files/few.bin"],
                          size + 4 * len("429 Too Many Requests\n"))
 
+    def test_an_expired_signed_url_is_resolved_again(self):
+        # The URL redirects to a signed link that expires after 0.8 s (403
+        # then), as CDNs do; the download takes longer (16 chunks at 1 MiB/s
+        # a connection): its connections go back to the URL asked for and
+        # get a fresh link.
+        size = 16 * MiB
+        digest = self.make_file("sig.bin", size)
+        self.fetch(self.origin.url("/sign/sig.bin?ttl_ms=800&bps=%d" % MiB), digest)
+        st = self.origin.stats()
+        self.assertGreaterEqual(st["requests"]["/sign/sig.bin"], 2)
+        self.assertIn("http_403", self.hubd.read_log())
+
     def test_a_missing_chunk_fails_the_download_and_stores_nothing(self):
         size = 5 * MiB
         self.make_file("gone.bin", size)
