@@ -707,67 +707,69 @@ for proto, https in (("http", False), ("https", True)):
         mibs = size_mib / wall if wall > 0 else float("inf")
         print(fmt % (short(t), n, "%.3f s" % wall, "%.1f" % mibs, "%.2f" % (cpu / gib), vs))
 
+def ratio(a, b):
+    return med[a][0] / med[b][0] if a in med and b in med and med[b][0] > 0 else None
+
+
+def section(names, mib_of, vs_of, noted):
+    """The rows of names (MiB per row from mib_of, the last column from
+    vs_of(row, wall)), then the per-round notes of the rows in noted."""
+    for t in names:
+        if t not in tools:
+            continue
+        if t not in med:
+            print(fmt % (t, 0, "-", "-", "-", "every run failed"))
+            continue
+        wall, cpu, n = med[t]
+        mib = mib_of(t)
+        mibs = mib / wall if wall > 0 else float("inf")
+        print(fmt % (t, n, "%.3f s" % wall, "%.1f" % mibs, "%.2f" % (cpu / (mib / 1024)),
+                     vs_of(t, wall)))
+    for t in noted:
+        notes = [r[6] for r in rows if r[0] == t and r[4] == "ok" and len(r) > 6]
+        if notes:
+            print("  %-20s %s" % (t, " | ".join(notes)))
+
+
 # BENCH_FRONT: the HTTP front against nginx. MiB/s is per client (each of
 # the x8 rows' clients got the whole file within the wall time).
+def front_vs(t, wall):
+    if t == "nginx":
+        return "baseline (warm)"
+    if t == "hubd-front" and ratio("nginx", t) is not None:
+        return "%.2fx nginx's throughput (goal >= 0.9x)" % ratio("nginx", t)
+    if t == "front-cold":
+        return "baseline (cold, one client)"
+    if t == "front-cold-x8" and ratio(t, "front-cold") is not None:
+        return "%.2fx the wall of one client (goal <= 1.2x)" % ratio(t, "front-cold")
+    if t == "nginx-x8" and ratio(t, "nginx") is not None:
+        return "%.2fx the wall of one nginx client" % ratio(t, "nginx")
+    if t == "front-capped":
+        return "baseline (cold, one client, origin capped per connection)"
+    if t == "front-capped-x8" and ratio(t, "front-capped") is not None:
+        return "%.2fx the wall of one client (goal <= 1.2x)" % ratio(t, "front-capped")
+    return "-"
+
+
 if any(t in FRONT for t in tools):
     print("front (curl alone timed; CPU: the clients' plus the serving process's)")
+    section(FRONT, lambda t: capped_mib if t.startswith("front-capped") else size_mib, front_vs,
+            ("front-cold", "front-cold-x8", "front-capped", "front-capped-x8"))
 
-    def ratio(a, b):
-        return med[a][0] / med[b][0] if a in med and b in med and med[b][0] > 0 else None
-
-    for t in FRONT:
-        if t not in tools:
-            continue
-        if t not in med:
-            print(fmt % (t, 0, "-", "-", "-", "every run failed"))
-            continue
-        wall, cpu, n = med[t]
-        vs = "-"
-        if t == "nginx":
-            vs = "baseline (warm)"
-        elif t == "hubd-front" and ratio("nginx", t) is not None:
-            vs = "%.2fx nginx's throughput (goal >= 0.9x)" % ratio("nginx", t)
-        elif t == "front-cold":
-            vs = "baseline (cold, one client)"
-        elif t == "front-cold-x8" and ratio(t, "front-cold") is not None:
-            vs = "%.2fx the wall of one client (goal <= 1.2x)" % ratio(t, "front-cold")
-        elif t == "nginx-x8" and ratio(t, "nginx") is not None:
-            vs = "%.2fx the wall of one nginx client" % ratio(t, "nginx")
-        elif t == "front-capped":
-            vs = "baseline (cold, one client, origin capped per connection)"
-        elif t == "front-capped-x8" and ratio(t, "front-capped") is not None:
-            vs = "%.2fx the wall of one client (goal <= 1.2x)" % ratio(t, "front-capped")
-        mib = capped_mib if t.startswith("front-capped") else size_mib
-        mibs = mib / wall if wall > 0 else float("inf")
-        print(fmt % (t, n, "%.3f s" % wall, "%.1f" % mibs, "%.2f" % (cpu / (mib / 1024)), vs))
-    for t in ("front-cold", "front-cold-x8", "front-capped", "front-capped-x8"):
-        notes = [r[6] for r in rows if r[0] == t and r[4] == "ok" and len(r) > 6]
-        if notes:
-            print("  %-20s %s" % (t, " | ".join(notes)))
 
 # BENCH_SEGMENTS: against an origin that caps each connection.
+def seg_vs(t, wall):
+    if t == "aria2c-capped":
+        return "baseline"
+    a = ratio("aria2c-capped", t)
+    if a is None:
+        return "-"
+    return "%.2fx faster than aria2c" % a if a >= 1 else "%.2fx slower than aria2c" % (1 / a)
+
+
 if any(t in SEG for t in tools):
     print("capped origin (%d MiB, each connection capped)" % seg_mib)
-    for t in SEG:
-        if t not in tools:
-            continue
-        if t not in med:
-            print(fmt % (t, 0, "-", "-", "-", "every run failed"))
-            continue
-        wall, cpu, n = med[t]
-        vs = "-"
-        if t == "aria2c-capped":
-            vs = "baseline"
-        elif "aria2c-capped" in med and wall > 0:
-            a = med["aria2c-capped"][0]
-            vs = ("%.2fx faster than aria2c" % (a / wall)) if wall <= a else (
-                "%.2fx slower than aria2c" % (wall / a))
-        print(fmt % (t, n, "%.3f s" % wall, "%.1f" % (seg_mib / wall if wall > 0 else 0),
-                     "%.2f" % (cpu / (seg_mib / 1024)), vs))
-    for t in SEG:
-        notes = [r[6] for r in rows if r[0] == t and r[4] == "ok" and len(r) > 6]
-        if notes:
-            print("  %-20s %s" % (t, " | ".join(notes)))
+    section(SEG, lambda t: seg_mib, seg_vs, SEG)
 
 # What each https client negotiated with nginx (from nginx's access log).
 tls = collections.defaultdict(collections.Counter)

@@ -23,7 +23,6 @@ struct seg_chunk {
     uint64_t got;          /* bytes received from start (sealed or in a lane's batch) */
     uint64_t written;      /* bytes on disk from start */
     struct seg_lane *lane; /* the lane fetching it, or NULL */
-    int main;              /* the main transfer fetches it */
 };
 
 typedef struct seg_lane {
@@ -50,6 +49,7 @@ struct segs {
     uint64_t t_rate, at_rate; /* the rate's window: since, job->received then */
     uint64_t rate;            /* bytes per second over the last window */
     char *url;                /* where lanes ask: the main transfer's last hop */
+    seg_chunk_t *main;        /* the chunk the main transfer fetches, or NULL */
 };
 
 static void lane_start(seg_lane_t *l);
@@ -161,7 +161,7 @@ int segs_begin(job_t *job)
         segs_free_table(s);
         return -ENOMEM;
     }
-    s->chunks[0]->main = 1;
+    s->main = s->chunks[0];
     segs_start(job, s);
     log_info("job %llu: %llu bytes in %zu chunks of %llu over up to %u connections",
              (unsigned long long)job->id, (unsigned long long)total, s->n,
@@ -212,12 +212,7 @@ int segs_resume(job_t *job, const char *ranges)
 
 seg_chunk_t *segs_main_chunk(const job_t *job)
 {
-    if (!job->seg)
-        return NULL;
-    for (size_t i = 0; i < job->seg->n; i++)
-        if (job->seg->chunks[i]->main)
-            return job->seg->chunks[i];
-    return NULL;
+    return job->seg ? job->seg->main : NULL;
 }
 
 void segs_main_body(job_t *job, size_t n)
@@ -230,10 +225,8 @@ void segs_main_body(job_t *job, size_t n)
 /* The main transfer lets go of its chunk: the lanes fetch the rest. */
 static void main_release(job_t *job)
 {
-    seg_chunk_t *c = segs_main_chunk(job);
-    job_seal(job);
-    if (c)
-        c->main = 0;
+    job_seal(job); /* its last batch still belongs to the main's chunk */
+    job->seg->main = NULL;
 }
 
 void segs_main_ended(job_t *job)
@@ -601,7 +594,7 @@ static seg_chunk_t *next_chunk(const job_t *job)
         seg_chunk_t *c = s->chunks[i];
         if (c->start + c->got >= limit)
             return NULL;
-        if (!c->lane && !c->main && c->got < len_of(c))
+        if (!c->lane && c != s->main && c->got < len_of(c))
             return c;
     }
     return NULL;
@@ -660,20 +653,21 @@ void segs_pump(job_t *job)
     const hubd_config_t *cfg = job->js->cfg;
     /* Idle lanes first (their connections are kept alive), then new ones
      * while more connections are wanted and the host allows them. */
-    for (unsigned i = 0; i < s->nlanes; i++) {
+    int idle = 0;
+    for (unsigned i = 0; i < s->nlanes && !idle; i++) {
         seg_lane_t *l = s->lanes[i];
         if (l->chunk || l->waiting)
             continue;
-        if (segs_connections(job) && !room_for_more(job))
-            break; /* at least one connection, always */
-        seg_chunk_t *c = next_chunk(job);
-        if (!c)
-            c = split_chunk(job);
-        if (!c)
-            break;
-        lane_assign(l, c);
+        seg_chunk_t *c = NULL;
+        if (!segs_connections(job) || room_for_more(job)) /* at least one connection, always */
+            if (!(c = next_chunk(job)))
+                c = split_chunk(job);
+        if (c)
+            lane_assign(l, c);
+        else
+            idle = 1;
     }
-    if (job->js->stats.queued) /* idle lanes gave connections back: others may start */
+    if (idle && job->js->stats.queued) /* idle lanes gave connections back: others may start */
         jobs_start_queued(job->js);
     while (room_for_more(job) && s->nlanes < cfg->max_connections_per_download) {
         seg_chunk_t *c = next_chunk(job);
