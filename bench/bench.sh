@@ -55,6 +55,11 @@
 #   aria2c-capped   aria2c -x16 -s16 -k1M --checksum=sha-256=... (16 connections)
 #   curl-capped     curl -o FILE && sha256sum FILE (one connection)
 # each with the bytes nginx sent for it (its access log).
+# BENCH_CROWD=1 adds, after the table, hubd's memory with BENCH_CROWD_N
+# (default 1000) downloads in flight at once (issue 14): 64 KiB each from a
+# third nginx that sends each connection 8 KiB/s, fetched over the Unix
+# socket by tests/integration/crowd.py; hubd's peak RSS (VmHWM) once per
+# round, and hubd-base's beside it with BENCH_BASE_BUILD.
 # The front rows time curl alone (-D HEADERS -o FILE); the digests are checked after
 # the timing. The cold rows' outputs go to tmpfs (BENCH_FRONT_OUT, default
 # /dev/shm) so that 8 GiB of client writes do not measure the disk.
@@ -68,6 +73,8 @@ HUBCTL=$BUILD_DIR/client/hubctl
 PY_LOOP=$REPO/bench/py_loop.py
 MAKE_CERTS=$REPO/tests/tls/make-certs.sh
 SQUID_PY=$REPO/tests/integration/squid.py
+CROWD_PY=$REPO/tests/integration/crowd.py
+CROWD_N=${BENCH_CROWD_N:-1000}
 SQUID=${SQUID:-/usr/sbin/squid}
 # Everything here talks to loopback: a proxy from the caller's environment
 # (which hubd and curl follow, as curl does, loopback included) would only
@@ -137,6 +144,7 @@ cleanup() {
     if [[ -n $work ]]; then
         "$NGINX_ORIGIN" stop "$work/nginx" || true
         "$NGINX_ORIGIN" stop "$work/nginx-tls" || true
+        "$NGINX_ORIGIN" stop "$work/nginx-crowd" || true
         rm -rf "$work"
     fi
     exit "$rc"
@@ -790,6 +798,54 @@ if failed:
     sys.exit(1)
 print("\nAll %d downloads matched the source's sha256." % len(rows))
 EOF
+
+# crowd_run LABEL BUILD: one crowd against a fresh hubd of BUILD; prints its
+# line of the crowd section.
+crowd_run() {
+    local label=$1 build=$2 out
+    HUBD=$build/daemon/hubd HUBCTL=$build/client/hubctl
+    if ! start_hubd "$work/cache-crowd" --config "$work/crowd.conf"; then
+        printf '  %-10s failed: %s\n' "$label" "$HUBD_FAILURE"
+        return 0
+    fi
+    out=$("$PYTHON" "$CROWD_PY" --socket "$HUBD_SOCKET" --pid "$hubd_pid" --url "$crowd_url" \
+        --sha256 "$crowd_sha" --count "$CROWD_N" 2>&1) || out="failed: $out"
+    stop_hubd
+    "$PYTHON" - "$label" "$out" <<'EOF'
+import json
+import sys
+
+label, out = sys.argv[1], sys.argv[2]
+try:
+    r = json.loads(out)
+except ValueError:
+    print("  %-10s %s" % (label, out.strip().splitlines()[-1] if out.strip() else "failed"))
+    sys.exit(0)
+errors = ", ".join("%s %s" % kv for kv in r["errors"].items()) or "none"
+print("  %-10s peak RSS %6.1f MiB (%5.1f KiB a download over the %.1f MiB at start), "
+      "%d/%d verified, at most %d at once, %.1f s, errors: %s"
+      % (label, r["peak_rss_kib"] / 1024, (r["peak_rss_kib"] - r["start_rss_kib"]) / r["count"],
+         r["start_rss_kib"] / 1024, r["ok"], r["count"], r["max_in_flight"], r["wall_s"], errors))
+EOF
+}
+
+if [[ ${BENCH_CROWD:-0} == 1 ]]; then
+    mkdir -p "$work/crowd-origin"
+    head -c 65536 /dev/urandom >"$work/crowd-origin/small.bin"
+    crowd_sha=$(sha256sum "$work/crowd-origin/small.bin" | cut -d' ' -f1)
+    crowd_port=$("$NGINX_ORIGIN" freeport)
+    NGINX_LIMIT_RATE=8k NGINX_CONNECTIONS=$((CROWD_N + 64)) \
+        "$NGINX_ORIGIN" start "$work/nginx-crowd" "$work/crowd-origin" "$crowd_port" >/dev/null
+    crowd_url=http://127.0.0.1:$crowd_port/capped/small.bin
+    printf '[hubd]\nmax_downloads = %d\nmax_per_host = %d\nmax_jobs_per_user = %d\n' \
+        "$CROWD_N" "$CROWD_N" "$CROWD_N" >"$work/crowd.conf"
+    echo
+    echo "crowd: $CROWD_N downloads of 64 KiB in flight at once, 8 KiB/s per connection (goal: peak RSS < 64 MiB)"
+    for ((r = 1; r <= ROUNDS; r++)); do
+        crowd_run "hubd" "$BUILD_DIR"
+        [[ -n ${BENCH_BASE_BUILD:-} ]] && crowd_run "hubd-base" "$BENCH_BASE_BUILD"
+    done
+fi
 
 echo
 echo "SHA-256 on this machine (bench/sha256_speed.c: 256 MiB in 256 KiB updates, best of 3):"

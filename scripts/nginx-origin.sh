@@ -7,7 +7,8 @@
 #                     at http://127.0.0.1:PORT/files/, or https:// with CERT
 #                     and KEY (PEM); print nginx's (master) pid. The same
 #                     files under /capped/ go at most NGINX_LIMIT_RATE
-#                     (default 16m) per connection, as a CDN caps them
+#                     (default 16m) per connection, as a CDN caps them;
+#                     NGINX_CONNECTIONS (default 1024) connections at most
 #   scripts/nginx-origin.sh stop DIR                 stop it, wait for the exit
 #   scripts/nginx-origin.sh count DIR URI            print how many GET URI
 #                     requests answered 200 or 206 are in the access log
@@ -31,7 +32,7 @@ die() {
 }
 
 usage() {
-    sed -n '6,14p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '6,15p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -50,8 +51,9 @@ live_pid() {
 cmd_start() {
     [[ $# -eq 3 || $# -eq 5 ]] || usage
     local dir=$1 root=$2 port=$3 cert=${4:-} key=${5:-} user_line="" listen tls_lines=""
-    local limit_rate=${NGINX_LIMIT_RATE:-16m}
+    local limit_rate=${NGINX_LIMIT_RATE:-16m} connections=${NGINX_CONNECTIONS:-1024}
     [[ $limit_rate =~ ^[1-9][0-9]*[km]?$ ]] || die "NGINX_LIMIT_RATE must be like 16m, not '$limit_rate'"
+    [[ $connections =~ ^[1-9][0-9]{0,5}$ ]] || die "NGINX_CONNECTIONS must be a number, not '$connections'"
     [[ -x $NGINX ]] || die "$NGINX not found: install nginx-light (scripts/install-deps.sh)"
     [[ -d $root ]] || die "ROOTDIR $root is not a directory"
     [[ $port =~ ^[0-9]+$ ]] || die "PORT must be a number, not '$port'"
@@ -95,10 +97,11 @@ $user_line
 # so the other core stays free for the client being measured.
 worker_processes 1;
 pid $dir/nginx.pid;
+worker_rlimit_nofile $((connections * 2 + 64));
 error_log $dir/error.log warn;
 
 events {
-    worker_connections 1024;
+    worker_connections $connections;
 }
 
 http {

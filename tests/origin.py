@@ -70,6 +70,10 @@ Anything else is 404.
 Query options, combinable, on /files, /chunked and /eof (delay_ms on every
 path):
   bps=N       send the body at about N bytes/s (writes of at most 64 KiB)
+  slow_range=S&slow_bps=N
+              a ranged request that starts at byte S exactly is sent at N
+              bytes/s instead (one slow connection among fast ones; asked
+              again from further on, the range is served as the others)
   delay_ms=N  wait N ms before sending the status line and headers
   truncate=N  announce the real length but close after N body bytes (in
               TLS mode without a close_notify; see /eof for that path)
@@ -819,6 +823,8 @@ class Handler(BaseHTTPRequestHandler):
 
             limit, ending, stall = self.body_plan(first, length)
             bps = int_option(self.query, "bps", 0)
+            if rng and first == int_option(self.query, "slow_range", -1):
+                bps = int_option(self.query, "slow_bps", bps)
             if chunked:
                 self.send_chunked(f, limit, bps, stall)
             else:

@@ -230,6 +230,7 @@ void job_on_progress_tick(uv_timer_t *t)
     if (job_check_speed(job, now))
         return;
     segs_tick(job, now);
+    job_seal_stale(job, now);
     uint64_t done = job->received;
     uint64_t inst = (done - job->last_done) * (1000 / PROGRESS_INTERVAL_MS);
     /* Smoothed over about a second, so the figure a user reads is steady. */

@@ -27,6 +27,7 @@
 #define BATCH_MAX_IOV 64
 #define WORK_MAX_BATCHES 32        /* batches one work item takes at most */
 #define PROGRESS_INTERVAL_MS 100   /* PROGRESS at most 10 per second */
+#define BATCH_MAX_AGE_MS 1000      /* a slow stream's batch is handed on after this */
 #define WRITEBACK_CHUNK (8u << 20) /* start disk writeback every 8 MiB */
 /* A checkpoint (fdatasync, then the partials row) at most this far apart in
  * bytes or in time. What a crash can cost is then bounded by 32 MiB (plus
@@ -102,6 +103,7 @@ enum {
 typedef struct batch {
     struct batch *next;
     uint64_t offset; /* file offset of the first byte */
+    uint64_t t0;     /* loop time of its first bytes (pipeline_batch_stale) */
     size_t bytes;    /* sum of iov lengths */
     int niov, nbufs;
     struct iovec iov[BATCH_MAX_IOV];
@@ -304,6 +306,9 @@ void job_add_batch(job_t *job, batch_t *b);
 void job_drop_batches(job_t *job);
 void job_pump(job_t *job);
 void job_take_body(job_t *job, buf_t *buf, const char *p, size_t n);
+/* Seals and hands on the job's batches (its own and its lanes') that are
+ * pipeline_batch_stale: called every progress tick. */
+void job_seal_stale(job_t *job, uint64_t now);
 
 /* The pipeline's decisions, pure functions of their arguments: */
 /* Appends n bytes at p, in buf, to b: one iovec with the last one when they
@@ -313,6 +318,10 @@ int pipeline_batch_add(batch_t *b, const buf_t *buf, const char *p, size_t n);
 /* Whether b is to be sealed: about read_buffer_size bytes, or no room for
  * another iovec or buffer. */
 int pipeline_batch_full(const batch_t *b, size_t read_buffer_size);
+/* Whether b (NULL: none) holds bytes that came BATCH_MAX_AGE_MS or more
+ * before now: a slow stream's batch, handed on so that its buffers go back
+ * to the pool instead of waiting for read_buffer_size bytes. */
+int pipeline_batch_stale(const batch_t *b, uint64_t now);
 /* Backpressure with hysteresis: stop reading above max_inflight queued
  * bytes, read again at half of it. */
 int pipeline_should_pause(uint64_t queued, size_t max_inflight);

@@ -55,6 +55,11 @@ int pipeline_batch_full(const batch_t *b, size_t read_buffer_size)
     return b->bytes >= read_buffer_size || b->niov == BATCH_MAX_IOV || b->nbufs == BATCH_MAX_IOV;
 }
 
+int pipeline_batch_stale(const batch_t *b, uint64_t now)
+{
+    return b && b->bytes && now - b->t0 >= BATCH_MAX_AGE_MS;
+}
+
 int pipeline_should_pause(uint64_t queued, size_t max_inflight)
 {
     return queued > max_inflight;
@@ -529,9 +534,12 @@ void job_take_body(job_t *job, buf_t *buf, const char *p, size_t n)
         return;
     job->queued_bytes += n;
     batch_t *b = job->cur;
-    if (!b && !(b = job->cur = calloc(1, sizeof *b))) {
-        job_fail(job, "internal", "out of memory");
-        return;
+    if (!b) {
+        if (!(b = job->cur = calloc(1, sizeof *b))) {
+            job_fail(job, "internal", "out of memory");
+            return;
+        }
+        b->t0 = uv_now(js->loop);
     }
     if (pipeline_batch_add(b, buf, p, n))
         buf_ref(buf); /* the batch's reference */
@@ -549,4 +557,17 @@ void job_take_body(job_t *job, buf_t *buf, const char *p, size_t n)
         transfer_set_paused(&job->xfer, 1);
         segs_set_paused(job, 1);
     }
+}
+
+void job_seal_stale(job_t *job, uint64_t now)
+{
+    if (job->state != JOB_BODY)
+        return;
+    int sealed = segs_seal_stale(job, now);
+    if (pipeline_batch_stale(job->cur, now)) {
+        job_seal(job);
+        sealed = 1;
+    }
+    if (sealed)
+        job_pump(job);
 }

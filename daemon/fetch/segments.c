@@ -17,12 +17,15 @@
 #define SEG_GROW_MS 1000            /* one more connection at most this often... */
 #define SEG_SPLIT_MIN (2u << 20)    /* a chunk is split only with at least this much left */
 #define SEG_ALIGN ((uint64_t)65536) /* where a split cuts */
+#define SEG_SLOW_MIN_MS 3000        /* a lane's rate is judged after this long */
+#define SEG_SLOW_FACTOR 8           /* "far slower": below the others' median / this */
 
 struct seg_chunk {
     uint64_t start, end;   /* [start, end) of the file */
     uint64_t got;          /* bytes received from start (sealed or in a lane's batch) */
     uint64_t written;      /* bytes on disk from start */
     struct seg_lane *lane; /* the lane fetching it, or NULL */
+    int slow_retried;      /* asked for again once for being far slower */
 };
 
 typedef struct seg_lane {
@@ -35,6 +38,10 @@ typedef struct seg_lane {
     uint64_t last_byte; /* uv_now of its last byte, or of its request */
     unsigned attempts;  /* failed attempts since its last byte */
     int waiting;        /* the timer is armed */
+    uint64_t t_req;     /* uv_now of its current request */
+    uint64_t t_win;     /* its rate's window: since, and bytes in it */
+    uint64_t got_win;
+    uint64_t rate; /* bytes per second over its last window; 0: none yet */
 } seg_lane_t;
 
 struct segs {
@@ -342,6 +349,19 @@ static void lane_seal(seg_lane_t *l)
     job_add_batch(l->job, b);
 }
 
+int segs_seal_stale(job_t *job, uint64_t now)
+{
+    int n = 0;
+    for (unsigned i = 0; job->seg && i < job->seg->nlanes; i++) {
+        seg_lane_t *l = job->seg->lanes[i];
+        if (pipeline_batch_stale(l->cur, now)) {
+            lane_seal(l);
+            n++;
+        }
+    }
+    return n;
+}
+
 /* The lane is done with its chunk (whole): idle, for the next one. */
 static void lane_chunk_done(seg_lane_t *l)
 {
@@ -396,12 +416,14 @@ void segs_lane_body(transfer_t *t, buf_t *buf, const char *p, size_t n)
         job->queued_bytes += n;
         l->last_byte = uv_now(js->loop);
         l->attempts = 0;
+        l->got_win += n;
         if (!l->cur) {
             if (!(l->cur = calloc(1, sizeof *l->cur))) {
                 job_fail(job, "internal", "out of memory");
                 return;
             }
             l->cur_off = c->start + c->got;
+            l->cur->t0 = l->last_byte;
         }
         if (pipeline_batch_add(l->cur, buf, p, n))
             buf_ref(buf);
@@ -538,7 +560,11 @@ void segs_lane_error(transfer_t *t, const char *code, const char *msg)
 static void lane_start(seg_lane_t *l)
 {
     seg_chunk_t *c = l->chunk;
-    l->last_byte = uv_now(l->job->js->loop);
+    uint64_t now = uv_now(l->job->js->loop);
+    if (now - l->t_win >= SEG_GROW_MS / 4 && l->got_win) /* the last request's rate */
+        l->rate = l->got_win * 1000 / (now - l->t_win);
+    l->last_byte = l->t_req = l->t_win = now;
+    l->got_win = 0;
     transfer_start(&l->xfer, c->start + c->got, c->end);
     if (l->xfer.req && (l->job->flags & JOB_PAUSED))
         http_req_set_paused(l->xfer.req, 1);
@@ -680,6 +706,52 @@ void segs_pump(job_t *job)
     }
 }
 
+/* Each busy lane's rate over its window (at least half of SEG_GROW_MS). */
+static void lanes_rate(segs_t *s, uint64_t now)
+{
+    for (unsigned i = 0; i < s->nlanes; i++) {
+        seg_lane_t *l = s->lanes[i];
+        if (!l->chunk || !l->xfer.req || now - l->t_win < SEG_GROW_MS / 2)
+            continue;
+        l->rate = l->got_win * 1000 / (now - l->t_win);
+        l->got_win = 0;
+        l->t_win = now;
+    }
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Whether lane l, on chunk c that the hash waits for, is far slower than
+ * the other lanes (below the median of their last rates / SEG_SLOW_FACTOR,
+ * judged after SEG_SLOW_MIN_MS on its request, with two others to compare
+ * with, busy or done),
+ * and the rest of c would still take it over SEG_SLOW_MIN_MS: a connection
+ * the server (or the path) serves slowly holds up the whole download while
+ * a new one would be served like the others. Once per chunk. */
+static int lane_far_slower(const segs_t *s, const seg_lane_t *l, const seg_chunk_t *c, uint64_t now,
+                           uint64_t *median)
+{
+    if (c->slow_retried || now - l->t_req < SEG_SLOW_MIN_MS)
+        return 0;
+    uint64_t v[SEG_MAX_LANES];
+    unsigned n = 0;
+    for (unsigned i = 0; i < s->nlanes; i++) {
+        const seg_lane_t *o = s->lanes[i];
+        if (o != l && o->rate) /* an idle lane's: its last chunk's */
+            v[n++] = o->rate;
+    }
+    if (n < 2)
+        return 0;
+    qsort(v, n, sizeof *v, cmp_u64);
+    *median = v[n / 2];
+    uint64_t left = len_of(c) - c->got;
+    return l->rate * SEG_SLOW_FACTOR < *median && left * 1000 > l->rate * SEG_SLOW_MIN_MS;
+}
+
 void segs_tick(job_t *job, uint64_t now)
 {
     segs_t *s = job->seg;
@@ -690,6 +762,7 @@ void segs_tick(job_t *job, uint64_t now)
         s->rate = (job->received - s->at_rate) * 1000 / (now - s->t_rate);
         s->t_rate = now;
         s->at_rate = job->received;
+        lanes_rate(s, now);
         /* All wanted connections busy for a while: one more, while each
          * step still adds a tenth to the rate. */
         if (!s->grown_out && !(job->flags & JOB_PAUSED) && now - s->t_grow >= SEG_GROW_MS &&
@@ -703,15 +776,30 @@ void segs_tick(job_t *job, uint64_t now)
             }
         }
     }
-    /* The chunk the hash waits for: a silent connection there holds up
-     * the whole download; another one asks for the rest of it. */
+    /* The chunk the hash waits for: a silent connection there, or one far
+     * slower than the others, holds up the whole download; another one
+     * asks for the rest of it. */
     for (size_t i = 0; i < s->n; i++) {
         seg_chunk_t *c = s->chunks[i];
         if (c->got == len_of(c))
             continue;
         seg_lane_t *l = c->lane;
+        uint64_t median = 0;
         if (l && l->xfer.req && !(job->flags & JOB_PAUSED) &&
-            now - l->last_byte >= cfg->segment_stall_timeout_ms) {
+            now - l->last_byte < cfg->segment_stall_timeout_ms &&
+            lane_far_slower(s, l, c, now, &median)) {
+            log_warn("job %llu: %llu-%llu at %llu bytes/s, the other connections' median %llu: "
+                     "asked for again on another connection",
+                     (unsigned long long)job->id, (unsigned long long)(c->start + c->got),
+                     (unsigned long long)c->end - 1, (unsigned long long)l->rate,
+                     (unsigned long long)median);
+            c->slow_retried = 1;
+            lane_seal(l);
+            transfer_abort(&l->xfer); /* not an attempt that failed: its bytes came */
+            job->js->stats.segment_retries++;
+            lane_start(l);
+        } else if (l && l->xfer.req && !(job->flags & JOB_PAUSED) &&
+                   now - l->last_byte >= cfg->segment_stall_timeout_ms) {
             char m[160];
             snprintf(m, sizeof m, "no byte of %llu-%llu for %llu ms",
                      (unsigned long long)(c->start + c->got), (unsigned long long)c->end - 1,

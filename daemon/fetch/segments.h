@@ -86,6 +86,9 @@ int segs_received_all(const struct job *job);
 void segs_pump(struct job *job);
 /* The progress tick: the rate, growth and stalls. */
 void segs_tick(struct job *job, uint64_t now);
+/* Seals the lanes' batches that are pipeline_batch_stale; returns how many
+ * (the caller pumps). */
+int segs_seal_stale(struct job *job, uint64_t now);
 /* Backpressure for every lane. */
 void segs_set_paused(struct job *job, int paused);
 /* Bytes written in all (every chunk's), for checkpoints. */

@@ -193,6 +193,11 @@ static int on_headers_complete(llhttp_t *p)
     http_req_t *req = parser_req(p);
     if (!req)
         return -1;
+    /* The scratch for values is done with: a slow body should not keep
+     * HTTP_MAX_VALUE bytes for each of a thousand downloads. */
+    free(req->value);
+    req->value = NULL;
+    req->value_len = 0;
     req->status = llhttp_get_status_code(p);
     if (req->status < 100 || req->status > 599) /* llhttp takes any 3 digits */
         return parse_fail(p, "http_parse", "the response's status is not an HTTP status");

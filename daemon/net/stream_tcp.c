@@ -10,6 +10,7 @@ typedef struct stream_tcp {
     uv_tcp_t tcp;            /* initialised in stream_tcp_new, closed by tcp_close */
     bufpool_t *pool;         /* where reads land unless the user has an alloc */
     buf_t *rbuf;             /* buffer reads land in; one reference held */
+    bufpool_meter_t meter;   /* how fast reads come: the size of the next rbuf */
     unsigned writes_pending; /* uv_writes not yet completed (they own their bytes) */
     int closing;             /* tcp_close called: no callback to the user any more */
     stream_close_cb close_cb;
@@ -23,18 +24,20 @@ typedef struct tcp_write {
 } tcp_write_t;
 
 /* Room for response bytes at the tail of the current pooled buffer, or in a
- * new one when less than a quarter is left. */
+ * new one when less than a quarter is left: small or full by how fast the
+ * stream reads (bufpool_meter_next), so a slow stream holds little. */
 static int tcp_rbuf_space(stream_tcp_t *t, char **p, size_t *room)
 {
     bufpool_t *pool = t->pool;
-    if (!t->rbuf || pool->size - t->rbuf->len < pool->size / 4) {
+    if (!t->rbuf || t->rbuf->cap - t->rbuf->len < t->rbuf->cap / 4) {
         if (t->rbuf)
             buf_unref(pool, t->rbuf);
-        if (!(t->rbuf = bufpool_get(pool)))
+        t->rbuf = bufpool_get(pool, bufpool_meter_next(pool, &t->meter, uv_now(t->tcp.loop)));
+        if (!t->rbuf)
             return -1;
     }
     *p = t->rbuf->data + t->rbuf->len;
-    *room = pool->size - t->rbuf->len;
+    *room = t->rbuf->cap - t->rbuf->len;
     return 0;
 }
 
@@ -65,6 +68,7 @@ static void tcp_on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *b)
     if (!cbs->alloc) {
         buf = t->rbuf;
         buf->len += (size_t)nread;
+        bufpool_meter_add(&t->meter, (size_t)nread);
     }
     if (cbs->on_activity) {
         cbs->on_activity(&t->base);

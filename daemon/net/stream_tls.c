@@ -225,7 +225,6 @@ static void stls_decrypt(uv_work_t *req)
 {
     stls_work_t *w = req->data;
     stream_tls_t *st = w->st;
-    size_t size = st->pool->size;
     w->status = TLS_WORK_FULL;
     if (w->in_len && tls_conn_input_append(st->tls, w->in, w->in_len)) {
         w->status = TLS_WORK_ERROR;
@@ -234,9 +233,9 @@ static void stls_decrypt(uv_work_t *req)
     }
     for (size_t i = 0; i < w->nout; i++) {
         buf_t *b = w->out[i];
-        while (b->len < size) {
+        while (b->len < b->cap) {
             ssize_t n =
-                tls_conn_read(st->tls, b->data + b->len, size - b->len, w->msg, sizeof w->msg);
+                tls_conn_read(st->tls, b->data + b->len, b->cap - b->len, w->msg, sizeof w->msg);
             if (n > 0) {
                 b->len += (size_t)n;
                 continue;
@@ -282,12 +281,14 @@ static void stls_kick(stream_tls_t *st)
     }
     stls_work_t *w = &st->work;
     w->st = st;
-    /* Plaintext is never longer than the ciphertext it comes from. */
-    w->nout = backlog / st->pool->size + 2;
+    /* Plaintext is never longer than the ciphertext it comes from: a slow
+     * stream's few bytes go to small buffers, not to full ones. */
+    size_t size = backlog <= st->pool->small ? st->pool->small : st->pool->size;
+    w->nout = backlog / size + 2;
     if (w->nout > TLS_WORK_MAX_OUT)
         w->nout = TLS_WORK_MAX_OUT;
     for (size_t i = 0; i < w->nout; i++) {
-        if (!(w->out[i] = bufpool_get(st->pool))) {
+        if (!(w->out[i] = bufpool_get(st->pool, size))) {
             w->nout = i;
             break;
         }

@@ -145,6 +145,22 @@ class SegmentTest(HubTestCase):
         self.assertGreaterEqual(self.stats()["segment_retries"], 1)
         self.assertIn("asked for again", self.hubd.read_log())
 
+    def test_a_chunk_far_slower_than_the_others_is_asked_for_again(self):
+        size = 8 * MiB
+        digest = self.make_file("sl.bin", size)
+        # 2 MiB/s a connection, but the one on chunk 1 gets 32 KiB/s: it
+        # would hold the download up for 32 s. Never silent: no stall.
+        t = time.monotonic()
+        self.fetch(self.origin.url("/files/sl.bin?bps=%d&slow_range=%d&slow_bps=%d"
+                                   % (2 * MiB, MiB, 32 * 1024)), digest)
+        took = time.monotonic() - t
+        self.assertLess(took, 15)
+        starts = self.origin.stats()["range_starts"]["/files/sl.bin"]
+        again = [s for s in starts if MiB < s < 2 * MiB]
+        self.assertEqual(len(again), 1, starts)  # chunk 1's rest, asked for once
+        self.assertGreaterEqual(self.stats()["segment_retries"], 1)
+        self.assertIn("asked for again on another connection", self.hubd.read_log())
+
     def test_a_chunk_that_always_stalls_fails_the_download_in_the_end(self):
         self.restart_with(segment_stall_timeout="1", retries="2")
         self.make_file("st2.bin", 6 * MiB)

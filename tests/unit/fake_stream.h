@@ -97,7 +97,7 @@ static const stream_ops_t fake_ops = {
 static void fake_send(fake_stream_t *f, const char *p, size_t n)
 {
     ck_assert(f->reading);
-    buf_t *b = bufpool_get(f->pool);
+    buf_t *b = bufpool_get(f->pool, f->pool->size);
     ck_assert_ptr_nonnull(b);
     ck_assert_uint_le(n, f->pool->size);
     memcpy(b->data, p, n);

@@ -57,6 +57,19 @@ START_TEST(pipeline_batch_full_at_size_or_slots)
 }
 END_TEST
 
+START_TEST(pipeline_a_slow_batch_is_stale_after_its_age)
+{
+    ck_assert(!pipeline_batch_stale(NULL, 5000));
+    batch_t *b = batch_new(0, 0);
+    b->t0 = 1000;
+    ck_assert(!pipeline_batch_stale(b, 1000 + BATCH_MAX_AGE_MS)); /* nothing in it */
+    b->bytes = 10;
+    ck_assert(!pipeline_batch_stale(b, 1000 + BATCH_MAX_AGE_MS - 1));
+    ck_assert(pipeline_batch_stale(b, 1000 + BATCH_MAX_AGE_MS));
+    free(b);
+}
+END_TEST
+
 START_TEST(pipeline_take_batches_caps_one_item)
 {
     batch_t *head = NULL, **tail = &head;
@@ -131,6 +144,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(batching, pipeline_batch_merges_contiguous_slices);
     tcase_add_test(batching, pipeline_batch_full_at_size_or_slots);
     tcase_add_test(batching, pipeline_take_batches_caps_one_item);
+    tcase_add_test(batching, pipeline_a_slow_batch_is_stale_after_its_age);
     suite_add_tcase(s, batching);
 
     tcase_add_test(pacing, pipeline_backpressure_has_hysteresis);
