@@ -111,7 +111,7 @@ int admin_run(const cli_t *c, const char *verb)
     }
     if (c->json)
         fputs("{\"bad\": [", a.out);
-    conn_t *conn = conn_new(c->socket, c->quiet, admin_on_msg, &a);
+    conn_t *conn = conn_new(c->socket, 1, c->quiet, admin_on_msg, &a);
     char line[PROTO_MAX_LINE];
     proto_writer_t w;
     proto_begin(&w, line, sizeof line, verb);

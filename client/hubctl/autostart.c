@@ -8,7 +8,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,13 +25,31 @@
 #define START_WAIT_MS 10000 /* a daemon opens its cache (and re-checks it) first */
 #define STOP_WAIT_MS 15000  /* a stopping daemon drains its sessions (a second) */
 
-static int answers(const char *path)
+/* 0 when a daemon answers at path, else -errno of the connect. */
+static int probe(const char *path)
 {
     int fd = unixsock_connect(path, 0);
     if (fd < 0)
-        return 0;
+        return fd;
     close(fd);
-    return 1;
+    return 0;
+}
+
+static int answers(const char *path)
+{
+    return probe(path) == 0;
+}
+
+void autostart_refused_hint(const char *path)
+{
+    struct stat st;
+    const struct group *g = stat(path, &st) == 0 ? getgrgid(st.st_gid) : NULL;
+    const struct passwd *pw = getpwuid(getuid());
+    if (g && st.st_gid != 0)
+        fprintf(stderr, "hubctl: ask an admin to run `adduser %s %s`, then log in again\n",
+                pw ? pw->pw_name : "$USER", g->gr_name);
+    else
+        fprintf(stderr, "hubctl: ask an admin to let you use it (socket_group in hubd.conf)\n");
 }
 
 static const char *system_socket(void)
@@ -174,13 +194,32 @@ int autostart_socket(const char *explicit_path, int may_start, int quiet, char *
         snprintf(out, cap, "%s", explicit_path ? explicit_path : env);
         return 0;
     }
-    if (answers(system_socket())) {
+    int sys = probe(system_socket());
+    if (sys == 0) {
         snprintf(out, cap, "%s", system_socket());
         return 0;
     }
+    /* A system daemon that is there but not for us: say so, and how to get
+     * in, before a per-user daemon hides it (its own cache, downloads
+     * again what the machine already has). */
+    if (sys == -EACCES && !quiet) {
+        fprintf(stderr, "hubctl: the system hubd at %s refused you (permission denied)\n",
+                system_socket());
+        autostart_refused_hint(system_socket());
+        if (may_start)
+            fprintf(stderr, "hubctl: meanwhile, a per-user hubd with its own cache\n");
+    }
     int rc = user_socket(out, cap);
-    if (rc || !may_start || answers(out))
+    if (rc || answers(out))
         return rc;
+    if (!may_start) {
+        if (!quiet)
+            fprintf(stderr,
+                    "hubctl: no hubd is running (none answers at %s or at %s); this command "
+                    "does not start one (hubctl start, or a fetch, does)\n",
+                    system_socket(), out);
+        return -ENOENT;
+    }
     return spawn_daemon(out, quiet);
 }
 

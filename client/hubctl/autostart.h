@@ -13,9 +13,16 @@
  * socket ($HUBD_SYSTEM_SOCKET or /run/hubd/hubd.sock) if a daemon answers
  * there, else the per-user socket ($XDG_RUNTIME_DIR/hubd.sock, or
  * /tmp/hubd-UID/hubd.sock). With may_start, a per-user daemon is started
- * when nothing answers on the per-user socket. Returns 0, or -errno after
- * telling the user on stderr why no daemon could be started. */
+ * when nothing answers on the per-user socket; without (the read-only
+ * commands), -ENOENT after saying that none runs. A system socket that
+ * refuses the user (EACCES) is named, with the way in, before falling back.
+ * Returns 0, or -errno after telling the user on stderr why no daemon
+ * could be used. */
 int autostart_socket(const char *explicit_path, int may_start, int quiet, char *out, size_t cap);
+
+/* Tells the user on stderr how to be let in to the daemon whose socket at
+ * path refused them (EACCES): the `adduser` of the socket's group. */
+void autostart_refused_hint(const char *path);
 
 /* `hubctl start`: the per-user daemon runs afterwards; out gets its socket. */
 int autostart_start(int quiet, char *out, size_t cap);

@@ -60,7 +60,7 @@ static const char usage_text[] =
     "                 blob with this digest is served without any network\n"
     "  -o DEST        copy the file to DEST and print DEST; if DEST is a directory\n"
     "                 (required with several URLs) the name is the URL's last\n"
-    "                 path segment\n"
+    "                 path segment; -o - writes the file to stdout\n"
     "  -q             no progress and no informational messages\n"
     "  --json         print one JSON object per URL (fetch), or JSON output\n"
     "  --progress     show progress even when stderr is not a terminal\n"

@@ -25,6 +25,7 @@ struct conn {
     int quiet;             /* -q: no warnings */
     int hello_done;        /* the HELLO reply (or its ERR) was seen */
     int done;              /* the handler has all its replies */
+    int none;              /* no daemon runs and none may be started (said) */
     bytebuf_t out;         /* requests not yet written */
     bytebuf_t fds;         /* ints: descriptors not yet taken by a DONE line, oldest first */
     conn_msg_cb on_msg;    /* the command's reply handler */
@@ -78,7 +79,7 @@ static void conn_take_fds(conn_t *c, struct msghdr *mh)
 
 /* ---- requests ----------------------------------------------------------- */
 
-conn_t *conn_new(const char *socket_path, int quiet, conn_msg_cb on_msg, void *arg)
+conn_t *conn_new(const char *socket_path, int may_start, int quiet, conn_msg_cb on_msg, void *arg)
 {
     conn_t *c = xcalloc(1, sizeof *c);
     char buf[PATH_MAX];
@@ -91,8 +92,10 @@ conn_t *conn_new(const char *socket_path, int quiet, conn_msg_cb on_msg, void *a
     /* A failure to start a per-user daemon was told on stderr; the connect
      * then fails and says so too. */
     buf[0] = '\0';
-    if (autostart_socket(socket_path, 1, quiet, buf, sizeof buf) < 0 && !buf[0])
+    int rc = autostart_socket(socket_path, may_start, quiet, buf, sizeof buf);
+    if (rc < 0 && !buf[0])
         snprintf(buf, sizeof buf, "/run/hubd/hubd.sock");
+    c->none = rc == -ENOENT && !may_start; /* said so: conn_open adds nothing */
     snprintf(c->path, sizeof c->path, "%s", buf);
     proto_reader_init(&c->reader);
 
@@ -141,6 +144,8 @@ int conn_open(conn_t *c)
 {
     /* Non-blocking, with EAGAIN (a full listen backlog) retried up to the
      * deadline: a blocking connect would wait on it with no timeout. */
+    if (c->none)
+        return EXIT_UNREACHABLE;
     int fd = unixsock_connect(c->path, CONNECT_TIMEOUT_MS);
     if (fd >= 0) {
         c->fd = fd;
@@ -151,6 +156,8 @@ int conn_open(conn_t *c)
     if (fd == -ENOENT || fd == -ECONNREFUSED)
         fputs(" (is hubd running?)", stderr);
     putc('\n', stderr);
+    if (fd == -EACCES)
+        autostart_refused_hint(c->path);
     return EXIT_UNREACHABLE;
 }
 

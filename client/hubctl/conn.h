@@ -19,10 +19,11 @@ typedef int (*conn_msg_cb)(void *arg, const proto_msg_t *msg, int fd);
 
 typedef struct conn conn_t;
 
-/* A connection not yet made, to socket_path (NULL: the default, which may
- * start a per-user daemon; see autostart.h), with HELLO already queued so
- * that it goes out before any request. quiet: no warnings. */
-conn_t *conn_new(const char *socket_path, int quiet, conn_msg_cb on_msg, void *arg);
+/* A connection not yet made, to socket_path (NULL: the default, which with
+ * may_start may start a per-user daemon; see autostart.h), with HELLO
+ * already queued so that it goes out before any request. quiet: no
+ * warnings. */
+conn_t *conn_new(const char *socket_path, int may_start, int quiet, conn_msg_cb on_msg, void *arg);
 void conn_free(conn_t *c);
 
 /* Ends the line in w and queues it. Returns 0, or -E2BIG when it would break

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define URL_MAX 8192 /* PROTOCOL.md: a FETCH url is at most 8192 bytes */
 
@@ -53,8 +54,10 @@ static void fetch_print_ready(fetch_t *f)
         const req_t *r = &f->req[f->printed];
         if (f->cli->json)
             json_result(stdout, r);
-        else if (r->state == REQ_OK)
+        else if (r->state == REQ_OK && !f->to_stdout)
             printf("%s\n", r->path);
+        else if (f->n > 1) /* a failed URL's line stays, empty: outputs line up */
+            putchar('\n');
     }
     fflush(stdout);
 }
@@ -154,7 +157,9 @@ static void on_progress(fetch_t *f, req_t *r, const proto_msg_t *m, int fd)
 static int fetch_materialize(fetch_t *f, req_t *r, int fd, uint64_t size)
 {
     char msg[PATH_MAX + 128];
-    int rc = fd < 0 ? -EBADMSG : materialize_file(fd, size, r->dest);
+    int rc = fd < 0         ? -EBADMSG
+             : f->to_stdout ? materialize_stream(fd, size, STDOUT_FILENO)
+                            : materialize_file(fd, size, r->dest);
     if (rc == 0)
         return 0;
     if (rc == -EBADMSG)
@@ -294,19 +299,52 @@ static char *path_join(const char *dir, const char *name)
     return p;
 }
 
-/* -o DEST is a directory when it is one, and must be one when it ends in '/'
- * or several URLs share it. Sets *into_dir; returns 0 or EXIT_USAGE. */
-static int dest_mode(const cli_t *c, int *into_dir)
+/* The folder a file at path goes into: "." for a bare name. */
+static char *parent_of(const char *path)
 {
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return xstrdup(".");
+    if (slash == path)
+        return xstrdup("/");
+    char *dir = xrealloc(NULL, (size_t)(slash - path) + 1);
+    memcpy(dir, path, (size_t)(slash - path));
+    dir[slash - path] = '\0';
+    return dir;
+}
+
+/* -o DEST is a directory when it is one, and must be one when it ends in '/'
+ * or several URLs share it; `-o -` is stdout, for one URL. What it names
+ * must be writable now: a download is not started only to fail at the end.
+ * Sets *into_dir; returns 0 or EXIT_USAGE. */
+static int dest_mode(fetch_t *f, int *into_dir)
+{
+    const cli_t *c = f->cli;
     struct stat st;
     size_t len = strlen(c->dest);
+    if (strcmp(c->dest, "-") == 0) {
+        if (c->nargs > 1)
+            return cli_usage_error("-o - (stdout) takes one URL");
+        if (c->json)
+            return cli_usage_error("--json and -o - would both write to stdout");
+        f->to_stdout = 1;
+        *into_dir = 0;
+        return 0;
+    }
     int is_dir = stat(c->dest, &st) == 0 && S_ISDIR(st.st_mode);
     if (!is_dir && c->nargs > 1)
         return cli_usage_error("-o %s: not a directory (required with several URLs)", c->dest);
     if (!is_dir && c->dest[len - 1] == '/')
         return cli_usage_error("-o %s: not a directory", c->dest);
+    char *dir = is_dir ? xstrdup(c->dest) : parent_of(c->dest);
+    int rc = 0;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        rc = cli_usage_error("-o %s: %s is not a folder", c->dest, dir);
+    else if (access(dir, W_OK | X_OK) != 0)
+        rc = cli_usage_error("-o %s: cannot write in %s: %s", c->dest, dir, strerror(errno));
+    free(dir);
     *into_dir = is_dir;
-    return 0;
+    return rc;
 }
 
 static int req_plan(req_t *r, const char *url, const char *dest, int into_dir)
@@ -373,8 +411,14 @@ static int fetch_plan(fetch_t *f, conn_t *conn)
         return cli_usage_error("--sha256 wants 64 hex digits, not '%s'", c->sha256);
     for (size_t i = 0; c->sha256 && i < SHA256_HEX; i++)
         f->sha256[i] = (char)(c->sha256[i] | 0x20); /* hex digits lower-case with bit 5 */
-    if (c->dest && (rc = dest_mode(c, &into_dir)) != 0)
+    if (c->dest && (rc = dest_mode(f, &into_dir)) != 0)
         return rc;
+    /* A file fetched with headers is private to hubd (PROTOCOL.md): its
+     * cache path is of no use to anyone else. */
+    if (c->nheaders && !c->dest && !c->quiet && geteuid() != 0)
+        fputs("hubctl: warning: a file fetched with -H is readable by hubd alone: the path "
+              "printed is not readable by you; use -o FILE (or -o -) for a copy\n",
+              stderr);
     f->n = c->nargs;
     f->req = xcalloc(f->n, sizeof *f->req);
     for (size_t i = 0; i < f->n; i++)
@@ -402,8 +446,8 @@ static void fetch_free(fetch_t *f)
 
 int fetch_run(const cli_t *c)
 {
-    fetch_t f = {.cli = c, .prog = progress_mode(c)};
-    conn_t *conn = conn_new(c->socket, c->quiet, fetch_on_msg, &f);
+    fetch_t f = {.cli = c, .prog = progress_mode(c), .t_start = progress_now()};
+    conn_t *conn = conn_new(c->socket, 1, c->quiet, fetch_on_msg, &f);
     int rc = fetch_plan(&f, conn);
     if (rc == 0)
         rc = conn_open(conn);

@@ -54,6 +54,8 @@ typedef struct fetch {
     prog_mode_t prog;            /* how progress is shown */
     int drawn;                   /* a TTY progress line is on screen, not ended */
     double last_draw;            /* when it was last drawn (monotonic s) */
+    double t_start;              /* when the fetch began (monotonic s) */
+    int to_stdout;               /* -o -: the file's bytes go to stdout */
 } fetch_t;
 
 #endif

@@ -220,7 +220,7 @@ static int listing_run(const cli_t *c, const listing_spec_t *spec)
     else if (!c->json && spec->header)
         fputs(spec->header, l.out);
 
-    conn_t *conn = conn_new(c->socket, c->quiet, listing_on_msg, &l);
+    conn_t *conn = conn_new(c->socket, 0, c->quiet, listing_on_msg, &l);
     conn_queue_verb(conn, spec->request);
     int rc = conn_open(conn);
     int err = rc == 0 ? conn_run(conn) : 0;

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -141,6 +142,59 @@ static int copy_blob(int src, int dst, uint64_t size)
     int rc = copy_range(src, dst, size, &off);
     if (rc == FALLBACK)
         rc = copy_rw(src, dst, size, &off);
+    return rc;
+}
+
+/* write(2) until all of buf is out: a pipe takes what it has room for. */
+static int write_all(int fd, const char *buf, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, buf, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -errno;
+        buf += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int materialize_stream(int src_fd, uint64_t size, int out)
+{
+    struct stat st;
+    if (fstat(src_fd, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != size)
+        return -EBADMSG;
+    off_t off = 0;
+    while ((uint64_t)off < size) {
+        uint64_t left = size - (uint64_t)off;
+        ssize_t n = sendfile(out, src_fd, &off, left < RANGE_CHUNK ? left : RANGE_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EINVAL || errno == ENOSYS) && off == 0)
+            break; /* an output sendfile cannot write to: read/write below */
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return -EIO; /* the blob is shorter than DONE said */
+    }
+    if ((uint64_t)off == size)
+        return 0;
+    char *buf = malloc(COPY_BUF_SIZE);
+    if (!buf)
+        return -ENOMEM;
+    int rc = 0;
+    while (rc == 0 && (uint64_t)off < size) {
+        uint64_t left = size - (uint64_t)off;
+        ssize_t n = pread(src_fd, buf, left < COPY_BUF_SIZE ? left : COPY_BUF_SIZE, off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        rc = n < 0 ? -errno : n == 0 ? -EIO : write_all(out, buf, (size_t)n);
+        off += n > 0 ? n : 0;
+    }
+    free(buf);
     return rc;
 }
 

@@ -19,4 +19,9 @@
  * does not match its DONE line). On failure nothing is left behind. */
 int materialize_file(int src_fd, uint64_t size, const char *dest);
 
+/* Writes the `size` bytes of src_fd to out in order (`-o -`: stdout, a pipe
+ * or a terminal), by sendfile(2), else read/write. Returns 0 or a negative
+ * errno; -EBADMSG as materialize_file. */
+int materialize_stream(int src_fd, uint64_t size, int out);
+
 #endif

@@ -10,7 +10,7 @@
 #define REDRAW_INTERVAL 0.1 /* seconds between redraws of the TTY progress line */
 #define PLAIN_INTERVAL 1.0  /* seconds between plain progress lines of one URL */
 
-static double now_sec(void)
+double progress_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -44,14 +44,26 @@ static void line_rate(out_line_t *l, const req_t *r)
         out_line_add(l, "  ETA %s", out_eta((uint64_t)eta, b, sizeof b));
 }
 
-/* The TTY line of a single URL. */
-static void render_one(out_line_t *l, const req_t *r)
+/* " in 4.2 s, 243.1 MiB/s": what a finished fetch took, on average, since
+ * hubctl started (queueing included, as curl's average speed). */
+static void line_took(out_line_t *l, uint64_t bytes, double secs)
+{
+    char a[32];
+    out_line_add(l, " in %.1f s", secs);
+    if (secs >= 0.001)
+        out_line_add(l, ", %s/s", out_bytes((uint64_t)((double)bytes / secs), a, sizeof a));
+}
+
+/* The TTY line of a single URL; secs: since the fetch began. */
+static void render_one(out_line_t *l, const req_t *r, double secs)
 {
     char a[32];
     out_line_add(l, "%s  ", r->label);
     if (r->state == REQ_OK) {
         out_line_add(l, "%s  %s", out_bytes(r->size, a, sizeof a),
                      r->via == VIA_HIT ? "cached" : "done");
+        if (r->via != VIA_HIT)
+            line_took(l, r->size, secs);
     } else if (r->state == REQ_FAILED) {
         out_line_add(l, "failed");
     } else if (r->via == VIA_HIT) {
@@ -69,7 +81,7 @@ static void render_one(out_line_t *l, const req_t *r)
 }
 
 /* The TTY line of several URLs: one aggregate, not a line each. */
-static void render_all(out_line_t *l, const fetch_t *f)
+static void render_all(out_line_t *l, const fetch_t *f, double secs)
 {
     uint64_t done = 0, total = 0, rate = 0;
     size_t hits = 0, attached = 0, failed = 0;
@@ -96,6 +108,8 @@ static void render_all(out_line_t *l, const fetch_t *f)
         out_line_add(l, "  %3d%%", (int)(done * 100 / total));
     if (f->finished < f->n)
         line_rate(l, &sum);
+    else if (done && hits + failed < f->n)
+        line_took(l, done, secs);
     if (hits)
         out_line_add(l, "  %zu cached", hits);
     if (attached)
@@ -108,14 +122,14 @@ static void render_all(out_line_t *l, const fetch_t *f)
  * redrawn), then clear to the end of the line. */
 void progress_draw(fetch_t *f, int force)
 {
-    double now = now_sec();
+    double now = progress_now();
     if (f->prog != PROG_TTY || (!force && now - f->last_draw < REDRAW_INTERVAL))
         return;
     out_line_t l = {.len = 0};
     if (f->n == 1)
-        render_one(&l, &f->req[0]);
+        render_one(&l, &f->req[0], now - f->t_start);
     else
-        render_all(&l, f);
+        render_all(&l, f, now - f->t_start);
     size_t width = term_width() - 1;
     fprintf(stderr, "\r%.*s\033[K", (int)(l.len < width ? l.len : width), l.buf);
     f->drawn = 1;
@@ -133,7 +147,7 @@ void progress_clear(fetch_t *f)
 /* The plain (non-TTY) line of one URL, at most once per PLAIN_INTERVAL. */
 static void progress_plain(req_t *r)
 {
-    double now = now_sec();
+    double now = progress_now();
     if (now - r->last_line < PLAIN_INTERVAL)
         return;
     r->last_line = now;
@@ -164,7 +178,11 @@ void progress_settled(fetch_t *f, const req_t *r)
     } else if (f->prog == PROG_TTY) {
         progress_clear(f);
     } else if (f->prog == PROG_PLAIN && r->state == REQ_OK) {
-        fprintf(stderr, "%s %s done%s\n", r->label, out_bytes(r->size, a, sizeof a),
+        out_line_t l = {.len = 0};
+        out_line_add(&l, "%s %s done", r->label, out_bytes(r->size, a, sizeof a));
+        if (r->via != VIA_HIT)
+            line_took(&l, r->size, progress_now() - f->t_start);
+        fprintf(stderr, "%s%s\n", l.buf,
                 r->via == VIA_HIT        ? " [cached]"
                 : r->via == VIA_ATTACHED ? " [attached]"
                                          : "");

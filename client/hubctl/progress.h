@@ -10,6 +10,9 @@
 
 #include "fetch_internal.h"
 
+/* The monotonic clock, in seconds: the fetch's start and its final line. */
+double progress_now(void);
+
 /* How progress is shown for these options and this stderr. */
 prog_mode_t progress_mode(const cli_t *c);
 

@@ -1,0 +1,158 @@
+"""Issue 15: what a new user hits. Each test drives hubctl as that user
+would, and checks what it is told."""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import unittest
+
+from harness import HUBCTL, HUBD, Hubd, HubTestCase, write_config
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+class SocketChoiceTest(HubTestCase):
+    def user_env(self, system_socket, owner=None):
+        """hubctl's environment for a user without a daemon of their own
+        yet: a private runtime dir and a home (owned by `owner`, a uid)."""
+        env = dict(os.environ)
+        env.pop("HUBD_SOCKET", None)
+        env.pop("XDG_CACHE_HOME", None)
+        run, home = os.path.join(self.tmp, "run"), os.path.join(self.tmp, "home")
+        for d in (run, home):
+            os.makedirs(d, 0o700, exist_ok=True)
+            if owner is not None:
+                os.chown(d, owner, owner)
+        env.update(XDG_RUNTIME_DIR=run, HOME=home, HUBD_SYSTEM_SOCKET=system_socket, HUBD_BIN=HUBD)
+        return env
+
+    def stop_per_user(self, env, prefix=()):
+        subprocess.run(list(prefix) + [HUBCTL, "stop"], env=env, capture_output=True, timeout=30)
+
+    def test_read_only_commands_never_start_a_daemon(self):
+        env = self.user_env(os.path.join(self.tmp, "no-system.sock"))
+        self.addCleanup(self.stop_per_user, env)
+        for args in (["status"], ["stats"], ["ls"], ["stats", "--json"]):
+            r = subprocess.run([HUBCTL] + args, env=env, capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 3, r)  # EXIT_UNREACHABLE
+            self.assertIn("no hubd is running", r.stderr)
+            self.assertIn("does not start one", r.stderr)
+            self.assertNotIn("started a per-user hubd", r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(self.tmp, "run", "hubd.sock")), args)
+
+    def restart_with_group(self, group):
+        """The fixture's hubd as a system daemon whose socket is 0660,
+        root and `group`, reachable through its folders by anyone."""
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "sys.conf"), socket_group=group)
+        self.hubd = Hubd(os.path.join(self.tmp, "sys"), config=conf)
+        for d in (self.tmp, self.hubd.workdir):
+            os.chmod(d, 0o755)
+
+    def test_a_system_socket_that_refuses_the_user_is_named_before_the_per_user_daemon(self):
+        self.restart_with_group("daemon")
+        digest = self.make_file("a.bin", 5000)
+        env = self.user_env(self.hubd.socket, owner=65534)
+        self.addCleanup(self.stop_per_user, env, NOBODY)
+        r = subprocess.run(NOBODY + [HUBCTL, "fetch", "--json", self.origin.url("/files/a.bin")],
+                           env=env, capture_output=True, text=True, timeout=60)
+        self.assertIn("the system hubd at %s refused you (permission denied)" % self.hubd.socket,
+                      r.stderr)
+        self.assertIn("ask an admin to run `adduser nobody daemon`, then log in again", r.stderr)
+        self.assertIn("a per-user hubd with its own cache", r.stderr)
+        # And then it goes on, with a daemon of the user's own.
+        self.assertEqual(r.returncode, 0, r)
+        self.assertIn(digest, r.stdout)
+        self.assertRegex(r.stderr, r"started a per-user hubd \(pid \d+\)")
+        self.assertTrue(os.path.exists(os.path.join(self.tmp, "run", "hubd.sock")))
+
+    def test_an_explicit_socket_that_refuses_the_user_says_how_to_get_in(self):
+        self.restart_with_group("daemon")
+        r = subprocess.run(NOBODY + [HUBCTL, "--socket", self.hubd.socket, "status"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 3, r)
+        self.assertIn("Permission denied", r.stderr)
+        self.assertIn("`adduser nobody daemon`", r.stderr)
+
+
+class FetchHabitsTest(HubTestCase):
+    """curl's and aria2's habits: -o - to stdout, outputs that line up,
+    -o checked before a byte is fetched, a final line with time and rate."""
+
+    def test_dash_o_dash_writes_the_file_to_stdout(self):
+        self.make_file("s.bin", 300000)
+        r = subprocess.run(self.hubctl_args("fetch", "-o", "-", self.origin.url("/files/s.bin")),
+                           capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r)
+        with open(os.path.join(self.root, "s.bin"), "rb") as f:
+            self.assertEqual(r.stdout, f.read())
+        for bad in (["--json"], [self.origin.url("/files/s.bin")]):  # one URL, no other stdout
+            r = self.hubctl("fetch", "-o", "-", self.origin.url("/files/s.bin"), *bad)
+            self.assertEqual(r.rc, 2, r)
+
+    def test_a_failed_url_keeps_its_line_empty(self):
+        da = self.make_file("a", 100)
+        db = self.make_file("b", 200)
+        r = self.hubctl("fetch", self.origin.url("/files/a"), self.origin.url("/files/nope"),
+                        self.origin.url("/files/b"))
+        self.assertEqual(r.rc, 1, r)
+        lines = r.out.split("\n")
+        self.assertEqual(len(lines), 4, r.out)  # three lines, the last ending in \n
+        self.assertTrue(lines[0].endswith("/" + da), r.out)
+        self.assertEqual(lines[1], "")
+        self.assertTrue(lines[2].endswith("/" + db), r.out)
+        self.assertIn("/files/nope", r.err)
+
+    def test_an_unwritable_destination_is_refused_before_downloading(self):
+        self.make_file("c", 100)
+        for dest, says in (("/nonexistent/x", "/nonexistent is not a folder"),
+                           (os.path.join(self.root, "c", "x"), "is not a folder")):
+            r = self.hubctl("fetch", "-o", dest, self.origin.url("/files/c"))
+            self.assertEqual(r.rc, 2, r)
+            self.assertIn(says, r.err)
+        # A folder the user may not write in (nobody, a folder of root's).
+        locked = os.path.join(self.tmp, "locked")
+        os.mkdir(locked, 0o755)
+        self.restart_open_socket()
+        r = subprocess.run(NOBODY + self.hubctl_args("fetch", "-o", os.path.join(locked, "c"),
+                                                     self.origin.url("/files/c")),
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r)
+        self.assertIn("cannot write in %s: Permission denied" % locked, r.stderr)
+        self.assertEqual(self.origin.requests_for("/files/c"), 0)  # nothing was fetched
+
+    def restart_open_socket(self):
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "open.conf"), socket_mode="0666")
+        self.hubd = Hubd(os.path.join(self.tmp, "open"), config=conf)
+        for d in (self.tmp, self.hubd.workdir):
+            os.chmod(d, 0o755)
+
+    def test_headers_without_o_warn_that_the_path_is_not_readable(self):
+        self.make_file("h", 100)
+        self.restart_open_socket()
+        r = subprocess.run(NOBODY + self.hubctl_args("fetch", "-H", "X-Api-Key: k",
+                                                     self.origin.url("/files/h")),
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertIn("readable by hubd alone", r.stderr)
+        self.assertIn("use -o FILE", r.stderr)
+        cat = subprocess.run(NOBODY + ["cat", r.stdout.strip()], capture_output=True, text=True)
+        self.assertIn("Permission denied", cat.stderr)  # which is true
+        r = subprocess.run(NOBODY + self.hubctl_args("fetch", "-H", "X-Api-Key: k", "-o", "-",
+                                                     self.origin.url("/files/h")),
+                           capture_output=True, timeout=60)
+        self.assertEqual(len(r.stdout), 100)
+        self.assertNotIn(b"readable by hubd alone", r.stderr)
+
+    def test_the_last_line_says_size_time_and_rate(self):
+        self.make_file("t.bin", 2 * 1024 * 1024)
+        r = self.hubctl("fetch", "--progress", self.origin.url("/files/t.bin?bps=%d" % (4 << 20)))
+        self.assertEqual(r.rc, 0, r)
+        self.assertRegex(r.err, r"t\.bin 2\.0 MiB done in 0\.[4-9] s, [0-9.]+ MiB/s\n$")
+
+
+if __name__ == "__main__":
+    unittest.main()
