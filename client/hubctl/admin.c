@@ -72,6 +72,9 @@ static void admin_ok(admin_t *a, const proto_msg_t *m)
                 out_get_or(m, "bad", "?"));
     else if (str_eq(a->verb, "PIN") || str_eq(a->verb, "UNPIN"))
         fprintf(a->out, "%s\n", str_eq(a->verb, "PIN") ? "pinned" : "unpinned");
+    else if (str_eq(a->verb, "CANCEL"))
+        fprintf(a->out, "cancelled job %s (%s waiting request(s) told)\n",
+                out_get_or(m, "job", "?"), out_get_or(m, "waiters", "?"));
     else if (str_eq(a->verb, "RM"))
         fprintf(a->out, "removed%s\n",
                 str_eq(out_get_or(m, "removed_blob", "0"), "1") ? " (and its blob)" : "");

@@ -21,6 +21,7 @@ static const char usage_text[] =
     "  hubctl [--socket PATH] status [--json]\n"
     "  hubctl [--socket PATH] stats [--json | --prometheus]\n"
     "  hubctl [--socket PATH] ls [--json]\n"
+    "  hubctl [--socket PATH] cancel JOB|URL [--json]\n"
     "  hubctl [--socket PATH] rm|pin|unpin URL|SHA256 [--json]\n"
     "  hubctl [--socket PATH] gc [--max-size SIZE] [--json]\n"
     "  hubctl [--socket PATH] verify [--json]\n"
@@ -35,6 +36,8 @@ static const char usage_text[] =
     "  status    list the running download jobs\n"
     "  stats     print the daemon's counters (--prometheus: text exposition)\n"
     "  ls        list the cached entries\n"
+    "  cancel    stop a download (a job number from status, or its URL) for\n"
+    "            everyone waiting on it: yours alone (an admin: any)\n"
     "  rm        remove a URL's entry (its blob too when no other entry names\n"
     "            it), or a blob by SHA-256 with every entry naming it\n"
     "  pin       keep a blob (by URL or SHA-256) from eviction; unpin undoes it\n"
@@ -220,6 +223,11 @@ void cli_free(cli_t *c)
 
 /* ---- commands ----------------------------------------------------------- */
 
+static int cmd_cancel(const cli_t *c)
+{
+    return admin_run(c, "CANCEL");
+}
+
 static int cmd_rm(const cli_t *c)
 {
     return admin_run(c, "RM");
@@ -271,6 +279,7 @@ static const struct {
     {"status", listing_status, 0, 0}, /* the running jobs */
     {"stats", listing_stats, 0, 0},   /* the daemon's counters */
     {"ls", listing_ls, 0, 0},         /* the cached entries */
+    {"cancel", cmd_cancel, 0, 1},     /* JOB|URL: stop a download */
     {"rm", cmd_rm, 0, 1},             /* URL|SHA256: forget an entry or a blob */
     {"pin", cmd_pin, 0, 1},           /* URL|SHA256: keep from eviction */
     {"unpin", cmd_unpin, 0, 1},       /* URL|SHA256: evictable again */
@@ -288,7 +297,10 @@ int cli_dispatch(const cli_t *c)
         if (commands[i].takes_urls)
             return commands[i].run(c);
         if (commands[i].one_arg && c->nargs != 1)
-            return cli_usage_error("%s takes one URL or SHA256", c->command);
+            return cli_usage_error(str_eq(c->command, "cancel")
+                                       ? "cancel takes one job number or URL"
+                                       : "%s takes one URL or SHA256",
+                                   c->command);
         if (!commands[i].one_arg && c->nargs)
             return cli_usage_error("%s takes no arguments ('%s')", c->command, c->args[0]);
         if (c->sha256 || c->dest || c->progress || c->nheaders)

@@ -150,6 +150,19 @@ int jobs_cred_tag(jobs_t *js, const char *const *headers, size_t nheaders, char 
  * job keeps running for the others, and for the cache. */
 void jobs_cancel(job_waiter_t *w);
 
+/* CANCEL: ends the running or queued job `id` (id 0: the one of canonical
+ * URL `url` that uid created or waits on, else any of it) with ERR
+ * code=cancelled to every waiter, and discards its partial. Allowed to an
+ * admin, and to uid when it created the job or waits on it and no other
+ * uid waits on it. 0, -ENOENT (no such job), or -EPERM; out says which
+ * job, its waiters and how many of them are other uids'. */
+typedef struct jobs_cancelled {
+    uint64_t job;
+    unsigned waiters, others;
+} jobs_cancelled_t;
+int jobs_cancel_job(jobs_t *js, uint64_t id, const char *url, uid_t uid, int admin,
+                    jobs_cancelled_t *out);
+
 /* The partial file the waiter's job writes (tmp/<id>.part), for a reader
  * that follows it as on_written says it grows: its first `written` bytes
  * are the download's. The commit links that same file as the blob, so a

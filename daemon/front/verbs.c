@@ -21,6 +21,8 @@ static const verb_t verb_table[] = {
     {"STATUS", verbs_status, 0, VERB_ANYONE, NULL},
     {"STATS", verb_stats, 0, VERB_ANYONE, NULL},
     {"LIST", verbs_list, 0, VERB_ANYONE, NULL},
+    /* Anyone, for a download of their own (an admin: any). */
+    {"CANCEL", verbs_cancel, 0, VERB_ANYONE, "CANCEL needs id= (1 to 64 printable bytes)"},
     /* Admins: requests that change or walk the whole cache, run in the pool. */
     {"RM", verbs_admin, ADMIN_RM, VERB_ADMIN, ADMIN_ID_RULE},
     {"PIN", verbs_admin, ADMIN_PIN, VERB_ADMIN, ADMIN_ID_RULE},

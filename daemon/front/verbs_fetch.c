@@ -1,7 +1,11 @@
 /* verbs_fetch: FETCH, and the waiter that answers it as its job goes on. */
+#include "log.h"
 #include "sha256.h"
+#include "textnum.h"
+#include "url.h"
 #include "verbs_internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,4 +181,56 @@ void verbs_fetch_close(session_t *s)
         jobs_cancel(&f->w);
         free(f);
     }
+}
+
+/* CANCEL id= target=JOB|URL: a download ended for everyone waiting on it,
+ * by its only user (or an admin); jobs_cancel_job says who may. */
+void verbs_cancel(session_t *s, const proto_msg_t *m, const char *id, int arg)
+{
+    (void)arg;
+    const char *t = proto_get(m, "target");
+    uint64_t job = 0;
+    url_t u = {0};
+    if (!t || !*t) {
+        reply_err(&s->t, id, "bad_request", "needs target= (a job number or a URL)");
+        return;
+    }
+    if (t[strspn(t, "0123456789")] == '\0') {
+        if (parse_u64(t, &job) || job == 0) {
+            reply_err(&s->t, id, "bad_request", "target= is not a job number");
+            return;
+        }
+    } else if (url_parse(t, &u, NULL)) {
+        reply_err(&s->t, id, "bad_request", "target= is neither a job number nor a URL");
+        return;
+    }
+    jobs_cancelled_t c = {0};
+    int rc = jobs_cancel_job(s->srv->jobs, job, job ? NULL : u.canonical, s->who.uid,
+                             session_is_admin(s), &c);
+    url_free(&u);
+    if (rc == -ENOENT) {
+        reply_err(&s->t, id, "not_found", "no such download running or queued");
+        return;
+    }
+    if (rc == -EPERM) {
+        char msg[160];
+        if (c.others)
+            snprintf(msg, sizeof msg,
+                     "%u of the %u requests waiting on job %llu are other users': it goes on "
+                     "for them",
+                     c.others, c.waiters, (unsigned long long)c.job);
+        else
+            snprintf(msg, sizeof msg, "job %llu is another user's download",
+                     (unsigned long long)c.job);
+        reply_err(&s->t, id, "permission_denied", msg);
+        return;
+    }
+    log_info("session pid %d uid %d: CANCEL job %llu", (int)s->who.pid, (int)s->who.uid,
+             (unsigned long long)c.job);
+    reply_t r;
+    reply_begin(&r, "OK");
+    proto_add(&r.w, "id", id);
+    proto_add_u64(&r.w, "job", c.job);
+    proto_add_u64(&r.w, "waiters", c.waiters);
+    reply_send(&s->t, &r);
 }

@@ -10,6 +10,8 @@
 /* verbs_fetch.c: FETCH id= url= [sha256=] [header=]... */
 void verbs_fetch(session_t *s, const proto_msg_t *m, const char *id, int arg);
 void verbs_fetch_close(session_t *s);
+/* CANCEL id= target=JOB|URL */
+void verbs_cancel(session_t *s, const proto_msg_t *m, const char *id, int arg);
 
 /* verbs_list.c: STATUS and LIST, streamed a page at a time. */
 void verbs_status(session_t *s, const proto_msg_t *m, const char *id, int arg);

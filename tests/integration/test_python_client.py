@@ -5,6 +5,7 @@ patch_torch_hub with the stand-in torch in fake_torch/."""
 import contextlib
 import hashlib
 import io
+import json
 import os
 import shutil
 import socket
@@ -133,6 +134,24 @@ class PythonClientTest(IsolatedEnv, HubTestCase):
         self.assertIn(wrong, str(e))
         self.assertIn(digest, str(e))
         self.assertEqual(self.hubd.blob_files(), [])
+
+    def test_cancel_stops_a_download_of_ours(self):
+        self.make_file("c.bin", 4 * 1024 * 1024)
+        url = self.origin.url("/files/c.bin?bps=65536")
+        p = self.hubctl_bg("fetch", url)
+        self.addCleanup(p.wait)
+        deadline = time.monotonic() + 10
+        while not json.loads(self.hubctl("status", "--json").out):
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.05)
+        r = hubd.cancel(url)
+        self.assertEqual(r["waiters"], 1)
+        self.assertGreaterEqual(r["job"], 1)
+        _, err = p.communicate(timeout=10)
+        self.assertIn(b"cancelled", err)
+        with self.assertRaises(hubd.HubdError) as cm:
+            hubd.cancel(r["job"])
+        self.assertEqual(cm.exception.code, "not_found")
 
     def test_404_raises_http_404_with_url(self):
         url = self.origin.url("/files/nothing-here")

@@ -154,5 +154,77 @@ class FetchHabitsTest(HubTestCase):
         self.assertRegex(r.err, r"t\.bin 2\.0 MiB done in 0\.[4-9] s, [0-9.]+ MiB/s\n$")
 
 
+class CancelTest(HubTestCase):
+    """hubctl cancel: a user undoes a download of theirs; others' waiters
+    keep theirs going; an admin may stop any."""
+
+    def setUp(self):
+        super().setUp()
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "open.conf"), socket_mode="0666")
+        self.hubd = Hubd(os.path.join(self.tmp, "open"), config=conf)
+        for d in (self.tmp, self.hubd.workdir):
+            os.chmod(d, 0o755)
+        self.make_file("slow.bin", 4 * 1024 * 1024)
+        self.url = self.origin.url("/files/slow.bin?bps=65536")  # a minute
+
+    def status(self):
+        import json
+        return json.loads(self.hubctl("status", "--json").out)
+
+    def wait_job(self, waiters=1):
+        from harness import wait_for
+        wait_for(lambda: any(j["waiters"] == waiters and j["done"] > 0
+                             for j in self.status()), what="the download to run")
+        return self.status()[0]["job"]
+
+    def test_a_user_cancels_their_own_download_and_its_partial_goes(self):
+        p = self.hubctl_bg("fetch", self.url)
+        self.wait_job()
+        r = self.hubctl("cancel", self.url)
+        self.assertEqual(r.rc, 0, r)
+        self.assertRegex(r.out, r"^cancelled job \d+ \(1 waiting request\(s\) told\)\n$")
+        out, err = p.communicate(timeout=10)
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn(b"cancelled by uid 0", err)
+        self.assertEqual(self.status(), [])
+        self.hubd.wait_no_partials()
+        self.assertEqual(self.hubd.tmp_files(), [])
+        r = self.hubctl("cancel", self.url)  # nothing left to cancel
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("no such download", r.err)
+
+    def test_another_users_waiter_keeps_it_going_until_an_admin_stops_it(self):
+        p = subprocess.Popen(NOBODY + self.hubctl_args("fetch", self.url),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        job = self.wait_job()
+        mine = self.hubctl_bg("fetch", self.url)  # root attaches: two users wait
+        self.wait_job(waiters=2)
+        r = subprocess.run(NOBODY + self.hubctl_args("cancel", str(job)), capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn("1 of the 2 requests waiting on job %d are other users'" % job, r.stderr)
+        self.assertEqual(self.status()[0]["waiters"], 2)  # still going
+        # An admin (root) may end it for everyone.
+        r = self.hubctl("cancel", str(job))
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("(2 waiting request(s) told)", r.out)
+        for proc in (p, mine):
+            out, err = proc.communicate(timeout=10)
+            self.assertEqual(proc.returncode, 1, err)
+            self.assertIn(b"cancelled", err)
+
+    def test_a_user_may_not_cancel_a_download_of_someone_else(self):
+        mine = self.hubctl_bg("fetch", self.url)
+        job = self.wait_job()
+        r = subprocess.run(NOBODY + self.hubctl_args("cancel", self.url), capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn("1 of the 1 requests waiting on job %d are other users'" % job, r.stderr)
+        self.assertEqual(self.status()[0]["job"], job)
+        self.hubctl("cancel", str(job))
+        mine.communicate(timeout=10)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -4,6 +4,7 @@
     path = hubd.fetch("https://example.org/model.safetensors")   # the cached blob
     hubd.download_url_to_file(url, "model.pth", hash_prefix="5c106cde")
     hubd.patch_torch_hub()      # torch.hub's loaders now download through hubd
+    hubd.cancel(url)            # stop a download of yours (for all its waiters)
 
 It speaks the line protocol of docs/PROTOCOL.md over hubd's Unix socket: one
 connection per call, ``HELLO``, then one ``FETCH``, then the replies until
@@ -49,7 +50,7 @@ import time
 import urllib.parse
 import uuid
 
-__all__ = ["HubdError", "fetch", "download_url_to_file", "patch_torch_hub"]
+__all__ = ["HubdError", "fetch", "cancel", "download_url_to_file", "patch_torch_hub"]
 __version__ = "0.1.0"
 
 SYSTEM_SOCKET = "/run/hubd/hubd.sock"
@@ -555,6 +556,47 @@ def fetch(url, sha256=None, headers=None, progress=True):
     if done.fd is not None:
         os.close(done.fd)
     return done.path
+
+
+def cancel(target):
+    """Stops a download for everyone waiting on it: ``target`` is its job
+    number (as ``hubctl status`` shows it) or its URL. Returns ``{"job": N,
+    "waiters": W}`` (W requests were told ``cancelled``; their partial file
+    is discarded). Only a download of yours that no other user waits on, or
+    any for an admin: otherwise :class:`HubdError` ``permission_denied``;
+    ``not_found`` when none runs or is queued."""
+    target = str(target)
+    try:
+        line = _build_line("CANCEL", [("id", FETCH_ID), ("target", target)])
+    except ValueError as e:
+        raise HubdError("bad_request", str(e), target)
+    conn = _connect()
+    try:
+        try:
+            conn.send(line)
+        except OSError as e:
+            raise HubdError("disconnected", "sending to hubd on %s: %s" % (conn.path, _why(e)),
+                            target)
+        while True:
+            raw = conn.readline()
+            if raw is None:
+                raise HubdError("disconnected", "hubd on %s closed the connection before "
+                                "answering" % conn.path, target)
+            try:
+                verb, f = _parse_line(raw)
+            except ValueError as e:
+                raise HubdError("protocol", "unreadable line from hubd (%s)" % e, target)
+            if f.get("id") != FETCH_ID:
+                continue
+            if verb == "ERR":
+                raise HubdError(f.get("code", "protocol"), f.get("msg"), target)
+            if verb == "OK":
+                try:
+                    return {"job": int(f["job"]), "waiters": int(f["waiters"])}
+                except (KeyError, ValueError):
+                    raise HubdError("protocol", "incomplete OK line: %r" % raw[:200], target)
+    finally:
+        conn.close()
 
 
 def _copy_range(src, dst, size):
