@@ -145,6 +145,19 @@ static void on_progress(fetch_t *f, req_t *r, const proto_msg_t *m, int fd)
         return; /* a progress line we cannot read is only a missed frame */
     if (parse_u64(proto_get(m, "rate"), &rate) < 0)
         rate = 0;
+    const char *state = proto_get(m, "state"), *reason = proto_get(m, "reason");
+    uint64_t attempt = 0, attempts = 0, retry_in = 0;
+    snprintf(r->phase, sizeof r->phase, "%s", state ? state : "");
+    free(r->reason);
+    r->reason = NULL;
+    if (reason && parse_u64(proto_get(m, "attempt"), &attempt) == 0 &&
+        parse_u64(proto_get(m, "attempts"), &attempts) == 0 &&
+        parse_u64(proto_get(m, "retry_in"), &retry_in) == 0) {
+        r->reason = out_clean_copy(reason);
+        r->attempt = (unsigned)attempt;
+        r->attempts = (unsigned)attempts;
+        r->retry_at = progress_now() + (double)retry_in / 1000;
+    }
     r->has_progress = 1;
     r->done = done;
     r->has_total = t != NULL;
@@ -440,6 +453,7 @@ static void fetch_free(fetch_t *f)
         free(r->source);
         free(r->code);
         free(r->msg);
+        free(r->reason);
     }
     free(f->req);
 }

@@ -28,14 +28,20 @@ typedef struct req {
     uint64_t done;     /* bytes, from the last PROGRESS */
     uint64_t total;    /* bytes, valid if has_total */
     uint64_t rate;     /* bytes per second, from the last PROGRESS */
-    double last_line;  /* when its last plain progress line went out (monotonic s) */
-    char *path;        /* DONE: the cache path, or dest with -o */
-    char *sha256;      /* DONE: digest */
-    char *source;      /* DONE: hit, download or attached */
-    uint64_t size;     /* DONE: bytes */
-    char *code;        /* failure: ERR code, or one of hubctl's own */
-    char *msg;         /* failure: text for the user */
-    int exit;          /* this URL's exit code */
+    char phase[16];    /* its PROGRESS state= (connecting, downloading, retrying...), or "" */
+    unsigned attempt;  /* retrying: failed attempts so far, of attempts at most */
+    unsigned attempts;
+    double retry_at;  /* retrying: when the next attempt starts (monotonic s) */
+    char *reason;     /* retrying: why the last attempt failed */
+    char shown[32];   /* the state (and attempt) the last plain line told */
+    double last_line; /* when its last plain progress line went out (monotonic s) */
+    char *path;       /* DONE: the cache path, or dest with -o */
+    char *sha256;     /* DONE: digest */
+    char *source;     /* DONE: hit, download or attached */
+    uint64_t size;    /* DONE: bytes */
+    char *code;       /* failure: ERR code, or one of hubctl's own */
+    char *msg;        /* failure: text for the user */
+    int exit;         /* this URL's exit code */
 } req_t;
 
 typedef enum {

@@ -34,19 +34,26 @@ typedef struct listing {
 
 static void print_job(FILE *o, const proto_msg_t *m)
 {
-    char a[32], b[32], rate[32];
+    char a[32], b[32], rate[32], pct[8] = "-", eta[32] = "-";
     out_line_t amount = {.len = 0}, cells = {.len = 0};
     out_line_add(&amount, "%s", out_field_bytes(m, "done", a, sizeof a));
     if (proto_get(m, "total"))
         out_line_add(&amount, " / %s", out_field_bytes(m, "total", b, sizeof b));
+    uint64_t done, total, bps;
+    if (parse_u64(proto_get(m, "done"), &done) == 0 &&
+        parse_u64(proto_get(m, "total"), &total) == 0 && total > 0 && done <= total) {
+        snprintf(pct, sizeof pct, "%d%%", (int)(done * 100 / total));
+        if (parse_u64(proto_get(m, "rate"), &bps) == 0 && bps > 0)
+            out_eta((total - done + bps - 1) / bps, eta, sizeof eta);
+    }
     /* Where the bytes come from: "origin", or the mirror's scheme://host. */
     const char *source = proto_get(m, "mirror");
     if (!source)
         source = out_get_or(m, "source", "origin"); /* an older daemon: no mirrors */
-    out_line_add(&cells, "%5.20s  %-10.20s  %-23s  %10s/s  %5.20s  %7.20s  %-24.300s  ",
-                 out_get_or(m, "job", "?"), out_get_or(m, "state", "?"), amount.buf,
-                 out_field_bytes(m, "rate", rate, sizeof rate), out_get_or(m, "connections", "-"),
-                 out_get_or(m, "waiters", "?"), source);
+    out_line_add(&cells, "%5.20s  %-11.20s  %-23s  %4s  %10s/s  %6s  %5.20s  %7.20s  %-24.300s  ",
+                 out_get_or(m, "job", "?"), out_get_or(m, "state", "?"), amount.buf, pct,
+                 out_field_bytes(m, "rate", rate, sizeof rate), eta,
+                 out_get_or(m, "connections", "-"), out_get_or(m, "waiters", "?"), source);
     out_clean(o, cells.buf);
     out_clean(o, out_get_or(m, "url", "?"));
     putc('\n', o);
@@ -160,8 +167,8 @@ static const listing_spec_t status_spec = {
     "STATUS",
     "JOB",
     1,
-    "  JOB  STATE       DONE/TOTAL                       RATE  CONNS  WAITERS  SOURCE            "
-    "        URL\n",
+    "  JOB  STATE        DONE/TOTAL                  %        RATE     ETA  CONNS  WAITERS  "
+    "SOURCE                    URL\n",
     print_job,
     print_front};
 static const listing_spec_t stats_spec = {"STATS", "STATS", 0, NULL, print_stats, NULL};

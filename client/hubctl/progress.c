@@ -1,6 +1,7 @@
 #include "progress.h"
 
 #include "out.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <sys/ioctl.h>
@@ -54,6 +55,30 @@ static void line_took(out_line_t *l, uint64_t bytes, double secs)
         out_line_add(l, ", %s/s", out_bytes((uint64_t)((double)bytes / secs), a, sizeof a));
 }
 
+/* What a download that brings no bytes now is doing: "connecting",
+ * "retrying in 2s (connection refused, attempt 2 of 6)", "storing"; 0 when
+ * it is bringing bytes (or the daemon did not say). */
+static int line_doing(out_line_t *l, const req_t *r)
+{
+    char a[32];
+    if (r->reason) {
+        double left = r->retry_at - progress_now();
+        out_line_add(l, "retrying in %s (%s, attempt %u of %u)",
+                     out_eta(left > 0 ? (uint64_t)(left + 0.999) : 0, a, sizeof a), r->reason,
+                     r->attempt + 1, r->attempts);
+        return 1;
+    }
+    if (str_eq(r->phase, "connecting") || str_eq(r->phase, "resuming")) {
+        out_line_add(l, "%s", r->phase);
+        return 1;
+    }
+    if (str_eq(r->phase, "committing")) {
+        out_line_add(l, "storing");
+        return 1;
+    }
+    return 0;
+}
+
 /* The TTY line of a single URL; secs: since the fetch began. */
 static void render_one(out_line_t *l, const req_t *r, double secs)
 {
@@ -70,6 +95,8 @@ static void render_one(out_line_t *l, const req_t *r, double secs)
         out_line_add(l, "cached");
     } else if (!r->has_progress) {
         out_line_add(l, "%s", r->via == VIA_NONE ? "waiting for hubd" : "queued");
+    } else if (line_doing(l, r)) {
+        /* said what it is doing */
     } else {
         out_line_amount(l, r->done, r->has_total, r->total);
         if (r->has_total && r->total > 0 && r->done <= r->total)
@@ -148,13 +175,18 @@ void progress_clear(fetch_t *f)
 static void progress_plain(req_t *r)
 {
     double now = progress_now();
-    if (now - r->last_line < PLAIN_INTERVAL)
+    char doing[32]; /* a new state (or attempt) is told at once */
+    snprintf(doing, sizeof doing, "%s/%u", r->phase, r->reason ? r->attempt : 0);
+    if (now - r->last_line < PLAIN_INTERVAL && str_eq(doing, r->shown))
         return;
+    snprintf(r->shown, sizeof r->shown, "%s", doing);
     r->last_line = now;
     out_line_t l = {.len = 0};
     out_line_add(&l, "%s ", r->label);
-    out_line_amount(&l, r->done, r->has_total, r->total);
-    line_rate(&l, r);
+    if (!line_doing(&l, r)) {
+        out_line_amount(&l, r->done, r->has_total, r->total);
+        line_rate(&l, r);
+    }
     if (r->via == VIA_ATTACHED)
         out_line_add(&l, " [attached]");
     fprintf(stderr, "%s\n", l.buf);

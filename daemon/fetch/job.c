@@ -235,14 +235,29 @@ void job_on_progress_tick(uv_timer_t *t)
     uint64_t inst = (done - job->last_done) * (1000 / PROGRESS_INTERVAL_MS);
     /* Smoothed over about a second, so the figure a user reads is steady. */
     job->rate = job->rate ? (job->rate * 7 + inst * 3) / 10 : inst;
-    if (done == job->last_done && job->state != JOB_COMMITTING)
+    job_progress_t p = {.done = done,
+                        .total = job->total,
+                        .rate = job->rate,
+                        .state = job_state_names[job->state],
+                        .attempt = job->xfer.attempts,
+                        .attempts_max = cfg->retries + 1};
+    /* Told when the bytes grow, and when the state changes: a user sees
+     * "connecting" and "retrying in 2 s (why)", not silence. */
+    if (done == job->last_done && job->state != JOB_COMMITTING && p.state == job->shown_state &&
+        p.attempt == job->shown_attempts)
         return;
     job->last_done = done;
+    job->shown_state = p.state;
+    job->shown_attempts = p.attempt;
+    if (job->state == JOB_RETRY_WAIT) {
+        p.retry_in_ms = job->retry_at > now ? job->retry_at - now : 0;
+        p.reason = job->retry_reason;
+    }
     list_node_t *n, *tmp;
     list_foreach_safe(&job->waiters, n, tmp)
     {
         job_waiter_t *w = list_entry(n, job_waiter_t, node);
-        w->on_progress(w, done, job->total, job->rate);
+        w->on_progress(w, &p);
     }
 }
 

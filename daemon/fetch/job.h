@@ -61,10 +61,24 @@ typedef struct job_result {
     fetch_kind_t kind; /* how this waiter was served */
 } job_result_t;
 
+/* Where a download is, for its waiters: bytes, and what it is doing. */
+typedef struct job_progress {
+    uint64_t done;
+    int64_t total;     /* -1 unknown */
+    uint64_t rate;     /* bytes per second */
+    const char *state; /* connecting downloading retrying committing (STATUS's names) */
+    /* retrying: the failed attempts so far and the most there may be, the
+     * time until the next one, and why the last one failed. */
+    unsigned attempt, attempts_max;
+    uint64_t retry_in_ms;
+    const char *reason;
+} job_progress_t;
+
 struct job_waiter {
     /* Set by the caller before jobs_fetch. */
     void (*on_start)(job_waiter_t *w, fetch_kind_t kind, uint64_t job_id);
-    void (*on_progress)(job_waiter_t *w, uint64_t done, int64_t total, uint64_t rate);
+    /* The bytes grew, or the state changed (at most every 100 ms). */
+    void (*on_progress)(job_waiter_t *w, const job_progress_t *p);
     void (*on_finish)(job_waiter_t *w, const job_result_t *res);
     /* Optional (NULL: not told): the download's partial file holds its
      * first `written` bytes, the first `durable` of them fdatasync'ed and

@@ -246,8 +246,12 @@ struct job {
     uv_timer_t timer;
     uint64_t last_done;
     uint64_t rate;
-    uint64_t slow_t0;   /* start of the low_speed_time window */
-    uint64_t slow_from; /* received at its start */
+    const char *shown_state; /* the state the waiters were last told */
+    unsigned shown_attempts; /* and the failed attempts then */
+    char retry_reason[160];  /* why the last attempt failed (transfer_error) */
+    uint64_t retry_at;       /* uv_now of the next attempt while retrying */
+    uint64_t slow_t0;        /* start of the low_speed_time window */
+    uint64_t slow_from;      /* received at its start */
 };
 
 struct job_hit {

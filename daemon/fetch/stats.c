@@ -12,9 +12,15 @@
 /* The names STATUS shows: the states that are sub-steps of another show
  * as that one. */
 const char *const job_state_names[JOB_NSTATES] = {
-    [JOB_QUEUED] = "queued",  [JOB_RESUMING] = "resuming",     [JOB_CONNECTING] = "connecting",
-    [JOB_BODY] = "body",      [JOB_RETRY_WAIT] = "retrying",   [JOB_RESTARTING] = "retrying",
-    [JOB_BODY_DONE] = "body", [JOB_COMMITTING] = "committing", [JOB_DONE] = "done",
+    [JOB_QUEUED] = "queued",
+    [JOB_RESUMING] = "resuming",
+    [JOB_CONNECTING] = "connecting",
+    [JOB_BODY] = "downloading",
+    [JOB_RETRY_WAIT] = "retrying",
+    [JOB_RESTARTING] = "retrying",
+    [JOB_BODY_DONE] = "downloading",
+    [JOB_COMMITTING] = "committing",
+    [JOB_DONE] = "done",
     [JOB_FAILED] = "failed",
 };
 

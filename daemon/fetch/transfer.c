@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define REFUSALS_MAX 3 /* connections refused in a row, nothing received: the end */
+
 static int transfer_fall_back(transfer_t *t, const char *code, const char *msg);
 static void on_retry_timer(uv_timer_t *timer);
 
@@ -320,6 +322,13 @@ static void on_retry_timer(uv_timer_t *timer)
     job_begin_request(job);
 }
 
+/* A connect that every address refused (ECONNREFUSED: nothing listens),
+ * as the connector words it; not a timeout or an unreachable network. */
+static int is_refusal(const char *code, const char *msg)
+{
+    return strcmp(code, "connect") == 0 && strstr(msg, uv_strerror(UV_ECONNREFUSED)) != NULL;
+}
+
 void transfer_error(transfer_t *t, const char *code, const char *msg)
 {
     job_t *job = t->job;
@@ -340,7 +349,13 @@ void transfer_error(transfer_t *t, const char *code, const char *msg)
         snprintf(named, sizeof named, "the mirror %s: %s", t->mirror_shown, msg);
         msg = named;
     }
-    if (!disposition_is_transient(code) || js->shutting_down || t->attempts >= cfg->retries) {
+    /* Refused on every attempt, and not a byte received: nothing listens
+     * there, and the rest of the backoff budget would only keep the user
+     * waiting. REFUSALS_MAX in a row (about 1.5 s) end it. */
+    t->refused = is_refusal(code, msg) ? t->refused + 1 : 0;
+    int hopeless = t->refused >= REFUSALS_MAX && t->refused == t->attempts + 1 && !job->received;
+    if (!disposition_is_transient(code) || js->shutting_down || t->attempts >= cfg->retries ||
+        hopeless) {
         if (t->attempts > 0 && disposition_is_transient(code)) {
             snprintf(final, sizeof final, "%s (after %u attempts)", msg, t->attempts + 1);
             msg = final;
@@ -361,6 +376,9 @@ void transfer_error(transfer_t *t, const char *code, const char *msg)
     t->attempts++;
     transfer_rewind(t); /* the Retry-After is spent with the disposition */
     job_set_state(job, JOB_RETRY_WAIT);
+    snprintf(job->retry_reason, sizeof job->retry_reason, "%.159s",
+             msg); /* a status line shows it */
+    job->retry_at = now + delay;
     job_seal(job); /* what arrived is kept: the next request resumes after it */
     log_warn("job %llu: attempt %u of %s failed: %s: %s; retrying in %llu ms from byte %llu",
              (unsigned long long)job->id, t->attempts, job->key, code, msg,

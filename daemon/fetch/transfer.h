@@ -42,6 +42,7 @@ typedef struct transfer {
     http_req_t *req;        /* in flight, or NULL */
     disposition_t disp;     /* what the response head in flight means (DISP_NONE before) */
     unsigned attempts;      /* failed attempts so far */
+    unsigned refused;       /* of them, connections refused (transfer_error) */
     const char *begin_code; /* why the request could not start (reported a turn later) */
     char begin_msg[400];
     const struct mirror_rule *mirror; /* the rule in use (the config's), NULL: the origin */

@@ -416,19 +416,17 @@ static void maybe_stream(hconn_t *c)
     answer(c, text, len, 0);
 }
 
-static void on_progress(job_waiter_t *w, uint64_t done, int64_t total, uint64_t rate)
+static void on_progress(job_waiter_t *w, const job_progress_t *p)
 {
     hconn_t *c = conn_of_waiter(w);
-    (void)done;
-    (void)rate;
-    if (total < 0 || c->total >= 0)
+    if (p->total < 0 || c->total >= 0)
         return;
-    c->total = total;
+    c->total = p->total;
     if (c->req.method == HTTP_HEAD) {
         /* A HEAD is answered from the announced length: the download goes
          * on for the cache, without this request. */
         hreq_abandon(c);
-        hreq_answer_head(c, (uint64_t)total);
+        hreq_answer_head(c, (uint64_t)p->total);
         return;
     }
     maybe_stream(c);

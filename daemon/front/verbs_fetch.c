@@ -49,7 +49,7 @@ static void fetch_on_start(job_waiter_t *w, fetch_kind_t kind, uint64_t job_id)
     reply_send(&f->s->t, &r);
 }
 
-static void fetch_on_progress(job_waiter_t *w, uint64_t done, int64_t total, uint64_t rate)
+static void fetch_on_progress(job_waiter_t *w, const job_progress_t *p)
 {
     fetch_t *f = (fetch_t *)w;
     session_t *s = f->s;
@@ -58,10 +58,17 @@ static void fetch_on_progress(job_waiter_t *w, uint64_t done, int64_t total, uin
     reply_t r;
     reply_begin(&r, "PROGRESS");
     proto_add(&r.w, "id", f->id);
-    proto_add_u64(&r.w, "done", done);
-    if (total >= 0)
-        proto_add_i64(&r.w, "total", total);
-    proto_add_u64(&r.w, "rate", rate);
+    proto_add_u64(&r.w, "done", p->done);
+    if (p->total >= 0)
+        proto_add_i64(&r.w, "total", p->total);
+    proto_add_u64(&r.w, "rate", p->rate);
+    proto_add(&r.w, "state", p->state);
+    if (p->reason) {
+        proto_add_u64(&r.w, "attempt", p->attempt);
+        proto_add_u64(&r.w, "attempts", p->attempts_max);
+        proto_add_u64(&r.w, "retry_in", p->retry_in_ms);
+        proto_add(&r.w, "reason", p->reason);
+    }
     reply_send(&s->t, &r);
 }
 

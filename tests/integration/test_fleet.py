@@ -248,7 +248,7 @@ class MirrorRulesTest(MirrorTestCase):
             def running():
                 r = self.hubctl("status", "--json")
                 jobs = json.loads(r.out)
-                return jobs and jobs[0]["state"] == "body" and jobs[0]
+                return jobs and jobs[0]["state"] == "downloading" and jobs[0]
             wait_for(running, 10, "the download to run")
             job = running() or {}
             self.assertEqual(job.get("source"), "mirror")

@@ -53,8 +53,8 @@ class LimitsTest(HubTestCase):
 
         def queued():
             jobs = json.loads(self.hubctl("status", "--json").out)
-            return [j["state"] for j in jobs] == ["body", "queued"] or \
-                sorted(j["state"] for j in jobs) == ["body", "queued"]
+            return [j["state"] for j in jobs] == ["downloading", "queued"] or \
+                sorted(j["state"] for j in jobs) == ["downloading", "queued"]
         wait_for(queued, what="the second job to wait in the queue")
         self.assertEqual(self.origin.requests_for("/files/q2.bin"), 0)
         out, err = second.communicate(timeout=60)

@@ -6,6 +6,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 import unittest
 
 from harness import HUBCTL, HUBD, Hubd, HubTestCase, write_config
@@ -152,6 +153,44 @@ class FetchHabitsTest(HubTestCase):
         r = self.hubctl("fetch", "--progress", self.origin.url("/files/t.bin?bps=%d" % (4 << 20)))
         self.assertEqual(r.rc, 0, r)
         self.assertRegex(r.err, r"t\.bin 2\.0 MiB done in 0\.[4-9] s, [0-9.]+ MiB/s\n$")
+
+
+class ProgressStatesTest(HubTestCase):
+    """The progress line says what is happening, not "queued" for 12 s."""
+
+    def restart_retrying(self, **keys):
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "retry.conf"), retries="5", **keys)
+        self.hubd = Hubd(os.path.join(self.tmp, "retry"), config=conf)
+
+    def test_a_refused_connection_gives_up_in_seconds(self):
+        self.restart_retrying()  # retry_delay 500ms: the budget is 0.5+1+2+4+8 s
+        from harness import free_port
+        port = free_port()
+        t = time.monotonic()
+        r = self.hubctl("fetch", "--progress", "http://127.0.0.1:%d/x" % port)
+        took = time.monotonic() - t
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("connection refused (after 3 attempts)", r.err)
+        self.assertLess(took, 6)
+        self.assertRegex(r.err, r"x retrying in \d+s \(cannot connect to [^)]*connection refused, "
+                                r"attempt 2 of 6\)")
+
+    def test_retrying_says_why_and_when(self):
+        self.restart_retrying(retry_delay="1s")
+        self.make_file("r.bin", 1000)
+        r = self.hubctl("fetch", "--progress", self.origin.url("/files/r.bin?fail_first=2"))
+        self.assertEqual(r.rc, 0, r)
+        self.assertRegex(r.err, r"r\.bin retrying in [12]s \(.*503.*, attempt 2 of 6\)")
+        self.assertRegex(r.err, r"r\.bin retrying in \d+s \(.*503.*, attempt 3 of 6\)")
+        self.assertRegex(r.err, r"r\.bin 1000 B done")
+
+    def test_waiting_for_the_origin_says_connecting(self):
+        self.make_file("w.bin", 1000)
+        r = self.hubctl("fetch", "--progress", self.origin.url("/files/w.bin?delay_ms=1500"))
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("w.bin connecting\n", r.err)
+        self.assertNotIn("queued", r.err)
 
 
 class CancelTest(HubTestCase):

@@ -63,7 +63,8 @@ START_TEST(job_state_names_for_status)
     /* STATUS shows the sub-steps as the states users know. */
     ck_assert_str_eq(job_state_names[JOB_RETRY_WAIT], "retrying");
     ck_assert_str_eq(job_state_names[JOB_RESTARTING], "retrying");
-    ck_assert_str_eq(job_state_names[JOB_BODY_DONE], "body");
+    ck_assert_str_eq(job_state_names[JOB_BODY], "downloading");
+    ck_assert_str_eq(job_state_names[JOB_BODY_DONE], "downloading");
     for (int s = 0; s < JOB_NSTATES; s++)
         ck_assert_ptr_nonnull(job_state_names[s]);
 }
