@@ -45,7 +45,14 @@ int listener_accept(listener_t *l, uv_pipe_t *client, principal_t *who)
         log_warn("accept: cannot read the peer's credentials: closed");
         return -EPERM;
     }
-    principal_from_peercred(who, cred.uid, cred.gid, cred.pid);
+    /* Its groups as of its connect: membership is read per session, not
+     * only from the group lists loaded at start. Unknown (an old kernel,
+     * or more than fit): the lists' members count. */
+    gid_t groups[PRINCIPAL_MAX_GIDS];
+    socklen_t gl = sizeof groups;
+    int known = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &gl) == 0;
+    principal_from_peercred(who, cred.uid, cred.gid, cred.pid, known ? groups : NULL,
+                            known ? (unsigned)(gl / sizeof *groups) : 0);
     return 0;
 }
 

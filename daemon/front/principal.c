@@ -10,7 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-void principal_from_peercred(principal_t *p, uid_t uid, gid_t gid, pid_t pid)
+void principal_from_peercred(principal_t *p, uid_t uid, gid_t gid, pid_t pid, const gid_t *groups,
+                             unsigned n)
 {
     memset(p, 0, sizeof *p);
     p->uid = uid;
@@ -18,6 +19,12 @@ void principal_from_peercred(principal_t *p, uid_t uid, gid_t gid, pid_t pid)
     p->ngids = 1;
     p->pid = pid;
     p->source = PRINCIPAL_PEERCRED;
+    if (!groups || n >= PRINCIPAL_MAX_GIDS)
+        return; /* unknown, or more than fit: the listed members count too */
+    for (unsigned i = 0; i < n; i++)
+        if (groups[i] != gid)
+            p->gids[p->ngids++] = groups[i];
+    p->groups_exact = 1;
 }
 
 void principal_from_tcp(principal_t *p, uid_t uid, const gid_t *gids, unsigned n)
@@ -47,6 +54,9 @@ int principal_set_has(const principal_set_t *set, const principal_t *p)
     for (size_t i = 0; i < set->nuids; i++)
         if (set->uids[i] == p->uid)
             return 1;
+    for (size_t i = 0; !p->groups_exact && i < set->nmembers; i++)
+        if (set->members[i] == p->uid)
+            return 1;
     return 0;
 }
 
@@ -54,16 +64,22 @@ static void set_free(principal_set_t *set)
 {
     free(set->gids);
     free(set->uids);
+    free(set->members);
     memset(set, 0, sizeof *set);
+}
+
+static void add_uid(uid_t **v, size_t *n, uid_t uid)
+{
+    uid_t *w = realloc(*v, (*n + 1) * sizeof *w);
+    if (w) {
+        *v = w;
+        w[(*n)++] = uid;
+    }
 }
 
 static void set_add_uid(principal_set_t *set, uid_t uid)
 {
-    uid_t *v = realloc(set->uids, (set->nuids + 1) * sizeof *v);
-    if (v) {
-        set->uids = v;
-        set->uids[set->nuids++] = uid;
-    }
+    add_uid(&set->uids, &set->nuids, uid);
 }
 
 /* A group: its gid (a peer's primary group) and its listed members. */
@@ -86,7 +102,7 @@ static int set_add_group(principal_set_t *set, const char *name)
     for (size_t i = 0; names && i < n; i++) {
         struct passwd *pw = names[i] ? getpwnam(names[i]) : NULL;
         if (pw)
-            set_add_uid(set, pw->pw_uid);
+            add_uid(&set->members, &set->nmembers, pw->pw_uid);
         free(names[i]);
     }
     free(names);

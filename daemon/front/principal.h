@@ -5,7 +5,10 @@
  * socket). Access control takes a principal: who may connect at all
  * (allow_users, allow_groups) and who may administer the cache (root, hubd's
  * own uid, admin_group). The lists are looked up by name when loaded (start,
- * SIGHUP), never per request: NSS may block.
+ * SIGHUP), never per request: NSS may block. A Unix socket peer's groups
+ * are its process's own, as the kernel gives them at connect
+ * (SO_PEERGROUPS): a user added to a group and logged in again is in it at
+ * once, one removed is out at once, without a SIGHUP.
  *
  * Loop thread only. A principal_acl_t starts zeroed (empty) and is freed
  * with principal_acl_free. */
@@ -17,7 +20,7 @@
 
 #include "config.h"
 
-#define PRINCIPAL_MAX_GIDS 16
+#define PRINCIPAL_MAX_GIDS 64
 
 /* How a principal was learned. */
 typedef enum {
@@ -29,12 +32,16 @@ typedef struct principal {
     uid_t uid;
     gid_t gids[PRINCIPAL_MAX_GIDS]; /* the groups known for it; SO_PEERCRED gives the primary */
     unsigned ngids;                 /* how many of gids are set (0: none known) */
-    pid_t pid;                      /* the peer process, for logs; 0 when unknown */
+    int groups_exact; /* gids are all the peer's groups: a group's listed members do not count */
+    pid_t pid;        /* the peer process, for logs; 0 when unknown */
     principal_source_t source;
 } principal_t;
 
-/* Fills p from SO_PEERCRED's answer. */
-void principal_from_peercred(principal_t *p, uid_t uid, gid_t gid, pid_t pid);
+/* Fills p from SO_PEERCRED's answer, and the n supplementary groups of
+ * SO_PEERGROUPS (groups NULL: unknown, then a group's listed members
+ * count as in it). */
+void principal_from_peercred(principal_t *p, uid_t uid, gid_t gid, pid_t pid, const gid_t *groups,
+                             unsigned n);
 
 /* Fills p for a loopback TCP peer: the uid owning its socket and the n gids
  * peeruid_groups found (primary first; beyond PRINCIPAL_MAX_GIDS left out,
@@ -49,11 +56,14 @@ gid_t principal_gid(const principal_t *p);
 typedef struct principal_set {
     gid_t *gids;
     size_t ngids;
-    uid_t *uids;
+    uid_t *uids; /* users named */
     size_t nuids;
+    uid_t *members; /* the groups' listed members, when loaded */
+    size_t nmembers;
 } principal_set_t;
 
-/* 1 when p's uid, or one of its gids, is in the set. */
+/* 1 when p's uid, or one of its gids, is in the set; a group's listed
+ * members count only when p's groups are not known exactly. */
 int principal_set_has(const principal_set_t *set, const principal_t *p);
 
 /* Access control, from the configuration. */

@@ -77,6 +77,27 @@ class SocketChoiceTest(HubTestCase):
         self.assertIn("Permission denied", r.stderr)
         self.assertIn("`adduser nobody daemon`", r.stderr)
 
+    def test_a_group_joined_counts_without_a_reload(self):
+        # admin_group is read from the peer's own groups at connect
+        # (SO_PEERGROUPS), not only from the group's members listed at
+        # start: nobody, given group daemon as a supplementary group (as a
+        # login after `adduser nobody daemon` would), administers at once.
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "adm.conf"), socket_mode="0666",
+                            admin_group="daemon")
+        self.hubd = Hubd(os.path.join(self.tmp, "adm"), config=conf)
+        for d in (self.tmp, self.hubd.workdir):
+            os.chmod(d, 0o755)
+        base = ["setpriv", "--reuid=65534", "--regid=65534"]
+        r = subprocess.run(base + ["--clear-groups"] + self.hubctl_args("verify"),
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn("permission_denied", r.stderr)
+        r = subprocess.run(base + ["--groups=daemon"] + self.hubctl_args("verify"),
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertIn("checked 0 blob(s), 0 bad", r.stdout)
+
 
 class FetchHabitsTest(HubTestCase):
     """curl's and aria2's habits: -o - to stdout, outputs that line up,

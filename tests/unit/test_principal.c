@@ -17,7 +17,7 @@
 static principal_t peer(uid_t uid, gid_t gid)
 {
     principal_t p;
-    principal_from_peercred(&p, uid, gid, 77);
+    principal_from_peercred(&p, uid, gid, 77, NULL, 0);
     return p;
 }
 
@@ -118,6 +118,33 @@ START_TEST(principal_admins_are_root_self_and_the_admin_group)
 }
 END_TEST
 
+START_TEST(principal_supplementary_groups_count_and_then_exactly)
+{
+    principal_acl_t acl = {0};
+    load(&acl, "admin_group", "root", NULL, NULL);
+    /* The admin group among its supplementary groups (SO_PEERGROUPS): it
+     * joined it and logged in again, no SIGHUP needed. */
+    gid_t in[] = {OTHER_GID + 1, 0}, out[] = {OTHER_GID + 1};
+    principal_t joined, other;
+    principal_from_peercred(&joined, STRANGER, OTHER_GID, 77, in, 2);
+    principal_from_peercred(&other, STRANGER, OTHER_GID, 77, out, 1);
+    ck_assert(joined.groups_exact);
+    ck_assert_uint_eq(joined.ngids, 3); /* the primary first, then the others */
+    ck_assert_uint_eq(principal_gid(&joined), OTHER_GID);
+    ck_assert(principal_is_admin(&acl, &joined));
+    ck_assert(!principal_is_admin(&acl, &other));
+    principal_acl_free(&acl);
+
+    /* A group's listed members (as loaded) count only when the peer's
+     * groups are not known exactly: one removed from the group is out. */
+    uid_t member = STRANGER;
+    principal_set_t set = {.members = &member, .nmembers = 1};
+    principal_t unknown = peer(STRANGER, OTHER_GID);
+    ck_assert(principal_set_has(&set, &unknown));
+    ck_assert(!principal_set_has(&set, &other));
+}
+END_TEST
+
 START_TEST(quota_waiting_requests_per_uid)
 {
     quota_t q = {0};
@@ -166,6 +193,7 @@ int main(void)
     tcase_add_test(tc, principal_allow_groups_by_gid);
     tcase_add_test(tc, principal_unknown_names_allow_nobody_else);
     tcase_add_test(tc, principal_admins_are_root_self_and_the_admin_group);
+    tcase_add_test(tc, principal_supplementary_groups_count_and_then_exactly);
     tcase_add_test(tc, quota_waiting_requests_per_uid);
     tcase_add_test(tc, quota_pinned_descriptors_per_uid);
     suite_add_tcase(s, tc);
