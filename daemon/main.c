@@ -24,8 +24,6 @@
 #include <sys/resource.h>
 #include <uv.h>
 
-#define HUBD_VERSION "0.1.0"
-
 /* What the command line said; kept, since a reload re-applies it over the
  * file (flags win). */
 typedef struct flags {
@@ -65,9 +63,10 @@ static void usage(FILE *out)
                  "  --ca-file FILE    trusted CA certificates (PEM) for https:// (default: the\n"
                  "                    system bundle, /etc/ssl/certs/ca-certificates.crt)\n"
                  "  --log-level L     error, warning, info (default) or debug\n"
-                 "  --check-config    check the settings, print the effective ones, exit\n"
+                 "  --check-config    check the settings (the CA bundle is loaded too), print\n"
+                 "                    the effective ones, exit (0: good, 2: an error, named\n"
+                 "                    on stderr)\n"
                  "  --user-mode       a per-user daemon (as hubctl starts it): socket 0600\n"
-                 "                    (0: good, 2: an error, named on stderr)\n"
                  "  --version         print the version and exit\n"
                  "SIGINT or SIGTERM stops it cleanly (running downloads keep their partials\n"
                  "for the next start); SIGHUP re-reads the configuration file.\n"
@@ -316,6 +315,8 @@ static void on_sighup(uv_signal_t *h, int signum)
         log_set_level(d->cfg.log_level);
         session_server_reload(d->server);
         jobs_reload(d->jobs);
+        if (tls_ctx_reload_ca(d->tls, &d->cfg, err, sizeof err))
+            log_err("the CA bundle was not reloaded (the one loaded before stays): %s", err);
         log_info("configuration reloaded%s%s%s", restart[0] ? " (changes to " : "", restart,
                  restart[0] ? " need a restart)" : "");
     }
@@ -364,6 +365,16 @@ int main(int argc, char **argv)
     char proxies[1024];
     proxy_settings_describe(&d.proxies, proxies, sizeof proxies);
     if (d.flags.check_config) {
+        /* The CA bundle as the daemon would load it: an unreadable or bad
+         * ca_file or ca_path is an error here, not at the first https://. */
+        tls_ctx_t *tls = NULL;
+        if (tls_ctx_new(&d.cfg, &tls, err, sizeof err)) {
+            fprintf(stderr, "hubd: TLS set-up: %s\n", err);
+            proxy_settings_free(&d.proxies);
+            config_free(&d.cfg);
+            return 2;
+        }
+        tls_ctx_free(tls);
         config_print(&d.cfg, stdout);
         printf("# effective proxies: %s\n", proxies);
         proxy_settings_free(&d.proxies);

@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 #ifndef HUBCTL_VERSION
-#define HUBCTL_VERSION "0.1"
+#define HUBCTL_VERSION HUBD_VERSION /* the project's (CMakeLists.txt) */
 #endif
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))

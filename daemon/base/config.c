@@ -456,9 +456,65 @@ struct ini_ctx {
     char *err;
     size_t errlen;
     int rc;
+    FILE *f;          /* the file read, or NULL: */
+    const char *text; /* the text read (config_load_string) */
+    int lines;        /* lines read so far: the handler's is the last */
+    int err_line;     /* the line err names (the first error's), 0: none yet */
 };
 
+/* inih reports the first error's line and goes on; only the first error's
+ * message is kept, so that the two name the same line. */
+static int on_ini_key_checked(void *user, const char *section, const char *name, const char *value);
 static int on_ini_key(void *user, const char *section, const char *name, const char *value)
+{
+    struct ini_ctx *ctx = user;
+    char why[512] = "";
+    struct ini_ctx one = *ctx;
+    one.err = why;
+    one.errlen = sizeof why;
+    one.rc = 0;
+    int ok = on_ini_key_checked(&one, section, name, value);
+    if (!ok && !ctx->err_line) {
+        ctx->err_line = ctx->lines;
+        ctx->rc = one.rc;
+        snprintf(ctx->err, ctx->errlen, "%s", why);
+    }
+    return ok;
+}
+
+/* inih's reader, fgets-like over the file or the text, counting lines. */
+static char *count_lines(char *str, int num, void *stream)
+{
+    struct ini_ctx *ctx = stream;
+    char *r = NULL;
+    if (ctx->f) {
+        r = fgets(str, num, ctx->f);
+    } else if (*ctx->text && num > 1) {
+        size_t n = strcspn(ctx->text, "\n");
+        n += ctx->text[n] == '\n';
+        n = n < (size_t)num - 1 ? n : (size_t)num - 1;
+        memcpy(str, ctx->text, n);
+        str[n] = '\0';
+        ctx->text += n;
+        r = str;
+    }
+    ctx->lines += r != NULL;
+    return r;
+}
+
+/* Parses what ctx reads; label names it in err ("FILE:LINE: why"). */
+static int load_ini(struct ini_ctx *ctx, const char *label, char *err, size_t errlen)
+{
+    int line = ini_parse_stream(count_lines, ctx, on_ini_key, ctx);
+    if (line == 0)
+        return 0;
+    /* A syntax error before the first bad key: that is what the line has. */
+    snprintf(err, errlen, "%s:%d: %s", label, line,
+             ctx->err_line == line || ctx->err_line == 0 ? ctx->err : "syntax error");
+    return ctx->rc && ctx->err_line == line ? ctx->rc : -EINVAL;
+}
+
+static int on_ini_key_checked(void *user, const char *section, const char *name, const char *value)
 {
     struct ini_ctx *ctx = user;
     if (*section && strcmp(section, "hubd") != 0) {
@@ -515,19 +571,17 @@ static int on_ini_key(void *user, const char *section, const char *name, const c
 int config_load_file(hubd_config_t *cfg, const char *path, char *err, size_t errlen)
 {
     char why[512] = "syntax error";
-    struct ini_ctx ctx = {cfg, why, sizeof why, 0};
+    struct ini_ctx ctx = {.cfg = cfg, .err = why, .errlen = sizeof why};
     FILE *f = fopen(path, "r");
     if (!f) {
         int e = errno;
         snprintf(err, errlen, "%s: %s", path, strerror(e));
         return -e;
     }
-    int line = ini_parse_file(f, on_ini_key, &ctx);
+    ctx.f = f;
+    int rc = load_ini(&ctx, path, err, errlen);
     fclose(f);
-    if (line == 0)
-        return 0;
-    snprintf(err, errlen, "%s:%d: %s", path, line, why);
-    return ctx.rc ? ctx.rc : -EINVAL;
+    return rc;
 }
 
 static void print_size(FILE *out, const char *key, uint64_t v)
@@ -720,6 +774,8 @@ void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *n
     take_string(&cfg->allow_users, next->allow_users);
     take_string(&cfg->allow_groups, next->allow_groups);
     take_string(&cfg->admin_group, next->admin_group);
+    take_string(&cfg->ca_file, next->ca_file); /* the bundle is read again (main.c) */
+    take_string(&cfg->ca_path, next->ca_path);
     /* Bound at start-up: sockets, buffers, files, the TLS context. */
     if (strcmp(cfg->socket_path, next->socket_path) != 0)
         note_key(needs_restart, cap, "socket");
@@ -733,10 +789,6 @@ void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *n
         note_key(needs_restart, cap, "read_buffer_size");
     if (cfg->max_inflight != next->max_inflight)
         note_key(needs_restart, cap, "max_inflight");
-    if (str_differs(cfg->ca_file, next->ca_file))
-        note_key(needs_restart, cap, "ca_file");
-    if (str_differs(cfg->ca_path, next->ca_path))
-        note_key(needs_restart, cap, "ca_path");
     if (strcmp(cfg->tls_ciphers, next->tls_ciphers) != 0)
         note_key(needs_restart, cap, "tls_ciphers");
     if (str_differs(cfg->tls_insecure_hosts, next->tls_insecure_hosts))
@@ -801,10 +853,6 @@ void config_free(hubd_config_t *cfg)
 int config_load_string(hubd_config_t *cfg, const char *text, char *err, size_t errlen)
 {
     char why[512] = "syntax error";
-    struct ini_ctx ctx = {cfg, why, sizeof why, 0};
-    int line = ini_parse_string(text, on_ini_key, &ctx);
-    if (line == 0)
-        return 0;
-    snprintf(err, errlen, "<string>:%d: %s", line, why);
-    return ctx.rc ? ctx.rc : -EINVAL;
+    struct ini_ctx ctx = {.cfg = cfg, .err = why, .errlen = sizeof why, .text = text};
+    return load_ini(&ctx, "<string>", err, errlen);
 }

@@ -98,7 +98,7 @@ static void verb_hello(session_t *s, const proto_msg_t *m, const char *id, int a
     reply_t r;
     reply_begin(&r, "HELLO");
     proto_add_u64(&r.w, "proto", PROTO_VERSION);
-    proto_add(&r.w, "server", "hubd/0.1.0");
+    proto_add(&r.w, "server", "hubd/" HUBD_VERSION);
     reply_send(&s->t, &r);
 }
 

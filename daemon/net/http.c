@@ -19,7 +19,7 @@
 #include <string.h>
 
 #define HTTP_MAX_IDLE 32 /* pooled idle connections, all origins */
-#define HUBD_USER_AGENT "hubd/0.1.0"
+#define HUBD_USER_AGENT "hubd/" HUBD_VERSION
 
 static void conn_close(http_conn_t *conn);
 static void req_connect_new(http_req_t *req);

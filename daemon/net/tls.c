@@ -41,6 +41,7 @@ struct tls_ctx {
     int ciphers[16];             /* 0-terminated, fastest first */
     char **insecure_hosts;       /* NULL-terminated */
     int have_ca;                 /* at least one CA certificate loaded */
+    char bundle[300];            /* what was loaded, for messages: "FILE", "PATH" or both */
     session_slot_t slots[TLS_SESSION_SLOTS];
     unsigned long tick;
 };
@@ -57,7 +58,8 @@ struct tls_conn {
     size_t in_start, in_end, in_cap;
     char *out; /* ciphertext produced, not yet taken */
     size_t out_len, out_cap;
-    int offered;             /* a cached session was offered */
+    int self_signed; /* verify_cb: 1 the leaf, 2 a certificate above it, is its own issuer */
+    int offered;     /* a cached session was offered */
     long long offered_start; /* its creation time: kept by a resumption */
     int resumed;
 };
@@ -71,11 +73,17 @@ static void mbed_msg(int rc, const char *what, char *msg, size_t msglen)
     snprintf(msg, msglen, "%s: %s (-0x%04x)", what, buf, (unsigned)-rc);
 }
 
-/* The first reason a person can act on, from the verification flags. */
-static const char *verify_reason(uint32_t flags)
+/* The first reason a person can act on, from the verification flags, in
+ * curl's words where it has them (self_signed: as verify_cb saw it). */
+static const char *verify_reason(uint32_t flags, int self_signed)
 {
+    if ((flags & MBEDTLS_X509_BADCERT_NOT_TRUSTED) && self_signed == 1)
+        return "self-signed certificate (not issued by any CA: trust it as its own CA)";
+    if ((flags & MBEDTLS_X509_BADCERT_NOT_TRUSTED) && self_signed == 2)
+        return "self-signed certificate in certificate chain (a root CA that is not trusted)";
     if (flags & MBEDTLS_X509_BADCERT_NOT_TRUSTED)
-        return "unknown CA (the certificate chain does not lead to a trusted CA)";
+        return "unable to get local issuer certificate (unknown CA: the chain does not lead to a "
+               "trusted CA)";
     if (flags & MBEDTLS_X509_BADCERT_EXPIRED)
         return "certificate expired";
     if (flags & MBEDTLS_X509_BADCERT_FUTURE)
@@ -243,6 +251,10 @@ static int verify_cb(void *arg, mbedtls_x509_crt *crt, int depth, uint32_t *flag
     tls_conn_t *c = arg;
     if (depth == 0 && c->host_is_ip && !cert_has_ip(crt, c->ip, c->ip_len))
         *flags |= MBEDTLS_X509_BADCERT_CN_MISMATCH;
+    /* Its own issuer: a self-signed leaf, or an untrusted root above it. */
+    if (crt->issuer_raw.len == crt->subject_raw.len &&
+        memcmp(crt->issuer_raw.p, crt->subject_raw.p, crt->subject_raw.len) == 0)
+        c->self_signed = depth == 0 ? 1 : c->self_signed ? c->self_signed : 2;
     return 0;
 }
 
@@ -374,7 +386,8 @@ int tls_conn_handshake(tls_conn_t *c, const char **code, char *msg, size_t msgle
         return 0;
     }
     uint32_t flags = mbedtls_ssl_get_verify_result(&c->ssl);
-    const char *reason = rc == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED ? verify_reason(flags) : NULL;
+    const char *reason =
+        rc == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED ? verify_reason(flags, c->self_signed) : NULL;
     if (rc == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED) {
         char info[256] = "";
         if (!reason) {
@@ -383,8 +396,15 @@ int tls_conn_handshake(tls_conn_t *c, const char **code, char *msg, size_t msgle
             reason = info;
         }
         *code = "tls_verify";
-        snprintf(msg, msglen, "%s: %s%s", c->host, reason,
-                 c->ctx->have_ca ? "" : " (no CA certificates are loaded)");
+        /* What was checked against, and what to do when the server is
+         * right and the bundle is not. */
+        int untrusted = (flags & MBEDTLS_X509_BADCERT_NOT_TRUSTED) != 0;
+        snprintf(msg, msglen, "%s: %s; CA bundle %s%s%s", c->host, reason, c->ctx->bundle,
+                 c->ctx->have_ca ? "" : " (no CA certificates in it)",
+                 untrusted ? "; to trust its CA, name it in ca_file (hubd.conf or hubd "
+                             "--ca-file) or add it to the system's (update-ca-certificates), "
+                             "then reload hubd (SIGHUP)"
+                           : "");
         return -1;
     }
     *code = "tls";
@@ -538,28 +558,43 @@ static char **split_hosts(const char *list)
     return v;
 }
 
-static int load_ca(tls_ctx_t *ctx, const hubd_config_t *cfg, char *err, size_t errlen)
+/* Parses the configured bundle into ca (initialised, empty): 0 or -EINVAL
+ * with err set. *have says whether it holds a certificate. */
+static int load_ca(mbedtls_x509_crt *ca, const hubd_config_t *cfg, int *have, char *bundle,
+                   size_t bundlelen, char *err, size_t errlen)
 {
     const char *file = cfg->ca_file, *path = cfg->ca_path;
     if (!file && !path)
         file = TLS_SYSTEM_BUNDLE;
+    snprintf(bundle, bundlelen, "%s%s%s", file ? file : "", file && path ? " and " : "",
+             path ? path : "");
     int rc = 0;
+    /* Named, a bundle that cannot be read is said plainly (mbedTLS would
+     * say "PK - Read/write of file failed"). */
+    const char *unreadable = cfg->ca_file && access(cfg->ca_file, R_OK) ? cfg->ca_file
+                             : path && access(path, R_OK | X_OK)        ? path
+                                                                        : NULL;
+    if (unreadable) {
+        snprintf(err, errlen, "cannot read %s %s: %s", unreadable == path ? "ca_path" : "ca_file",
+                 unreadable, strerror(errno));
+        return -EINVAL;
+    }
     if (file) {
-        rc = mbedtls_x509_crt_parse_file(&ctx->ca, file);
+        rc = mbedtls_x509_crt_parse_file(ca, file);
         if (rc < 0 && (cfg->ca_file || access(file, R_OK) == 0)) {
             mbed_msg(rc, file, err, errlen);
             return -EINVAL;
         }
     }
     if (path) {
-        rc = mbedtls_x509_crt_parse_path(&ctx->ca, path);
+        rc = mbedtls_x509_crt_parse_path(ca, path);
         if (rc < 0) {
             mbed_msg(rc, path, err, errlen);
             return -EINVAL;
         }
     }
-    ctx->have_ca = ctx->ca.version != 0;
-    if (!ctx->have_ca)
+    *have = ca->version != 0;
+    if (!*have)
         log_warn("no CA certificates loaded (%s): every https:// fetch will fail verification",
                  file ? file : path);
     else if (rc > 0)
@@ -589,7 +624,7 @@ int tls_ctx_new(const hubd_config_t *cfg, tls_ctx_t **out, char *err, size_t err
         mbed_msg(rc, "seeding the random generator", err, errlen);
         goto fail;
     }
-    if ((rc = load_ca(ctx, cfg, err, errlen)))
+    if ((rc = load_ca(&ctx->ca, cfg, &ctx->have_ca, ctx->bundle, sizeof ctx->bundle, err, errlen)))
         goto fail;
     if ((rc = setup_conf(ctx, &ctx->verify, MBEDTLS_SSL_VERIFY_REQUIRED)) ||
         (rc = setup_conf(ctx, &ctx->insecure, MBEDTLS_SSL_VERIFY_NONE))) {
@@ -608,6 +643,27 @@ int tls_ctx_new(const hubd_config_t *cfg, tls_ctx_t **out, char *err, size_t err
 fail:
     tls_ctx_free(ctx);
     return rc < 0 ? rc : -EINVAL;
+}
+
+int tls_ctx_reload_ca(tls_ctx_t *ctx, const hubd_config_t *cfg, char *err, size_t errlen)
+{
+    mbedtls_x509_crt fresh;
+    char bundle[sizeof ctx->bundle];
+    int have = 0;
+    mbedtls_x509_crt_init(&fresh);
+    if (load_ca(&fresh, cfg, &have, bundle, sizeof bundle, err, errlen)) {
+        mbedtls_x509_crt_free(&fresh);
+        return -EINVAL;
+    }
+    /* The configuration points at ctx->ca, the head of the list: the new
+     * list moves into it. Handshakes verify on the loop thread, so none is
+     * in the middle of reading it now. */
+    mbedtls_x509_crt old = ctx->ca;
+    ctx->ca = fresh;
+    mbedtls_x509_crt_free(&old);
+    ctx->have_ca = have;
+    memcpy(ctx->bundle, bundle, sizeof bundle);
+    return 0;
 }
 
 void tls_ctx_free(tls_ctx_t *ctx)

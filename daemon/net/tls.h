@@ -34,6 +34,11 @@ typedef struct tls_conn tls_conn_t;
 int tls_ctx_new(const hubd_config_t *cfg, tls_ctx_t **out, char *err, size_t errlen);
 void tls_ctx_free(tls_ctx_t *ctx);
 
+/* SIGHUP: the CA bundle of cfg is read again (its file may have changed, or
+ * cfg names another), for the handshakes from now on. A bundle that does
+ * not load changes nothing: -EINVAL with err set. Loop thread. */
+int tls_ctx_reload_ca(tls_ctx_t *ctx, const hubd_config_t *cfg, char *err, size_t errlen);
+
 /* A client connection to host (a DNS name, or an IP literal without
  * brackets); origin names its session-cache slot ("https://host:port"). */
 int tls_conn_new(tls_ctx_t *ctx, const char *host, const char *origin, tls_conn_t **out);

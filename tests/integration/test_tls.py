@@ -4,6 +4,8 @@ tests/tls/make-certs.sh, made fresh for the test run."""
 
 import json
 import os
+import shutil
+import signal
 import unittest
 
 from harness import TestCerts, write_config, HUBD as HUBD_BIN, Hubd, HubTestCase, Origin, sha256_file, wait_for
@@ -154,6 +156,7 @@ class BadCertTest(HubTestCase):
     def fetch_with(self, cert_name, host="localhost", config=None):
         origin = Origin(self.root, tls=cert(cert_name), name=".%s-port" % cert_name)
         self.addCleanup(origin.stop)
+        self.origin_port = origin.port
         self.hubd.stop()
         conf = None
         if config:
@@ -170,7 +173,38 @@ class BadCertTest(HubTestCase):
         self.assertEqual(self.hubd.blob_files(), [])
 
     def test_unknown_ca(self):
-        self.assert_refused(self.fetch_with("untrusted"), "unknown CA")
+        r = self.fetch_with("untrusted")
+        self.assert_refused(r, "unable to get local issuer certificate (unknown CA")
+        # Which bundle was used, and how to trust a CA.
+        self.assertIn("CA bundle %s" % CERTS.path("ca.crt"), r.err)
+        self.assertIn("to trust its CA, name it in ca_file", r.err)
+
+    def test_self_signed(self):
+        r = self.fetch_with("selfsigned")
+        self.assert_refused(r, "self-signed certificate (not issued by any CA")
+        self.assertIn("to trust its CA", r.err)
+
+    def test_the_ca_bundle_is_read_again_on_sighup(self):
+        # An admin adds the CA to the bundle (update-ca-certificates, or the
+        # file ca_file names) and reloads: no restart, downloads go on.
+        bundle = os.path.join(self.tmp, "bundle.pem")
+        shutil.copy(CERTS.path("ca.crt"), bundle)
+        origin = Origin(self.root, tls=cert("untrusted"), name=".reload-port")
+        self.addCleanup(origin.stop)
+        self.origin_port = origin.port
+        self.hubd.stop()
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-reload"),
+                         config=write_config(os.path.join(self.tmp, "ca.conf"), ca_file=bundle))
+        self.make_file("x.bin", 1000)
+        r = self.hubctl("fetch", "https://localhost:%d/files/x.bin" % origin.port)
+        self.assert_refused(r, "unknown CA")
+        self.assertIn("CA bundle %s" % bundle, r.err)
+        with open(bundle, "a") as f, open(CERTS.path("other-ca.crt")) as o:
+            f.write(o.read())
+        self.hubd.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "configuration reloaded" in self.hubd.read_log(), what="the reload")
+        r = self.hubctl("fetch", "https://localhost:%d/files/x.bin" % self.origin_port)
+        self.assertEqual(r.rc, 0, r)
 
     def test_expired(self):
         self.assert_refused(self.fetch_with("expired"), "expired")

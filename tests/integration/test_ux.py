@@ -214,6 +214,30 @@ class ProgressStatesTest(HubTestCase):
         self.assertNotIn("queued", r.err)
 
 
+class ConfigUxTest(HubTestCase):
+    def test_check_config_fails_on_an_unreadable_ca_bundle(self):
+        for key, value, says in (("ca_file", "/nonexistent/ca.pem", "cannot read ca_file"),
+                                 ("ca_path", "/nonexistent/certs", "cannot read ca_path")):
+            conf = write_config(os.path.join(self.tmp, "ca.conf"), **{key: value})
+            r = subprocess.run([HUBD, "--config", conf, "--check-config"], capture_output=True,
+                               text=True, timeout=30)
+            self.assertEqual(r.returncode, 2, r)
+            self.assertIn("%s %s: No such file or directory" % (says, value), r.stderr)
+
+    def test_one_version_for_hubd_hubctl_and_the_wire(self):
+        d = subprocess.run([HUBD, "--version"], capture_output=True, text=True).stdout.split()
+        c = subprocess.run([HUBCTL, "--version"], capture_output=True, text=True).stdout.split()
+        self.assertEqual((d[0], c[0]), ("hubd", "hubctl"))
+        self.assertEqual(d[1], c[1])
+        self.assertRegex(d[1], r"^\d+\.\d+\.\d+$")
+        import socket as so
+        s = so.socket(so.AF_UNIX, so.SOCK_STREAM)
+        s.connect(self.hubd.socket)
+        s.sendall(b"HELLO proto=1\n")
+        self.assertIn(b"server=hubd/%s" % d[1].encode(), s.recv(4096))
+        s.close()
+
+
 class CancelTest(HubTestCase):
     """hubctl cancel: a user undoes a download of theirs; others' waiters
     keep theirs going; an admin may stop any."""

@@ -12,6 +12,7 @@
 #   wrongname.crt wrongname.key  wrong.example only (no IP names), by ca
 #   other-ca.crt other-ca.key    a second CA that hubd is not told about
 #   untrusted.crt untrusted.key  localhost, 127.0.0.1, ::1; signed by other-ca
+#   selfsigned.crt selfsigned.key  localhost, 127.0.0.1, ::1; its own issuer (no CA)
 #
 # Uses the openssl command only. Overwrites whatever is there, prints nothing
 # on success, exits non-zero on any failure. The system's openssl.cnf is not
@@ -98,6 +99,16 @@ new_ca() {
     openssl rand -hex 16 >"$tmp/state-$name/serial"
 }
 
+# new_self NAME CN: a self-signed leaf for localhost (no CA issued it),
+# valid from now for thirty days.
+new_self() {
+    local name=$1 cn=$2
+    openssl req "${conf[@]}" -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 \
+        -nodes -keyout "$tmp/$name.key" -out "$tmp/$name.crt" -subj "/CN=$cn" \
+        -days 30 -sha256 -extensions localhost_ext 2>"$tmp/err" ||
+        die "self-signed $name: $(cat "$tmp/err")"
+}
+
 # new_leaf NAME CA CN EXT START END: a key, a request, and the certificate
 # signed by CA with extension section EXT, valid from START to END
 # (YYYYMMDDHHMMSSZ, UTC).
@@ -123,9 +134,10 @@ new_leaf server ca localhost localhost_ext "$yesterday" "$in30days"
 new_leaf expired ca localhost localhost_ext 20200101000000Z 20210101000000Z
 new_leaf wrongname ca wrong.example wrongname_ext "$yesterday" "$in30days"
 new_leaf untrusted other-ca localhost localhost_ext "$yesterday" "$in30days"
+new_self selfsigned localhost
 
 # Into DIR, each file replaced whole (rename within DIR after a copy).
-for name in ca other-ca server expired wrongname untrusted; do
+for name in ca other-ca server expired wrongname untrusted selfsigned; do
     for ext in crt key; do
         mode=644
         [[ $ext == key ]] && mode=600

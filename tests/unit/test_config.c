@@ -105,6 +105,20 @@ START_TEST(config_file_errors_name_file_line_key)
     ck_assert_ptr_nonnull(strstr(err, "unknown section [other]"));
     unlink(path);
 
+    /* Several errors: the line and the message are the first one's (inih
+     * reports the first line and reads on). */
+    path = write_conf("[hubd]\nretries = lots\nmax_downloads = zero\n");
+    ck_assert_int_eq(config_load_file(&cfg, path, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, ":2: bad value 'lots' for key 'retries'"));
+    unlink(path);
+    path = write_conf("[hubd]\nnot a key line\nretries = lots\n");
+    ck_assert_int_eq(config_load_file(&cfg, path, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, ":2: syntax error"));
+    unlink(path);
+    ck_assert_int_eq(
+        config_load_string(&cfg, "retries = 1\nretries = lots\nx = 1\n", err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "<string>:2: bad value 'lots' for key 'retries'");
+
     ck_assert_int_eq(config_load_file(&cfg, "/nonexistent/hubd.conf", err, sizeof err), -ENOENT);
     ck_assert_ptr_nonnull(strstr(err, "/nonexistent/hubd.conf"));
     config_free(&cfg);
