@@ -17,7 +17,7 @@
 static const char usage_text[] =
     "Usage:\n"
     "  hubctl [--socket PATH] fetch [--sha256 HEX] [-H 'Name: value']... [-o DEST] [-q] [--json]\n"
-    "                                [--progress] URL...\n"
+    "                                [--progress] [--refresh] URL...\n"
     "  hubctl [--socket PATH] status [--json]\n"
     "  hubctl [--socket PATH] stats [--json | --prometheus]\n"
     "  hubctl [--socket PATH] ls [--json]\n"
@@ -67,6 +67,8 @@ static const char usage_text[] =
     "  -q             no progress and no informational messages\n"
     "  --json         print one JSON object per URL (fetch), or JSON output\n"
     "  --progress     show progress even when stderr is not a terminal\n"
+    "  --refresh      ask the origin whether a cached URL changed (304: the\n"
+    "                 cached file; else the new one is downloaded)\n"
     "  -h, --help     show this help\n"
     "  --version      show the version\n"
     "\n"
@@ -161,6 +163,7 @@ static int cli_option(cli_t *c, int argc, char **argv, int *i)
     int *flag = strcmp(a, "-q") == 0             ? &c->quiet
                 : strcmp(a, "--json") == 0       ? &c->json
                 : strcmp(a, "--progress") == 0   ? &c->progress
+                : strcmp(a, "--refresh") == 0    ? &c->refresh
                 : strcmp(a, "--prometheus") == 0 ? &c->prometheus
                                                  : NULL;
     if (flag) {
@@ -303,8 +306,9 @@ int cli_dispatch(const cli_t *c)
                                    c->command);
         if (!commands[i].one_arg && c->nargs)
             return cli_usage_error("%s takes no arguments ('%s')", c->command, c->args[0]);
-        if (c->sha256 || c->dest || c->progress || c->nheaders)
-            return cli_usage_error("--sha256, -o, -H and --progress are options of fetch");
+        if (c->sha256 || c->dest || c->progress || c->nheaders || c->refresh)
+            return cli_usage_error(
+                "--sha256, -o, -H, --progress and --refresh are options of fetch");
         if (c->prometheus && !str_eq(c->command, "stats"))
             return cli_usage_error("--prometheus is an option of stats");
         return commands[i].run(c);

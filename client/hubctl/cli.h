@@ -19,6 +19,7 @@ typedef struct cli {
     int quiet;            /* -q */
     int json;             /* --json */
     int progress;         /* --progress */
+    int refresh;          /* --refresh */
     int prometheus;       /* --prometheus (stats) */
     const char *max_size; /* --max-size (gc) */
     char **headers;       /* -H, in order (fetch); copies, freed by cli_free */

@@ -402,6 +402,8 @@ static int fetch_queue(const fetch_t *f, conn_t *conn, size_t i)
     proto_add(&w, "url", f->req[i].url);
     if (f->sha256[0])
         proto_add(&w, "sha256", f->sha256);
+    if (f->cli->refresh)
+        proto_add(&w, "refresh", "1");
     for (size_t h = 0; h < f->cli->nheaders; h++)
         proto_add(&w, "header", f->cli->headers[h]);
     if (conn_queue_line(conn, &w) < 0)

@@ -127,6 +127,8 @@ static void print_prometheus(FILE *o, const proto_msg_t *m)
          "Ranges of segmented downloads asked for again (a failure, a stall, a 429)."},
         {"segment_fallbacks", "hubd_segment_fallbacks_total", "counter",
          "Segmented downloads restarted as one stream (ranges that did not fit together)."},
+        {"revalidated", "hubd_revalidated_total", "counter",
+         "Cached URLs the origin said were current (304 Not Modified), served as hits."},
         {"jobs_active", "hubd_jobs_active", "gauge", "Downloads transferring now."},
         {"jobs_queued", "hubd_jobs_queued", "gauge", "Downloads waiting for a slot."},
         {"sessions", "hubd_sessions", "gauge", "Connected clients."},

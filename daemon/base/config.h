@@ -59,6 +59,7 @@ typedef struct hubd_config {
     uint64_t min_free_space;        /* bytes the cache's file system keeps free, unless... */
     unsigned min_free_percent;      /* ...this share of it is set instead (non-zero) */
     unsigned verify_interval_ms; /* each blob is re-hashed in the background this often; 0: never */
+    unsigned revalidate_after_ms; /* a cached URL older than this is asked again (304); 0: never */
     unsigned keepalive_ms;       /* an idle pooled connection is closed after this */
     unsigned max_redirects;      /* redirects followed per fetch */
     int log_level;               /* LOG_LVL_* */

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DB_SCHEMA_VERSION 4
+#define DB_SCHEMA_VERSION 5
 
 /* Version 1. entries are keyed by (url, cred_tag) so that a response fetched
  * with credentials is only ever served to the same credentials; blobs are
@@ -164,6 +164,11 @@ static int open_conn(const char *path, int flags, int busy_ms, sqlite3 **out)
  * each made durable before the row said so; NULL: none). */
 static const char *const schema_v4 = "ALTER TABLE partials ADD COLUMN ranges TEXT;";
 
+/* Version 5. When an entry was last known to be the origin's current file
+ * (unix seconds): downloaded, or a revalidation answered 304 Not Modified.
+ * NULL: as created (entries from before). */
+static const char *const schema_v5 = "ALTER TABLE entries ADD COLUMN validated INTEGER;";
+
 static int migrate(sqlite3 *h)
 {
     sqlite3_stmt *st;
@@ -190,8 +195,10 @@ static int migrate(sqlite3 *h)
         rc = sqlite3_exec(h, schema_v3, NULL, NULL, &msg);
     if (rc == SQLITE_OK && version < 4)
         rc = sqlite3_exec(h, schema_v4, NULL, NULL, &msg);
+    if (rc == SQLITE_OK && version < 5)
+        rc = sqlite3_exec(h, schema_v5, NULL, NULL, &msg);
     if (rc == SQLITE_OK)
-        rc = sqlite3_exec(h, "PRAGMA user_version=4; COMMIT", NULL, NULL, &msg);
+        rc = sqlite3_exec(h, "PRAGMA user_version=5; COMMIT", NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
         log_err("sqlite: creating schema: %s", msg ? msg : "?");
         sqlite3_free(msg);
@@ -293,7 +300,9 @@ int db_open(const char *path, db_t **out)
     if (rc)
         goto fail;
     if (sqlite3_prepare_v2(db->rd,
-                           "SELECT e.sha256, b.size FROM entries e JOIN blobs b USING (sha256)"
+                           "SELECT e.sha256, b.size, e.etag, e.last_modified,"
+                           " coalesce(e.validated, e.created)"
+                           " FROM entries e JOIN blobs b USING (sha256)"
                            " WHERE e.url = ?1 AND e.cred_tag = ?2",
                            -1, &db->find_entry, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db->rd, "SELECT size FROM blobs WHERE sha256 = ?1", -1, &db->find_blob,
@@ -334,8 +343,26 @@ void db_close(db_t *db)
     free(db);
 }
 
+/* A text column into a fixed buffer: "" when NULL or too long to keep
+ * (a validator that long is not sent back). */
+static void column_copy(sqlite3_stmt *st, int col, char *out, size_t cap)
+{
+    const unsigned char *v = sqlite3_column_text(st, col);
+    size_t n = v ? strlen((const char *)v) : 0;
+    if (n >= cap)
+        n = 0;
+    memcpy(out, v ? (const char *)v : "", n);
+    out[n] = '\0';
+}
+
 int db_find_entry(db_t *db, const char *url, const char *cred_tag, char sha_out[65],
                   uint64_t *size_out)
+{
+    return db_find_entry_meta(db, url, cred_tag, sha_out, size_out, NULL);
+}
+
+int db_find_entry_meta(db_t *db, const char *url, const char *cred_tag, char sha_out[65],
+                       uint64_t *size_out, db_entry_meta_t *meta)
 {
     sqlite3_stmt *st = db->find_entry;
     sqlite3_bind_text(st, 1, url, -1, SQLITE_STATIC);
@@ -346,6 +373,11 @@ int db_find_entry(db_t *db, const char *url, const char *cred_tag, char sha_out[
         if (sha && strlen((const char *)sha) == 64) {
             memcpy(sha_out, sha, 65);
             *size_out = (uint64_t)sqlite3_column_int64(st, 1);
+            if (meta) {
+                column_copy(st, 2, meta->etag, sizeof meta->etag);
+                column_copy(st, 3, meta->last_modified, sizeof meta->last_modified);
+                meta->validated = sqlite3_column_int64(st, 4);
+            }
             rc = 0;
         }
     }
@@ -505,10 +537,11 @@ int db_record_download(db_t *db, const db_record_t *rec)
     if (!rc && rec->url)
         rc = db_exec(h,
                      "INSERT INTO entries(url, cred_tag, sha256, etag, last_modified, created,"
-                     " accessed, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)"
+                     " accessed, seq, validated) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?6)"
                      " ON CONFLICT(url, cred_tag) DO UPDATE SET sha256 = excluded.sha256,"
                      " etag = excluded.etag, last_modified = excluded.last_modified,"
-                     " accessed = excluded.accessed, seq = excluded.seq",
+                     " accessed = excluded.accessed, seq = excluded.seq,"
+                     " validated = excluded.validated",
                      "tttttii", rec->url, rec->cred_tag, rec->sha256, rec->etag, rec->last_modified,
                      now, next_seq(db));
     for (size_t i = 0; !rc && rec->url && i < rec->nuids; i++)
@@ -586,6 +619,18 @@ int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag
                      "ttii", url, cred_tag, now, next_seq(db));
     if (!rc && url)
         rc = add_requester(h, url, cred_tag, uid);
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}
+
+int db_entry_validated(db_t *db, const char *url, const char *cred_tag, int64_t now)
+{
+    sqlite3 *h = db->wr;
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
+    int rc = db_exec(h, "UPDATE entries SET validated = ?3 WHERE url = ?1 AND cred_tag = ?2", "tti",
+                     url, cred_tag, now);
+    if (!rc && sqlite3_changes(h) == 0)
+        rc = -ENOENT;
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
     return rc;
 }

@@ -94,6 +94,20 @@ int db_add_blobs(db_t *db, const db_found_blob_t *v, size_t n);
 /* Loop thread. 0 and the blob's digest and size, or -ENOENT. */
 int db_find_entry(db_t *db, const char *url, const char *cred_tag, char sha_out[65],
                   uint64_t *size_out);
+
+/* What revalidating an entry needs: its validators ("" when none, or too
+ * long) and when it was last known current (unix seconds). */
+typedef struct db_entry_meta {
+    char etag[256];
+    char last_modified[64];
+    int64_t validated;
+} db_entry_meta_t;
+/* db_find_entry, and the entry's meta (NULL: not wanted). */
+int db_find_entry_meta(db_t *db, const char *url, const char *cred_tag, char sha_out[65],
+                       uint64_t *size_out, db_entry_meta_t *meta);
+/* Pool threads. The origin said the entry is still current (304): it was
+ * validated `now`. 0, or -ENOENT when the entry is gone meanwhile. */
+int db_entry_validated(db_t *db, const char *url, const char *cred_tag, int64_t now);
 /* Loop thread. 0 and the blob's size, or -ENOENT. */
 int db_find_blob(db_t *db, const char *sha256, uint64_t *size_out);
 /* Loop thread. Like db_find_blob, but only a public blob (its bytes were

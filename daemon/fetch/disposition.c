@@ -87,6 +87,10 @@ void disposition_of(const disp_head_t *h, const disp_request_t *r, disposition_t
 {
     d->status = h->status;
     d->total = -1;
+    if (r->conditional && h->status == 304) { /* drained, then served from the cache */
+        d->kind = DISP_NOT_MODIFIED;
+        return;
+    }
     if (is_redirect(h->status)) {
         redirect_of(h, r, d);
         return;

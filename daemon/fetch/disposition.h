@@ -13,12 +13,13 @@
 #include "url.h"
 
 typedef enum {
-    DISP_NONE,     /* no response head yet */
-    DISP_TAKE,     /* deliver the body: it is the file from the offset asked for */
-    DISP_REDIRECT, /* drain the body, then follow `location` */
-    DISP_STATUS,   /* drain the body, then end the attempt with http_<status> */
-    DISP_RESTART,  /* what we have is not a prefix of this body: start over at byte 0 */
-    DISP_FAIL,     /* fail the job now with code and msg */
+    DISP_NONE,         /* no response head yet */
+    DISP_TAKE,         /* deliver the body: it is the file from the offset asked for */
+    DISP_REDIRECT,     /* drain the body, then follow `location` */
+    DISP_STATUS,       /* drain the body, then end the attempt with http_<status> */
+    DISP_RESTART,      /* what we have is not a prefix of this body: start over at byte 0 */
+    DISP_FAIL,         /* fail the job now with code and msg */
+    DISP_NOT_MODIFIED, /* a conditional request's 304: the cached file is current */
 } disp_kind_t;
 
 /* The parts of a response head that decide (http_response_t's fields). */
@@ -38,6 +39,7 @@ typedef struct disp_request {
     const char *etag;       /* the ETag held for the partial, NULL if none */
     unsigned redirects;     /* redirects followed so far */
     unsigned max_redirects; /* the configured bound */
+    int conditional;        /* it carried If-None-Match / If-Modified-Since (a revalidation) */
 } disp_request_t;
 
 typedef struct disposition {

@@ -29,6 +29,7 @@ void job_handle_closed(job_t *job)
     free(job->cred_headers);
     free(job->etag);
     free(job->last_modified);
+    free(job->reval);
     free(job->resume_ranges);
     free(job->park_ranges);
     free(job);
@@ -165,7 +166,8 @@ void job_fail_digest(job_t *job, const char *code, const char *msg, const char *
      * other failure discards it (a new fetch starts afresh). */
     if (strcmp(code, "shutting_down") == 0 && job_validator(job) != NULL)
         job->flags |= JOB_PARK;
-    log_warn("job %llu: %s failed: %s: %s", (unsigned long long)job->id, job->key, code, msg);
+    if (strcmp(code, "not_modified") != 0) /* the end of a revalidation is no failure */
+        log_warn("job %llu: %s failed: %s: %s", (unsigned long long)job->id, job->key, code, msg);
     job_unlist(job);
     uv_timer_stop(&job->timer);
     uv_timer_stop(&job->retry_timer);
@@ -181,6 +183,33 @@ void job_fail_digest(job_t *job, const char *code, const char *msg, const char *
 void job_fail(job_t *job, const char *code, const char *msg)
 {
     job_fail_digest(job, code, msg, NULL);
+}
+
+void job_not_modified(job_t *job)
+{
+    jobs_t *js = job->js;
+    job_reval_t *rv = job->reval;
+    log_info("job %llu: %s not modified at the origin (304): serving the cached %s",
+             (unsigned long long)job->id, job->key, rv->sha);
+    js->stats.revalidated++;
+    list_node_t *n;
+    while ((n = list_first(&job->waiters)) != NULL) {
+        job_waiter_t *w = list_entry(n, job_waiter_t, node);
+        job_waiter_unlink(job, w);
+        /* Its headers go with it: should the blob be gone, it downloads
+         * again (after_hit) with them. */
+        w->cred_block = job->cred_headers ? strdup(job->cred_headers) : NULL;
+        w->restarted = 1; /* it heard QUEUED or ATTACHED: no second on_start */
+        if (jobs_serve_cached(js, w, job->key, rv->sha, rv->size, 1)) {
+            free(w->cred_block);
+            w->cred_block = NULL;
+            job_result_t res = {
+                .err_code = "internal", .err_msg = "out of memory", .kind = w->kind};
+            jobs_count_error(js, res.err_code);
+            w->on_finish(w, &res);
+        }
+    }
+    job_fail(job, "not_modified", "the cached file is current"); /* no waiter hears it */
 }
 
 /* curl's --speed-limit and --speed-time: a body that brings fewer than
@@ -327,6 +356,8 @@ int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out)
     job->owner = w->uid;
     job->cred_headers = w->cred_block; /* the job sends them to the first origin */
     w->cred_block = NULL;
+    job->reval = w->reval; /* asked as a condition of its first request */
+    w->reval = NULL;
     job->fd = -1;
     job->ro_fd = -1;
     job->total = -1;
@@ -414,6 +445,12 @@ int job_take_head(job_t *job, int64_t total, int new_validators, const char *eta
 {
     job_set_state(job, JOB_BODY);
     job->total = total;
+    if (job->reval) { /* not 304: a new version comes, the entry will be replaced */
+        log_info("job %llu: %s changed at the origin: downloading it again",
+                 (unsigned long long)job->id, job->key);
+        free(job->reval);
+        job->reval = NULL;
+    }
     if (new_validators) {
         free(job->etag);
         free(job->last_modified);

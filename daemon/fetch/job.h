@@ -87,16 +87,18 @@ struct job_waiter {
      * on_start and on_finish; `written` goes back to 0 when the download
      * restarts from byte 0. */
     void (*on_written)(job_waiter_t *w, uint64_t written, uint64_t durable);
-    uid_t uid; /* who asks: a new job counts toward this uid's max_jobs_per_user */
+    uid_t uid;   /* who asks: a new job counts toward this uid's max_jobs_per_user */
+    int refresh; /* FETCH refresh=1: a cached URL is revalidated with the origin first */
     /* Private to the jobs module (daemon/fetch/). */
-    job_t *job;        /* the job waited on, or NULL */
-    job_hit_t *hit;    /* the cache look-up in flight, or NULL */
-    fetch_kind_t kind; /* what on_start said */
-    int restarted;     /* moved to a job of its own: no second on_start */
-    char expected[65]; /* this waiter's expected digest, "" if none */
-    char cred_tag[65]; /* its credential tag, "" without secret headers */
-    char *cred_block;  /* its header lines, until a new job takes them */
-    list_node_t node;  /* in job->waiters */
+    job_t *job;              /* the job waited on, or NULL */
+    job_hit_t *hit;          /* the cache look-up in flight, or NULL */
+    fetch_kind_t kind;       /* what on_start said */
+    int restarted;           /* moved to a job of its own: no second on_start */
+    char expected[65];       /* this waiter's expected digest, "" if none */
+    char cred_tag[65];       /* its credential tag, "" without secret headers */
+    char *cred_block;        /* its header lines, until a new job takes them */
+    struct job_reval *reval; /* the entry to revalidate, until a new job takes it */
+    list_node_t node;        /* in job->waiters */
 };
 
 /* Error codes counted apart in STATS (the rest count as "other"). */
@@ -117,6 +119,7 @@ typedef struct jobs_stats {
     uint64_t segmented; /* downloads fetched over several connections */
     uint64_t segment_retries;   /* a connection's range asked for again (failure, stall) */
     uint64_t segment_fallbacks; /* segmented downloads that fell back to one stream */
+    uint64_t revalidated;       /* revalidations the origin answered 304 (served as hits) */
     unsigned active, queued;
 } jobs_stats_t;
 

@@ -100,6 +100,15 @@ enum {
 /* The items of the body's way to disk: none may be in flight to restart. */
 #define JOB_ITEMS_DATA (JOB_ITEM_HASH | JOB_ITEM_WRITE | JOB_ITEM_SYNC | JOB_ITEM_REHASH)
 
+/* A cached entry a job asks the origin about first (If-None-Match,
+ * If-Modified-Since): a 304 serves it, a body replaces it. */
+typedef struct job_reval {
+    char sha[65];
+    uint64_t size;
+    char etag[256];         /* "" when none */
+    char last_modified[64]; /* "" when none */
+} job_reval_t;
+
 typedef struct batch {
     struct batch *next;
     uint64_t offset; /* file offset of the first byte */
@@ -212,6 +221,7 @@ struct job {
     uint64_t written; /* bytes written, for sync_file_range */
     uint64_t flushed; /* bytes already given to writeback */
     char *etag, *last_modified;
+    job_reval_t *reval; /* revalidating a cached entry until a body starts, else NULL */
 
     /* Crash safety: checkpoints of the partial and resuming one. */
     uint64_t resume_len;  /* a recorded partial's durable bytes, to re-hash first */
@@ -263,7 +273,8 @@ struct job_hit {
     char cred_tag[65];
     uid_t uid; /* who asked: a requester of the entry */
     uint64_t size;
-    int by_entry; /* found through the URL's entry (touch it too) */
+    int by_entry;    /* found through the URL's entry (touch it too) */
+    int revalidated; /* the origin said 304: the entry is marked current */
     int fd;
     int rc;
 };
@@ -302,6 +313,15 @@ int job_take_head(job_t *job, int64_t total, int new_validators, const char *eta
                   const char *last_modified);
 void job_body_ended(job_t *job);
 int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out);
+
+/* jobs.c: serves the waiter the cached blob sha of url as a hit (opened
+ * in the pool; revalidated: the entry is marked current). The waiter has
+ * had its on_start. 0, or -ENOMEM. */
+int jobs_serve_cached(jobs_t *js, job_waiter_t *w, const char *url, const char sha[65],
+                      uint64_t size, int revalidated);
+/* job.c: a revalidation answered 304: every waiter gets the cached file,
+ * and the job ends without a download. */
+void job_not_modified(job_t *job);
 
 /* pipeline.c: batches, hash and write items, checkpoints */
 uint64_t job_space_floor(const struct statvfs *v, uint64_t bytes, unsigned pct);

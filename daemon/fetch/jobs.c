@@ -66,6 +66,8 @@ static int jobs_start_download(jobs_t *js, url_t *u, job_waiter_t *w)
         url_free(u);
         free(w->cred_block); /* the job has the same credentials already */
         w->cred_block = NULL;
+        free(w->reval); /* a running download is as fresh as a revalidation */
+        w->reval = NULL;
         js->stats.attached++;
         if (!w->restarted)
             w->kind = FETCH_ATTACHED;
@@ -76,6 +78,8 @@ static int jobs_start_download(jobs_t *js, url_t *u, job_waiter_t *w)
     }
     if (jobs_uid_at_limit(js, w->uid)) {
         url_free(u);
+        free(w->reval);
+        w->reval = NULL;
         return -EAGAIN;
     }
     if (job_new(js, u, w, &job))
@@ -92,6 +96,8 @@ static int jobs_start_download(jobs_t *js, url_t *u, job_waiter_t *w)
     return 0;
 fail:
     url_free(u);
+    free(w->reval);
+    w->reval = NULL;
     return -ENOMEM;
 }
 
@@ -161,6 +167,8 @@ static void hit_work(uv_work_t *req)
     }
     if (!hit->rc)
         db_touch(js->db, hit->sha, hit->by_entry ? hit->url : NULL, hit->cred_tag, hit->uid);
+    if (!hit->rc && hit->revalidated)
+        db_entry_validated(js->db, hit->url, hit->cred_tag, (int64_t)time(NULL));
 }
 
 static void after_hit(uv_work_t *req, int status)
@@ -175,9 +183,12 @@ static void after_hit(uv_work_t *req, int status)
         free(w->cred_block);
         w->cred_block = NULL;
     }
+    /* A waiter served after a revalidation had its on_start (QUEUED). */
+    int started = w && w->restarted;
     if (w && hit->rc == 0 && js->shutting_down) {
         job_result_t res = {.err_code = "shutting_down", .err_msg = "hubd is stopping"};
-        w->on_start(w, FETCH_HIT, 0);
+        if (!started)
+            w->on_start(w, FETCH_HIT, 0);
         w->on_finish(w, &res);
     } else if (w && hit->rc == 0) {
         char path[PATH_MAX];
@@ -185,7 +196,8 @@ static void after_hit(uv_work_t *req, int status)
         js->stats.hits++;
         js->stats.bytes_served += hit->size;
         w->kind = FETCH_HIT;
-        w->on_start(w, FETCH_HIT, 0);
+        if (!started)
+            w->on_start(w, FETCH_HIT, 0);
         job_fd_t *fd = job_fd_new(hit->fd);
         hit->fd = -1; /* the wrapper's now */
         job_result_t res = {.path = path,
@@ -289,37 +301,61 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *cons
     char sha[65];
     uint64_t size = 0;
     int by_entry = 0;
+    db_entry_meta_t meta;
     int found = sha256 && db_find_blob_for(js->db, sha256, w->cred_tag, &size) == 0;
     if (found) {
         memcpy(sha, w->expected, sizeof sha);
-    } else if (db_find_entry(js->db, u.canonical, w->cred_tag, sha, &size) == 0 &&
+    } else if (db_find_entry_meta(js->db, u.canonical, w->cred_tag, sha, &size, &meta) == 0 &&
                (!sha256 || strcmp(sha, sha256) == 0)) {
         found = by_entry = 1;
+        /* Asked to, or older than revalidate_after: the origin is asked
+         * whether it is still current first (a digest asked for and held
+         * needs no network: that bytes are right is known). */
+        int64_t age_ms = ((int64_t)time(NULL) - meta.validated) * 1000;
+        if (!sha256 &&
+            (w->refresh ||
+             (js->cfg->revalidate_after_ms && age_ms >= (int64_t)js->cfg->revalidate_after_ms)) &&
+            (w->reval = calloc(1, sizeof *w->reval)) != NULL) {
+            memcpy(w->reval->sha, sha, sizeof sha);
+            w->reval->size = size;
+            memcpy(w->reval->etag, meta.etag, sizeof meta.etag);
+            memcpy(w->reval->last_modified, meta.last_modified, sizeof meta.last_modified);
+            found = 0;
+        }
     }
-    job_hit_t *hit = found ? calloc(1, sizeof *hit) : NULL;
-    if (hit && !(hit->url = strdup(u.canonical))) {
+    if (found && jobs_serve_cached(js, w, u.canonical, sha, size, 0) == 0) {
+        w->hit->by_entry = by_entry; /* found by digest: the entry is not touched */
+        url_free(&u);
+        return 0;
+    }
+    /* A miss, a revalidation, or no memory to serve the hit: a download. */
+    rc = jobs_start_download(js, &u, w);
+    if (rc == 0)
+        return 0;
+    free(w->cred_block);
+    w->cred_block = NULL;
+    *code = rc == -EAGAIN ? "too_many_requests" : "internal";
+    *msg = rc == -EAGAIN ? "this uid has max_requests_per_user downloads running or queued"
+                         : "out of memory";
+    return rc;
+}
+
+int jobs_serve_cached(jobs_t *js, job_waiter_t *w, const char *url, const char sha[65],
+                      uint64_t size, int revalidated)
+{
+    job_hit_t *hit = calloc(1, sizeof *hit);
+    if (!hit || !(hit->url = strdup(url))) {
         free(hit);
-        hit = NULL;
+        return -ENOMEM;
     }
-    if (!hit) { /* a miss (or no memory to serve the hit: download instead) */
-        rc = jobs_start_download(js, &u, w);
-        if (rc == 0)
-            return 0;
-        free(w->cred_block);
-        w->cred_block = NULL;
-        *code = rc == -EAGAIN ? "too_many_requests" : "internal";
-        *msg = rc == -EAGAIN ? "this uid has max_requests_per_user downloads running or queued"
-                             : "out of memory";
-        return rc;
-    }
-    url_free(&u);
     hit->js = js;
     hit->w = w;
-    memcpy(hit->sha, sha, sizeof sha);
+    memcpy(hit->sha, sha, sizeof hit->sha);
     memcpy(hit->cred_tag, w->cred_tag, sizeof hit->cred_tag);
     hit->uid = w->uid;
     hit->size = size;
-    hit->by_entry = by_entry;
+    hit->by_entry = 1;
+    hit->revalidated = revalidated;
     hit->fd = -1;
     hit->work.data = hit;
     w->hit = hit;
@@ -340,6 +376,8 @@ void jobs_cancel(job_waiter_t *w)
 {
     free(w->cred_block);
     w->cred_block = NULL;
+    free(w->reval);
+    w->reval = NULL;
     if (w->hit) {
         w->hit->w = NULL;
         w->hit = NULL;

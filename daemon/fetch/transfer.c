@@ -42,6 +42,7 @@ static int on_http_headers(http_req_t *req, const http_response_t *resp, void *d
         .etag = job->etag,
         .redirects = t->redirects,
         .max_redirects = job->js->cfg->max_redirects,
+        .conditional = job->reval && !t->lane && t->offset == 0,
     };
     disposition_t *d = &t->disp;
     disposition_clear(d);
@@ -56,8 +57,9 @@ static int on_http_headers(http_req_t *req, const http_response_t *resp, void *d
     case DISP_RESTART:
         job_restart_from_zero(job, d->why);
         return HTTP_BODY_DISCARD;
-    case DISP_REDIRECT: /* followed once the body is drained (on_http_done) */
-    case DISP_STATUS:   /* failed then, so that the connection is kept */
+    case DISP_REDIRECT:     /* followed once the body is drained (on_http_done) */
+    case DISP_STATUS:       /* failed then, so that the connection is kept */
+    case DISP_NOT_MODIFIED: /* served from the cache then */
     case DISP_NONE:
         return HTTP_BODY_DISCARD;
     case DISP_TAKE:
@@ -120,6 +122,10 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
             segs_lane_begin(t);
         else
             job_begin_request(job);
+        return;
+    }
+    if (t->disp.kind == DISP_NOT_MODIFIED && !t->lane) {
+        job_not_modified(job);
         return;
     }
     if (t->lane)
@@ -258,8 +264,16 @@ void transfer_start(transfer_t *t, uint64_t offset, uint64_t end)
         snprintf(range, sizeof range, "Range: bytes=%llu-\r\n", (unsigned long long)t->offset);
     if (range[0] && validator)
         snprintf(if_range, sizeof if_range, "If-Range: ");
-    int n = asprintf(&hdrs, "%s%s%s%s%s", range, if_range, if_range[0] ? validator : "",
-                     if_range[0] ? "\r\n" : "", cred);
+    /* A revalidation asks whether the cached file is still current: 304 if
+     * so (served from the cache), else the new one. */
+    char cond[400] = "";
+    const job_reval_t *rv = !t->lane && t->offset == 0 ? job->reval : NULL;
+    if (rv && rv->etag[0])
+        snprintf(cond, sizeof cond, "If-None-Match: %s\r\n", rv->etag);
+    else if (rv && rv->last_modified[0])
+        snprintf(cond, sizeof cond, "If-Modified-Since: %s\r\n", rv->last_modified);
+    int n = asprintf(&hdrs, "%s%s%s%s%s%s", range, if_range, if_range[0] ? validator : "",
+                     if_range[0] ? "\r\n" : "", cond, cred);
     int rc = n < 0 ? -ENOMEM : 0;
     if (!rc)
         rc = http_request(job->js->http, &t->url, hdrs, &transfer_http_cbs, t, &t->req);

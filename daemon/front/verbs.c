@@ -138,6 +138,7 @@ static void verb_stats(session_t *s, const proto_msg_t *m, const char *id, int a
     proto_add_u64(&r.w, "segmented", st.segmented);
     proto_add_u64(&r.w, "segment_retries", st.segment_retries);
     proto_add_u64(&r.w, "segment_fallbacks", st.segment_fallbacks);
+    proto_add_u64(&r.w, "revalidated", st.revalidated);
     httpd_stats_t hs = {0};
     if (srv->httpd)
         httpd_get_stats(srv->httpd, &hs);

@@ -150,6 +150,8 @@ void verbs_fetch(session_t *s, const proto_msg_t *m, const char *id, int arg)
     f->w.on_start = fetch_on_start;
     f->w.on_progress = fetch_on_progress;
     f->w.on_finish = fetch_on_finish;
+    const char *refresh = proto_get(m, "refresh");
+    f->w.refresh = refresh && strcmp(refresh, "1") == 0;
     /* One user cannot fill the daemon with waiting requests. (jobs_fetch
      * bounds the jobs a uid created by the same setting: see quota.h.) */
     unsigned waiting;

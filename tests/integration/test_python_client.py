@@ -135,6 +135,18 @@ class PythonClientTest(IsolatedEnv, HubTestCase):
         self.assertIn(digest, str(e))
         self.assertEqual(self.hubd.blob_files(), [])
 
+    def test_refresh_gets_a_changed_file(self):
+        self.make_file("v.bin", 3000, seed=1)
+        url = self.origin.url("/files/v.bin")
+        p1 = hubd.fetch(url, progress=False)
+        path = os.path.join(self.root, "v.bin")
+        t = os.stat(path).st_mtime + 10
+        v2 = self.make_file("v.bin", 3100, seed=2)
+        os.utime(path, (t, t))
+        self.assertEqual(hubd.fetch(url, progress=False), p1)  # served as it is
+        p2 = hubd.fetch(url, progress=False, refresh=True)
+        self.assertEqual(os.path.basename(p2), v2)
+
     def test_cancel_stops_a_download_of_ours(self):
         self.make_file("c.bin", 4 * 1024 * 1024)
         url = self.origin.url("/files/c.bin?bps=65536")

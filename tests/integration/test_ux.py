@@ -238,6 +238,76 @@ class ConfigUxTest(HubTestCase):
         s.close()
 
 
+class FreshnessTest(HubTestCase):
+    """A cached URL is served forever unless asked to revalidate (--refresh,
+    revalidate_after): a 304 serves the cached file, a new body replaces
+    it, and a digest the cache has never needs the network."""
+
+    def fetch_json(self, *args):
+        import json
+        r = self.hubctl("fetch", "--json", *args)
+        self.assertEqual(r.rc, 0, r)
+        return json.loads(r.out)
+
+    def change(self, name, size, seed):
+        path = os.path.join(self.root, name)
+        st = os.stat(path)
+        digest = self.make_file(name, size, seed=seed)
+        os.utime(path, (st.st_atime + 10, st.st_mtime + 10))  # a new Last-Modified too
+        return digest
+
+    def test_refresh_revalidates_and_a_304_is_a_hit(self):
+        v1 = self.make_file("f.bin", 100000)
+        url = self.origin.url("/files/f.bin")
+        self.assertEqual(self.fetch_json(url)["source"], "download")
+        j = self.fetch_json("--refresh", url)
+        self.assertEqual((j["sha256"], j["source"]), (v1, "hit"))
+        st = self.origin.stats()
+        self.assertEqual(st["requests"]["/files/f.bin"], 2)  # the second, a 304
+        self.assertEqual(st["bytes"]["/files/f.bin"], 100000)
+        stats = self.stats()
+        self.assertEqual((stats["revalidated"], stats["hits"], stats["errors"]), (1, 1, 0))
+        self.assertIn("not modified at the origin (304)", self.hubd.read_log())
+
+    def test_a_changed_file_is_served_until_refreshed_then_replaced(self):
+        v1 = self.make_file("c.bin", 5000, seed=1)
+        url = self.origin.url("/files/c.bin")
+        self.assertEqual(self.fetch_json(url)["sha256"], v1)
+        v2 = self.change("c.bin", 6000, seed=2)
+        self.assertEqual(self.fetch_json(url)["sha256"], v1)  # the default: never asks
+        self.assertEqual(self.origin.requests_for("/files/c.bin"), 1)
+        j = self.fetch_json("--refresh", url)
+        self.assertEqual((j["sha256"], j["source"], j["size"]), (v2, "download", 6000))
+        self.assertEqual(self.fetch_json(url)["sha256"], v2)  # the entry moved
+        self.assertEqual(self.origin.requests_for("/files/c.bin"), 2)
+
+    def test_revalidate_after_asks_once_an_entry_is_that_old(self):
+        self.hubd.stop()
+        self.hubd = Hubd(os.path.join(self.tmp, "reval"), config=write_config(
+            os.path.join(self.tmp, "reval.conf"), revalidate_after="2s"))
+        v1 = self.make_file("r.bin", 3000, seed=1)
+        url = self.origin.url("/files/r.bin")
+        self.assertEqual(self.fetch_json(url)["sha256"], v1)
+        self.assertEqual(self.fetch_json(url)["source"], "hit")  # young: no network
+        self.assertEqual(self.origin.requests_for("/files/r.bin"), 1)
+        time.sleep(2.1)
+        self.assertEqual(self.fetch_json(url)["source"], "hit")  # old: a 304
+        self.assertEqual(self.origin.requests_for("/files/r.bin"), 2)
+        self.assertEqual(self.fetch_json(url)["source"], "hit")  # validated just now
+        self.assertEqual(self.origin.requests_for("/files/r.bin"), 2)
+        v2 = self.change("r.bin", 3500, seed=2)
+        time.sleep(2.1)
+        self.assertEqual(self.fetch_json(url)["sha256"], v2)
+
+    def test_a_digest_the_cache_has_never_needs_the_network(self):
+        v1 = self.make_file("d.bin", 2000)
+        url = self.origin.url("/files/d.bin")
+        self.fetch_json(url)
+        j = self.fetch_json("--refresh", "--sha256", v1, url)
+        self.assertEqual(j["source"], "hit")
+        self.assertEqual(self.origin.requests_for("/files/d.bin"), 1)
+
+
 class CancelTest(HubTestCase):
     """hubctl cancel: a user undoes a download of theirs; others' waiters
     keep theirs going; an admin may stop any."""

@@ -230,7 +230,7 @@ START_TEST(db_open_creates_schema)
     struct stat st;
 
     ck_assert_int_eq(stat(path, &st), 0);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 4);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 5);
     ck_assert_int_eq(raw_int("SELECT count(*) FROM sqlite_master WHERE type = 'table'"
                              " AND name IN ('blobs', 'entries')"),
                      2);
@@ -501,7 +501,7 @@ START_TEST(db_reopen_keeps_rows)
     find_entry_is("http://h/b", "t", b, 22);
     ck_assert_int_eq(db_find_blob(db, b, &size), 0);
     ck_assert_uint_eq(size, 22);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 4);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 5);
     char *etag = raw_text("SELECT etag FROM entries WHERE url = 'http://h/a'");
     ck_assert_str_eq(etag, "\"e\"");
     free(etag);
@@ -523,11 +523,11 @@ START_TEST(db_open_refuses_newer_schema)
     db_t *other = NULL;
 
     /* A database written by a newer hubd is left alone, not "migrated". */
-    raw_exec("PRAGMA user_version = 5");
+    raw_exec("PRAGMA user_version = 6");
     db_close(db);
     db = NULL;
     ck_assert_int_eq(db_open(path, &other), -EPROTO);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 5);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 6);
 
     /* A directory that does not exist: an error, not a crash. */
     char bad[400];
@@ -681,8 +681,19 @@ START_TEST(db_migrates_version_1)
              "PRAGMA user_version = 1",
              a, b, a, b);
     ck_assert_int_eq(db_open(path, &db), 0);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 4);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 5);
     find_entry_is("http://h/m", "", a, 5);
+    /* An entry from before version 5 was last validated when created. */
+    char sha[65];
+    uint64_t size;
+    db_entry_meta_t meta;
+    ck_assert_int_eq(db_find_entry_meta(db, "http://h/m", "", sha, &size, &meta), 0);
+    ck_assert_int_eq(meta.validated, 100);
+    ck_assert_str_eq(meta.etag, "");
+    ck_assert_int_eq(db_entry_validated(db, "http://h/m", "", 5000), 0);
+    ck_assert_int_eq(db_find_entry_meta(db, "http://h/m", "", sha, &size, &meta), 0);
+    ck_assert_int_eq(meta.validated, 5000);
+    ck_assert_int_eq(db_entry_validated(db, "http://h/none", "", 5000), -ENOENT);
     save_partial(1, "http://h/n", "\"z\"", 42);
     ck_assert_int_eq(db_each_partial(db, count_partial, &sum), 0);
     ck_assert_uint_eq(sum, 42);

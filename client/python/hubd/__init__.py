@@ -425,7 +425,7 @@ def _make_bar(url, stream):
 _Done = collections.namedtuple("_Done", "path sha256 size source fd")
 
 
-def _fetch_line(url, sha256, headers):
+def _fetch_line(url, sha256, headers, refresh=False):
     if not isinstance(url, str):
         raise TypeError("url must be a str, not %s" % type(url).__name__)
     try:
@@ -437,6 +437,8 @@ def _fetch_line(url, sha256, headers):
                     or any(c not in "0123456789abcdefABCDEF" for c in sha256)):
                 raise HubdError("bad_request", "sha256 must be 64 hex digits, not %r" % (sha256,), url)
             fields.append(("sha256", sha256.lower()))
+        if refresh:
+            fields.append(("refresh", "1"))
         for name, value in (headers or {}).items():
             name, value = str(name), str(value)
             # A header must stay one header: no CR, LF or NUL anywhere, and a
@@ -458,10 +460,10 @@ def _fetch_line(url, sha256, headers):
     return line
 
 
-def _fetch(url, sha256=None, headers=None, progress=True):
+def _fetch(url, sha256=None, headers=None, progress=True, refresh=False):
     """One FETCH. Returns a _Done whose fd (an open read-only descriptor of
     the blob, or None if hubd sent none) the caller must close."""
-    line = _fetch_line(url, sha256, headers)
+    line = _fetch_line(url, sha256, headers, refresh)
     hello = _build_line("HELLO", [("proto", "1"), ("client", "hubd-python/" + __version__)])
     try:
         conn = _connect()
@@ -535,7 +537,7 @@ def _fetch(url, sha256=None, headers=None, progress=True):
         conn.close()
 
 
-def fetch(url, sha256=None, headers=None, progress=True):
+def fetch(url, sha256=None, headers=None, progress=True, refresh=False):
     """Fetches ``url`` through hubd and returns the path of the cached blob.
 
     The path is inside the cache: read-only, named by its SHA-256, and it may
@@ -550,9 +552,13 @@ def fetch(url, sha256=None, headers=None, progress=True):
     :func:`download_url_to_file`, which copies through the passed fd)
     (the daemon refuses headers that are its own to send, such as Host or
     Range, with ``bad_request``). ``progress``: draw a
-    progress bar on stderr (see the module doc). Raises :class:`HubdError`.
+    progress bar on stderr (see the module doc). ``refresh``: a cached URL is
+    revalidated with the origin first (304: the cached file; else the new
+    one is downloaded); without it, a cached URL is served as it is (unless
+    the daemon's ``revalidate_after`` says it is too old).
+    Raises :class:`HubdError`.
     """
-    done = _fetch(url, sha256, headers, progress)
+    done = _fetch(url, sha256, headers, progress, refresh)
     if done.fd is not None:
         os.close(done.fd)
     return done.path
