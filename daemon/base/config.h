@@ -60,17 +60,17 @@ typedef struct hubd_config {
     unsigned min_free_percent;      /* ...this share of it is set instead (non-zero) */
     unsigned verify_interval_ms; /* each blob is re-hashed in the background this often; 0: never */
     unsigned revalidate_after_ms; /* a cached URL older than this is asked again (304); 0: never */
-    unsigned keepalive_ms;       /* an idle pooled connection is closed after this */
-    unsigned max_redirects;      /* redirects followed per fetch */
-    int log_level;               /* LOG_LVL_* */
-    char *ca_file;               /* PEM bundle of trusted CAs, NULL: the system's */
-    char *ca_path;               /* folder of PEM CA certificates, or NULL */
-    char *tls_ciphers;           /* AEADs offered, fastest first (malloc'd) */
-    char *tls_insecure_hosts;    /* hosts whose certificates are not checked, or NULL */
-    char *deny_networks;         /* CIDRs never connected to (metadata, link-local), or NULL */
-    char *allow_networks;        /* exceptions to deny_networks, or NULL */
-    char *allow_hosts;           /* if set, the only hosts fetched from ("*.x" for subdomains) */
-    char *deny_hosts;            /* hosts never fetched from, or NULL */
+    unsigned keepalive_ms;        /* an idle pooled connection is closed after this */
+    unsigned max_redirects;       /* redirects followed per fetch */
+    int log_level;                /* LOG_LVL_* */
+    char *ca_file;                /* PEM bundle of trusted CAs, NULL: the system's */
+    char *ca_path;                /* folder of PEM CA certificates, or NULL */
+    char *tls_ciphers;            /* AEADs offered, fastest first (malloc'd) */
+    char *tls_insecure_hosts;     /* hosts whose certificates are not checked, or NULL */
+    char *deny_networks;          /* CIDRs never connected to (metadata, link-local), or NULL */
+    char *allow_networks;         /* exceptions to deny_networks, or NULL */
+    char *allow_hosts;            /* if set, the only hosts fetched from ("*.x" for subdomains) */
+    char *deny_hosts;             /* hosts never fetched from, or NULL */
     char *proxy;    /* forward proxy URL (proxy.h); "" none; NULL: the environment decides */
     char *no_proxy; /* hosts that go direct (curl's list); NULL: the environment's, if any */
     mirror_rule_t mirrors[MIRROR_MAX_RULES]; /* `mirror` rules, in file order */
