@@ -22,7 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <uv.h>
+
+#define USER_LOG_MAX (16L << 20) /* a per-user daemon's log file is emptied past this */
 
 /* What the command line said; kept, since a reload re-applies it over the
  * file (flags win). */
@@ -225,8 +228,23 @@ static int parse_flags(int argc, char **argv, flags_t *f)
     return 0;
 }
 
-/* Settings: defaults, then the file, then flags (so flags win). On error,
- * err says what and where. */
+/* $XDG_CONFIG_HOME/hubd/hubd.conf, or ~/.config/hubd/hubd.conf: 0, or
+ * -ENOENT when neither variable is set. */
+static int user_config_path(char *out, size_t cap)
+{
+    const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg)
+        snprintf(out, cap, "%s/hubd/hubd.conf", xdg);
+    else if (home && *home)
+        snprintf(out, cap, "%s/.config/hubd/hubd.conf", home);
+    else
+        return -ENOENT;
+    return 0;
+}
+
+/* Settings: defaults, then the file (--config; a per-user daemon's own
+ * otherwise), then flags (so flags win). On error, err says what and
+ * where. */
 static int build_config(const flags_t *f, hubd_config_t *cfg, char *err, size_t cap)
 {
     int rc = config_defaults(cfg);
@@ -234,7 +252,14 @@ static int build_config(const flags_t *f, hubd_config_t *cfg, char *err, size_t 
         snprintf(err, cap, "cannot work out default paths (is HOME set?)");
         return rc;
     }
-    if (f->config_file && (rc = config_load_file(cfg, f->config_file, err, cap)))
+    /* A per-user daemon reads the user's own settings (CA file, proxy,
+     * limits) when there are some and no --config says otherwise. */
+    char user_conf[PATH_MAX];
+    const char *file = f->config_file;
+    if (!file && f->user_mode && user_config_path(user_conf, sizeof user_conf) == 0 &&
+        access(user_conf, F_OK) == 0)
+        file = user_conf;
+    if (file && (rc = config_load_file(cfg, file, err, cap)))
         return rc;
     const struct {
         const char *key, *value, *flag;
@@ -382,6 +407,10 @@ int main(int argc, char **argv)
         return 0;
     }
     log_init(d.cfg.log_level);
+    if (d.flags.user_mode) { /* its log is a file hubctl keeps */
+        log_set_timestamps(1);
+        log_set_bound(USER_LOG_MAX);
+    }
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
     /* A reload asked for during a long start-up (reconciling a big cache)

@@ -22,8 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define START_WAIT_MS 10000 /* a daemon opens its cache (and re-checks it) first */
-#define STOP_WAIT_MS 15000  /* a stopping daemon drains its sessions (a second) */
+#define START_WAIT_MS 10000      /* a daemon opens its cache (and re-checks it) first */
+#define STOP_WAIT_MS 15000       /* a stopping daemon drains its sessions (a second) */
+#define LOG_KEEP_BYTES (4 << 20) /* hubd.log is rotated to hubd.log.1 past this, at start */
 
 /* 0 when a daemon answers at path, else -errno of the connect. */
 static int probe(const char *path)
@@ -146,6 +147,14 @@ static int spawn_daemon(const char *sock, int quiet)
     char *slash = strrchr(log, '/');
     snprintf(slash ? slash + 1 : log, sizeof log - (size_t)(slash ? slash + 1 - log : 0),
              "hubd.log");
+    /* Bounded: a log past LOG_KEEP_BYTES becomes hubd.log.1 (the one
+     * before goes), as logrotate's copy would. */
+    struct stat st;
+    if (stat(log, &st) == 0 && st.st_size > LOG_KEEP_BYTES) {
+        char old[PATH_MAX + 2];
+        snprintf(old, sizeof old, "%s.1", log);
+        rename(log, old);
+    }
     pid_t pid = fork();
     if (pid < 0)
         return -errno;

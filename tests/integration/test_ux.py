@@ -77,6 +77,28 @@ class SocketChoiceTest(HubTestCase):
         self.assertIn("Permission denied", r.stderr)
         self.assertIn("`adduser nobody daemon`", r.stderr)
 
+    def test_the_per_user_daemon_reads_the_users_config_and_keeps_a_dated_bounded_log(self):
+        env = self.user_env(os.path.join(self.tmp, "no-system.sock"))
+        self.addCleanup(self.stop_per_user, env)
+        conf_dir = os.path.join(env["HOME"], ".config", "hubd")
+        os.makedirs(conf_dir)
+        with open(os.path.join(conf_dir, "hubd.conf"), "w") as f:
+            f.write("[hubd]\nmax_file_size = 500\n")  # a limit of the user's own
+        log = os.path.join(env["XDG_RUNTIME_DIR"], "hubd.log")
+        with open(log, "wb") as f:  # an old log past its bound: rotated at start
+            f.write(b"x" * (5 << 20))
+        self.make_file("big", 1000)
+        r = subprocess.run([HUBCTL, "fetch", self.origin.url("/files/big")], env=env,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn("too_large", r.stderr)
+        self.assertEqual(os.path.getsize(log + ".1"), 5 << 20)
+        with open(log) as f:
+            lines = [l for l in f.read().splitlines() if l]
+        self.assertTrue(lines)
+        for line in lines:
+            self.assertRegex(line, r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[+-]\d{4} hubd: ")
+
     def test_a_group_joined_counts_without_a_reload(self):
         # admin_group is read from the peer's own groups at connect
         # (SO_PEERGROUPS), not only from the group's members listed at
