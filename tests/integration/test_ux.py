@@ -330,6 +330,37 @@ class FreshnessTest(HubTestCase):
         self.assertEqual(self.origin.requests_for("/files/d.bin"), 1)
 
 
+class CompletionTest(unittest.TestCase):
+    SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client",
+                          "hubctl", "completion", "hubctl.bash")
+
+    def complete(self, *words):
+        """What bash completion offers for the last of words."""
+        line = " ".join(words)
+        cmd = ('source "%s"; COMP_WORDS=(%s); COMP_CWORD=%d; _hubctl; printf "%%s\\n" '
+               '"${COMPREPLY[@]}"' % (self.SCRIPT, " ".join("'%s'" % w for w in words),
+                                      len(words) - 1))
+        r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=10)
+        self.assertEqual(r.returncode, 0, (line, r.stderr))
+        return sorted(x for x in r.stdout.split("\n") if x)
+
+    def test_commands_and_their_options(self):
+        self.assertEqual(self.complete("hubctl", "fe"), ["fetch"])
+        self.assertEqual(self.complete("hubctl", "--socket", "/s", "ca"), ["cancel"])
+        self.assertEqual(self.complete("hubctl", "fetch", "--re"), ["--refresh"])
+        self.assertEqual(self.complete("hubctl", "stats", "--p"), ["--prometheus"])
+        self.assertIn("-", self.complete("hubctl", "fetch", "-o", ""))
+
+    def test_every_command_of_the_help_is_completed(self):
+        r = subprocess.run([HUBCTL, "--help"], capture_output=True, text=True)
+        import re
+        section = r.stdout.split("Commands:\n", 1)[1].split("\n\n", 1)[0]
+        commands = set(re.findall(r"^  ([a-z]+)  ", section, re.M))
+        self.assertIn("cancel", commands)
+        commands.add("unpin")  # described on pin's line
+        self.assertEqual(set(self.complete("hubctl", "")), commands)
+
+
 class CancelTest(HubTestCase):
     """hubctl cancel: a user undoes a download of theirs; others' waiters
     keep theirs going; an admin may stop any."""

@@ -36,6 +36,7 @@ expected="$tmp/expected"
     for f in $py_files; do echo "644 usr/lib/python3/dist-packages/$f"; done
     echo "644 usr/lib/sysusers.d/hubd.conf"
     echo "755 usr/sbin/hubd"
+    echo "644 usr/share/bash-completion/completions/hubctl"
     echo "644 usr/share/man/man1/hubctl.1.gz"
     echo "644 usr/share/man/man8/hubd.8.gz"
 } | sort -k2 >"$expected"

@@ -1,0 +1,51 @@
+# bash completion for hubctl(1): commands, and the options of each.
+# Installed as /usr/share/bash-completion/completions/hubctl.
+
+_hubctl() {
+    local cur prev cmd i
+    cur=${COMP_WORDS[COMP_CWORD]}
+    prev=${COMP_WORDS[COMP_CWORD - 1]}
+    case $prev in
+    --socket)
+        COMPREPLY=($(compgen -f -- "$cur"))
+        return
+        ;;
+    -o)
+        COMPREPLY=($(compgen -f -- "$cur") $([[ -z $cur || $cur == - ]] && echo -))
+        return
+        ;;
+    --sha256 | -H | --header | --max-size)
+        COMPREPLY=()
+        return
+        ;;
+    esac
+    # The command: the first word that is not an option (or --socket's value).
+    cmd=""
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        case ${COMP_WORDS[i]} in
+        --socket) ((i++)) ;;
+        -*) ;;
+        *)
+            cmd=${COMP_WORDS[i]}
+            break
+            ;;
+        esac
+    done
+    if [[ -z $cmd ]]; then
+        if [[ $cur == -* ]]; then
+            COMPREPLY=($(compgen -W "--socket --help --version" -- "$cur"))
+        else
+            COMPREPLY=($(compgen -W "fetch status stats ls cancel rm pin unpin gc verify start stop" -- "$cur"))
+        fi
+        return
+    fi
+    local opts=""
+    case $cmd in
+    fetch) opts="--sha256 -H --header -o -q --json --progress --refresh" ;;
+    status | ls | rm | pin | unpin | verify | cancel) opts="--json" ;;
+    stats) opts="--json --prometheus" ;;
+    gc) opts="--max-size --json" ;;
+    esac
+    [[ $cur == -* ]] && COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+}
+complete -F _hubctl hubctl
