@@ -4,6 +4,7 @@
 #include "util.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
@@ -79,11 +80,26 @@ static int line_doing(out_line_t *l, const req_t *r)
     return 0;
 }
 
-/* The TTY line of a single URL; secs: since the fetch began. */
-static void render_one(out_line_t *l, const req_t *r, double secs)
+/* The TTY line of a single URL within width columns; secs: since the fetch
+ * began. What it says comes first: on a narrow terminal the name is cut
+ * (its end kept, "..." before it), not the numbers. */
+static void render_state(out_line_t *l, const req_t *r, double secs);
+static void render_one(out_line_t *l, const req_t *r, double secs, size_t width)
+{
+    out_line_t rest = {.len = 0};
+    render_state(&rest, r, secs);
+    size_t name = strlen(r->label), room = width > rest.len + 2 ? width - rest.len - 2 : 0;
+    if (name <= room)
+        out_line_add(l, "%s  %s", r->label, rest.buf);
+    else if (room > 3)
+        out_line_add(l, "...%s  %s", r->label + name - (room - 3), rest.buf);
+    else
+        out_line_add(l, "%s", rest.buf);
+}
+
+static void render_state(out_line_t *l, const req_t *r, double secs)
 {
     char a[32];
-    out_line_add(l, "%s  ", r->label);
     if (r->state == REQ_OK) {
         out_line_add(l, "%s  %s", out_bytes(r->size, a, sizeof a),
                      r->via == VIA_HIT ? "cached" : "done");
@@ -153,11 +169,11 @@ void progress_draw(fetch_t *f, int force)
     if (f->prog != PROG_TTY || (!force && now - f->last_draw < REDRAW_INTERVAL))
         return;
     out_line_t l = {.len = 0};
+    size_t width = term_width() - 1;
     if (f->n == 1)
-        render_one(&l, &f->req[0], now - f->t_start);
+        render_one(&l, &f->req[0], now - f->t_start, width);
     else
         render_all(&l, f, now - f->t_start);
-    size_t width = term_width() - 1;
     fprintf(stderr, "\r%.*s\033[K", (int)(l.len < width ? l.len : width), l.buf);
     f->drawn = 1;
     f->last_draw = now;

@@ -191,6 +191,40 @@ class FetchHabitsTest(HubTestCase):
         self.assertEqual(len(r.stdout), 100)
         self.assertNotIn(b"readable by hubd alone", r.stderr)
 
+    def test_a_narrow_terminal_cuts_the_name_not_the_numbers(self):
+        # hubctl on a pty 40 columns wide: each drawn line fits, and the
+        # numbers stay whole while the long name is cut from its start.
+        import fcntl
+        import pty
+        import struct
+        import termios
+        name = "a-very-long-model-file-name-for-tests.safetensors"
+        self.make_file(name, 2 * 1024 * 1024)
+        pid, fd = pty.fork()
+        if pid == 0:
+            fcntl.ioctl(1, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
+            os.execv(HUBCTL, self.hubctl_args("fetch", self.origin.url(
+                "/files/%s?bps=%d" % (name, 2 << 20))))
+        out = b""
+        while True:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0, out)
+        text = out.decode("utf-8", "replace")
+        frames = [f.replace("\x1b[K", "") for f in text.replace("\r\n", "\n").split("\r")]
+        drawn = [f.strip("\n") for f in frames if "MiB" in f]
+        self.assertTrue(drawn, text)
+        for f in drawn:
+            self.assertLessEqual(len(f.split("\n")[0]), 39, f)
+        last = [f for f in drawn if "done" in f][-1].split("\n")[0]
+        self.assertRegex(last, r"^\.\.\.[-a-z.]*  2\.0 MiB  done in \d+\.\d s, [0-9.]+ [KM]iB/s$")
+
     def test_the_last_line_says_size_time_and_rate(self):
         self.make_file("t.bin", 2 * 1024 * 1024)
         r = self.hubctl("fetch", "--progress", self.origin.url("/files/t.bin?bps=%d" % (4 << 20)))
