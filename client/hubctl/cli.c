@@ -17,7 +17,8 @@
 static const char usage_text[] =
     "Usage:\n"
     "  hubctl [--socket PATH] fetch [--sha256 HEX] [-H 'Name: value']... [-o DEST] [-q] [--json]\n"
-    "                                [--progress] [--refresh] URL...\n"
+    "                                [-i FILE] [--progress] [--refresh] [URL...]\n"
+
     "  hubctl [--socket PATH] status [--json]\n"
     "  hubctl [--socket PATH] stats [--json | --prometheus]\n"
     "  hubctl [--socket PATH] ls [--json]\n"
@@ -64,6 +65,9 @@ static const char usage_text[] =
     "  -o DEST        copy the file to DEST and print DEST; if DEST is a directory\n"
     "                 (required with several URLs) the name is the URL's last\n"
     "                 path segment; -o - writes the file to stdout\n"
+    "  -i FILE        fetch the URLs in FILE too (-i -: stdin), one per line,\n"
+    "                 each optionally followed by sha256=HEX; blank lines and\n"
+    "                 lines starting with # are skipped\n"
     "  -q             no progress and no informational messages\n"
     "  --json         print one JSON object per URL (fetch), or JSON output\n"
     "  --progress     show progress even when stderr is not a terminal\n"
@@ -181,6 +185,7 @@ static int cli_option(cli_t *c, int argc, char **argv, int *i)
     const char **slot = opt_value(argc, argv, i, "--socket", &v)     ? &c->socket
                         : opt_value(argc, argv, i, "--sha256", &v)   ? &c->sha256
                         : opt_value(argc, argv, i, "-o", &v)         ? &c->dest
+                        : opt_value(argc, argv, i, "-i", &v)         ? &c->input
                         : opt_value(argc, argv, i, "--max-size", &v) ? &c->max_size
                                                                      : NULL;
     if (!slot)
@@ -306,9 +311,9 @@ int cli_dispatch(const cli_t *c)
                                    c->command);
         if (!commands[i].one_arg && c->nargs)
             return cli_usage_error("%s takes no arguments ('%s')", c->command, c->args[0]);
-        if (c->sha256 || c->dest || c->progress || c->nheaders || c->refresh)
+        if (c->sha256 || c->dest || c->progress || c->nheaders || c->refresh || c->input)
             return cli_usage_error(
-                "--sha256, -o, -H, --progress and --refresh are options of fetch");
+                "--sha256, -o, -i, -H, --progress and --refresh are options of fetch");
         if (c->prometheus && !str_eq(c->command, "stats"))
             return cli_usage_error("--prometheus is an option of stats");
         return commands[i].run(c);

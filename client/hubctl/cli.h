@@ -16,6 +16,7 @@ typedef struct cli {
     const char *command;  /* first operand: fetch, status, stats, ls */
     const char *sha256;   /* --sha256 HEX */
     const char *dest;     /* -o DEST */
+    const char *input;    /* -i FILE: URLs (and sha256=) one per line; "-": stdin */
     int quiet;            /* -q */
     int json;             /* --json */
     int progress;         /* --progress */

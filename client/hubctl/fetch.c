@@ -194,7 +194,8 @@ static void on_done(fetch_t *f, req_t *r, const proto_msg_t *m, int fd)
         fetch_fail(f, r, "bad_reply", "hubd sent DONE without path, sha256 or size");
         return;
     }
-    if (f->sha256[0] && strcasecmp(sha, f->sha256) != 0) {
+    const char *want = r->expect[0] ? r->expect : f->sha256;
+    if (want[0] && strcasecmp(sha, want) != 0) {
         /* The daemon should have said hash_mismatch; trust but verify. */
         close_fd(fd);
         fetch_fail(f, r, "hash_mismatch", "hubd returned a blob with another sha256");
@@ -336,7 +337,7 @@ static int dest_mode(fetch_t *f, int *into_dir)
     struct stat st;
     size_t len = strlen(c->dest);
     if (strcmp(c->dest, "-") == 0) {
-        if (c->nargs > 1)
+        if (f->n > 1)
             return cli_usage_error("-o - (stdout) takes one URL");
         if (c->json)
             return cli_usage_error("--json and -o - would both write to stdout");
@@ -345,7 +346,7 @@ static int dest_mode(fetch_t *f, int *into_dir)
         return 0;
     }
     int is_dir = stat(c->dest, &st) == 0 && S_ISDIR(st.st_mode);
-    if (!is_dir && c->nargs > 1)
+    if (!is_dir && f->n > 1)
         return cli_usage_error("-o %s: not a directory (required with several URLs)", c->dest);
     if (!is_dir && c->dest[len - 1] == '/')
         return cli_usage_error("-o %s: not a directory", c->dest);
@@ -400,8 +401,8 @@ static int fetch_queue(const fetch_t *f, conn_t *conn, size_t i)
     proto_begin(&w, line, sizeof line, "FETCH");
     proto_add_u64(&w, "id", i + 1);
     proto_add(&w, "url", f->req[i].url);
-    if (f->sha256[0])
-        proto_add(&w, "sha256", f->sha256);
+    if (f->req[i].expect[0] || f->sha256[0])
+        proto_add(&w, "sha256", f->req[i].expect[0] ? f->req[i].expect : f->sha256);
     if (f->cli->refresh)
         proto_add(&w, "refresh", "1");
     for (size_t h = 0; h < f->cli->nheaders; h++)
@@ -412,20 +413,62 @@ static int fetch_queue(const fetch_t *f, conn_t *conn, size_t i)
     return 0;
 }
 
+/* -i FILE: each line "URL [sha256=HEX]" (blank lines and '#' lines
+ * skipped) into f->inputs, the URL then its digest ("" if none). Returns 0
+ * or EXIT_USAGE. */
+static int read_inputs(fetch_t *f, const char *path)
+{
+    FILE *in = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    if (!in)
+        return cli_usage_error("-i %s: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0, lineno = 0;
+    int rc = 0;
+    while (rc == 0 && getline(&line, &cap, in) >= 0) {
+        lineno++;
+        char *save = NULL, *url = strtok_r(line, " \t\r\n", &save);
+        if (!url || url[0] == '#')
+            continue;
+        char *col = strtok_r(NULL, " \t\r\n", &save), *sha = "";
+        if (col && strncmp(col, "sha256=", 7) == 0 && hex_is(col + 7, SHA256_HEX, 0))
+            sha = col + 7;
+        else if (col)
+            rc = cli_usage_error("-i %s:%zu: after the URL only sha256=HEX (64 hex digits) may "
+                                 "follow, not '%.40s'",
+                                 path, lineno, col);
+        if (rc == 0 && strtok_r(NULL, " \t\r\n", &save))
+            rc = cli_usage_error("-i %s:%zu: more than a URL and its sha256=", path, lineno);
+        if (rc)
+            break;
+        f->inputs = xrealloc(f->inputs, (f->ninputs + 2) * sizeof *f->inputs);
+        f->inputs[f->ninputs++] = xstrdup(url);
+        f->inputs[f->ninputs++] = xstrdup(sha);
+    }
+    free(line);
+    if (in != stdin)
+        fclose(in);
+    return rc;
+}
+
 /* Checks the arguments and queues one FETCH per URL. Returns 0 or
  * EXIT_USAGE. */
 static int fetch_plan(fetch_t *f, conn_t *conn)
 {
     const cli_t *c = f->cli;
     int into_dir = 0, rc;
-    if (c->nargs == 0)
-        return cli_usage_error("fetch needs at least one URL");
-    if (c->sha256 && c->nargs > 1)
+    if (c->input && (rc = read_inputs(f, c->input)) != 0)
+        return rc;
+    size_t total = c->nargs + f->ninputs / 2;
+    if (total == 0)
+        return cli_usage_error(c->input ? "-i %s: no URL in it" : "fetch needs at least one URL",
+                               c->input);
+    if (c->sha256 && total > 1)
         return cli_usage_error("--sha256 applies to a single URL");
     if (c->sha256 && !hex_is(c->sha256, SHA256_HEX, 0))
         return cli_usage_error("--sha256 wants 64 hex digits, not '%s'", c->sha256);
     for (size_t i = 0; c->sha256 && i < SHA256_HEX; i++)
         f->sha256[i] = (char)(c->sha256[i] | 0x20); /* hex digits lower-case with bit 5 */
+    f->n = total;
     if (c->dest && (rc = dest_mode(f, &into_dir)) != 0)
         return rc;
     /* A file fetched with headers is private to hubd (PROTOCOL.md): its
@@ -434,12 +477,16 @@ static int fetch_plan(fetch_t *f, conn_t *conn)
         fputs("hubctl: warning: a file fetched with -H is readable by hubd alone: the path "
               "printed is not readable by you; use -o FILE (or -o -) for a copy\n",
               stderr);
-    f->n = c->nargs;
     f->req = xcalloc(f->n, sizeof *f->req);
-    for (size_t i = 0; i < f->n; i++)
-        if ((rc = req_plan(&f->req[i], c->args[i], c->dest, into_dir)) != 0 ||
+    for (size_t i = 0; i < f->n; i++) {
+        const char *url = i < c->nargs ? c->args[i] : f->inputs[2 * (i - c->nargs)];
+        const char *sha = i < c->nargs ? "" : f->inputs[2 * (i - c->nargs) + 1];
+        for (size_t k = 0; sha[k] && k < SHA256_HEX; k++)
+            f->req[i].expect[k] = (char)(sha[k] | 0x20);
+        if ((rc = req_plan(&f->req[i], url, c->dest, into_dir)) != 0 ||
             (rc = fetch_queue(f, conn, i)) != 0)
             return rc;
+    }
     return into_dir ? check_unique_names(f) : 0;
 }
 
@@ -458,6 +505,9 @@ static void fetch_free(fetch_t *f)
         free(r->reason);
     }
     free(f->req);
+    for (size_t i = 0; i < f->ninputs; i++)
+        free(f->inputs[i]);
+    free(f->inputs);
 }
 
 int fetch_run(const cli_t *c)

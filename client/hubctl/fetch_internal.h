@@ -17,7 +17,8 @@ typedef enum { VIA_NONE, VIA_HIT, VIA_QUEUED, VIA_ATTACHED } req_via_t;
 
 /* One URL of a fetch. Its protocol id is its index + 1. */
 typedef struct req {
-    const char *url;   /* as given on the command line */
+    const char *url;   /* as given on the command line (or in -i FILE) */
+    char expect[65];   /* its expected digest (-i FILE's sha256=), lower case, or "" */
     char *name;        /* last segment of the URL path, raw (may be empty) */
     char *label;       /* name (or the URL) cleaned for the progress display */
     char *dest;        /* where -o puts it, NULL without -o */
@@ -55,13 +56,15 @@ typedef struct fetch {
     char sha256[SHA256_HEX + 1]; /* --sha256, lower case, or "" */
     req_t *req;                  /* one per URL, in argument order */
     size_t n;                    /* entries of req */
-    size_t finished;             /* requests that got DONE or ERR */
-    size_t printed;              /* results written to stdout, in order */
-    prog_mode_t prog;            /* how progress is shown */
-    int drawn;                   /* a TTY progress line is on screen, not ended */
-    double last_draw;            /* when it was last drawn (monotonic s) */
-    double t_start;              /* when the fetch began (monotonic s) */
-    int to_stdout;               /* -o -: the file's bytes go to stdout */
+    char **inputs;               /* -i FILE's lines (URL and digest), owned */
+    size_t ninputs;
+    size_t finished;  /* requests that got DONE or ERR */
+    size_t printed;   /* results written to stdout, in order */
+    prog_mode_t prog; /* how progress is shown */
+    int drawn;        /* a TTY progress line is on screen, not ended */
+    double last_draw; /* when it was last drawn (monotonic s) */
+    double t_start;   /* when the fetch began (monotonic s) */
+    int to_stdout;    /* -o -: the file's bytes go to stdout */
 } fetch_t;
 
 #endif

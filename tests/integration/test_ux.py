@@ -225,6 +225,30 @@ class FetchHabitsTest(HubTestCase):
         last = [f for f in drawn if "done" in f][-1].split("\n")[0]
         self.assertRegex(last, r"^\.\.\.[-a-z.]*  2\.0 MiB  done in \d+\.\d s, [0-9.]+ [KM]iB/s$")
 
+    def test_dash_i_reads_urls_and_their_digests(self):
+        da = self.make_file("a", 100, seed=1)
+        db = self.make_file("b", 200, seed=2)
+        self.make_file("c", 300, seed=3)
+        listing = os.path.join(self.tmp, "urls.txt")
+        with open(listing, "w") as f:
+            f.write("# models\n%s sha256=%s\n\n%s\n%s sha256=%s\n"
+                    % (self.origin.url("/files/a"), da.upper(), self.origin.url("/files/b"),
+                       self.origin.url("/files/c"), "0" * 64))
+        r = self.hubctl("fetch", "-i", listing, self.origin.url("/files/b"))
+        self.assertEqual(r.rc, 4, r)  # c's digest is wrong: a verification failure
+        lines = r.out.split("\n")
+        self.assertEqual(len(lines), 5, r.out)  # the argument first, then the file's, in order
+        self.assertTrue(lines[0].endswith(db) and lines[1].endswith(da) and
+                        lines[2].endswith(db), r.out)
+        self.assertEqual(lines[3], "")
+        self.assertIn("hash_mismatch", r.err)
+        # From stdin; a bad line is named with its number, before anything is fetched.
+        p = subprocess.run(self.hubctl_args("fetch", "-i", "-"), input="%s\n%s oops\n"
+                           % (self.origin.url("/files/a"), self.origin.url("/files/b")),
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 2, p)
+        self.assertIn("-i -:2: after the URL only sha256=HEX", p.stderr)
+
     def test_the_last_line_says_size_time_and_rate(self):
         self.make_file("t.bin", 2 * 1024 * 1024)
         r = self.hubctl("fetch", "--progress", self.origin.url("/files/t.bin?bps=%d" % (4 << 20)))
