@@ -314,6 +314,29 @@ class PythonClientTest(IsolatedEnv, HubTestCase):
         out = self.run_quiet(hubd.fetch, self.origin.url("/files/p.bin?bps=%d" % (4 * size)))
         self.assertIn("from the cache", out)
 
+    def test_an_attachers_rate_counts_only_what_came_after_it_joined(self):
+        # A download at 1 MiB/s; the client joins at about 3 of its 4 MiB.
+        # Its bar's rate is that of the last MiB (about 1 MiB/s), not the
+        # whole file over its one second (4 MiB/s).
+        size = 4 * 1024 * 1024
+        self.make_file("j.bin", size)
+        url = self.origin.url("/files/j.bin?bps=%d" % (1024 * 1024))
+        p = self.hubctl_bg("fetch", url)
+        self.addCleanup(p.wait)
+        deadline = time.monotonic() + 20
+        while True:
+            jobs = json.loads(self.hubctl("status", "--json").out)
+            if jobs and int(jobs[0]["done"]) >= 3 * 1024 * 1024:
+                break
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.05)
+        out = self.run_quiet(hubd.fetch, url, progress=True)
+        import re
+        m = re.search(r"100% ([0-9.]+) (KiB|MiB)/s\n$", out)
+        self.assertIsNotNone(m, repr(out[-200:]))
+        rate = float(m.group(1)) * (1024 if m.group(2) == "KiB" else 1024 * 1024)
+        self.assertLess(rate, 2.5 * 1024 * 1024, out[-120:])
+
     def test_no_progress_when_not_asked(self):
         self.make_file("q.bin", 1024 * 1024)
         out = self.run_quiet(hubd.fetch, self.origin.url("/files/q.bin?bps=4000000"),

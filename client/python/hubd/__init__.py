@@ -366,11 +366,14 @@ class _TextBar:
             text = "%s: %s %s/s" % (self.name, _fmt_bytes(done), _fmt_bytes(rate))
         self._draw(text)
 
-    def finish(self, size, source, elapsed):
+    def finish(self, size, source, elapsed, seen=None):
+        """seen: the bytes that arrived while this request waited (an
+        attacher joined a download part way through): its average rate."""
         if source == "hit":
             how = "from the cache"
         else:
-            how = "%s/s" % _fmt_bytes(size / elapsed if elapsed > 0 else 0)
+            got = size if seen is None else seen
+            how = "%s/s" % _fmt_bytes(got / elapsed if elapsed > 0 else 0)
         self._draw("%s: [%s] %s / %s 100%% %s" % (self.name, "#" * 20, _fmt_bytes(size),
                                                   _fmt_bytes(size), how))
         self.stream.write("\n")
@@ -396,9 +399,12 @@ class _TqdmBar:
             self.bar.update(done - self.bar.n)
 
     def update(self, done, total, rate):
+        if self.bar.n == 0 and done and hasattr(self.bar, "initial"):
+            # Joined part way: what came before is not this bar's rate.
+            self.bar.n = self.bar.initial = self.bar.last_print_n = done
         self._to(done, total)
 
-    def finish(self, size, source, elapsed):
+    def finish(self, size, source, elapsed, seen=None):
         self._to(size, size)
         self.bar.close()
 
@@ -471,6 +477,8 @@ def _fetch(url, sha256=None, headers=None, progress=True, refresh=False):
         raise HubdError(e.code, e.msg, url) from None
     bar = None
     started = time.monotonic()
+    attached = False  # joined a running download: its bytes so far are not ours
+    first_done = None  # an attacher's: the bytes already there at its first PROGRESS
     try:
         if progress:
             bar = _make_bar(url, sys.stderr)
@@ -507,6 +515,8 @@ def _fetch(url, sha256=None, headers=None, progress=True, refresh=False):
                 if verb == "ERR":
                     raise HubdError(f.get("code", "protocol"), f.get("msg"), url)
                 if verb == "PROGRESS":
+                    if attached and first_done is None:
+                        first_done = int(f.get("done", 0))
                     if bar:
                         total = f.get("total")
                         bar.update(int(f.get("done", 0)), int(total) if total else None,
@@ -522,10 +532,12 @@ def _fetch(url, sha256=None, headers=None, progress=True, refresh=False):
                                         % (sha256.lower(), done.sha256), url)
                     fd = None  # handed over to the caller
                     if bar:
-                        bar.finish(done.size, done.source, time.monotonic() - started)
+                        bar.finish(done.size, done.source, time.monotonic() - started,
+                                   done.size - (first_done or 0))
                         bar = None
                     return done
-                # HIT, QUEUED, ATTACHED, and verbs of later versions: nothing to do.
+                attached = attached or verb == "ATTACHED"
+                # HIT, QUEUED, and verbs of later versions: nothing to do.
             finally:
                 if fd is not None:
                     os.close(fd)
