@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,28 @@ typedef struct listing {
 
 /* ---- rows as text ------------------------------------------------------- */
 
+/* users=UID,UID as names ("-" when not shown to us, a uid without one as
+ * the number), at most cap bytes. */
+static void user_names(const char *uids, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (const char *p = uids ? uids : ""; *p && len + 1 < cap;) {
+        char *end;
+        unsigned long uid = strtoul(p, &end, 10);
+        if (end == p)
+            break;
+        const struct passwd *pw = getpwuid((uid_t)uid);
+        if (pw)
+            len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? "," : "", pw->pw_name);
+        else
+            len += (size_t)snprintf(out + len, cap - len, "%s%lu", len ? "," : "", uid);
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (!out[0])
+        snprintf(out, cap, "-");
+}
+
 static void print_job(FILE *o, const proto_msg_t *m)
 {
     char a[32], b[32], rate[32], pct[8] = "-", eta[32] = "-";
@@ -50,10 +73,13 @@ static void print_job(FILE *o, const proto_msg_t *m)
     const char *source = proto_get(m, "mirror");
     if (!source)
         source = out_get_or(m, "source", "origin"); /* an older daemon: no mirrors */
-    out_line_add(&cells, "%5.20s  %-11.20s  %-23s  %4s  %10s/s  %6s  %5.20s  %7.20s  %-24.300s  ",
-                 out_get_or(m, "job", "?"), out_get_or(m, "state", "?"), amount.buf, pct,
-                 out_field_bytes(m, "rate", rate, sizeof rate), eta,
-                 out_get_or(m, "connections", "-"), out_get_or(m, "waiters", "?"), source);
+    char users[128];
+    user_names(proto_get(m, "users"), users, sizeof users);
+    out_line_add(
+        &cells, "%5.20s  %-11.20s  %-23s  %4s  %10s/s  %6s  %5.20s  %7.20s  %-16.128s  %-24.300s  ",
+        out_get_or(m, "job", "?"), out_get_or(m, "state", "?"), amount.buf, pct,
+        out_field_bytes(m, "rate", rate, sizeof rate), eta, out_get_or(m, "connections", "-"),
+        out_get_or(m, "waiters", "?"), users, source);
     out_clean(o, cells.buf);
     out_clean(o, out_get_or(m, "url", "?"));
     putc('\n', o);
@@ -170,7 +196,7 @@ static const listing_spec_t status_spec = {
     "JOB",
     1,
     "  JOB  STATE        DONE/TOTAL                  %        RATE     ETA  CONNS  WAITERS  "
-    "SOURCE                    URL\n",
+    "USERS             SOURCE                    URL\n",
     print_job,
     print_front};
 static const listing_spec_t stats_spec = {"STATS", "STATS", 0, NULL, print_stats, NULL};

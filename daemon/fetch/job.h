@@ -123,6 +123,7 @@ typedef struct jobs_stats {
     unsigned active, queued;
 } jobs_stats_t;
 
+#define JOB_INFO_USERS 8
 typedef struct job_info {
     uint64_t id;
     const char *url;
@@ -131,10 +132,12 @@ typedef struct job_info {
     int64_t total; /* -1 unknown */
     uint64_t rate; /* bytes per second */
     unsigned waiters;
-    unsigned connections; /* open to the origin (or mirror) for it now */
-    int mine;             /* the uid asking created it or waits on it */
-    const char *source;   /* "mirror" or "origin": where its bytes are asked for now */
-    const char *mirror;   /* the mirror's scheme://host[:port] when source is "mirror", else NULL */
+    unsigned connections;        /* open to the origin (or mirror) for it now */
+    int mine;                    /* the uid asking created it or waits on it */
+    uid_t users[JOB_INFO_USERS]; /* who asked: its creator, then its waiters' uids, each once */
+    unsigned nusers;             /* of them (a longer list is cut) */
+    const char *source;          /* "mirror" or "origin": where its bytes are asked for now */
+    const char *mirror; /* the mirror's scheme://host[:port] when source is "mirror", else NULL */
 } job_info_t;
 
 int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db, tls_ctx_t *tls,

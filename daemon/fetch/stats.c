@@ -63,9 +63,17 @@ static void info_of(const job_t *j, uid_t uid, job_info_t *info)
     info->connections = segs_connections(j);
     info->source = transfer_source(&j->xfer, &info->mirror);
     info->mine = j->owner == uid;
-    for (const list_node_t *n = list_first(&j->waiters); n && !info->mine;
-         n = list_next(&j->waiters, n))
-        info->mine = list_entry(n, job_waiter_t, node)->uid == uid;
+    info->users[0] = j->owner;
+    info->nusers = 1;
+    for (const list_node_t *n = list_first(&j->waiters); n; n = list_next(&j->waiters, n)) {
+        uid_t w = list_entry(n, job_waiter_t, node)->uid;
+        info->mine |= w == uid;
+        unsigned k = 0;
+        while (k < info->nusers && info->users[k] != w)
+            k++;
+        if (k == info->nusers && k < JOB_INFO_USERS)
+            info->users[info->nusers++] = w;
+    }
 }
 
 /* The listed job with the smallest id above `after`, or NULL. A scan of

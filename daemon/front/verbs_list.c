@@ -65,6 +65,15 @@ static void send_job_line(void *arg, const job_info_t *info)
     proto_add(&r.w, "source", info->source);
     if (info->mirror)
         proto_add(&r.w, "mirror", info->mirror);
+    /* Who asked: like the query string, for admins and those involved. */
+    if (info->mine || session_is_admin(s)) {
+        char users[JOB_INFO_USERS * 12] = "";
+        size_t len = 0;
+        for (unsigned i = 0; i < info->nusers; i++)
+            len += (size_t)snprintf(users + len, sizeof users - len, "%s%u", i ? "," : "",
+                                    (unsigned)info->users[i]);
+        proto_add(&r.w, "users", users);
+    }
     s->stream_at = info->id;
     s->stream_count += (uint64_t)reply_send(&s->t, &r); /* END counts what was sent */
 }

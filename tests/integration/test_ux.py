@@ -479,6 +479,32 @@ class CancelTest(HubTestCase):
             self.assertEqual(proc.returncode, 1, err)
             self.assertIn(b"cancelled", err)
 
+    def test_status_shows_who_asked_to_admins_and_to_them(self):
+        p = subprocess.Popen(NOBODY + self.hubctl_args("fetch", self.url),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        job = self.wait_job()
+        mine = self.hubctl_bg("fetch", self.url)
+        self.wait_job(waiters=2)
+        self.assertEqual(self.status()[0]["users"], "65534,0")  # root: an admin
+        r = self.hubctl("status")
+        self.assertIn("nobody,root", r.out)
+        self.assertIn("USERS", r.out.splitlines()[0])
+        import json
+        r = subprocess.run(NOBODY + self.hubctl_args("status", "--json"), capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(json.loads(r.stdout)[0]["users"], "65534,0")  # nobody asked too
+        self.hubctl("cancel", str(job))
+        for proc in (p, mine):
+            proc.communicate(timeout=10)
+        # Another user's download: who asked is not shown to a stranger.
+        mine = self.hubctl_bg("fetch", self.url)
+        self.wait_job()
+        r = subprocess.run(NOBODY + self.hubctl_args("status", "--json"), capture_output=True,
+                           text=True, timeout=30)
+        self.assertNotIn("users", json.loads(r.stdout)[0])
+        self.hubctl("cancel", self.url)
+        mine.communicate(timeout=10)
+
     def test_a_user_may_not_cancel_a_download_of_someone_else(self):
         mine = self.hubctl_bg("fetch", self.url)
         job = self.wait_job()
