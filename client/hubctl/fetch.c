@@ -468,7 +468,8 @@ static int fetch_plan(fetch_t *f, conn_t *conn)
         return cli_usage_error("--sha256 wants 64 hex digits, not '%s'", c->sha256);
     for (size_t i = 0; c->sha256 && i < SHA256_HEX; i++)
         f->sha256[i] = (char)(c->sha256[i] | 0x20); /* hex digits lower-case with bit 5 */
-    f->n = total;
+    f->n = total; /* with its requests, so fetch_free can go over them */
+    f->req = xcalloc(f->n, sizeof *f->req);
     if (c->dest && (rc = dest_mode(f, &into_dir)) != 0)
         return rc;
     /* A file fetched with headers is private to hubd (PROTOCOL.md): its
@@ -477,7 +478,6 @@ static int fetch_plan(fetch_t *f, conn_t *conn)
         fputs("hubctl: warning: a file fetched with -H is readable by hubd alone: the path "
               "printed is not readable by you; use -o FILE (or -o -) for a copy\n",
               stderr);
-    f->req = xcalloc(f->n, sizeof *f->req);
     for (size_t i = 0; i < f->n; i++) {
         const char *url = i < c->nargs ? c->args[i] : f->inputs[2 * (i - c->nargs)];
         const char *sha = i < c->nargs ? "" : f->inputs[2 * (i - c->nargs) + 1];
