@@ -394,6 +394,8 @@ int config_set(hubd_config_t *cfg, const char *key, const char *value)
         return parse_duration_ms(value, &cfg->verify_interval_ms);
     if (strcmp(key, "revalidate_after") == 0)
         return parse_duration_ms(value, &cfg->revalidate_after_ms);
+    if (strcmp(key, "max_rate") == 0)
+        return set_size(&cfg->max_rate, value, 0, 1ull << 40);
     if (strcmp(key, "keepalive_timeout") == 0)
         return parse_duration_ms(value, &cfg->keepalive_ms);
     if (strcmp(key, "max_redirects") == 0)
@@ -678,6 +680,7 @@ void config_print(const hubd_config_t *cfg, FILE *out)
         print_size(out, "min_free_space", cfg->min_free_space);
     print_ms(out, "verify_interval", cfg->verify_interval_ms);
     print_ms(out, "revalidate_after", cfg->revalidate_after_ms);
+    print_size(out, "max_rate", cfg->max_rate);
     fprintf(out, "retries = %u\n", cfg->retries);
     print_ms(out, "retry_delay", cfg->retry_delay_ms);
     print_ms(out, "retry_max_delay", cfg->retry_max_delay_ms);
@@ -769,6 +772,7 @@ void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *n
     cfg->min_free_percent = next->min_free_percent;
     cfg->verify_interval_ms = next->verify_interval_ms;
     cfg->revalidate_after_ms = next->revalidate_after_ms;
+    cfg->max_rate = next->max_rate;
     cfg->retries = next->retries;
     cfg->retry_delay_ms = next->retry_delay_ms;
     cfg->retry_max_delay_ms = next->retry_max_delay_ms;

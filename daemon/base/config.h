@@ -60,6 +60,7 @@ typedef struct hubd_config {
     unsigned min_free_percent;      /* ...this share of it is set instead (non-zero) */
     unsigned verify_interval_ms; /* each blob is re-hashed in the background this often; 0: never */
     unsigned revalidate_after_ms; /* a cached URL older than this is asked again (304); 0: never */
+    uint64_t max_rate;            /* body bytes per second from origins, all downloads; 0: any */
     unsigned keepalive_ms;        /* an idle pooled connection is closed after this */
     unsigned max_redirects;       /* redirects followed per fetch */
     int log_level;                /* LOG_LVL_* */

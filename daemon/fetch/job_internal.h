@@ -138,6 +138,14 @@ struct jobs {
     cred_secret_t secret;            /* keys credential tags */
     const proxy_settings_t *proxies; /* the forward proxies (not owned), or NULL */
     verifier_t *verifier;            /* background re-verification, NULL once stopped */
+    /* max_rate: a token bucket for every download's body bytes. Over it,
+     * the jobs that read are paused (PAUSE_RATE) until the timer finds
+     * the bucket refilled. */
+    int64_t rate_tokens;
+    uint64_t rate_t; /* uv_now of the last refill */
+    uv_timer_t rate_timer;
+    int rate_waiting; /* the timer is armed */
+    int rate_closed;  /* the timer was closed (jobs_stop) */
     int shutting_down;
     int starting_queued; /* inside jobs_start_queued: do not re-enter */
     int start_again;     /* jobs_start_queued was asked again meanwhile */
@@ -166,6 +174,7 @@ struct job {
     uint64_t part_id;       /* its partial is tmp/<part_id>.part and partials row part_id */
     job_state_t state;      /* only job_set_state() changes it */
     unsigned flags;         /* JOB_IN_QUEUE etc.: the loop's sub-states */
+    unsigned pause;         /* PAUSE_*: why reading is paused (JOB_PAUSED: any) */
     unsigned items;         /* JOB_ITEM_*: pool items in flight */
     char *key;              /* canonical URL asked for: the dedup and cache key */
     char *host_key;         /* "host:port" of key, for max_per_host */
@@ -330,6 +339,16 @@ void job_add_batch(job_t *job, batch_t *b);
 void job_drop_batches(job_t *job);
 void job_pump(job_t *job);
 void job_take_body(job_t *job, buf_t *buf, const char *p, size_t n);
+/* Why a job's reading is paused: the body's way to disk is full
+ * (max_inflight), or max_rate is spent. Reading goes on when no reason is
+ * left (job_set_pause applies the change to its transfer and lanes). */
+enum { PAUSE_BACKPRESSURE = 1u, PAUSE_RATE = 2u };
+void job_set_pause(job_t *job, unsigned reason, int on);
+/* sched.c: n body bytes came for job: counted against max_rate (and the
+ * job paused when it is spent). */
+void jobs_rate_take(jobs_t *js, job_t *job, size_t n);
+void jobs_rate_init(jobs_t *js);
+void jobs_rate_close(jobs_t *js);
 /* Seals and hands on the job's batches (its own and its lanes') that are
  * pipeline_batch_stale: called every progress tick. */
 void job_seal_stale(job_t *job, uint64_t now);

@@ -433,6 +433,7 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
         free(js);
         return rc;
     }
+    jobs_rate_init(js);
     if ((rc = verifier_start(loop, cfg, &js->work, store, db, &js->verifier)) != 0) {
         js->verifier = NULL; /* only this feature is lost: said so, and hubd serves */
         log_err("background verification not started: %s", strerror(-rc));
@@ -465,6 +466,7 @@ void jobs_set_first_id(jobs_t *js, uint64_t above)
 void jobs_stop(jobs_t *js)
 {
     js->shutting_down = 1;
+    jobs_rate_close(js);
     cache_cancel_all();
     if (js->verifier) {
         verifier_stop(js->verifier);

@@ -391,12 +391,9 @@ void job_pump(job_t *job)
         batch_free(job->js, b);
     }
     submit_work(job);
-    if ((job->flags & JOB_PAUSED) &&
-        pipeline_should_resume(job->queued_bytes, job->js->cfg->max_inflight)) {
-        job->flags &= ~JOB_PAUSED;
-        transfer_set_paused(&job->xfer, 0);
-        segs_set_paused(job, 0);
-    }
+    if ((job->pause & PAUSE_BACKPRESSURE) &&
+        pipeline_should_resume(job->queued_bytes, job->js->cfg->max_inflight))
+        job_set_pause(job, PAUSE_BACKPRESSURE, 0);
     job_checkpoint(job);
     segs_pump(job); /* the hash moved on: chunks within the budget again */
     /* Not while short of room: the eviction run it asked for decides
@@ -547,16 +544,29 @@ void job_take_body(job_t *job, buf_t *buf, const char *p, size_t n)
         job_seal(job);
         job_pump(job);
     }
-    if (!(job->flags & JOB_PAUSED) &&
+    if (!(job->pause & PAUSE_BACKPRESSURE) &&
         pipeline_should_pause(job->queued_bytes, js->cfg->max_inflight) && job->state == JOB_BODY) {
         /* Seal and hand on what we hold first: the work item that then
          * completes is what resumes us (job_pump), so pausing cannot stall. */
         job_seal(job);
         job_pump(job);
-        job->flags |= JOB_PAUSED;
-        transfer_set_paused(&job->xfer, 1);
-        segs_set_paused(job, 1);
+        job_set_pause(job, PAUSE_BACKPRESSURE, 1);
     }
+    jobs_rate_take(js, job, n);
+}
+
+void job_set_pause(job_t *job, unsigned reason, int on)
+{
+    unsigned before = job->pause;
+    job->pause = on ? before | reason : before & ~reason;
+    if (!before == !job->pause)
+        return;
+    if (job->pause)
+        job->flags |= JOB_PAUSED;
+    else
+        job->flags &= ~JOB_PAUSED;
+    transfer_set_paused(&job->xfer, job->pause != 0);
+    segs_set_paused(job, job->pause != 0);
 }
 
 void job_seal_stale(job_t *job, uint64_t now)

@@ -122,3 +122,83 @@ void jobs_enqueue(job_t *job)
     list_push_back(&js->queue, &job->node);
     js->stats.queued++;
 }
+
+/* ---- max_rate -------------------------------------------------------------- */
+
+#define RATE_BURST_MS 100 /* the bucket holds this much of max_rate (64 KiB at least) */
+
+static void rate_refill(jobs_t *js, uint64_t now)
+{
+    uint64_t rate = js->cfg->max_rate;
+    int64_t cap = (int64_t)(rate * RATE_BURST_MS / 1000);
+    cap = cap > 65536 ? cap : 65536;
+    js->rate_tokens += (int64_t)(rate * (now - js->rate_t) / 1000);
+    js->rate_t = now;
+    if (js->rate_tokens > cap)
+        js->rate_tokens = cap;
+}
+
+/* The bucket has something again: every job paused for the rate reads. */
+static void on_rate_timer(uv_timer_t *t)
+{
+    jobs_t *js = t->data;
+    js->rate_waiting = 0;
+    rate_refill(js, uv_now(js->loop));
+    if (js->cfg->max_rate && js->rate_tokens < 0) {
+        uint64_t wait = (uint64_t)(-js->rate_tokens) * 1000 / js->cfg->max_rate;
+        js->rate_waiting = 1;
+        uv_timer_start(&js->rate_timer, on_rate_timer, wait ? wait : 1, 0);
+        return;
+    }
+    list_node_t *n, *tmp;
+    list_foreach_safe(&js->active, n, tmp)
+    {
+        job_t *job = list_entry(n, job_t, node);
+        if (job->pause & PAUSE_RATE)
+            job_set_pause(job, PAUSE_RATE, 0);
+    }
+}
+
+void jobs_rate_take(jobs_t *js, job_t *job, size_t n)
+{
+    uint64_t rate = js->cfg->max_rate;
+    if (!rate) {
+        if (job->pause & PAUSE_RATE) /* max_rate was turned off (SIGHUP) */
+            job_set_pause(job, PAUSE_RATE, 0);
+        return;
+    }
+    rate_refill(js, uv_now(js->loop));
+    js->rate_tokens -= (int64_t)n;
+    if (js->rate_tokens >= 0 || js->rate_closed)
+        return;
+    /* Spent: this job stops reading until the bucket is refilled (the
+     * others stop as they too take bytes from it). */
+    job_set_pause(job, PAUSE_RATE, 1);
+    if (!js->rate_waiting) {
+        uint64_t wait = (uint64_t)(-js->rate_tokens) * 1000 / rate;
+        js->rate_waiting = 1;
+        uv_timer_start(&js->rate_timer, on_rate_timer, wait ? wait : 1, 0);
+    }
+}
+
+void jobs_rate_init(jobs_t *js)
+{
+    uv_timer_init(js->loop, &js->rate_timer);
+    js->rate_timer.data = js;
+    js->rate_t = uv_now(js->loop);
+    worktrack_hold(&js->work); /* released when the timer is closed */
+}
+
+static void on_rate_timer_closed(uv_handle_t *h)
+{
+    jobs_t *js = h->data;
+    worktrack_release(&js->work);
+}
+
+void jobs_rate_close(jobs_t *js)
+{
+    if (js->rate_closed)
+        return;
+    js->rate_closed = 1;
+    uv_close((uv_handle_t *)&js->rate_timer, on_rate_timer_closed);
+}

@@ -442,14 +442,14 @@ void segs_lane_body(transfer_t *t, buf_t *buf, const char *p, size_t n)
         segs_pump(job);
         return;
     }
-    if (!(job->flags & JOB_PAUSED) &&
+    if (!(job->pause & PAUSE_BACKPRESSURE) &&
         pipeline_should_pause(job->queued_bytes, js->cfg->max_inflight)) {
         lane_seal(l);
         job_pump(job);
-        job->flags |= JOB_PAUSED;
-        transfer_set_paused(&job->xfer, 1);
-        segs_set_paused(job, 1);
+        job_set_pause(job, PAUSE_BACKPRESSURE, 1);
     }
+    if (job->state == JOB_BODY)
+        jobs_rate_take(js, job, n);
 }
 
 void segs_lane_done(transfer_t *t)

@@ -388,6 +388,35 @@ class FreshnessTest(HubTestCase):
         self.assertEqual(self.origin.requests_for("/files/d.bin"), 1)
 
 
+class MaxRateTest(HubTestCase):
+    def test_max_rate_caps_all_downloads_together(self):
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "rate.conf"), max_rate="4M")
+        self.hubd = Hubd(os.path.join(self.tmp, "rate"), config=conf)
+        MiB = 1024 * 1024
+        self.make_file("r1.bin", 4 * MiB, seed=1)
+        self.make_file("r2.bin", 4 * MiB, seed=2)
+        t = time.monotonic()
+        r = self.hubctl("fetch", self.origin.url("/files/r1.bin"), self.origin.url("/files/r2.bin"))
+        took = time.monotonic() - t
+        self.assertEqual(r.rc, 0, r)
+        # 8 MiB at 4 MiB/s for both: about 2 s (a burst of 400 KiB aside).
+        self.assertGreater(took, 1.7, "max_rate did not hold: %.2f s" % took)
+        self.assertLess(took, 6)
+        # SIGHUP without it: at the origin's speed again.
+        with open(conf, "w") as f:
+            f.write("[hubd]\nretries = 0\nmin_free_space = 0\n")
+        import signal as sig
+        self.hubd.proc.send_signal(sig.SIGHUP)
+        from harness import wait_for
+        wait_for(lambda: "configuration reloaded" in self.hubd.read_log(), what="the reload")
+        self.make_file("r3.bin", 8 * MiB, seed=3)
+        t = time.monotonic()
+        r = self.hubctl("fetch", self.origin.url("/files/r3.bin"))
+        self.assertEqual(r.rc, 0, r)
+        self.assertLess(time.monotonic() - t, took * 0.75)  # the same 8 MiB, uncapped
+
+
 class CompletionTest(unittest.TestCase):
     SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client",
                           "hubctl", "completion", "hubctl.bash")
