@@ -16,16 +16,20 @@ typedef struct admin {
     const char *verb; /* the request sent */
     int json;         /* --json */
     FILE *out;        /* memory: printed once the answer is whole */
-    size_t nbad;      /* BAD lines */
-    int rc;           /* exit code from the answer */
+    FILE *bads;       /* --json: the BAD lines' objects, for bad_blobs */
+    char *bads_buf;
+    size_t bads_len;
+    size_t nbad; /* BAD lines */
+    int rc;      /* exit code from the answer */
 } admin_t;
 
-/* A BAD line of verify: a blob that failed its re-hash, now quarantined. */
+/* A BAD line of verify: a blob that failed its re-hash, now quarantined.
+ * In JSON, into the result's bad_blobs (a->out holds only them until OK). */
 static void admin_bad(admin_t *a, const proto_msg_t *m)
 {
     if (a->json) {
-        fputs(a->nbad ? ",\n  " : "\n  ", a->out);
-        json_msg(a->out, m);
+        fputs(a->nbad ? "," : "", a->bads);
+        json_msg(a->bads, m);
     } else {
         fputs("bad blob ", a->out);
         out_clean(a->out, out_get_or(m, "sha256", "?"));
@@ -43,8 +47,8 @@ static void admin_err(admin_t *a, const proto_msg_t *m)
     if (a->json) {
         fclose(a->out);
         a->out = NULL;
-        fputs("{\"ok\": false, \"error\": ", stdout);
-        json_msg(stdout, m);
+        fputs("{\"ok\":false,\"error\":", stdout);
+        json_error(stdout, code, msg);
         fputs("}\n", stdout);
     }
     fprintf(stderr, "hubctl: %s: ", a->verb);
@@ -56,9 +60,13 @@ static void admin_err(admin_t *a, const proto_msg_t *m)
 static void admin_ok(admin_t *a, const proto_msg_t *m)
 {
     a->rc = a->nbad ? EXIT_VERIFY : EXIT_OK;
-    if (a->json) {
-        fputs(a->nbad ? "\n],\n\"result\": " : "],\n\"result\": ", a->out);
+    if (a->json) { /* {"ok":true,"result":{...}}, and verify's bad blobs */
+        fputs("{\"ok\":true,\"result\":", a->out);
         json_msg(a->out, m);
+        if (str_eq(a->verb, "VERIFY")) {
+            fflush(a->bads);
+            fprintf(a->out, ",\"bad_blobs\":[%.*s]", (int)a->bads_len, a->bads_buf);
+        }
         fputs("}\n", a->out);
         return;
     }
@@ -108,12 +116,17 @@ int admin_run(const cli_t *c, const char *verb)
     char *buf = NULL;
     size_t len = 0;
     admin_t a = {.verb = verb, .json = c->json, .out = open_memstream(&buf, &len)};
-    if (!a.out) {
+    a.bads = open_memstream(&a.bads_buf, &a.bads_len);
+    if (!a.out || !a.bads) {
         fprintf(stderr, "hubctl: %s\n", strerror(errno));
+        if (a.out)
+            fclose(a.out);
+        if (a.bads)
+            fclose(a.bads);
+        free(buf);
+        free(a.bads_buf);
         return EXIT_FAILED;
     }
-    if (c->json)
-        fputs("{\"bad\": [", a.out);
     conn_t *conn = conn_new(c->socket, 1, c->quiet, admin_on_msg, &a);
     char line[PROTO_MAX_LINE];
     proto_writer_t w;
@@ -134,6 +147,8 @@ int admin_run(const cli_t *c, const char *verb)
     if ((rc == EXIT_OK || rc == EXIT_VERIFY) && a.out)
         fwrite(buf, 1, len, stdout);
     free(buf);
+    fclose(a.bads);
+    free(a.bads_buf);
     conn_free(conn);
     return rc;
 }

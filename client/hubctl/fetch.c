@@ -38,10 +38,8 @@ static void json_result(FILE *o, const req_t *r)
         fprintf(o, ",\"size\":%" PRIu64 ",\"source\":", r->size);
         json_str(o, r->source);
     } else {
-        fputs(",\"ok\":false,\"code\":", o);
-        json_str(o, r->code);
-        fputs(",\"message\":", o);
-        json_str(o, r->msg);
+        fputs(",\"ok\":false,\"error\":", o);
+        json_error(o, r->code, r->msg);
     }
     fputs("}\n", o);
 }

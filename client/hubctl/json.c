@@ -2,6 +2,7 @@
 
 #include "util.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Length of the valid UTF-8 sequence at p, or 0 if there is none. Relies on
@@ -95,6 +96,17 @@ static int is_json_number(const char *s)
     return *s == '\0';
 }
 
+/* is_json_number of the n bytes at s. */
+static int is_json_number_n(const char *s, size_t n)
+{
+    char buf[32];
+    if (n == 0 || n >= sizeof buf)
+        return 0;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    return is_json_number(buf);
+}
+
 /* Keys whose values are text even when they look like a number (a URL, a
  * digest that happens to be all digits). */
 static int key_is_text(const char *key)
@@ -106,20 +118,80 @@ static int key_is_text(const char *key)
     return 0;
 }
 
+static int key_in(const char *key, const char *const *set, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(key, set[i]) == 0)
+            return 1;
+    return 0;
+}
+
+void json_counts(FILE *f, const char *by)
+{
+    int first = 1;
+    putc('{', f);
+    while (by && *by) {
+        size_t len = strcspn(by, ",");
+        const char *colon = memchr(by, ':', len);
+        if (colon && colon > by && is_json_number_n(colon + 1, len - (size_t)(colon - by) - 1)) {
+            fputs(first ? "" : ",", f);
+            first = 0;
+            char code[64];
+            snprintf(code, sizeof code, "%.*s", (int)(colon - by), by);
+            json_str(f, code);
+            fprintf(f, ":%.*s", (int)(len - (size_t)(colon - by) - 1), colon + 1);
+        }
+        by += len + (by[len] == ',');
+    }
+    putc('}', f);
+}
+
+/* "1,2,3" as [1,2,3] (what is not a number is left out). */
+static void json_numbers(FILE *f, const char *list)
+{
+    int first = 1;
+    putc('[', f);
+    while (list && *list) {
+        size_t len = strcspn(list, ",");
+        if (len && is_json_number_n(list, len)) {
+            fprintf(f, "%s%.*s", first ? "" : ",", (int)len, list);
+            first = 0;
+        }
+        list += len + (list[len] == ',');
+    }
+    putc(']', f);
+}
+
+void json_error(FILE *f, const char *code, const char *message)
+{
+    fputs("{\"code\":", f);
+    json_str(f, code ? code : "error");
+    fputs(",\"message\":", f);
+    json_str(f, message ? message : "");
+    putc('}', f);
+}
+
 void json_msg(FILE *f, const proto_msg_t *m)
 {
+    static const char *const flags[] = {"pinned", "removed_blob"};
     int first = 1;
     putc('{', f);
     for (size_t i = 0; i < m->nfields; i++) {
         const proto_field_t *fl = &m->fields[i];
-        if (proto_get(m, fl->key) != fl->value)
-            continue;
+        if (proto_get(m, fl->key) != fl->value || strcmp(fl->key, "id") == 0)
+            continue; /* the protocol's own: not the user's business */
         if (!first)
             putc(',', f);
         first = 0;
-        json_str(f, fl->key);
+        json_str(f, strcmp(fl->key, "msg") == 0 ? "message" : fl->key);
         putc(':', f);
-        if (!key_is_text(fl->key) && is_json_number(fl->value))
+        if (key_in(fl->key, flags, ARRAY_LEN(flags)))
+            fputs(strcmp(fl->value, "0") != 0 && *fl->value ? "true" : "false", f);
+        else if (strcmp(fl->key, "users") == 0)
+            json_numbers(f, fl->value);
+        else if (strcmp(fl->key, "errors_by_code") == 0)
+            json_counts(f, fl->value);
+        else if (!key_is_text(fl->key) && is_json_number(fl->value))
             fputs(fl->value, f);
         else
             json_str(f, fl->value);

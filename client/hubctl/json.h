@@ -14,7 +14,16 @@ void json_str(FILE *f, const char *s);
 
 /* One reply line as a JSON object: every key, numbers as numbers, so keys a
  * newer daemon adds reach the user without a client update. A repeated key
- * keeps its first value, as proto_get does. */
+ * keeps its first value, as proto_get does. One style for every command:
+ * the protocol's id is left out, flags (pinned, removed_blob) are
+ * booleans, users= is an array of uids, errors_by_code= an object of
+ * counts by code, and msg= is "message". */
 void json_msg(FILE *f, const proto_msg_t *m);
+
+/* The one shape of a failure, as a value: {"code": ..., "message": ...}. */
+void json_error(FILE *f, const char *code, const char *message);
+
+/* "code:n,code:n" as an object {"code": n, ...}. */
+void json_counts(FILE *f, const char *list);
 
 #endif

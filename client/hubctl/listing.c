@@ -21,6 +21,7 @@ typedef struct listing_spec {
     const char *header;                            /* table header, or NULL */
     void (*print)(FILE *o, const proto_msg_t *m);  /* one row as text */
     void (*footer)(FILE *o, const proto_msg_t *m); /* from END, as text; or NULL */
+    void (*json)(FILE *o, const proto_msg_t *m);   /* one row as JSON; NULL: json_msg */
 } listing_spec_t;
 
 typedef struct listing {
@@ -126,47 +127,50 @@ static void print_stats(FILE *o, const proto_msg_t *m)
     }
 }
 
+/* STATS fields and their Prometheus metrics: the names --prometheus and
+ * stats --json use alike. */
+static const struct {
+    const char *key, *name, *type, *help;
+} metrics[] = {
+    {"hits", "hubd_hits_total", "counter", "Fetches answered from the cache."},
+    {"misses", "hubd_misses_total", "counter", "Fetches that started a download."},
+    {"attached", "hubd_dedup_attaches_total", "counter",
+     "Fetches that joined a download already running."},
+    {"bytes_from_origin", "hubd_origin_bytes_total", "counter",
+     "Response body bytes received from origins."},
+    {"bytes_served", "hubd_served_bytes_total", "counter", "Bytes of the files handed out."},
+    {"cache_bytes", "hubd_cache_size_bytes", "gauge", "Bytes of the blobs in the cache."},
+    {"cache_blobs", "hubd_cache_blobs", "gauge", "Blobs in the cache."},
+    {"max_cache_size", "hubd_cache_max_size_bytes", "gauge",
+     "The configured max_cache_size (0: no limit)."},
+    {"evicted", "hubd_evicted_blobs_total", "counter", "Blobs evicted."},
+    {"evicted_bytes", "hubd_evicted_bytes_total", "counter", "Bytes evicted."},
+    {"bad_blobs", "hubd_bad_blobs_total", "counter",
+     "Blobs found changed or corrupt on disk (hits, background verification), quarantined."},
+    {"segmented", "hubd_segmented_downloads_total", "counter",
+     "Downloads fetched over several connections."},
+    {"segment_retries", "hubd_segment_retries_total", "counter",
+     "Ranges of segmented downloads asked for again (a failure, a stall, a 429)."},
+    {"segment_fallbacks", "hubd_segment_fallbacks_total", "counter",
+     "Segmented downloads restarted as one stream (ranges that did not fit together)."},
+    {"revalidated", "hubd_revalidated_total", "counter",
+     "Cached URLs the origin said were current (304 Not Modified), served as hits."},
+    {"jobs_active", "hubd_jobs_active", "gauge", "Downloads transferring now."},
+    {"jobs_queued", "hubd_jobs_queued", "gauge", "Downloads waiting for a slot."},
+    {"sessions", "hubd_sessions", "gauge", "Connected clients."},
+    {"http_connections", "hubd_http_connections_total", "counter",
+     "Connections accepted by the HTTP front."},
+    {"http_requests", "hubd_http_requests_total", "counter",
+     "Requests the HTTP front answered, whatever the status."},
+    {"http_bytes", "hubd_http_bytes_total", "counter", "Body bytes the HTTP front sent."},
+    {"http_refused", "hubd_http_refused_total", "counter",
+     "HTTP front connections refused (user unknown or not allowed, over a limit)."},
+    {"uptime", "hubd_uptime_seconds", "gauge", "Seconds since the daemon started."},
+};
+
 /* Prometheus text exposition (version 0.0.4) of one STATS line. */
 static void print_prometheus(FILE *o, const proto_msg_t *m)
 {
-    static const struct {
-        const char *key, *name, *type, *help;
-    } metrics[] = {
-        {"hits", "hubd_hits_total", "counter", "Fetches answered from the cache."},
-        {"misses", "hubd_misses_total", "counter", "Fetches that started a download."},
-        {"attached", "hubd_dedup_attaches_total", "counter",
-         "Fetches that joined a download already running."},
-        {"bytes_from_origin", "hubd_origin_bytes_total", "counter",
-         "Response body bytes received from origins."},
-        {"bytes_served", "hubd_served_bytes_total", "counter", "Bytes of the files handed out."},
-        {"cache_bytes", "hubd_cache_size_bytes", "gauge", "Bytes of the blobs in the cache."},
-        {"cache_blobs", "hubd_cache_blobs", "gauge", "Blobs in the cache."},
-        {"max_cache_size", "hubd_cache_max_size_bytes", "gauge",
-         "The configured max_cache_size (0: no limit)."},
-        {"evicted", "hubd_evicted_blobs_total", "counter", "Blobs evicted."},
-        {"evicted_bytes", "hubd_evicted_bytes_total", "counter", "Bytes evicted."},
-        {"bad_blobs", "hubd_bad_blobs_total", "counter",
-         "Blobs found changed or corrupt on disk (hits, background verification), quarantined."},
-        {"segmented", "hubd_segmented_downloads_total", "counter",
-         "Downloads fetched over several connections."},
-        {"segment_retries", "hubd_segment_retries_total", "counter",
-         "Ranges of segmented downloads asked for again (a failure, a stall, a 429)."},
-        {"segment_fallbacks", "hubd_segment_fallbacks_total", "counter",
-         "Segmented downloads restarted as one stream (ranges that did not fit together)."},
-        {"revalidated", "hubd_revalidated_total", "counter",
-         "Cached URLs the origin said were current (304 Not Modified), served as hits."},
-        {"jobs_active", "hubd_jobs_active", "gauge", "Downloads transferring now."},
-        {"jobs_queued", "hubd_jobs_queued", "gauge", "Downloads waiting for a slot."},
-        {"sessions", "hubd_sessions", "gauge", "Connected clients."},
-        {"http_connections", "hubd_http_connections_total", "counter",
-         "Connections accepted by the HTTP front."},
-        {"http_requests", "hubd_http_requests_total", "counter",
-         "Requests the HTTP front answered, whatever the status."},
-        {"http_bytes", "hubd_http_bytes_total", "counter", "Body bytes the HTTP front sent."},
-        {"http_refused", "hubd_http_refused_total", "counter",
-         "HTTP front connections refused (user unknown or not allowed, over a limit)."},
-        {"uptime", "hubd_uptime_seconds", "gauge", "Seconds since the daemon started."},
-    };
     for (size_t i = 0; i < ARRAY_LEN(metrics); i++) {
         uint64_t v;
         if (parse_u64(proto_get(m, metrics[i].key), &v) < 0)
@@ -191,6 +195,43 @@ static void print_prometheus(FILE *o, const proto_msg_t *m)
     }
 }
 
+/* stats --json: the Prometheus metrics' names and values, errors by code
+ * as an object; a field this hubctl has no metric for (a newer daemon's)
+ * under hubd_<field>. */
+static void json_stats(FILE *o, const proto_msg_t *m)
+{
+    putc('{', o);
+    int first = 1;
+    for (size_t i = 0; i < m->nfields; i++) {
+        const proto_field_t *fl = &m->fields[i];
+        if (proto_get(m, fl->key) != fl->value || str_eq(fl->key, "errors"))
+            continue; /* errors: the sum of hubd_errors_total's */
+        const char *name = NULL;
+        for (size_t k = 0; k < ARRAY_LEN(metrics) && !name; k++)
+            if (str_eq(metrics[k].key, fl->key))
+                name = metrics[k].name;
+        char other[80];
+        if (!name && str_eq(fl->key, "errors_by_code"))
+            name = "hubd_errors_total";
+        if (!name) {
+            snprintf(other, sizeof other, "hubd_%.60s", fl->key);
+            name = other;
+        }
+        fputs(first ? "" : ",", o);
+        first = 0;
+        json_str(o, name);
+        putc(':', o);
+        uint64_t v;
+        if (str_eq(fl->key, "errors_by_code"))
+            json_counts(o, fl->value);
+        else if (parse_u64(fl->value, &v) == 0)
+            fprintf(o, "%" PRIu64, v);
+        else
+            json_str(o, fl->value);
+    }
+    fputs("}", o);
+}
+
 static const listing_spec_t status_spec = {
     "STATUS",
     "JOB",
@@ -198,12 +239,14 @@ static const listing_spec_t status_spec = {
     "  JOB  STATE        DONE/TOTAL                  %        RATE     ETA  CONNS  WAITERS  "
     "USERS             SOURCE                    URL\n",
     print_job,
-    print_front};
-static const listing_spec_t stats_spec = {"STATS", "STATS", 0, NULL, print_stats, NULL};
-static const listing_spec_t prometheus_spec = {"STATS", "STATS", 0, NULL, print_prometheus, NULL};
+    print_front,
+    NULL};
+static const listing_spec_t stats_spec = {"STATS", "STATS", 0, NULL, print_stats, NULL, json_stats};
+static const listing_spec_t prometheus_spec = {"STATS",          "STATS", 0,   NULL,
+                                               print_prometheus, NULL,    NULL};
 static const listing_spec_t ls_spec = {
-    "LIST",      "ENTRY", 1, "SHA256              SIZE  ACCESSED          PINNED  URL\n",
-    print_entry, NULL};
+    "LIST",      "ENTRY", 1,   "SHA256              SIZE  ACCESSED          PINNED  URL\n",
+    print_entry, NULL,    NULL};
 
 /* ---- the exchange ------------------------------------------------------- */
 
@@ -212,7 +255,7 @@ static void listing_row(listing_t *l, const proto_msg_t *m)
     if (l->json && l->spec->until_end)
         fputs(l->rows ? ",\n" : "\n", l->out);
     if (l->json)
-        json_msg(l->out, m);
+        (l->spec->json ? l->spec->json : json_msg)(l->out, m);
     else
         l->spec->print(l->out, m);
     l->rows++;
@@ -226,6 +269,11 @@ static int listing_on_msg(void *arg, const proto_msg_t *m, int fd)
         const char *code = proto_get(m, "code"), *msg = proto_get(m, "msg");
         fprintf(stderr, "hubctl: hubd answered %s with ", l->spec->request);
         out_reason(stderr, code ? code : "an error", msg ? msg : "");
+        if (l->json) { /* the one error shape, on stdout, as the answer */
+            fputs("{\"ok\":false,\"error\":", stdout);
+            json_error(stdout, code, msg);
+            fputs("}\n", stdout);
+        }
         l->failed = 1;
         return 1;
     }

@@ -51,7 +51,7 @@ class PolicyCase(HubTestCase):
         r = self.hubctl("fetch", "--json", url)
         self.assertEqual(r.rc, 1, r)
         res = json.loads(r.out)
-        return res["code"], res.get("message", "")
+        return res["error"]["code"], res.get("error", {}).get("message", "")
 
     def fetch_ok(self, url):
         r = self.hubctl("fetch", "--json", url)

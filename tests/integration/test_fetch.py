@@ -63,7 +63,7 @@ class FetchTest(HubTestCase):
         self.assertEqual(r.rc, 1, r)
         res = json.loads(r.out)
         self.assertFalse(res["ok"])
-        self.assertEqual(res["code"], "http_500")
+        self.assertEqual(res["error"]["code"], "http_500")
 
     def test_fetch_truncated_body_is_an_error(self):
         self.make_file("t.bin", 500000)

@@ -178,7 +178,7 @@ class HostileTest(HubTestCase):
         r, took, hwm, socks = self.flood_and_ask("LIST", b"LIST\n" * 3276, 3, "stats", "--json")
         self.assertLess(took, 2.0, "another client's STATS waited")
         self.assertLess(hwm, 100 * 1024, "peak RSS %d KiB" % hwm)
-        self.assertEqual(json.loads(r.out)["sessions"], 4)
+        self.assertEqual(json.loads(r.out)["hubd_sessions"], 4)
         for s in socks:
             s.close()
         wait_for(lambda: self.stats()["sessions"] == 1, what="the flooders to go")
@@ -281,9 +281,9 @@ class HostileTest(HubTestCase):
         out_a, _ = alice.communicate(timeout=60)
         res_b, res_a = json.loads(out_b), json.loads(out_a)
         self.assertEqual((res_b["source"], res_b["sha256"]), ("attached", digest), res_b)
-        self.assertEqual(res_a["code"], "hash_mismatch", res_a)
+        self.assertEqual(res_a["error"]["code"], "hash_mismatch", res_a)
         self.assertEqual(alice.returncode, 4)
-        self.assertIn(digest, res_a["message"])  # what the bytes really are
+        self.assertIn(digest, res_a["error"]["message"])  # what the bytes really are
         r, res = self.fetch(url)
         self.assertEqual((res["source"], res["sha256"]), ("hit", digest))
         self.assertEqual(self.origin.requests_for("/files/x.bin"), 1)
@@ -343,7 +343,7 @@ class HostileTest(HubTestCase):
         srv2 = Scripted(self, data, [first, short, rest])
         self.restart_with(name="hub3")
         r, res = self.fetch(srv2.url)
-        self.assertEqual(res["code"], "truncated", r)
+        self.assertEqual(res["error"]["code"], "truncated", r)
         self.assertEqual(self.hubd.blob_files(), [])
 
     def test_a_range_of_a_file_of_unknown_length_restarts_it(self):
@@ -385,8 +385,8 @@ class HostileTest(HubTestCase):
         self.make_file("d.bin", 200000)
         self.restart_with(low_speed_limit="1K", low_speed_time="2s")
         (r, res), took = timed(lambda: self.fetch(self.origin.url("/chunked/d.bin?bps=200")))
-        self.assertEqual(res["code"], "timeout", r)
-        self.assertIn("low_speed_limit", res["message"])
+        self.assertEqual(res["error"]["code"], "timeout", r)
+        self.assertIn("low_speed_limit", res["error"]["message"])
         self.assertLess(took, 15)
         # A fast body under the same settings is fine.
         self.make_file("f.bin", 4 * MiB)
@@ -434,7 +434,7 @@ class HostileTest(HubTestCase):
         self.fill(small)
         self.make_file("n.bin", 1 * MiB, seed=9)
         r, res = self.fetch(self.origin.url("/files/n.bin"))
-        self.assertEqual(res["code"], "no_space", r)
+        self.assertEqual(res["error"]["code"], "no_space", r)
         os.unlink(filler)
         r, res = self.fetch(self.origin.url("/files/n.bin"))
         self.assertEqual(r.rc, 0, r)
@@ -455,7 +455,7 @@ class HostileTest(HubTestCase):
         size = free - 4096  # room for the file's pages, none for the WAL
         digest = self.make_file("tight.bin", size, seed=4)
         r, res = self.fetch(self.origin.url("/files/tight.bin"))
-        self.assertEqual(res["code"], "no_space", r)
+        self.assertEqual(res["error"]["code"], "no_space", r)
         names = [os.path.basename(p) for p in self.hubd.blob_files()]
         self.assertNotIn(digest, names)
         self.hubd.wait_no_partials()
@@ -485,7 +485,7 @@ class HostileTest(HubTestCase):
             f.write(b"\0" * (30 * MiB))
         self.make_file("one.bin", 1 * MiB, seed=2)
         r, res = self.fetch(self.origin.url("/files/one.bin"))
-        self.assertEqual(res["code"], "no_space", r)
+        self.assertEqual(res["error"]["code"], "no_space", r)
         st = self.stats()
         self.assertEqual((st["cache_blobs"], st["evicted"]), (1, 0))
         self.assertIn("more than the whole cache holds", self.hubd.read_log())
@@ -505,8 +505,8 @@ class HostileTest(HubTestCase):
         st = self.stats()
         self.assertEqual((st["cache_blobs"], st["evicted"]), (1, 1))
         r, res = self.fetch(self.origin.url("/chunked/endless.bin"))
-        self.assertEqual(res["code"], "no_space", r)
-        self.assertIn("min_free_space", res["message"])
+        self.assertEqual(res["error"]["code"], "no_space", r)
+        self.assertIn("min_free_space", res["error"]["message"])
         sent = self.origin.stats()["bytes"]["/chunked/endless.bin"]
         self.assertLess(sent, 40 * MiB)  # before: until the disk was full (~60M)
         self.hubd.wait_no_partials()

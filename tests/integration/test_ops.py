@@ -183,7 +183,7 @@ class OpsTest(HubTestCase):
         self.assertEqual(r.rc, 4, r)
         out = json.loads(r.out)
         self.assertEqual(out["result"]["checked"], 2)
-        self.assertEqual([(b["sha256"], b["reason"]) for b in out["bad"]],
+        self.assertEqual([(b["sha256"], b["reason"]) for b in out["bad_blobs"]],
                          [(db, "content differs")])
         self.assertTrue(os.path.exists(os.path.join(self.hubd.cache, "quarantine", db)))
         self.assertNotIn("b", self.ls())

@@ -150,9 +150,9 @@ class OriginFaultTest(HubTestCase):
     def assert_fails(self, url, code, limit=20):
         rc, res, took = self.fetch(url, limit)
         self.assertEqual(rc, 1, res)
-        self.assertEqual(res.get("code"), code, res)
+        self.assertEqual(res.get("error", {}).get("code"), code, res)
         self.assertEqual(self.hubd.blob_files(), [])
-        return res.get("message", ""), took
+        return res.get("error", {}).get("message", ""), took
 
     # ---- the header phase is bounded ----------------------------------------
 

@@ -456,7 +456,7 @@ class AuthProxyTest(ProxyTestCase):
                 r, res = self.fetch_json(url)
                 self.assertEqual(r.rc, 1, r)
                 self.assertFalse(res["ok"])
-                self.assertEqual(res["code"], "proxy_auth", res)
+                self.assertEqual(res["error"]["code"], "proxy_auth", res)
                 self.assertNotIn("wrong-pw", r.out + r.err)
                 r = self.hubctl("fetch", url)  # the text form names the code
                 self.assertEqual(r.rc, 1, r)
@@ -473,7 +473,7 @@ class AuthProxyTest(ProxyTestCase):
         self.make_file("n.bin", 1000)
         r, res = self.fetch_json(self.https("/files/n.bin"))
         self.assertEqual(r.rc, 1, r)
-        self.assertEqual(res["code"], "proxy_auth", res)
+        self.assertEqual(res["error"]["code"], "proxy_auth", res)
 
     def test_unreachable_proxy(self):
         port = free_port()  # nothing listens there
@@ -483,8 +483,8 @@ class AuthProxyTest(ProxyTestCase):
             with self.subTest(url=url):
                 r, res = self.fetch_json(url)
                 self.assertEqual(r.rc, 1, r)
-                self.assertEqual(res["code"], "proxy", res)
-                self.assertIn("127.0.0.1:%d" % port, res["message"])
+                self.assertEqual(res["error"]["code"], "proxy", res)
+                self.assertIn("127.0.0.1:%d" % port, res["error"]["message"])
         self.assertEqual(self.origin.requests_for("/files/u.bin"), 0)
 
     def test_connect_refused_by_the_proxy(self):
@@ -495,7 +495,7 @@ class AuthProxyTest(ProxyTestCase):
                 self.restart_hubd(proxy=proxy.url())
                 r, res = self.fetch_json(self.https("/files/x.bin"))
                 self.assertEqual(r.rc, 1, r)
-                self.assertEqual(res["code"], "proxy", res)
+                self.assertEqual(res["error"]["code"], "proxy", res)
                 self.assertIn(str(status), r.out)
                 self.assertIn(proxy.address, r.out)
                 self.assertEqual([e["method"] for e in proxy.requests()], ["CONNECT"])

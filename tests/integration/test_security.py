@@ -81,12 +81,12 @@ class CredentialTest(HubTestCase):
         # No token, or another one: not A's entry; the origin is asked and says no.
         r, res = self.fetch(url)
         self.assertEqual(r.rc, 1, r)
-        self.assertEqual(res["code"], "http_401")
+        self.assertEqual(res["error"]["code"], "http_401")
         r, res = self.fetch("-H", "Authorization: Bearer other", url)
-        self.assertEqual(res["code"], "http_401")
+        self.assertEqual(res["error"]["code"], "http_401")
         # Nor by digest: knowing a gated file's sha256 opens nothing.
         r, res = self.fetch("--sha256", digest, self.origin.url("/files/g.bin?require_auth=x"))
-        self.assertEqual(res["code"], "http_401", r)
+        self.assertEqual(res["error"]["code"], "http_401", r)
         self.assertEqual(self.origin.stats()["auth"]["/files/g.bin"],
                          ["Bearer " + TOKEN, "", "Bearer other", ""])
         # A file fetched without credentials is shared with everyone.
@@ -123,7 +123,7 @@ class CredentialTest(HubTestCase):
         out_b, _ = b.communicate(timeout=30)
         out_a, _ = a.communicate(timeout=30)
         self.assertEqual(json.loads(out_a)["sha256"], digest)
-        self.assertEqual(json.loads(out_b)["code"], "http_401")
+        self.assertEqual(json.loads(out_b)["error"]["code"], "http_401")
 
     def test_credentials_go_to_the_first_origin_only(self):
         other = Origin(self.root, name=".port2")
@@ -199,7 +199,7 @@ class NetworkPolicyTest(HubTestCase):
         r = self.hubctl("fetch", "--json", url)
         self.assertEqual(r.rc, 1, r)
         res = json.loads(r.out)
-        return res["code"], res.get("message", "")
+        return res["error"]["code"], res.get("error", {}).get("message", "")
 
     def test_metadata_and_link_local_are_denied_by_default(self):
         t = time.monotonic()
@@ -247,7 +247,7 @@ class ServerLimitsTest(HubTestCase):
     def code(self, url):
         r = self.hubctl("fetch", "--json", url)
         self.assertEqual(r.rc, 1, r)
-        return json.loads(r.out)["code"]
+        return json.loads(r.out)["error"]["code"]
 
     def test_header_count_and_encodings_and_size(self):
         self.assertEqual(self.code(self.origin.url("/bigheaders?n=200&len=20")), "http_parse")
@@ -297,9 +297,9 @@ class ResponseShapeTest(HubTestCase):
         srv = RawServer(self, response)
         r = self.hubctl("fetch", "--json", "http://127.0.0.1:%d/f" % srv.port)
         self.assertEqual(r.rc, 1, r)
-        self.assertEqual(json.loads(r.out)["code"], "http_parse")
+        self.assertEqual(json.loads(r.out)["error"]["code"], "http_parse")
         self.assertEqual(self.hubd.blob_files(), [])
-        return json.loads(r.out)["message"]
+        return json.loads(r.out)["error"]["message"]
 
     def test_a_status_below_100_is_not_informational(self):
         # Found by fuzz_http: llhttp takes any three digits, and the body of

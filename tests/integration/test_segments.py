@@ -168,7 +168,7 @@ class SegmentTest(HubTestCase):
         r = self.hubctl("fetch", "--json", self.origin.url(
             "/files/st2.bin?stall_at=%d&stall_ms=30000" % (MiB + 100 * 1024)), timeout=60)
         self.assertNotEqual(r.rc, 0, r)
-        self.assertEqual(json.loads(r.out)["code"], "timeout", r)
+        self.assertEqual(json.loads(r.out)["error"]["code"], "timeout", r)
         self.assertLess(time.monotonic() - t, 20)  # 3 silent tries of 1 s, not 30 s each
         self.hubd.wait_no_partials()
         self.assertEqual(self.hubd.blob_files(), [])

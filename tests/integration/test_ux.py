@@ -417,6 +417,105 @@ class MaxRateTest(HubTestCase):
         self.assertLess(time.monotonic() - t, took * 0.75)  # the same 8 MiB, uncapped
 
 
+def check(value, schema, where="$"):
+    """A small JSON schema check: schema is a type (int, str, bool), a list
+    [item schema], or a dict {key: schema} where a key ending in '?' is
+    optional and no other key may appear. Returns the first mismatch, or
+    None."""
+    if isinstance(schema, list):
+        if not isinstance(value, list):
+            return "%s: not a list" % where
+        for i, v in enumerate(value):
+            bad = check(v, schema[0], "%s[%d]" % (where, i))
+            if bad:
+                return bad
+        return None
+    if isinstance(schema, dict):
+        if not isinstance(value, dict):
+            return "%s: not an object" % where
+        keys = {k.rstrip("?"): k.endswith("?") for k in schema}
+        for k in value:
+            if k not in keys:
+                return "%s: unexpected key %r" % (where, k)
+        for k, optional in keys.items():
+            if k not in value:
+                if not optional:
+                    return "%s: %r missing" % (where, k)
+                continue
+            bad = check(value[k], schema[k + "?" if optional else k], "%s.%s" % (where, k))
+            if bad:
+                return bad
+        return None
+    if schema is int and isinstance(value, bool):
+        return "%s: a boolean where a number belongs" % where
+    return None if isinstance(value, schema) else "%s: %r is not %s" % (where, value,
+                                                                       schema.__name__)
+
+
+ERROR = {"code": str, "message": str}
+FETCH_OK = {"url": str, "ok": bool, "path": str, "sha256": str, "size": int, "source": str}
+FETCH_FAILED = {"url": str, "ok": bool, "error": ERROR}
+ENTRY = {"url": str, "sha256": str, "size": int, "created": int, "accessed": int, "pinned": bool}
+JOB = {"job": int, "url": str, "state": str, "done": int, "total?": int, "rate": int,
+       "waiters": int, "connections": int, "source": str, "mirror?": str, "users?": [int]}
+ADMIN_FAILED = {"ok": bool, "error": ERROR}
+
+
+class JsonTest(HubTestCase):
+    """One JSON style across hubctl's commands, checked against a schema:
+    numbers as numbers, booleans as booleans, objects not encoded strings,
+    one error shape, no protocol ids; stats named as the Prometheus
+    metrics."""
+
+    def json_of(self, *args, rc=0):
+        import json
+        r = self.hubctl(*(args + ("--json",)))
+        self.assertEqual(r.rc, rc, r)
+        return [json.loads(line) for line in r.out.splitlines() if line.strip()] \
+            if args[0] == "fetch" else json.loads(r.out)
+
+    def assertSchema(self, value, schema):
+        self.assertIsNone(check(value, schema), value)
+
+    def test_every_command_speaks_one_style(self):
+        self.make_file("a", 1000)
+        url = self.origin.url("/files/a")
+        ok, failed = self.json_of("fetch", url, self.origin.url("/files/nope"), rc=1)
+        self.assertSchema(ok, FETCH_OK)
+        self.assertSchema(failed, FETCH_FAILED)
+        self.assertEqual((ok["ok"], failed["ok"], failed["error"]["code"]), (True, False, "http_404"))
+        self.assertSchema(self.json_of("ls"), [ENTRY])
+        self.assertSchema(self.json_of("pin", url), {"ok": bool, "result": {}})
+        self.assertIs(self.json_of("ls")[0]["pinned"], True)
+        self.assertSchema(self.json_of("rm", "http://127.0.0.1:9/none", rc=1), ADMIN_FAILED)
+        self.assertSchema(self.json_of("verify"), {"ok": bool, "result": {"checked": int, "bad": int},
+                                                   "bad_blobs": [{"sha256": str, "reason": str}]})
+        self.assertSchema(self.json_of("gc", "--max-size", "0"),
+                          {"ok": bool, "result": {"evicted": int, "freed": int, "size": int}})
+        self.assertSchema(self.json_of("rm", url), {"ok": bool, "result": {"removed_blob": bool}})
+        # status, with a job running.
+        self.make_file("slow", 1 << 20)
+        p = self.hubctl_bg("fetch", self.origin.url("/files/slow?bps=65536"))
+        from harness import wait_for
+        wait_for(lambda: self.json_of("status"), what="a job")
+        self.assertSchema(self.json_of("status"), [JOB])
+        self.hubctl("cancel", self.origin.url("/files/slow?bps=65536"))
+        p.communicate(timeout=10)
+
+    def test_stats_are_named_as_the_prometheus_metrics(self):
+        self.make_file("a", 1000)
+        self.hubctl("fetch", self.origin.url("/files/nope"))
+        st = self.json_of("stats")
+        self.assertEqual(st["hubd_errors_total"], {"http_4xx": 1})  # an object, not "http_4xx:1"
+        self.assertEqual(st["hubd_misses_total"], 1)
+        prom = self.hubctl("stats", "--prometheus").out
+        import re
+        names = set(re.findall(r"^# TYPE (\S+) ", prom, re.M))
+        self.assertEqual(set(st), names)
+        for k, v in st.items():
+            self.assertTrue(isinstance(v, int) or k == "hubd_errors_total", (k, v))
+
+
 class CompletionTest(unittest.TestCase):
     SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client",
                           "hubctl", "completion", "hubctl.bash")
@@ -514,14 +613,14 @@ class CancelTest(HubTestCase):
         job = self.wait_job()
         mine = self.hubctl_bg("fetch", self.url)
         self.wait_job(waiters=2)
-        self.assertEqual(self.status()[0]["users"], "65534,0")  # root: an admin
+        self.assertEqual(self.status()[0]["users"], [65534, 0])  # root: an admin
         r = self.hubctl("status")
         self.assertIn("nobody,root", r.out)
         self.assertIn("USERS", r.out.splitlines()[0])
         import json
         r = subprocess.run(NOBODY + self.hubctl_args("status", "--json"), capture_output=True,
                            text=True, timeout=30)
-        self.assertEqual(json.loads(r.stdout)[0]["users"], "65534,0")  # nobody asked too
+        self.assertEqual(json.loads(r.stdout)[0]["users"], [65534, 0])  # nobody asked too
         self.hubctl("cancel", str(job))
         for proc in (p, mine):
             proc.communicate(timeout=10)
