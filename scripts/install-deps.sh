@@ -9,7 +9,8 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev check
       node-llhttp libinih-dev nginx-light curl python3 openssl ca-certificates clang-format
       libsystemd-dev systemd dpkg-dev file groff-base man-db mandoc
-      clang libclang-rt-14-dev valgrind faketime squid wget util-linux libjansson-dev aria2"
+      clang libclang-rt-14-dev valgrind faketime squid wget util-linux libjansson-dev aria2
+      lintian"
 # libsystemd-dev: sd_notify/sd_listen_fds. systemd: systemd-analyze verify of
 # the units. dpkg-dev (dpkg-shlibdeps) and file: cpack -G DEB computing the
 # package's Depends. groff-base, man-db, mandoc: checking the man pages.
@@ -21,7 +22,7 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
 # a client as a second local user. libjansson-dev: the JSON parser the HTTP
 # front's /hf/api routes filter the Hub's answers with (xetHash, xetEnabled).
 # aria2: the multi-connection downloader the segmented rows of the benchmark
-# compare hubd with.
+# compare hubd with. lintian: the package test checks the .deb with it.
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -87,6 +87,17 @@ if(NOT _keep_conf)
        FILES "${HUBD_SOURCE_DIR}/etc/hubd.conf")
 endif()
 
+# /usr/share/doc/hubd: the copyright file and the changelog (gzip -9n), as
+# Debian policy asks of every package.
+set(_doc "${_prefix}/share/doc/hubd")
+execute_process(COMMAND gzip -9n -c "${HUBD_SOURCE_DIR}/systemd/deb/changelog"
+                OUTPUT_FILE "${_stage}/changelog.gz" RESULT_VARIABLE _rc)
+if(NOT _rc EQUAL 0)
+  message(FATAL_ERROR "gzip of systemd/deb/changelog failed: ${_rc}")
+endif()
+file(INSTALL DESTINATION "${_doc}" TYPE FILE PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
+     FILES "${HUBD_SOURCE_DIR}/systemd/deb/copyright" "${_stage}/changelog.gz")
+
 # Man pages, compressed as Debian policy asks (gzip -9n: reproducible).
 foreach(_page hubd.8 hubctl.1)
   string(REGEX REPLACE ".*\\." "" _section "${_page}")

@@ -37,6 +37,8 @@ expected="$tmp/expected"
     echo "644 usr/lib/sysusers.d/hubd.conf"
     echo "755 usr/sbin/hubd"
     echo "644 usr/share/bash-completion/completions/hubctl"
+    echo "644 usr/share/doc/hubd/changelog.gz"
+    echo "644 usr/share/doc/hubd/copyright"
     echo "644 usr/share/man/man1/hubctl.1.gz"
     echo "644 usr/share/man/man8/hubd.8.gz"
 } | sort -k2 >"$expected"
@@ -84,6 +86,12 @@ arch=$(dpkg --print-architecture)
 [ "$(basename "$deb")" = "hubd_${version}_${arch}.deb" ] ||
     fail "package file is $(basename "$deb"), expected hubd_${version}_${arch}.deb"
 ok "cpack -G DEB: $(basename "$deb") ($(stat -c %s "$deb") bytes)"
+# Debian's own checks: no error and no warning (copyright, changelog, man
+# pages, permissions...).
+command -v lintian >/dev/null || fail "lintian not found (scripts/install-deps.sh installs it)"
+lintian --fail-on error,warning "$deb" >"$tmp/lintian.out" 2>&1 ||
+    { cat "$tmp/lintian.out" >&2; fail "lintian found errors or warnings in $(basename "$deb")"; }
+ok "lintian: no error or warning"
 
 # Files: the same list and modes as the install, owned by root.
 dpkg-deb -c "$deb" >"$tmp/contents"
