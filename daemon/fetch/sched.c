@@ -132,7 +132,10 @@ static void rate_refill(jobs_t *js, uint64_t now)
     uint64_t rate = js->cfg->max_rate;
     int64_t cap = (int64_t)(rate * RATE_BURST_MS / 1000);
     cap = cap > 65536 ? cap : 65536;
-    js->rate_tokens += (int64_t)(rate * (now - js->rate_t) / 1000);
+    /* A debt is paid at the rate; beyond 10 s the bucket is full anyway
+     * (and the product cannot overflow: max_rate is at most 2^40). */
+    uint64_t dt = now - js->rate_t < 10000 ? now - js->rate_t : 10000;
+    js->rate_tokens += (int64_t)(rate * dt / 1000);
     js->rate_t = now;
     if (js->rate_tokens > cap)
         js->rate_tokens = cap;
