@@ -463,6 +463,7 @@ struct ini_ctx {
     FILE *f;          /* the file read, or NULL: */
     const char *text; /* the text read (config_load_string) */
     int lines;        /* lines read so far: the handler's is the last */
+    int mid_line;     /* the last read ended inside a line (longer than inih reads) */
     int err_line;     /* the line err names (the first error's), 0: none yet */
 };
 
@@ -502,7 +503,10 @@ static char *count_lines(char *str, int num, void *stream)
         ctx->text += n;
         r = str;
     }
-    ctx->lines += r != NULL;
+    /* inih reads a long line in several pieces: one line, counted once. */
+    if (r && !ctx->mid_line)
+        ctx->lines++;
+    ctx->mid_line = r && r[0] && r[strlen(r) - 1] != '\n';
     return r;
 }
 

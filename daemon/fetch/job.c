@@ -192,9 +192,16 @@ void job_not_modified(job_t *job)
     log_info("job %llu: %s not modified at the origin (304): serving the cached %s",
              (unsigned long long)job->id, job->key, rv->sha);
     js->stats.revalidated++;
+    job_unlist(job); /* a waiter restarted below must not find it again */
     list_node_t *n;
     while ((n = list_first(&job->waiters)) != NULL) {
         job_waiter_t *w = list_entry(n, job_waiter_t, node);
+        if (w->expected[0] && strcmp(w->expected, rv->sha) != 0) {
+            /* It joined asking for other bytes than the cached ones: a
+             * download of its own, checked against what it expects. */
+            job_waiter_restart(job, w);
+            continue;
+        }
         job_waiter_unlink(job, w);
         /* Its headers go with it: should the blob be gone, it downloads
          * again (after_hit) with them. */

@@ -348,6 +348,7 @@ void job_set_pause(job_t *job, unsigned reason, int on);
  * job paused when it is spent). */
 void jobs_rate_take(jobs_t *js, job_t *job, size_t n);
 void jobs_rate_init(jobs_t *js);
+void jobs_rate_reload(jobs_t *js); /* SIGHUP */
 void jobs_rate_close(jobs_t *js);
 /* Seals and hands on the job's batches (its own and its lanes') that are
  * pipeline_batch_stale: called every progress tick. */

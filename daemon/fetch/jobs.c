@@ -448,6 +448,7 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
 
 void jobs_reload(jobs_t *js)
 {
+    jobs_rate_reload(js);
     jobs_evict(js, NULL);
     jobs_start_queued(js);
 }

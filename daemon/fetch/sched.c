@@ -132,9 +132,10 @@ static void rate_refill(jobs_t *js, uint64_t now)
     uint64_t rate = js->cfg->max_rate;
     int64_t cap = (int64_t)(rate * RATE_BURST_MS / 1000);
     cap = cap > 65536 ? cap : 65536;
-    /* A debt is paid at the rate; beyond 10 s the bucket is full anyway
-     * (and the product cannot overflow: max_rate is at most 2^40). */
-    uint64_t dt = now - js->rate_t < 10000 ? now - js->rate_t : 10000;
+    /* A debt is paid at the rate, and the bucket fills up to cap: no step
+     * needs to be longer than that takes (nor can the product overflow). */
+    uint64_t full = (uint64_t)(cap - js->rate_tokens) * 1000 / rate + 1;
+    uint64_t dt = now - js->rate_t < full ? now - js->rate_t : full;
     js->rate_tokens += (int64_t)(rate * dt / 1000);
     js->rate_t = now;
     if (js->rate_tokens > cap)
@@ -182,6 +183,16 @@ void jobs_rate_take(jobs_t *js, job_t *job, size_t n)
         js->rate_waiting = 1;
         uv_timer_start(&js->rate_timer, on_rate_timer, wait ? wait : 1, 0);
     }
+}
+
+void jobs_rate_reload(jobs_t *js)
+{
+    /* A new max_rate (or none): the paused jobs are judged by it now, not
+     * when a wait worked out with the old one ends. */
+    if (!js->rate_waiting || js->rate_closed)
+        return;
+    uv_timer_stop(&js->rate_timer);
+    on_rate_timer(&js->rate_timer);
 }
 
 void jobs_rate_init(jobs_t *js)

@@ -278,6 +278,8 @@ void transfer_start(transfer_t *t, uint64_t offset, uint64_t end)
     if (!rc)
         rc = http_request(job->js->http, &t->url, hdrs, &transfer_http_cbs, t, &t->req);
     free(hdrs);
+    if (!rc && t->req && !t->lane && (job->flags & JOB_PAUSED))
+        http_req_set_paused(t->req, 1); /* a retry or the next range waits as the job does */
     if (!rc)
         return;
     /* Failed from the next loop iteration: this may run inside jobs_fetch

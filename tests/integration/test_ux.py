@@ -379,6 +379,23 @@ class FreshnessTest(HubTestCase):
         time.sleep(2.1)
         self.assertEqual(self.fetch_json(url)["sha256"], v2)
 
+    def test_a_digest_asked_for_is_never_answered_by_a_304(self):
+        # A revalidation is running; a request for other bytes (a digest the
+        # cache does not have) joins it. The origin says 304: the cached
+        # file is not what that request asked for, so it downloads and is
+        # checked (hash_mismatch here), never handed the cached digest.
+        v1 = self.make_file("j.bin", 2000)
+        url = self.origin.url("/files/j.bin?delay_ms=1500")
+        self.fetch_json(url)
+        a = self.hubctl_bg("fetch", "--json", "--refresh", url)
+        time.sleep(0.5)
+        b = self.hubctl("fetch", "--json", "--sha256", "1" * 64, url)
+        import json
+        self.assertEqual(b.rc, 4, b)
+        self.assertEqual(json.loads(b.out)["error"]["code"], "hash_mismatch", b)
+        out, _ = a.communicate(timeout=30)
+        self.assertEqual(json.loads(out)["sha256"], v1)
+
     def test_a_digest_the_cache_has_never_needs_the_network(self):
         v1 = self.make_file("d.bin", 2000)
         url = self.origin.url("/files/d.bin")

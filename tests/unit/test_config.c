@@ -115,6 +115,11 @@ START_TEST(config_file_errors_name_file_line_key)
     ck_assert_int_eq(config_load_file(&cfg, path, err, sizeof err), -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, ":2: syntax error"));
     unlink(path);
+    /* A line longer than inih reads at once is still one line. */
+    char longer[1024];
+    snprintf(longer, sizeof longer, "[hubd]\nallow_hosts = %0400d\nretries = lots\n", 0);
+    ck_assert_int_eq(config_load_string(&cfg, longer, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "<string>:3: bad value 'lots' for key 'retries'");
     ck_assert_int_eq(
         config_load_string(&cfg, "retries = 1\nretries = lots\nx = 1\n", err, sizeof err), -EINVAL);
     ck_assert_str_eq(err, "<string>:2: bad value 'lots' for key 'retries'");
