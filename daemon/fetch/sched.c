@@ -130,6 +130,11 @@ void jobs_enqueue(job_t *job)
 static void rate_refill(jobs_t *js, uint64_t now)
 {
     uint64_t rate = js->cfg->max_rate;
+    if (!rate) { /* no cap (a SIGHUP may just have lifted it): no debt either */
+        js->rate_tokens = 0;
+        js->rate_t = now;
+        return;
+    }
     int64_t cap = (int64_t)(rate * RATE_BURST_MS / 1000);
     cap = cap > 65536 ? cap : 65536;
     /* A debt is paid at the rate, and the bucket fills up to cap: no step
