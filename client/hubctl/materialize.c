@@ -92,10 +92,12 @@ static int copy_range(int src, int dst, uint64_t size, uint64_t *off)
     return 0;
 }
 
-static int pwrite_all(int fd, const char *buf, size_t n, uint64_t off)
+/* All n bytes of buf to fd at off, or in order with seq (a pipe, a
+ * terminal: -o -). */
+static int write_all(int fd, const char *buf, size_t n, uint64_t off, int seq)
 {
     while (n > 0) {
-        ssize_t w = pwrite(fd, buf, n, (off_t)off);
+        ssize_t w = seq ? write(fd, buf, n) : pwrite(fd, buf, n, (off_t)off);
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0)
@@ -107,9 +109,10 @@ static int pwrite_all(int fd, const char *buf, size_t n, uint64_t off)
     return 0;
 }
 
-/* The portable path: pread/pwrite through a 1 MiB buffer from *off on. A
- * source shorter than `size` is -EIO: the blob is not what DONE said. */
-static int copy_rw(int src, int dst, uint64_t size, uint64_t *off)
+/* The portable path: pread/pwrite (write with seq) through a 1 MiB buffer
+ * from *off on. A source shorter than `size` is -EIO: the blob is not what
+ * DONE said. */
+static int copy_rw(int src, int dst, uint64_t size, uint64_t *off, int seq)
 {
     char *buf = malloc(COPY_BUF_SIZE);
     if (!buf)
@@ -124,7 +127,7 @@ static int copy_rw(int src, int dst, uint64_t size, uint64_t *off)
             rc = -errno;
         else if (n == 0)
             rc = -EIO;
-        else if ((rc = pwrite_all(dst, buf, (size_t)n, *off)) == 0)
+        else if ((rc = write_all(dst, buf, (size_t)n, *off, seq)) == 0)
             *off += (uint64_t)n;
     }
     free(buf);
@@ -141,32 +144,25 @@ static int copy_blob(int src, int dst, uint64_t size)
     uint64_t off = 0;
     int rc = copy_range(src, dst, size, &off);
     if (rc == FALLBACK)
-        rc = copy_rw(src, dst, size, &off);
+        rc = copy_rw(src, dst, size, &off, 0);
     return rc;
 }
 
-/* write(2) until all of buf is out: a pipe takes what it has room for. */
-static int write_all(int fd, const char *buf, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, buf, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -errno;
-        buf += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-int materialize_stream(int src_fd, uint64_t size, int out)
+/* src_fd is the blob its DONE line describes: a regular file of size
+ * bytes. 0, -EBADMSG, or -errno. */
+static int check_blob(int src_fd, uint64_t size)
 {
     struct stat st;
     if (fstat(src_fd, &st) < 0)
         return -errno;
-    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != size)
-        return -EBADMSG;
+    return S_ISREG(st.st_mode) && (uint64_t)st.st_size == size ? 0 : -EBADMSG;
+}
+
+int materialize_stream(int src_fd, uint64_t size, int out)
+{
+    int rc = check_blob(src_fd, size);
+    if (rc)
+        return rc;
     off_t off = 0;
     while ((uint64_t)off < size) {
         uint64_t left = size - (uint64_t)off;
@@ -180,37 +176,21 @@ int materialize_stream(int src_fd, uint64_t size, int out)
         if (n == 0)
             return -EIO; /* the blob is shorter than DONE said */
     }
-    if ((uint64_t)off == size)
-        return 0;
-    char *buf = malloc(COPY_BUF_SIZE);
-    if (!buf)
-        return -ENOMEM;
-    int rc = 0;
-    while (rc == 0 && (uint64_t)off < size) {
-        uint64_t left = size - (uint64_t)off;
-        ssize_t n = pread(src_fd, buf, left < COPY_BUF_SIZE ? left : COPY_BUF_SIZE, off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        rc = n < 0 ? -errno : n == 0 ? -EIO : write_all(out, buf, (size_t)n);
-        off += n > 0 ? n : 0;
-    }
-    free(buf);
-    return rc;
+    uint64_t done = (uint64_t)off;
+    return done == size ? 0 : copy_rw(src_fd, out, size, &done, 1);
 }
 
 int materialize_file(int src_fd, uint64_t size, const char *dest)
 {
-    struct stat st;
-    if (fstat(src_fd, &st) < 0)
-        return -errno;
-    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != size)
-        return -EBADMSG;
+    int rc = check_blob(src_fd, size);
+    if (rc)
+        return rc;
 
     char tmp[PATH_MAX];
     int dst = open_temp(dest, tmp, sizeof tmp);
     if (dst < 0)
         return dst;
-    int rc = copy_blob(src_fd, dst, size);
+    rc = copy_blob(src_fd, dst, size);
     if (close(dst) < 0 && rc == 0)
         rc = -errno; /* NFS and friends report write errors at close */
     if (rc == 0 && rename(tmp, dest) < 0)
