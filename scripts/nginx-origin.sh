@@ -12,6 +12,9 @@
 #   scripts/nginx-origin.sh stop DIR                 stop it, wait for the exit
 #   scripts/nginx-origin.sh count DIR URI            print how many GET URI
 #                     requests answered 200 or 206 are in the access log
+#   scripts/nginx-origin.sh sent DIR URI             print "BYTES REQUESTS
+#                     CONNECTIONS": the body bytes those requests sent, their
+#                     count, and over how many connections they came
 #   scripts/nginx-origin.sh freeport                 print a free loopback port
 #
 # With CERT and KEY: TLS 1.2 and 1.3, nginx's default cipher list with the
@@ -20,8 +23,10 @@
 # It runs as the current user: root or not, no system file is touched.
 # Access log lines are tab-separated (nginx escapes tabs inside values):
 #   method  uri(without query)  status  body_bytes_sent  request_time(s)
-#   tls_protocol  tls_cipher  tls_session_reused("r" or ".")
-# (the last three are "-" without TLS).
+#   tls_protocol  tls_cipher  tls_session_reused("r" or ".")  connection
+# (the three TLS columns are "-" without TLS; connection is nginx's serial
+# number of the client connection, so requests on one keep-alive connection
+# share it).
 set -euo pipefail
 
 NGINX=${NGINX:-/usr/sbin/nginx}
@@ -112,7 +117,7 @@ http {
     uwsgi_temp_path $dir/temp/uwsgi;
     scgi_temp_path $dir/temp/scgi;
 
-    log_format origin "\$request_method\t\$uri\t\$status\t\$body_bytes_sent\t\$request_time\t\$ssl_protocol\t\$ssl_cipher\t\$ssl_session_reused";
+    log_format origin "\$request_method\t\$uri\t\$status\t\$body_bytes_sent\t\$request_time\t\$ssl_protocol\t\$ssl_cipher\t\$ssl_session_reused\t\$connection";
     access_log $dir/access.log origin;
 
     # With TLS nginx cannot use sendfile (no kernel TLS here): it reads and
@@ -181,6 +186,18 @@ cmd_count() {
         '$1 == "GET" && $2 == uri && ($3 == "200" || $3 == "206") { n++ } END { print n + 0 }' "$log"
 }
 
+cmd_sent() {
+    [[ $# -eq 2 ]] || usage
+    local log=$1/access.log
+    [[ -f $log ]] || die "no access log at $log"
+    awk -F'\t' -v uri="$2" '
+        $1 == "GET" && $2 == uri && ($3 == "200" || $3 == "206") {
+            bytes += $4; n++
+            if (!($9 in conns)) { conns[$9] = 1; c++ }
+        }
+        END { printf "%d %d %d\n", bytes, n, c }' "$log"
+}
+
 cmd_freeport() {
     [[ $# -eq 0 ]] || usage
     # The kernel picks a free port; it is closed again before nginx binds it,
@@ -195,6 +212,7 @@ case $sub in
 start) cmd_start "$@" ;;
 stop) cmd_stop "$@" ;;
 count) cmd_count "$@" ;;
+sent) cmd_sent "$@" ;;
 freeport) cmd_freeport "$@" ;;
 *) usage ;;
 esac

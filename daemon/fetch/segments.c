@@ -16,6 +16,7 @@
 #define SEG_START_CONNS 4           /* connections at first, the main one included */
 #define SEG_GROW_MS 1000            /* one more connection at most this often... */
 #define SEG_SPLIT_MIN (2u << 20)    /* a chunk is split only with at least this much left */
+#define SEG_SPLIT_MIN_MS 1000       /* ...and at least this long left at its lane's rate */
 #define SEG_ALIGN ((uint64_t)65536) /* where a split cuts */
 #define SEG_SLOW_MIN_MS 3000        /* a lane's rate is judged after this long */
 #define SEG_SLOW_FACTOR 8           /* "far slower": below the others' median / this */
@@ -627,7 +628,13 @@ static seg_chunk_t *next_chunk(const job_t *job)
 }
 
 /* Near the end: the lane fetching the most halves it, and the second half
- * is a new chunk. NULL when no chunk is worth it. */
+ * is a new chunk. NULL when no chunk is worth it. A split costs the bytes
+ * already in flight past its point (the lane's connection is closed there:
+ * on a fast link, socket buffers of several MiB); it gains half the chunk's
+ * time left. So only a lane whose measured rate says the rest takes at
+ * least SEG_SPLIT_MIN_MS is split: on a slow link little is in flight, on a
+ * fast one the rest is soon there anyway (the origin then sends the file
+ * once, not 4% more: the demo checks it). */
 static seg_chunk_t *split_chunk(job_t *job)
 {
     segs_t *s = job->seg;
@@ -636,7 +643,9 @@ static seg_chunk_t *split_chunk(job_t *job)
     for (size_t i = 0; i < s->n; i++) {
         seg_chunk_t *c = s->chunks[i];
         uint64_t left = len_of(c) - c->got;
-        if (c->lane && c->lane->xfer.req && left > most) {
+        const seg_lane_t *l = c->lane;
+        if (l && l->xfer.req && left > most && l->rate &&
+            left / l->rate * 1000 >= SEG_SPLIT_MIN_MS) {
             most = left;
             best = i;
         }
