@@ -10,6 +10,7 @@
 #include "session.h"
 #include "sha256.h"
 #include "store.h"
+#include "hostport.h"
 #include "httpd.h"
 #include "tcp_listener.h"
 #include "tls.h"
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -105,14 +107,49 @@ static void on_http_client(void *arg, tcp_listener_t *l)
     httpd_accept(d->loop, d->httpd, l);
 }
 
+/* Whether addr (formatted) is one of the n addresses of list. */
+static int addr_in(const char *addr, const struct sockaddr_storage *list, size_t n)
+{
+    char other[80];
+    for (size_t i = 0; i < n; i++)
+        if (hostport_format((const struct sockaddr *)&list[i], other, sizeof other) > 0 &&
+            strcmp(addr, other) == 0)
+            return 1;
+    return 0;
+}
+
+/* Whether the TCP sockets systemd passed are bound to the addresses
+ * http_listen names, neither more nor fewer: an admin who keeps the two in
+ * step (as the package ships them) is told nothing. */
+static int http_listen_matches(const hubd_config_t *cfg, const int *fds, size_t nfds)
+{
+    struct sockaddr_storage passed[HOSTPORT_MAX_ADDRS];
+    char addr[80];
+    for (size_t i = 0; i < nfds; i++) {
+        socklen_t len = sizeof passed[i];
+        if (getsockname(fds[i], (struct sockaddr *)&passed[i], &len))
+            return 0;
+    }
+    for (size_t i = 0; i < nfds; i++)
+        if (hostport_format((const struct sockaddr *)&passed[i], addr, sizeof addr) < 0 ||
+            !addr_in(addr, cfg->http_addrs, cfg->nhttp_addrs))
+            return 0;
+    for (size_t i = 0; i < cfg->nhttp_addrs; i++)
+        if (hostport_format((const struct sockaddr *)&cfg->http_addrs[i], addr, sizeof addr) < 0 ||
+            !addr_in(addr, passed, nfds))
+            return 0;
+    return 1;
+}
+
 /* The HTTP front's sockets (issue 13). Sockets systemd passed win: the
- * socket unit decides, and http_listen is then ignored (logged when set);
+ * socket unit decides, and http_listen is then ignored (logged when the
+ * two disagree);
  * without any, hubd binds http_listen itself; with neither, there is no
  * HTTP front. */
 static int start_http(daemon_state_t *d, const int *fds, size_t nfds)
 {
-    if (nfds && d->cfg.nhttp_addrs)
-        log_info("http_listen (%s) is ignored under socket activation: the HTTP front uses the "
+    if (nfds && d->cfg.nhttp_addrs && !http_listen_matches(&d->cfg, fds, nfds))
+        log_warn("http_listen (%s) is ignored under socket activation: the HTTP front uses the "
                  "TCP sockets systemd passed (ListenStream= of the socket unit)",
                  d->cfg.http_listen);
     if (!nfds && !d->cfg.nhttp_addrs)

@@ -419,6 +419,32 @@ static void refuse(hconn_t *c, int status, const char *code, const char *msg)
     snprintf(c->refuse_msg, sizeof c->refuse_msg, "%s", msg);
 }
 
+/* A user the front does not serve: why, and who decides. */
+static void refuse_unknown_user(hconn_t *c)
+{
+    const principal_acl_t *acl = c->srv->d.acl;
+    char msg[300];
+    if (acl->restricted) {
+        log_warn("http front uid %u: refused (not in allow_users or allow_groups)",
+                 (unsigned)c->who.uid);
+        snprintf(msg, sizeof msg,
+                 "this hubd serves only the users and groups it is configured "
+                 "for (allow_users, allow_groups)");
+    } else {
+        log_warn("http front uid %u: refused (may not use hubd's socket%s%s)", (unsigned)c->who.uid,
+                 acl->node.group[0] ? ", group " : "", acl->node.group);
+        if (acl->node.group[0])
+            snprintf(msg, sizeof msg,
+                     "this hubd serves the users of its socket (members of group %s), its admins "
+                     "and root: ask an admin to add you to group %s",
+                     acl->node.group, acl->node.group);
+        else
+            snprintf(msg, sizeof msg,
+                     "this hubd serves the users of its socket, its admins and root");
+    }
+    refuse(c, 403, "permission_denied", msg);
+}
+
 static void after_peer(uv_work_t *w, int status)
 {
     hconn_t *c = w->data;
@@ -436,12 +462,8 @@ static void after_peer(uv_work_t *w, int status)
                 status ? "cancelled" : strerror(c->item_err));
         refuse(c, 403, "permission_denied",
                "hubd cannot tell which local user this connection belongs to");
-    } else if (!principal_may_connect(h->d.acl, &c->who)) {
-        log_warn("http front uid %u: refused (not in allow_users or allow_groups)",
-                 (unsigned)c->who.uid);
-        refuse(c, 403, "permission_denied",
-               "this hubd serves only the users and groups it is configured for (allow_users, "
-               "allow_groups)");
+    } else if (!principal_may_use_front(h->d.acl, &c->who)) {
+        refuse_unknown_user(c);
     } else if (uid_conns(h, c->who.uid) >= HTTPD_MAX_CONNS_PER_UID) {
         char msg[160];
         snprintf(msg, sizeof msg, "uid %u has %d connections to the HTTP front already",

@@ -87,7 +87,7 @@ struct hconn {
      * reset. */
     int refuse_status;
     const char *refuse_code;
-    char refuse_msg[160];
+    char refuse_msg[300];
     /* reading */
     char in[HTTPD_IN_MAX];
     size_t in_len; /* bytes in `in` */

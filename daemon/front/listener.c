@@ -161,6 +161,18 @@ int listener_start(uv_loop_t *loop, const hubd_config_t *cfg, int listen_fd,
     return 0;
 }
 
+int listener_node(const listener_t *l, struct stat *st)
+{
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+    size_t len = sizeof path;
+    int rc = uv_pipe_getsockname(&l->pipe, path, &len);
+    if (rc)
+        return rc;
+    if (len == 0 || path[0] == '\0')
+        return -ENOENT; /* an abstract socket has no file */
+    return stat(path, st) ? -errno : 0;
+}
+
 void listener_unlink(listener_t *l)
 {
     if (!l->activated)

@@ -11,6 +11,7 @@
 #ifndef HUBD_LISTENER_H
 #define HUBD_LISTENER_H
 
+#include <sys/stat.h>
 #include <uv.h>
 
 #include "config.h"
@@ -32,6 +33,10 @@ int listener_start(uv_loop_t *loop, const hubd_config_t *cfg, int listen_fd,
  * (a client without credentials is logged: nothing can be decided about it,
  * and a zeroed uid would read as root). */
 int listener_accept(listener_t *l, uv_pipe_t *client, principal_t *who);
+
+/* The socket file's owner, group and mode (ours or systemd's), into st:
+ * who may connect to it. 0, or a negative errno. */
+int listener_node(const listener_t *l, struct stat *st);
 
 /* Shutdown, first step: removes the socket file (unless systemd's, which
  * stays for the next start) so no new client finds it. */

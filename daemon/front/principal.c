@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void principal_from_peercred(principal_t *p, uid_t uid, gid_t gid, pid_t pid, const gid_t *groups,
@@ -172,6 +173,35 @@ static int is_superuser(const principal_t *p)
 int principal_may_connect(const principal_acl_t *acl, const principal_t *p)
 {
     return !acl->restricted || is_superuser(p) || principal_set_has(&acl->allowed, p);
+}
+
+/* Whether p's known groups include gid (a group's listed members are not
+ * looked up here: the node's group is judged by the peer's own groups). */
+static int has_gid(const principal_t *p, gid_t gid)
+{
+    for (unsigned i = 0; i < p->ngids; i++)
+        if (p->gids[i] == gid)
+            return 1;
+    return 0;
+}
+
+/* Whether the socket file's mode lets p connect (connect(2) needs write). */
+static int node_admits(const principal_node_t *n, const principal_t *p)
+{
+    if (!n->known)
+        return 0;
+    if (p->uid == n->uid)
+        return (n->mode & S_IWUSR) != 0;
+    if (has_gid(p, n->gid))
+        return (n->mode & S_IWGRP) != 0;
+    return (n->mode & S_IWOTH) != 0;
+}
+
+int principal_may_use_front(const principal_acl_t *acl, const principal_t *p)
+{
+    if (acl->restricted)
+        return principal_may_connect(acl, p);
+    return is_superuser(p) || principal_set_has(&acl->admins, p) || node_admits(&acl->node, p);
 }
 
 int principal_is_admin(const principal_acl_t *acl, const principal_t *p)

@@ -66,11 +66,21 @@ typedef struct principal_set {
  * members count only when p's groups are not known exactly. */
 int principal_set_has(const principal_set_t *set, const principal_t *p);
 
+/* Who the Unix socket's file lets connect: its owner, group and mode. */
+typedef struct principal_node {
+    int known; /* 0: the file could not be read: only root, hubd and admins */
+    uid_t uid;
+    gid_t gid;
+    mode_t mode;
+    char group[64]; /* its group's name, for messages ("" when unknown) */
+} principal_node_t;
+
 /* Access control, from the configuration. */
 typedef struct principal_acl {
     principal_set_t admins;  /* admin_group: its gid and its listed members */
     principal_set_t allowed; /* allow_users and allow_groups */
     int restricted;          /* allow_users or allow_groups is set */
+    principal_node_t node;   /* the Unix socket's file, for the HTTP front */
 } principal_acl_t;
 
 /* (Re)loads the lists from cfg (replacing what was loaded); unknown names
@@ -81,6 +91,14 @@ void principal_acl_free(principal_acl_t *acl);
 /* Whether p may connect: anyone when unrestricted; else root, hubd's own
  * uid, and the allowed users and groups. */
 int principal_may_connect(const principal_acl_t *acl, const principal_t *p);
+
+/* Whether p may use the HTTP front. With allow_users or allow_groups set,
+ * they decide (as for the socket). Without, the front admits the users the
+ * Unix socket's file admits (its owner, its group's members, anyone when
+ * it is world-writable), the admins, root and hubd's own uid: a port on
+ * 127.0.0.1 must not open the cache to every local user when the socket
+ * (0660 hubd:hubd in the package) does not. */
+int principal_may_use_front(const principal_acl_t *acl, const principal_t *p);
 
 /* Whether p may use the admin verbs: root, hubd's own uid (a per-user
  * daemon's owner) or the admin group. */

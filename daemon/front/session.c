@@ -7,6 +7,8 @@
 #include "verbs.h"
 
 #include <errno.h>
+#include <grp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,6 +75,17 @@ static int line_result(session_t *s)
     return must_pause(s) ? LINE_PAUSE : 0;
 }
 
+/* A session is logged once it says something: its first line, with the
+ * client's name when that line is a HELLO. */
+static void announce(session_t *s, const proto_msg_t *m)
+{
+    s->announced = 1;
+    const char *client = strcmp(m->verb, "HELLO") == 0 ? proto_get(m, "client") : NULL;
+    log_info("session pid %d uid %d gid %d: connected%s%s%s", (int)s->who.pid, (int)s->who.uid,
+             (int)principal_gid(&s->who), client ? " (" : "", client ? client : "",
+             client ? ")" : "");
+}
+
 static int on_line(void *arg, const char *line, size_t len, int err)
 {
     session_t *s = arg;
@@ -89,6 +102,8 @@ static int on_line(void *arg, const char *line, size_t len, int err)
         reply_err(&s->t, NULL, "bad_request", "the line does not parse (see PROTOCOL.md)");
         return line_result(s);
     }
+    if (!s->announced)
+        announce(s, &m);
     verbs_dispatch(s, &m);
     return line_result(s);
 }
@@ -236,8 +251,10 @@ static void on_connection(void *arg, listener_t *l)
         return;
     }
     transport_set_pid(&s->t, s->who.pid);
-    log_info("session pid %d uid %d gid %d: connected", (int)s->who.pid, (int)s->who.uid,
-             (int)principal_gid(&s->who));
+    /* Logged at info with its first line (announce): hubctl's probe of the
+     * socket, which sends nothing, would log every call twice. */
+    log_debug("session pid %d uid %d gid %d: accepted", (int)s->who.pid, (int)s->who.uid,
+              (int)principal_gid(&s->who));
     if (!principal_may_connect(&srv->acl, &s->who)) {
         log_warn("session pid %d uid %d: refused (not in allow_users or allow_groups)",
                  (int)s->who.pid, (int)s->who.uid);
@@ -278,6 +295,18 @@ static void server_finish_close(session_server_t *srv)
 void session_server_reload(session_server_t *srv)
 {
     principal_acl_load(&srv->acl, srv->cfg);
+    struct stat st;
+    int rc = listener_node(srv->listener, &st);
+    if (rc)
+        log_warn("cannot read the socket file's owner and mode (%s): the HTTP front admits only "
+                 "root, hubd and the admin group unless allow_users or allow_groups say more",
+                 strerror(-rc));
+    else {
+        principal_node_t *n = &srv->acl.node;
+        *n = (principal_node_t){.known = 1, .uid = st.st_uid, .gid = st.st_gid, .mode = st.st_mode};
+        const struct group *g = getgrgid(st.st_gid); /* once per load, as the lists are */
+        snprintf(n->group, sizeof n->group, "%s", g ? g->gr_name : "");
+    }
 }
 
 int session_server_start(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *jobs, db_t *db,

@@ -49,6 +49,7 @@ struct session {
     size_t discarded;      /* bytes of the overlong line being skipped */
     unsigned long_lines;   /* overlong lines sent so far */
     int cut;               /* flooding: closed once the current read is handled */
+    int announced;         /* its first line was logged (a probe that sends none is not) */
     /* The verbs' state. */
     list_t fetches;        /* waiting FETCHes (verbs_fetch.c) */
     unsigned nfetches;     /* their number */

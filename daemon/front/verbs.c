@@ -65,10 +65,14 @@ void verbs_dispatch(session_t *s, const proto_msg_t *m)
         return;
     }
     if (v->who == VERB_ADMIN && !session_is_admin(s)) {
-        log_warn("session pid %d uid %d: %s refused: not root or in the admin group",
-                 (int)s->who.pid, (int)s->who.uid, m->verb);
-        reply_err(&s->t, id, "permission_denied",
-                  "cache administration needs root or membership of the admin group");
+        const char *group = s->srv->cfg->admin_group ? s->srv->cfg->admin_group : "";
+        char msg[320];
+        snprintf(msg, sizeof msg,
+                 "cache administration needs root or membership of the admin group%s%s",
+                 *group ? " " : "", group);
+        log_warn("session pid %d uid %d: %s refused: not root or in the admin group%s%s",
+                 (int)s->who.pid, (int)s->who.uid, m->verb, *group ? " " : "", group);
+        reply_err(&s->t, id, "permission_denied", msg);
         return;
     }
     v->fn(s, m, id, v->arg);

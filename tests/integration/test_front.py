@@ -310,15 +310,29 @@ class FrontSecurityTest(FrontTestCase):
 
     def test_the_peer_is_the_user_who_connects(self):
         # A second local user (nobody) is found by the kernel's socket
-        # table: allowed when the lists say nothing, refused when they name
-        # someone else; the log names the uid either way.
+        # table. Without allow_users/allow_groups the front admits who may
+        # use the Unix socket (its file's owner, group and mode), the admins
+        # and root (issue 24: before, any local user got the system cache
+        # through 127.0.0.1); the lists, when set, decide. The log names the
+        # uid either way.
         self.make_file("u.bin", 1000)
         url = self.front(self.origin.url("/files/u.bin"))
-        r = self.curl("-i", url, user=65534)
-        self.assertEqual(self.head_of(r.stdout)[0], 200, r)
-        wait_for(lambda: "http front uid 65534" in self.hubd.read_log(), what="the uid in the log")
-        self.restart_front(allow_users="root")
-        url = self.front(self.origin.url("/files/u.bin"))  # the front's new port
+        r = self.curl("-i", url, user=65534)  # the socket is 0660, not nobody's group
+        st, h = self.head_of(r.stdout)
+        self.assertEqual((st, h.get("x-hubd-error")), (403, "permission_denied"), r)
+        self.assertIn(b"users of its socket", r.stdout)
+        wait_for(lambda: "http front uid 65534: refused" in self.hubd.read_log(),
+                 what="the uid in the log")
+        self.assertEqual(self.origin.requests_for("/files/u.bin"), 0)
+        for keys in ({"socket_group": "nogroup"}, {"admin_group": "nogroup"},
+                     {"socket_mode": "0666"}, {"allow_users": "nobody"}):
+            with self.subTest(**keys):
+                self.restart_front(**keys)
+                url = self.front(self.origin.url("/files/u.bin"))  # the front's new port
+                r = self.curl("-i", url, user=65534)
+                self.assertEqual(self.head_of(r.stdout)[0], 200, r)
+        self.restart_front(allow_users="root", socket_mode="0666")
+        url = self.front(self.origin.url("/files/u.bin"))
         r = self.curl("-i", url, user=65534)
         st, h = self.head_of(r.stdout)
         self.assertEqual((st, h.get("x-hubd-error")), (403, "permission_denied"))

@@ -148,6 +148,17 @@ class SocketActivationTest(HttpListenCase):
         self.assertEqual(r.returncode, 0, r)  # the Unix socket is served as before
         self.assertEqual(stop_pid(proc), 0)
 
+    def test_no_note_when_http_listen_names_the_passed_sockets(self):
+        # The package ships the two in step: its every start must not log
+        # that http_listen is ignored (issue 24: noise in the journal).
+        port = free_port()
+        self.activate("127.0.0.1:%d" % port, http_listen="127.0.0.1:%d" % port)
+        self.assertTrue(accepts("127.0.0.1", port))
+        wait_for(lambda: "listening on the socket systemd passed" in self.read_log(),
+                 what="hubd to start")
+        self.assertNotIn("is ignored under socket activation", self.read_log())
+        self.assertNotIn("http_listen", self.read_log())
+
     def test_passed_non_loopback_socket_is_refused(self):
         port = free_port()
         proc = self.activate("0.0.0.0:%d" % port)
