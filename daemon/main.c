@@ -34,6 +34,7 @@
 typedef struct flags {
     const char *config_file, *socket, *cache_dir, *level, *ca_file;
     int check_config;
+    int quiet;     /* --check-config prints nothing when the file is good */
     int user_mode; /* started by hubctl for one user: socket 0600 */
 } flags_t;
 
@@ -57,7 +58,7 @@ typedef struct daemon_state {
 static void usage(FILE *out)
 {
     fprintf(out, "usage: hubd [--config FILE] [--socket PATH] [--cache-dir DIR] [--ca-file FILE]\n"
-                 "            [--log-level LEVEL] [--check-config]\n"
+                 "            [--log-level LEVEL] [--check-config [--quiet]]\n"
                  "\n"
                  "The hubd download cache daemon. Runs in the foreground and logs to stderr.\n"
                  "  --config FILE     read settings from an INI file (see etc/hubd.conf)\n"
@@ -71,6 +72,8 @@ static void usage(FILE *out)
                  "  --check-config    check the settings (the CA bundle is loaded too), print\n"
                  "                    the effective ones, exit (0: good, 2: an error, named\n"
                  "                    on stderr)\n"
+                 "  --quiet           with --check-config: print nothing when it is good\n"
+                 "                    (hubd.service checks before start and reload)\n"
                  "  --user-mode       a per-user daemon (as hubctl starts it): socket 0600\n"
                  "  --version         print the version and exit\n"
                  "SIGINT or SIGTERM stops it cleanly (running downloads keep their partials\n"
@@ -217,13 +220,14 @@ static int parse_flags(int argc, char **argv, flags_t *f)
         {"log-level", required_argument, NULL, 'l'},
         {"ca-file", required_argument, NULL, 'a'},
         {"check-config", no_argument, NULL, 'k'},
+        {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {"user-mode", no_argument, NULL, 'u'},
         {NULL, 0, NULL, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "c:s:d:l:a:khVu", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:s:d:l:a:kqhVu", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
             f->config_file = optarg;
@@ -242,6 +246,9 @@ static int parse_flags(int argc, char **argv, flags_t *f)
             break;
         case 'k':
             f->check_config = 1;
+            break;
+        case 'q':
+            f->quiet = 1;
             break;
         case 'u':
             f->user_mode = 1;
@@ -410,6 +417,7 @@ int main(int argc, char **argv)
 {
     static daemon_state_t d;
     char err[600];
+    int bad_config = 0; /* exit 2, as for a file that does not parse: not retried */
     if (parse_flags(argc, argv, &d.flags))
         return 2;
     if (build_config(&d.flags, &d.cfg, err, sizeof err)) {
@@ -437,8 +445,10 @@ int main(int argc, char **argv)
             return 2;
         }
         tls_ctx_free(tls);
-        config_print(&d.cfg, stdout);
-        printf("# effective proxies: %s\n", proxies);
+        if (!d.flags.quiet) {
+            config_print(&d.cfg, stdout);
+            printf("# effective proxies: %s\n", proxies);
+        }
         proxy_settings_free(&d.proxies);
         config_free(&d.cfg);
         return 0;
@@ -466,6 +476,7 @@ int main(int argc, char **argv)
         goto out;
     if ((rc = tls_ctx_new(&d.cfg, &d.tls, err, sizeof err))) {
         log_err("TLS set-up: %s", err);
+        bad_config = 1; /* ca_file or ca_path: as --check-config says */
         goto out;
     }
     if ((rc = jobs_new(d.loop, &d.cfg, d.store, d.db, d.tls, &d.jobs)))
@@ -544,5 +555,5 @@ out:
     db_close(d.db);
     store_close(d.store);
     config_free(&d.cfg);
-    return rc ? 1 : 0;
+    return bad_config ? 2 : rc ? 1 : 0;
 }
