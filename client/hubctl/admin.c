@@ -139,7 +139,7 @@ int admin_run(const cli_t *c, const char *verb)
     int rc = conn_queue_line(conn, &w) ? EXIT_USAGE : conn_open(conn);
     int err = rc == 0 ? conn_run(conn) : 0;
     if (err < 0)
-        rc = conn_report(err);
+        rc = conn_report(conn, err);
     else if (rc == 0)
         rc = a.rc;
     if (a.out)

@@ -4,6 +4,7 @@
 #endif
 #include "autostart.h"
 
+#include "clientconf.h"
 #include "unixsock.h"
 
 #include <errno.h>
@@ -53,10 +54,23 @@ void autostart_refused_hint(const char *path)
         fprintf(stderr, "hubctl: ask an admin to let you use it (socket_group in hubd.conf)\n");
 }
 
-static const char *system_socket(void)
+const char *autostart_system_socket(void)
 {
     const char *s = getenv("HUBD_SYSTEM_SOCKET");
     return s && *s ? s : "/run/hubd/hubd.sock";
+}
+
+void autostart_service_hint(const char *path)
+{
+    if (strcmp(path, autostart_system_socket()) == 0)
+        fputs("hubctl: the system hubd may be failing to start: see `systemctl status hubd` and "
+              "`journalctl -u hubd` (`hubctl doctor` checks the rest)\n",
+              stderr);
+}
+
+static void say_turned_off(const char *why)
+{
+    fprintf(stderr, "hubctl: no per-user hubd either: it is turned off (%s)\n", why);
 }
 
 /* The per-user socket. Without XDG_RUNTIME_DIR (a private 0700 folder
@@ -203,9 +217,9 @@ int autostart_socket(const char *explicit_path, int may_start, int quiet, char *
         snprintf(out, cap, "%s", explicit_path ? explicit_path : env);
         return 0;
     }
-    int sys = probe(system_socket());
+    int sys = probe(autostart_system_socket());
     if (sys == 0) {
-        snprintf(out, cap, "%s", system_socket());
+        snprintf(out, cap, "%s", autostart_system_socket());
         return 0;
     }
     /* A system daemon that is there but not for us: say so, and how to get
@@ -213,11 +227,26 @@ int autostart_socket(const char *explicit_path, int may_start, int quiet, char *
      * again what the machine already has). */
     if (sys == -EACCES && !quiet) {
         fprintf(stderr, "hubctl: the system hubd at %s refused you (permission denied)\n",
-                system_socket());
-        autostart_refused_hint(system_socket());
-        if (may_start)
-            fprintf(stderr, "hubctl: meanwhile, a per-user hubd with its own cache\n");
+                autostart_system_socket());
+        autostart_refused_hint(autostart_system_socket());
     }
+    /* Turned off (an admin's client.conf, or the user's environment): no
+     * per-user daemon is used or started, so nothing goes to the home
+     * folder behind the user's back. */
+    char why[PATH_MAX + 64];
+    if (!clientconf_user_daemon(why, sizeof why)) {
+        if (!quiet && sys != -EACCES) {
+            fprintf(stderr, "hubctl: no system hubd answers at %s (%s)\n",
+                    autostart_system_socket(), strerror(-sys));
+            autostart_service_hint(autostart_system_socket());
+        }
+        if (!quiet)
+            say_turned_off(why);
+        snprintf(out, cap, "%s", autostart_system_socket());
+        return -ECANCELED;
+    }
+    if (sys == -EACCES && !quiet && may_start)
+        fprintf(stderr, "hubctl: meanwhile, a per-user hubd with its own cache\n");
     int rc = user_socket(out, cap);
     if (rc || answers(out))
         return rc;
@@ -226,7 +255,7 @@ int autostart_socket(const char *explicit_path, int may_start, int quiet, char *
             fprintf(stderr,
                     "hubctl: no hubd is running (none answers at %s or at %s); this command "
                     "does not start one (hubctl start, or a fetch, does)\n",
-                    system_socket(), out);
+                    autostart_system_socket(), out);
         return -ENOENT;
     }
     return spawn_daemon(out, quiet);
@@ -234,6 +263,12 @@ int autostart_socket(const char *explicit_path, int may_start, int quiet, char *
 
 int autostart_start(int quiet, char *out, size_t cap)
 {
+    char why[PATH_MAX + 64];
+    if (!clientconf_user_daemon(why, sizeof why)) {
+        if (!quiet)
+            say_turned_off(why);
+        return -ECANCELED;
+    }
     int rc = user_socket(out, cap);
     if (rc || answers(out))
         return rc;

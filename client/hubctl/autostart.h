@@ -16,15 +16,26 @@
  * when nothing answers on the per-user socket; without (the read-only
  * commands), -ENOENT after saying that none runs. A system socket that
  * refuses the user (EACCES) is named, with the way in, before falling back.
+ * With the per-user daemon turned off (clientconf.h) there is no fallback:
+ * -ECANCELED, after saying so, with out set to the system socket.
  * Returns 0, or -errno after telling the user on stderr why no daemon
  * could be used. */
 int autostart_socket(const char *explicit_path, int may_start, int quiet, char *out, size_t cap);
+
+/* The system daemon's socket: $HUBD_SYSTEM_SOCKET, else /run/hubd/hubd.sock. */
+const char *autostart_system_socket(void);
+
+/* After the daemon at path took a connection but did not answer, or closed
+ * it first: where to look, when it is the system daemon (systemd's status
+ * and journal). */
+void autostart_service_hint(const char *path);
 
 /* Tells the user on stderr how to be let in to the daemon whose socket at
  * path refused them (EACCES): the `adduser` of the socket's group. */
 void autostart_refused_hint(const char *path);
 
-/* `hubctl start`: the per-user daemon runs afterwards; out gets its socket. */
+/* `hubctl start`: the per-user daemon runs afterwards; out gets its socket.
+ * -ECANCELED (said) when it is turned off. */
 int autostart_start(int quiet, char *out, size_t cap);
 
 /* `hubctl stop`: SIGTERM to the per-user daemon (found by SO_PEERCRED on

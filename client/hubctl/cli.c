@@ -2,6 +2,7 @@
 
 #include "admin.h"
 #include "autostart.h"
+#include "doctor.h"
 #include "fetch.h"
 #include "listing.h"
 #include "util.h"
@@ -27,6 +28,7 @@ static const char usage_text[] =
     "  hubctl [--socket PATH] gc [--max-size SIZE] [--json]\n"
     "  hubctl [--socket PATH] verify [--json]\n"
     "  hubctl start | stop\n"
+    "  hubctl doctor\n"
     "  hubctl --version\n"
     "\n"
     "Client of hubd, the shared download cache.\n"
@@ -47,6 +49,7 @@ static const char usage_text[] =
     "  verify    re-hash every blob; bad ones are quarantined and listed\n"
     "  start     start a per-user hubd unless one runs; print its socket\n"
     "  stop      stop the per-user hubd\n"
+    "  doctor    say why you can (or cannot) use the system hubd, and what to do\n"
     "rm, pin, unpin, gc and verify need root or the daemon's admin group.\n"
     "\n"
     "Options:\n"
@@ -277,6 +280,12 @@ static int cmd_stop(const cli_t *c)
     return autostart_stop(c->quiet) < 0 ? EXIT_FAILED : EXIT_OK;
 }
 
+static int cmd_doctor(const cli_t *c)
+{
+    (void)c;
+    return doctor_run();
+}
+
 static const struct {
     const char *name;
     int (*run)(const cli_t *c);
@@ -295,6 +304,7 @@ static const struct {
     {"verify", cmd_verify, 0, 0},     /* re-hash every blob */
     {"start", cmd_start, 0, 0},       /* start the per-user daemon */
     {"stop", cmd_stop, 0, 0},         /* stop it */
+    {"doctor", cmd_doctor, 0, 0},     /* why the system daemon is (not) usable */
 };
 
 int cli_dispatch(const cli_t *c)

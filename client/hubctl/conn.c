@@ -13,11 +13,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
-#define CONNECT_TIMEOUT_MS 5000 /* the only timeout: transfers may take hours */
-#define READ_CHUNK 65536        /* bytes asked of one recvmsg(2) */
-#define FDS_PER_READ 16         /* SCM_RIGHTS room per read; the kernel gives at most one DONE's */
+#define CONNECT_TIMEOUT_MS 5000 /* a full backlog: connect(2) waits */
+/* From connect to the daemon's answer to HELLO. A running hubd answers at
+ * once; one that is still checking a large cache, or systemd trying to
+ * start one that fails, holds the connection in the socket's backlog. The
+ * only other timeout: transfers themselves may take hours. */
+#define ANSWER_TIMEOUT_S 30
+#define READ_CHUNK 65536 /* bytes asked of one recvmsg(2) */
+#define FDS_PER_READ 16  /* SCM_RIGHTS room per read; the kernel gives at most one DONE's */
 
 struct conn {
     int fd;                /* the socket, -1 until connected */
@@ -26,6 +32,7 @@ struct conn {
     int hello_done;        /* the HELLO reply (or its ERR) was seen */
     int done;              /* the handler has all its replies */
     int none;              /* no daemon runs and none may be started (said) */
+    int answer_ms;         /* how long to wait for HELLO's answer */
     bytebuf_t out;         /* requests not yet written */
     bytebuf_t fds;         /* ints: descriptors not yet taken by a DONE line, oldest first */
     conn_msg_cb on_msg;    /* the command's reply handler */
@@ -95,7 +102,10 @@ conn_t *conn_new(const char *socket_path, int may_start, int quiet, conn_msg_cb 
     int rc = autostart_socket(socket_path, may_start, quiet, buf, sizeof buf);
     if (rc < 0 && !buf[0])
         snprintf(buf, sizeof buf, "/run/hubd/hubd.sock");
-    c->none = rc == -ENOENT && !may_start; /* said so: conn_open adds nothing */
+    /* Said so: conn_open adds nothing. */
+    c->none = (rc == -ENOENT && !may_start) || rc == -ECANCELED;
+    const char *t = getenv("HUBD_ANSWER_TIMEOUT");
+    c->answer_ms = (t && atoi(t) > 0 ? atoi(t) : ANSWER_TIMEOUT_S) * 1000;
     snprintf(c->path, sizeof c->path, "%s", buf);
     proto_reader_init(&c->reader);
 
@@ -246,18 +256,33 @@ static int conn_on_line(void *arg, const char *line, size_t len, int err)
     return c->done; /* stop feeding: what follows is not ours to handle */
 }
 
+/* Milliseconds on CLOCK_MONOTONIC. */
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int conn_run(conn_t *c)
 {
     char buf[READ_CHUNK];
+    long long deadline = now_ms() + c->answer_ms;
     while (!c->done) {
         struct pollfd p = {.fd = c->fd, .events = POLLIN};
         if (bytebuf_len(&c->out) > 0)
             p.events |= POLLOUT;
-        if (poll(&p, 1, -1) < 0) {
+        long long left = c->hello_done ? -1 : deadline - now_ms();
+        if (!c->hello_done && left <= 0)
+            return -ETIMEDOUT;
+        int ready = poll(&p, 1, left < 0 ? -1 : (int)left);
+        if (ready < 0) {
             if (errno == EINTR)
                 continue;
             return -errno;
         }
+        if (ready == 0)
+            continue; /* the deadline, checked above */
         if (p.revents & POLLNVAL)
             return -EBADF;
         int rc = (p.revents & POLLOUT) ? conn_flush(c) : 0;
@@ -277,11 +302,19 @@ int conn_run(conn_t *c)
     return 0;
 }
 
-int conn_report(int rc)
+int conn_report(const conn_t *c, int rc)
 {
-    if (rc == -EPIPE)
+    if (rc == -ETIMEDOUT) {
+        fprintf(stderr, "hubctl: hubd at %s took the connection but did not answer within %d s\n",
+                c->path, c->answer_ms / 1000);
+        autostart_service_hint(c->path);
+    } else if (rc == -EPIPE && !c->hello_done) {
+        fprintf(stderr, "hubctl: hubd at %s closed the connection before answering\n", c->path);
+        autostart_service_hint(c->path);
+    } else if (rc == -EPIPE) {
         fputs("hubctl: hubd closed the connection\n", stderr);
-    else
+    } else {
         fprintf(stderr, "hubctl: connection to hubd failed: %s\n", strerror(-rc));
+    }
     return EXIT_UNREACHABLE;
 }

@@ -36,13 +36,17 @@ void conn_queue_verb(conn_t *c, const char *verb);
 int conn_open(conn_t *c);
 
 /* Writes the queued requests and feeds replies to the handler until it has
- * them all. No timeout: a download may take hours, and a daemon that dies
+ * them all. One timeout: the answer to HELLO must come within
+ * $HUBD_ANSWER_TIMEOUT seconds (default 30), else -ETIMEDOUT (a daemon
+ * that systemd cannot start leaves the connection in the socket's backlog).
+ * After that none: a download may take hours, and a daemon that dies
  * closes the socket. Returns 0, -EPIPE when the daemon closed the connection
  * first, or another -errno. */
 int conn_run(conn_t *c);
 
-/* Tells the user about a conn_run failure; all of them mean the daemon is
+/* Tells the user about a conn_run failure, and for the system daemon where
+ * to look (systemctl status, journalctl); all of them mean the daemon is
  * gone for us. Returns EXIT_UNREACHABLE. */
-int conn_report(int rc);
+int conn_report(const conn_t *c, int rc);
 
 #endif

@@ -519,7 +519,7 @@ int fetch_run(const cli_t *c)
         int err = conn_run(conn);
         if (err < 0) {
             fetch_abandon(&f);
-            conn_report(err);
+            conn_report(conn, err);
         }
         rc = fetch_exit(&f);
     }

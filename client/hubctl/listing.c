@@ -308,7 +308,7 @@ static int listing_run(const cli_t *c, const listing_spec_t *spec)
     int rc = conn_open(conn);
     int err = rc == 0 ? conn_run(conn) : 0;
     if (err < 0)
-        rc = conn_report(err);
+        rc = conn_report(conn, err);
     else if (rc == 0 && l.failed)
         rc = EXIT_FAILED;
     if (c->json && spec->until_end)

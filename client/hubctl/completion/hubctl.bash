@@ -35,7 +35,7 @@ _hubctl() {
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W "--socket --help --version" -- "$cur"))
         else
-            COMPREPLY=($(compgen -W "fetch status stats ls cancel rm pin unpin gc verify start stop" -- "$cur"))
+            COMPREPLY=($(compgen -W "fetch status stats ls cancel rm pin unpin gc verify start stop doctor" -- "$cur"))
         fi
         return
     fi

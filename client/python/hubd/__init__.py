@@ -30,7 +30,19 @@ else); else the system daemon's ``/run/hubd/hubd.sock`` if it answers; else
 the per-user socket, ``$XDG_RUNTIME_DIR/hubd.sock`` or
 ``/tmp/hubd-<uid>/hubd.sock``; if that does not answer either, ``hubctl
 start`` (``$HUBCTL``, else ``hubctl`` on PATH) starts a per-user daemon and
-prints its socket.
+prints its socket. A system daemon that refuses the user is named on
+stderr (a :class:`HubdFallbackWarning`, with the group to join) before the
+fallback, as hubctl does. The fallback is turned off by
+``HUBD_NO_USER_DAEMON=1`` in the environment or ``user_daemon = no`` in
+``/etc/hubd/client.conf`` (``$HUBD_CLIENT_CONF``), the file hubctl reads:
+then ``no_daemon`` is raised instead, and nothing is written to the home
+folder.
+
+Time: the daemon's first answer must come within ``$HUBD_ANSWER_TIMEOUT``
+seconds (default 30): a system daemon that systemd cannot start leaves the
+connection waiting in the socket's backlog. ``no_daemon`` then says where to
+look (``systemctl status hubd``, ``journalctl -u hubd``). After the first
+answer there is no timeout: a download may take hours.
 
 Progress: with ``progress=True`` a bar is drawn on stderr whether or not
 stderr is a terminal, as torch.hub does (through ``tqdm`` when it is
@@ -39,7 +51,9 @@ second). ``progress=False`` prints nothing.
 """
 
 import collections
+import configparser
 import errno
+import grp
 import os
 import shutil
 import socket
@@ -49,11 +63,14 @@ import tempfile
 import time
 import urllib.parse
 import uuid
+import warnings
 
-__all__ = ["HubdError", "fetch", "cancel", "download_url_to_file", "patch_torch_hub"]
+__all__ = ["HubdError", "HubdFallbackWarning", "fetch", "cancel", "download_url_to_file",
+           "patch_torch_hub"]
 __version__ = "0.1.0"
 
 SYSTEM_SOCKET = "/run/hubd/hubd.sock"
+CLIENT_CONF = "/etc/hubd/client.conf"
 
 # Protocol limits (docs/PROTOCOL.md). Checking them before sending means the
 # daemon never has to answer an ERR without an id for our FETCH line.
@@ -66,6 +83,7 @@ _FDS_PER_READ = 16        # room for descriptors in every recvmsg
 _READ_SIZE = 65536
 _CONNECT_TIMEOUT = 5.0    # a blocking connect waits while the backlog is full
 _START_TIMEOUT = 60.0     # for `hubctl start`
+_ANSWER_TIMEOUT = 30.0    # from connect to the daemon's first line
 _COPY_CHUNK = 1 << 20
 
 # Used when an ERR line has no msg (it would not fit on a line).
@@ -89,6 +107,11 @@ _CODE_TEXT = {
     "shutting_down": "the daemon is stopping",
     "internal": "internal error in hubd (see its log)",
 }
+
+
+class HubdFallbackWarning(RuntimeWarning):
+    """The system daemon refused this user, and a per-user one (with its own
+    cache, in the home folder) is used instead."""
 
 
 class HubdError(OSError):
@@ -171,6 +194,9 @@ class _Conn:
         self.buf = bytearray()
         self.fds = collections.deque()
         self.eof = False
+        self.answered = False  # a first line came: no timeout from then on
+        self.timeout = _answer_timeout()
+        sock.settimeout(self.timeout)
 
     def send(self, data):
         self.sock.sendall(data)
@@ -183,8 +209,14 @@ class _Conn:
             if i >= 0:
                 line = bytes(self.buf[:i])
                 del self.buf[:i + 1]
+                if not self.answered:
+                    self.answered = True
+                    self.sock.settimeout(None)
                 return line[:-1] if line.endswith(b"\r") else line
             if self.eof:
+                if not self.answered:
+                    raise HubdError("no_daemon", "hubd at %s closed the connection before "
+                                    "answering%s" % (self.path, _service_hint(self.path)))
                 return None
             if len(self.buf) > LINE_MAX:
                 raise HubdError("protocol", "hubd sent a line longer than %d bytes" % LINE_MAX)
@@ -194,8 +226,14 @@ class _Conn:
         # MSG_CMSG_CLOEXEC: a descriptor must not leak into a child that
         # another thread forks and execs meanwhile.
         cloexec = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
-        data, anc, flags, _ = self.sock.recvmsg(
-            _READ_SIZE, socket.CMSG_SPACE(_FDS_PER_READ * 4), cloexec)
+        try:
+            data, anc, flags, _ = self.sock.recvmsg(
+                _READ_SIZE, socket.CMSG_SPACE(_FDS_PER_READ * 4), cloexec)
+        except socket.timeout:
+            raise HubdError("no_daemon", "hubd at %s took the connection but did not answer "
+                            "within %g s%s" % (self.path, self.timeout, _service_hint(self.path)))
+        except ConnectionResetError:  # closed with our request unread: an end all the same
+            data, anc, flags = b"", [], 0
         for level, kind, cdata in anc:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 n = len(cdata) // 4
@@ -262,6 +300,75 @@ def _why(e):
     return e.strerror or str(e)
 
 
+def _answer_timeout():
+    try:
+        t = float(os.environ.get("HUBD_ANSWER_TIMEOUT", ""))
+    except ValueError:
+        t = 0
+    return t if t > 0 else _ANSWER_TIMEOUT
+
+
+def _service_hint(path):
+    """Where to look when the system daemon takes a connection and does not
+    answer (hubctl says the same)."""
+    if path != _system_socket():
+        return ""
+    return ("; the system hubd may be failing to start: see `systemctl status hubd` and "
+            "`journalctl -u hubd` (`hubctl doctor` checks the rest)")
+
+
+def _system_socket():
+    return os.environ.get("HUBD_SYSTEM_SOCKET") or SYSTEM_SOCKET
+
+
+def _user_daemon_off():
+    """Why the per-user daemon is turned off, or None when it may be used:
+    HUBD_NO_USER_DAEMON in the environment, or user_daemon = no in the
+    machine's client.conf (keys before any section, as hubctl reads it; a
+    bad value counts as no)."""
+    env = os.environ.get("HUBD_NO_USER_DAEMON", "")
+    if env and env != "0":
+        return "HUBD_NO_USER_DAEMON=%s in the environment" % env
+    path = os.environ.get("HUBD_CLIENT_CONF") or CLIENT_CONF
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        sys.stderr.write("hubd: cannot read %s: %s\n" % (path, _why(e)))
+        return None
+    cp = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        cp.read_string("[_top]\n" + text, source=path)
+    except configparser.Error as e:
+        sys.stderr.write("hubd: %s: %s (ignored)\n" % (path, e))
+        return None
+    value = cp.get("_top", "user_daemon", fallback="yes").strip().lower()
+    if value in ("yes", "true", "on", "1"):
+        return None
+    if value not in ("no", "false", "off", "0"):
+        sys.stderr.write("hubd: %s: bad value '%s' for user_daemon (yes or no): taken as no\n"
+                         % (path, value))
+    return "user_daemon = no in %s" % path
+
+
+def _refused_hint(path):
+    """hubctl's words for a system socket that refused the user."""
+    try:
+        group = grp.getgrgid(os.stat(path).st_gid).gr_name
+    except (OSError, KeyError):
+        group = None
+    try:
+        import pwd
+        user = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        user = "$USER"
+    if group and group != "root":
+        return "ask an admin to run `adduser %s %s`, then log in again" % (user, group)
+    return "ask an admin to let you use it (socket_group in hubd.conf)"
+
+
 def _hubctl_start():
     """Runs `hubctl start` and returns the socket path it prints, or raises
     HubdError(no_daemon) saying why not."""
@@ -304,14 +411,32 @@ def _connect():
             raise HubdError("no_daemon", "no hubd answers on %s ($HUBD_SOCKET): %s" % (env, _why(s)))
         return _Conn(s, env)
     tried = []
-    for path in (SYSTEM_SOCKET, _user_socket()):
-        if path != SYSTEM_SOCKET and not _private_dir_ok(path):
-            raise HubdError("no_daemon", "%s is not a private folder of yours (owner, mode "
-                            "0700): refusing to use a daemon there" % os.path.dirname(path))
-        s = _try_connect(path)
-        if not isinstance(s, OSError):
-            return _Conn(s, path)
-        tried.append("%s (%s)" % (path, _why(s)))
+    system = _system_socket()
+    s = _try_connect(system)
+    if not isinstance(s, OSError):
+        return _Conn(s, system)
+    tried.append("%s (%s)" % (system, _why(s)))
+    refused = ""
+    if isinstance(s, PermissionError):
+        refused = "the system hubd at %s refused you (permission denied); %s" % (
+            system, _refused_hint(system))
+    off = _user_daemon_off()
+    if off:
+        raise HubdError("no_daemon", "%s; no per-user hubd either: it is turned off (%s)"
+                        % (refused or "no system hubd answers at " + tried[0], off))
+    if refused:
+        # As hubctl says it: the per-user daemon has a cache of its own, in
+        # the home folder, and downloads again what the machine has.
+        warnings.warn(refused + "; meanwhile, a per-user hubd with its own cache",
+                      HubdFallbackWarning, stacklevel=4)
+    path = _user_socket()
+    if not _private_dir_ok(path):
+        raise HubdError("no_daemon", "%s is not a private folder of yours (owner, mode "
+                        "0700): refusing to use a daemon there" % os.path.dirname(path))
+    s = _try_connect(path)
+    if not isinstance(s, OSError):
+        return _Conn(s, path)
+    tried.append("%s (%s)" % (path, _why(s)))
     prefix = "no hubd answers on " + ", ".join(tried)
     try:
         path = _hubctl_start()
@@ -485,7 +610,8 @@ def _fetch(url, sha256=None, headers=None, progress=True, refresh=False):
         try:
             conn.send(hello + line)
         except OSError as e:
-            raise HubdError("disconnected", "sending to hubd on %s: %s" % (conn.path, _why(e)), url)
+            raise HubdError("disconnected", "sending to hubd on %s: %s%s"
+                            % (conn.path, _why(e), _service_hint(conn.path)), url)
         hello_answered = False
         while True:
             raw = conn.readline()
