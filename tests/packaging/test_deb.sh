@@ -92,6 +92,19 @@ command -v lintian >/dev/null || fail "lintian not found (scripts/install-deps.s
 lintian --fail-on error,warning "$deb" >"$tmp/lintian.out" 2>&1 ||
     { cat "$tmp/lintian.out" >&2; fail "lintian found errors or warnings in $(basename "$deb")"; }
 ok "lintian: no error or warning"
+# Built with Debian's hardening flags (dpkg-buildflags, CMakeLists.txt):
+# lintian's pedantic run has no hardening-* tag (bindnow, fortify, relro,
+# PIE). A Debug or sanitizer build is not hardened, and says so.
+if grep -qx 'HUBD_HARDENED:INTERNAL=ON' "$build/CMakeCache.txt"; then
+    lintian --pedantic --display-info "$deb" >"$tmp/lintian-pedantic.out" 2>&1 || true
+    if grep -q 'hardening-' "$tmp/lintian-pedantic.out"; then
+        grep 'hardening-' "$tmp/lintian-pedantic.out" >&2
+        fail "lintian --pedantic: hardening tags (the build lacks dpkg-buildflags' flags)"
+    fi
+    ok "lintian --pedantic: no hardening tag (bindnow, fortify, relro, PIE)"
+else
+    echo "note: hardening not checked: $build is a Debug or sanitizer build (HUBD_HARDENED off)"
+fi
 
 # Files: the same list and modes as the install, owned by root.
 dpkg-deb -c "$deb" >"$tmp/contents"
