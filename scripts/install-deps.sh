@@ -10,7 +10,7 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
       node-llhttp libinih-dev nginx-light curl python3 openssl ca-certificates clang-format
       libsystemd-dev systemd dpkg-dev file groff-base man-db mandoc
       clang libclang-rt-14-dev valgrind faketime squid wget util-linux libjansson-dev aria2
-      lintian"
+      lintian debootstrap systemd-container"
 # libsystemd-dev: sd_notify/sd_listen_fds. systemd: systemd-analyze verify of
 # the units. dpkg-dev (dpkg-shlibdeps) and file: cpack -G DEB computing the
 # package's Depends. groff-base, man-db, mandoc: checking the man pages.
@@ -23,6 +23,8 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
 # front's /hf/api routes filter the Hub's answers with (xetHash, xetEnabled).
 # aria2: the multi-connection downloader the segmented rows of the benchmark
 # compare hubd with. lintian: the package test checks the .deb with it.
+# debootstrap, systemd-container (systemd-nspawn): scripts/systemd-test.sh
+# boots a Debian 12 root with the package installed, systemd as its PID 1.
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

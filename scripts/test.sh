@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: installs what is
-# missing, builds with warnings as errors, runs every test under CTest, then
-# builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the
-# suite once more. Exits non-zero on any failure.
+# missing, builds with warnings as errors, runs every test under CTest, runs
+# the README's demo as it is (the main job must never silently break) and the
+# package under a real systemd (scripts/systemd-test.sh), then builds again
+# with AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite once
+# more. Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +23,14 @@ run_suite() {
 
 echo "== build and test (RelWithDebInfo)"
 run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+# The README's main command, unchanged: it reuses build/.
+echo "== the demo (./scripts/demo.sh)"
+./scripts/demo.sh
+
+# The .deb of build/ in a Debian 12 booted with systemd as PID 1.
+echo "== the package under systemd (scripts/systemd-test.sh)"
+./scripts/systemd-test.sh build
 
 echo "== build and test under ASan + UBSan"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
