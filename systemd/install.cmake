@@ -99,7 +99,7 @@ file(INSTALL DESTINATION "${_doc}" TYPE FILE PERMISSIONS OWNER_READ OWNER_WRITE 
      FILES "${HUBD_SOURCE_DIR}/systemd/deb/copyright" "${_stage}/changelog.gz")
 
 # Man pages, compressed as Debian policy asks (gzip -9n: reproducible).
-foreach(_page hubd.8 hubctl.1)
+foreach(_page hubd.8 hubd.conf.5 hubctl.1)
   string(REGEX REPLACE ".*\\." "" _section "${_page}")
   execute_process(COMMAND gzip -9n -c "${HUBD_SOURCE_DIR}/docs/man/${_page}"
                   OUTPUT_FILE "${_stage}/${_page}.gz" RESULT_VARIABLE _rc)

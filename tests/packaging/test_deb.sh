@@ -40,6 +40,7 @@ expected="$tmp/expected"
     echo "644 usr/share/doc/hubd/changelog.gz"
     echo "644 usr/share/doc/hubd/copyright"
     echo "644 usr/share/man/man1/hubctl.1.gz"
+    echo "644 usr/share/man/man5/hubd.conf.5.gz"
     echo "644 usr/share/man/man8/hubd.8.gz"
 } | sort -k2 >"$expected"
 
@@ -53,12 +54,12 @@ if ! cmp -s "$expected" "$tmp/installed"; then
     fail "cmake --install: file list or modes differ (- expected, + installed)"
 fi
 cmp -s "$root/etc/hubd/hubd.conf" "$src/etc/hubd.conf" || fail "installed hubd.conf is not etc/hubd.conf"
-for p in man1/hubctl.1 man8/hubd.8; do
+for p in man1/hubctl.1 man5/hubd.conf.5 man8/hubd.8; do
     gzip -dc "$root/usr/share/man/$p.gz" | cmp -s - "$src/docs/man/${p#*/}" ||
         fail "usr/share/man/$p.gz is not docs/man/${p#*/}"
 done
 # The man pages format without a single warning.
-for p in hubd.8 hubctl.1; do
+for p in hubd.8 hubd.conf.5 hubctl.1; do
     groff -man -Tutf8 -ww -z "$src/docs/man/$p" >"$tmp/groff.out" 2>&1 || true
     [ ! -s "$tmp/groff.out" ] || { cat "$tmp/groff.out" >&2; fail "groff -man -ww: warnings for $p"; }
     if command -v mandoc >/dev/null; then
@@ -66,7 +67,7 @@ for p in hubd.8 hubctl.1; do
         [ ! -s "$tmp/mandoc.out" ] || { cat "$tmp/mandoc.out" >&2; fail "mandoc -Tlint: $p"; }
     fi
 done
-ok "man pages: groff -man -ww$(command -v mandoc >/dev/null && echo ' and mandoc -Tlint') silent for hubd.8, hubctl.1"
+ok "man pages: groff -man -ww$(command -v mandoc >/dev/null && echo ' and mandoc -Tlint') silent for hubd.8, hubd.conf.5, hubctl.1"
 ok "cmake --install --prefix /usr: $(wc -l <"$tmp/installed") files, modes as expected:"
 sed 's/^/      /' "$tmp/installed"
 
@@ -119,7 +120,7 @@ if ! cmp -s "$expected" "$tmp/packaged"; then
     diff -u "$expected" "$tmp/packaged" >&2 || true
     fail "dpkg-deb -c: file list or modes differ (- expected, + packaged)"
 fi
-ok "dpkg-deb -c: usr/sbin/hubd, usr/bin/hubctl, lib/systemd/system/hubd.{service,socket}, etc/hubd/hubd.conf, both man pages, the Python package ($(echo "$py_files" | wc -l) files), sysusers.d; all root/root"
+ok "dpkg-deb -c: usr/sbin/hubd, usr/bin/hubctl, lib/systemd/system/hubd.{service,socket}, etc/hubd/hubd.conf, the three man pages, the Python package ($(echo "$py_files" | wc -l) files), sysusers.d; all root/root"
 
 # Control fields.
 field() { dpkg-deb -f "$deb" "$1"; }

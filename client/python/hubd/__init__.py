@@ -199,7 +199,13 @@ class _Conn:
         sock.settimeout(self.timeout)
 
     def send(self, data):
-        self.sock.sendall(data)
+        try:
+            self.sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            if self.answered:
+                raise
+            # Closed before a word (systemd gave up starting hubd): the
+            # read that follows sees the end and says so, as hubctl does.
 
     def readline(self):
         """The next line without its '\\n' (and a '\\r' before it), or None
