@@ -352,6 +352,15 @@ class HubTestCase(unittest.TestCase):
         self.hubd = Hubd(os.path.join(small, "hub"), config=conf)
         return small
 
+    def restart_with_group(self, group, **keys):
+        """The fixture's hubd as a system daemon whose socket is 0660,
+        root and `group`, reachable through its folders by anyone."""
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "sys.conf"), socket_group=group, **keys)
+        self.hubd = Hubd(os.path.join(self.tmp, "sys"), config=conf)
+        for d in (self.tmp, self.hubd.workdir):
+            os.chmod(d, 0o755)
+
     def make_file(self, name, size, seed=1):
         """A file of pseudo-random bytes in the origin's root; returns its sha256."""
         return write_random_file(os.path.join(self.root, name), size, seed)

@@ -43,15 +43,6 @@ class SocketChoiceTest(HubTestCase):
             self.assertNotIn("started a per-user hubd", r.stderr)
             self.assertFalse(os.path.exists(os.path.join(self.tmp, "run", "hubd.sock")), args)
 
-    def restart_with_group(self, group):
-        """The fixture's hubd as a system daemon whose socket is 0660,
-        root and `group`, reachable through its folders by anyone."""
-        self.hubd.stop()
-        conf = write_config(os.path.join(self.tmp, "sys.conf"), socket_group=group)
-        self.hubd = Hubd(os.path.join(self.tmp, "sys"), config=conf)
-        for d in (self.tmp, self.hubd.workdir):
-            os.chmod(d, 0o755)
-
     def test_a_system_socket_that_refuses_the_user_is_named_before_the_per_user_daemon(self):
         self.restart_with_group("daemon")
         digest = self.make_file("a.bin", 5000)

@@ -84,22 +84,15 @@ done <"$tmp/keys"
 comm -12 "$tmp/unknown" "$tmp/man" >"$tmp/man.unknown"
 comm -12 "$tmp/unknown" "$tmp/conf" >"$tmp/conf.unknown"
 status=0
-if [ -s "$tmp/man.missing" ]; then
-    echo "FAIL: docs/man/hubd.conf.5 has no KEYS entry for: $(missing "$tmp/man.missing")" >&2
+report() { # report FILE WHAT: a FAIL line naming the keys in FILE, if any
+    [ -s "$1" ] || return 0
+    echo "FAIL: $2: $(missing "$1")" >&2
     status=1
-fi
-if [ -s "$tmp/conf.missing" ]; then
-    echo "FAIL: etc/hubd.conf does not name (as 'key =' or '#key ='): $(missing "$tmp/conf.missing")" >&2
-    status=1
-fi
-if [ -s "$tmp/man.unknown" ]; then
-    echo "FAIL: docs/man/hubd.conf.5 documents keys hubd does not know: $(missing "$tmp/man.unknown")" >&2
-    status=1
-fi
-if [ -s "$tmp/conf.unknown" ]; then
-    echo "FAIL: etc/hubd.conf names keys hubd does not know: $(missing "$tmp/conf.unknown")" >&2
-    status=1
-fi
+}
+report "$tmp/man.missing" "docs/man/hubd.conf.5 has no KEYS entry for"
+report "$tmp/conf.missing" "etc/hubd.conf does not name (as 'key =' or '#key =')"
+report "$tmp/man.unknown" "docs/man/hubd.conf.5 documents keys hubd does not know"
+report "$tmp/conf.unknown" "etc/hubd.conf names keys hubd does not know"
 [ "$status" -eq 0 ] || exit 1
 ok "$(wc -l <"$tmp/keys") keys ($(wc -l <"$tmp/printed") printed by --check-config, $(missing "$tmp/accepted") only when set): each has a KEYS entry in docs/man/hubd.conf.5 and a line in etc/hubd.conf"
 ok "docs/man/hubd.conf.5 documents $(wc -l <"$tmp/man") keys, etc/hubd.conf names $(wc -l <"$tmp/conf"): all known to hubd"
