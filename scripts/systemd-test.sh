@@ -29,9 +29,10 @@ BASE_PKGS=(systemd dbus init-system-helpers python3 adduser passwd curl util-lin
 BOOT_TIMEOUT=120
 SCENARIO_TIMEOUT=1500
 STOP_TIMEOUT=30
+WORK_BASE=/var/tmp/hubd-systemd-test
 
 src=$(cd "$(dirname "$0")/.." && pwd)
-work="" building="" child="" nspawn_pid="" init_pid=""
+work="" building="" child="" nspawn_pid="" init_pid="" scenario_pid="" boot_state=""
 machine="hubd-test-$$"
 
 say() { echo "== $*"; }
@@ -43,12 +44,16 @@ now() { date +%s; }
 
 # ---- processes ----------------------------------------------------------------
 
-# Runs a command in a session of its own and waits for it. Its own session,
-# so that cleanup can end it and every process it started (debootstrap runs
-# dpkg in a chroot) by its process group id. The lock's fd 9 stays here.
+# Runs a command in a session of its own, its output in a log file, and
+# waits for it. Its own session, so that cleanup can end it and every
+# process it started (debootstrap runs dpkg in a chroot) by its process group
+# id. The log is redirected here, not around the call: a trap that fires
+# during the wait runs with the caller's redirections, and cleanup's messages
+# must reach the terminal. The lock's fd 9 stays here.
 run_group() {
-    local rc=0
-    setsid -w "$@" 9>&- &
+    local log=$1 rc=0
+    shift
+    setsid -w "$@" </dev/null >"$log" 2>&1 9>&- &
     child=$!
     wait "$child" || rc=$?
     child=""
@@ -94,10 +99,45 @@ remove_tree() {
 
 # ---- the container --------------------------------------------------------------
 
-# A command inside the container, with a clean environment (not this host's).
-in_ct() {
-    nsenter --target "$init_pid" --all \
-        env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 TERM=dumb "$@"
+# Commands inside the container get a clean environment, not this host's.
+CT_ENV=(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 TERM=dumb)
+in_ct() { nsenter --target "$init_pid" --all "${CT_ENV[@]}" "$@" 8>&-; }
+
+# The scenario, in the background so that a signal to this script is handled
+# at once. nsenter itself is the background job (not a subshell around it),
+# so that cleanup can end it by pid; and it is killed if this script is.
+run_scenario() {
+    local rc=0
+    setpriv --pdeathsig KILL nsenter --target "$init_pid" --all "${CT_ENV[@]}" \
+        timeout -k 10 "$SCENARIO_TIMEOUT" bash /root/hubd-test/scenario.sh "$@" 8>&- &
+    scenario_pid=$!
+    wait "$scenario_pid" || rc=$?
+    scenario_pid=""
+    return "$rc"
+}
+
+# Every descendant of a pid (its children, theirs, ...), by /proc.
+descendants() {
+    local c
+    for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+        echo "$c"
+        descendants "$c"
+    done
+}
+
+# What the scenario still runs must go before the poweroff, killed by pid:
+# nsenter stays outside the container, the parent of what it started inside,
+# and systemd-shutdown's SIGSTOP/SIGCONT round stops it for good (nsenter
+# mirrors its child's stop onto itself, and nothing inside sends it SIGCONT);
+# its child then stays an unreaped zombie that systemd-shutdown waits 90 s for.
+end_scenario() {
+    [ -n "$scenario_pid" ] || return 0
+    local p
+    for p in $(descendants "$scenario_pid") "$scenario_pid"; do
+        kill -KILL "$p" 2>/dev/null || true
+    done
+    wait "$scenario_pid" 2>/dev/null || true
+    scenario_pid=""
 }
 
 # The container's init: the child of nspawn that runs systemd in a pid
@@ -139,8 +179,12 @@ wait_running() {
 boot() {
     # Not run_group: nspawn gets its own session too (Ctrl-C must not reach
     # it), but it stays running while we work, and is stopped by stop_container.
-    setsid systemd-nspawn --boot --private-network --console=pipe --register=no --keep-unit \
-        --machine="$machine" -D "$work/root" </dev/null >"$work/console.log" 2>&1 &
+    # Should this script be killed outright, nspawn gets SIGTERM (pdeathsig),
+    # on which it powers the container off.
+    # --register=no --keep-unit: there is no D-Bus (no machined) on the host.
+    setsid setpriv --pdeathsig TERM \
+        systemd-nspawn --boot --private-network --console=pipe --register=no --keep-unit \
+        -D "$work/root" --machine="$machine" </dev/null >"$work/console.log" 2>&1 &
     nspawn_pid=$!
     if ! find_init || ! wait_running; then
         tail -n 40 "$work/console.log" >&2
@@ -176,11 +220,26 @@ cleanup() {
     local rc=$?
     set +e
     trap '' INT TERM HUP # a second Ctrl-C must not cut the cleanup short
+    [ "$rc" -lt 129 ] || echo "FAIL: systemd-test: interrupted (exit $rc); stopping and removing what it made" >&2
     [ -z "$child" ] || kill_group "$child"
+    end_scenario
     stop_container
     [ -z "$building" ] || remove_tree "$building"
     [ -z "$work" ] || remove_tree "$work"
     exit "$rc"
+}
+
+# Working copies of runs killed outright (SIGKILL: no trap ran). A run holds
+# the lock in its folder as long as it or its container lives.
+remove_stale_work() {
+    local w
+    for w in "$WORK_BASE".*; do
+        [ -f "$w/.lock" ] || continue # (none yet: a run that is just starting)
+        if flock -n "$w/.lock" true; then
+            echo "systemd-test: removing $w (left by a killed run)" >&2
+            remove_tree "$w"
+        fi
+    done
 }
 
 # ---- the packages ---------------------------------------------------------------
@@ -256,8 +315,8 @@ build_root() {
     mkdir "$building"
     list=$(IFS=,; echo "${pkgs[*]}")
     say "debootstrap --variant=minbase $SUITE with ${#pkgs[@]} packages (once per package list; minutes)"
-    if ! run_group debootstrap --variant=minbase --include="$list" "$SUITE" "$building/root" "$mirror" \
-        >"$building/debootstrap.log" 2>&1; then
+    if ! run_group "$building/debootstrap.log" \
+        debootstrap --variant=minbase --include="$list" "$SUITE" "$building/root" "$mirror"; then
         tail -n 30 "$building/debootstrap.log" >&2
         die "debootstrap failed (log tail above): cannot make the container's root"
     fi
@@ -268,9 +327,9 @@ build_root() {
     building=""
 }
 
-# The cached root for this package list, made if missing. Under a lock, so
-# that two runs do not build it twice; anything left by a run that died
-# half-way (.build-*) is removed then, older keys too.
+# The cached root for this package list, made if missing, copied to
+# $work/root. Under a lock, so that two runs do not build it twice; anything
+# left by a run that died half-way (.build-*) is removed then, older keys too.
 ensure_root() {
     local key final e
     key=$(printf '%s\n' "$SUITE" minbase "$RECIPE" "${pkgs[@]}" | sha256sum | cut -c1-16)
@@ -279,7 +338,7 @@ ensure_root() {
     exec 9>"$CACHE_DIR/.lock"
     flock -w 1800 9 || die "another run holds $CACHE_DIR/.lock"
     for e in "$CACHE_DIR"/.build-* "$CACHE_DIR/$SUITE"-*; do
-        [ -e "$e" ] && [ "$e" != "$final" ] || continue
+        if [ ! -e "$e" ] || [ "$e" = "$final" ]; then continue; fi
         echo "systemd-test: removing $e (stale)" >&2
         remove_tree "$e"
     done
@@ -288,8 +347,10 @@ ensure_root() {
         root_kind=cold
         build_root "$final"
     fi
+    t_root=$(now)
+    # Copied under the lock: another run may prune this key once it is free.
+    cp -a --reflink=auto "$final" "$work/root"
     exec 9>&-
-    cached_root=$final
 }
 
 # ---- main -----------------------------------------------------------------------
@@ -299,7 +360,7 @@ ensure_root() {
     exit 2
 }
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, systemd-nspawn)"
-for c in debootstrap systemd-nspawn nsenter setsid flock cpack dpkg-deb sha256sum; do
+for c in debootstrap systemd-nspawn nsenter setsid setpriv flock cpack dpkg-deb sha256sum; do
     command -v "$c" >/dev/null ||
         die "$c not found: this machine cannot run the test (apt-get install debootstrap systemd-container)"
 done
@@ -312,16 +373,20 @@ trap 'exit 143' TERM
 trap 'exit 129' HUP
 
 t0=$(now)
-work=$(mktemp -d /var/tmp/hubd-systemd-test.XXXXXX)
+remove_stale_work
+work=$(mktemp -d "$WORK_BASE.XXXXXX")
+# Held while this run (and its nspawn, which inherits it) lives.
+exec 8>"$work/.lock"
+flock 8
 make_debs
-say "packages: $(basename "$deb") and hubd_${up_version}"
-mapfile -t pkgs < <(printf '%s\n' "${BASE_PKGS[@]}" $(deb_depends "$deb") | sort -u)
+t_debs=$(now)
+say "packages: $(basename "$deb") and hubd_${up_version} ($((t_debs - t0)) s)"
+mapfile -t deps < <(deb_depends "$deb")
+mapfile -t pkgs < <(printf '%s\n' "${BASE_PKGS[@]}" "${deps[@]}" | sort -u)
 
 ensure_root
-t_root=$(now)
-cp -a --reflink=auto "$cached_root" "$work/root"
 t_copy=$(now)
-say "root: $root_kind ($((t_root - t0)) s), copied for this run in $((t_copy - t_root)) s"
+say "root: $root_kind ($((t_root - t_debs)) s), copied for this run in $((t_copy - t_root)) s"
 
 mkdir "$work/root/root/hubd-test"
 cp "$src/tests/systemd/scenario.sh" "$deb" "$work/root/root/hubd-test/"
@@ -333,17 +398,15 @@ say "booted: systemd in the container says $boot_state ($((t_boot - t_copy)) s; 
 [ "$boot_state" = running ] || in_ct systemctl --failed --no-pager || true
 
 rc=0
-in_ct timeout -k 10 "$SCENARIO_TIMEOUT" bash /root/hubd-test/scenario.sh \
-    "/root/hubd-test/$(basename "$deb")" "/root/hubd-test/hubd_${up_version}.deb" "$up_version" &
-child_scenario=$!
-wait "$child_scenario" || rc=$?
+run_scenario "/root/hubd-test/$(basename "$deb")" "/root/hubd-test/hubd_${up_version}.deb" "$up_version" || rc=$?
 t_scen=$(now)
 [ "$rc" -ne 124 ] || echo "FAIL: the scenario did not finish in $SCENARIO_TIMEOUT s"
 
 stop_container
 t_end=$(now)
-say "times: root $root_kind $((t_root - t0)) s (copy $((t_copy - t_root)) s), boot $((t_boot - t_copy)) s," \
-    "scenario $((t_scen - t_boot)) s, poweroff $((t_end - t_scen)) s, total $((t_end - t0)) s"
+say "times: packages $((t_debs - t0)) s, root $root_kind $((t_root - t_debs)) s, copy $((t_copy - t_root)) s," \
+    "boot $((t_boot - t_copy)) s, scenario $((t_scen - t_boot)) s, poweroff $((t_end - t_scen)) s," \
+    "total $((t_end - t0)) s"
 if [ "$rc" -ne 0 ]; then
     echo "FAIL: systemd-test: the scenario failed (exit $rc)"
     exit 1

@@ -68,6 +68,22 @@ void autostart_service_hint(const char *path)
               stderr);
 }
 
+/* Whether this machine has a system hubd: its socket unit is installed
+ * ($HUBD_SYSTEM_UNIT names the file to look for instead; empty: none). */
+static int system_unit_installed(void)
+{
+    const char *env = getenv("HUBD_SYSTEM_UNIT");
+    if (env)
+        return *env && access(env, F_OK) == 0;
+    static const char *const units[] = {"/etc/systemd/system/hubd.socket",
+                                        "/lib/systemd/system/hubd.socket",
+                                        "/usr/lib/systemd/system/hubd.socket"};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (access(units[i], F_OK) == 0)
+            return 1;
+    return 0;
+}
+
 static void say_turned_off(const char *why)
 {
     fprintf(stderr, "hubctl: no per-user hubd either: it is turned off (%s)\n", why);
@@ -250,6 +266,23 @@ int autostart_socket(const char *explicit_path, int may_start, int quiet, char *
     int rc = user_socket(out, cap);
     if (rc || answers(out))
         return rc;
+    /* The machine has a system hubd, and it does not answer: it failed (a
+     * bad hubd.conf leaves systemd's socket failed and gone) or an admin
+     * stopped it. A per-user daemon in its place would fill the home
+     * folder behind the user's back; say where to look instead. */
+    if (may_start && sys != -EACCES && system_unit_installed()) {
+        if (!quiet) {
+            fprintf(stderr,
+                    "hubctl: this machine's hubd (hubd.socket) does not answer at %s (%s)\n",
+                    autostart_system_socket(), strerror(-sys));
+            autostart_service_hint(autostart_system_socket());
+            fputs("hubctl: no per-user hubd is started in its place; to use one meanwhile: "
+                  "export HUBD_SOCKET=\"$(hubctl start)\"\n",
+                  stderr);
+        }
+        snprintf(out, cap, "%s", autostart_system_socket());
+        return -ECANCELED;
+    }
     if (!may_start) {
         if (!quiet)
             fprintf(stderr,

@@ -16,8 +16,10 @@
  * when nothing answers on the per-user socket; without (the read-only
  * commands), -ENOENT after saying that none runs. A system socket that
  * refuses the user (EACCES) is named, with the way in, before falling back.
- * With the per-user daemon turned off (clientconf.h) there is no fallback:
- * -ECANCELED, after saying so, with out set to the system socket.
+ * With the per-user daemon turned off (clientconf.h), or on a machine whose
+ * system hubd is installed (hubd.socket) but does not answer, no per-user
+ * daemon is started: -ECANCELED, after saying so, with out set to the
+ * system socket.
  * Returns 0, or -errno after telling the user on stderr why no daemon
  * could be used. */
 int autostart_socket(const char *explicit_path, int may_start, int quiet, char *out, size_t cap);

@@ -99,14 +99,17 @@ static int socket_admits(const struct stat *st, const gid_t *groups, int ngroups
 int doctor_run(void)
 {
     const char *sock = autostart_system_socket();
+    /* getpwuid's answer is static: what is needed of it is copied before
+     * the socket owner's look-up below overwrites it. */
     const struct passwd *pw = getpwuid(getuid());
     char user[64], gname[64];
     snprintf(user, sizeof user, "%s", pw ? pw->pw_name : "you");
+    gid_t primary = pw ? pw->pw_gid : getgid();
     gid_t session[MAX_GROUPS], db[MAX_GROUPS];
     int nsession = getgroups(MAX_GROUPS, session), ndb = MAX_GROUPS;
     if (nsession < 0)
         nsession = 0;
-    if (!pw || getgrouplist(pw->pw_name, pw->pw_gid, db, &ndb) < 0)
+    if (!pw || getgrouplist(user, primary, db, &ndb) < 0)
         ndb = 0;
     printf("hubctl doctor: can %s use the system hubd?\n", user);
     const char *env = getenv("HUBD_SOCKET");
@@ -128,7 +131,7 @@ int doctor_run(void)
     say("socket", "%s: mode %s, %s", sock, mode, who);
 
     int admitted = socket_admits(&st, session, nsession);
-    int in_db = has_gid(db, ndb, st.st_gid) || (pw && pw->pw_gid == st.st_gid);
+    int in_db = has_gid(db, ndb, st.st_gid) || primary == st.st_gid;
     if (admitted) {
         say("access", "%s may connect (the socket's mode admits you)", user);
     } else if (in_db) {

@@ -39,7 +39,8 @@ class UserEnv:
             os.makedirs(d, 0o700, exist_ok=True)
             os.chown(d, uid, uid)
         self.env = dict(os.environ)
-        for k in ("HUBD_SOCKET", "XDG_CACHE_HOME", "HUBD_NO_USER_DAEMON", "HUBD_CLIENT_CONF"):
+        for k in ("HUBD_SOCKET", "XDG_CACHE_HOME", "HUBD_NO_USER_DAEMON", "HUBD_CLIENT_CONF",
+                  "HUBD_SYSTEM_UNIT"):
             self.env.pop(k, None)
         self.env.update(XDG_RUNTIME_DIR=self.run, HOME=self.home, HUBD_SYSTEM_SOCKET=system_socket,
                         HUBD_BIN=HUBD, HUBCTL=HUBCTL, PYTHONPATH=PYCLIENT, **extra)
@@ -153,6 +154,33 @@ class FallbackTest(HubTestCase):
                 self.assertTrue(user.no_user_daemon_traces())
         self.assertEqual(self.origin.requests_for("/files/a.bin"), 0)
 
+    def test_a_machine_whose_hubd_failed_gets_no_per_user_daemon(self):
+        # systemd fails hubd.socket (and removes its file) after a bad
+        # hubd.conf: with the unit installed, a fetch says where to look
+        # instead of filling the home folder with a cache of its own.
+        self.make_file("c.bin", 5000)
+        url = self.origin.url("/files/c.bin")
+        unit = os.path.join(self.tmp, "hubd.socket")
+        open(unit, "w").close()
+        missing = os.path.join(self.tmp, "gone.sock")
+        user = UserEnv(self.tmp, missing, HUBD_SYSTEM_UNIT=unit)
+        self.addCleanup(user.stop_user_daemon)
+        r = user.hubctl("fetch", url)
+        self.assertEqual(r.returncode, 3, r)
+        self.assertIn("this machine's hubd (hubd.socket) does not answer at %s" % missing, r.stderr)
+        self.assertIn(HINT, r.stderr)
+        self.assertIn("no per-user hubd is started in its place", r.stderr)
+        r = user.python_fetch(url)
+        self.assertEqual(r.returncode, 3, r)
+        self.assertIn("this machine's hubd (hubd.socket) does not answer", r.stderr)
+        self.assertIn(HINT, r.stderr)
+        self.assertTrue(user.no_user_daemon_traces())
+        # Without the unit (no system hubd on this machine), the fallback.
+        user.env["HUBD_SYSTEM_UNIT"] = ""
+        r = user.hubctl("fetch", url)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertIn("started a per-user hubd", r.stderr)
+
     def test_the_python_client_says_what_hubctl_says_before_falling_back(self):
         self.restart_with_group("daemon")
         digest = self.make_file("b.bin", 5000)
@@ -192,9 +220,12 @@ class DoctorTest(HubTestCase):
         self.assertIn("verdict: all is well", r.stdout)
         nobody = UserEnv(os.path.join(self.tmp, "n"), self.hubd.socket, uid=65534)
         os.chmod(os.path.join(self.tmp, "n"), 0o755)
+        # Owned as the package's is (user hubd, its own group): the owner's
+        # look-up must not be taken for the user's (getpwuid is static).
+        os.chown(self.hubd.socket, 1, 1)  # daemon:daemon
         r = nobody.hubctl("doctor")
         self.assertEqual(r.returncode, 3, r)
-        self.assertIn("mode 0660, root:daemon", r.stdout)
+        self.assertIn("mode 0660, daemon:daemon", r.stdout)
         self.assertIn("no: nobody is not in group daemon", r.stdout)
         self.assertIn("ask an admin to run `adduser nobody daemon`, then log in again", r.stdout)
         self.assertIn("per-user   allowed", r.stdout)

@@ -134,6 +134,7 @@ for d in adduser python3 libc6 libuv1 libmbedtls14 libmbedx509-1 libmbedcrypto7 
     echo "$depends" | tr ',' '\n' | sed 's/^ *//; s/[ (].*//' | grep -qx "$d" ||
         fail "Depends lacks $d: $depends"
 done
+[ "$(field Recommends)" = ca-certificates ] || fail "Recommends: $(field Recommends) (ca-certificates wanted)"
 ok "control: Package hubd, Version $version, Architecture $arch, Maintainer $(field Maintainer)"
 ok "Depends: $depends"
 

@@ -359,6 +359,16 @@ def _user_daemon_off():
     return "user_daemon = no in %s" % path
 
 
+def _system_unit_installed():
+    """Whether this machine has a system hubd: its socket unit is installed
+    ($HUBD_SYSTEM_UNIT names the file to look for instead; empty: none)."""
+    env = os.environ.get("HUBD_SYSTEM_UNIT")
+    if env is not None:
+        return bool(env) and os.path.exists(env)
+    return any(os.path.exists(d + "/hubd.socket") for d in
+               ("/etc/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system"))
+
+
 def _refused_hint(path):
     """hubctl's words for a system socket that refused the user."""
     try:
@@ -444,6 +454,13 @@ def _connect():
         return _Conn(s, path)
     tried.append("%s (%s)" % (path, _why(s)))
     prefix = "no hubd answers on " + ", ".join(tried)
+    if not refused and _system_unit_installed():
+        # The machine's hubd failed or was stopped: a per-user one in its
+        # place would fill the home folder unnoticed (hubctl says the same).
+        raise HubdError("no_daemon", "this machine's hubd (hubd.socket) does not answer at %s%s; "
+                        "no per-user hubd is started in its place (to use one meanwhile: "
+                        "export HUBD_SOCKET=\"$(hubctl start)\")"
+                        % (tried[0], _service_hint(system)))
     try:
         path = _hubctl_start()
     except HubdError as e:
