@@ -1,6 +1,7 @@
 /* disposition: the response and retry rules as pure functions (see the
  * header). Everything a test can check without a socket or a loop. */
 #include "disposition.h"
+#include "errcode.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -152,14 +153,7 @@ unsigned disposition_retry_after_ms(const char *value)
 
 int disposition_is_transient(const char *code)
 {
-    /* "proxy": the proxy could not be reached or refused the tunnel, which
-     * a busy or restarting proxy does; "proxy_auth" is not retried. */
-    static const char *const codes[] = {"connect",  "timeout",  "truncated", "tls",
-                                        "http_408", "http_429", "proxy"};
-    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
-        if (strcmp(code, codes[i]) == 0)
-            return 1;
-    return strncmp(code, "http_5", 6) == 0;
+    return errcode_is_transient(code); /* the table's retry column */
 }
 
 uint64_t disposition_backoff_ms(uint64_t base_ms, uint64_t max_ms, unsigned attempts,

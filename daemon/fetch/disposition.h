@@ -73,10 +73,10 @@ void disposition_clear(disposition_t *d);
  * HTTP date (not honoured) or anything else. */
 unsigned disposition_retry_after_ms(const char *value);
 
-/* Whether a failure with this error code is worth another attempt: the
- * network, timeouts, a cut body (also a TLS record cut short), 5xx, 408,
- * 429. The rest (4xx, bad responses, TLS handshakes and verification,
- * disk) would fail again. */
+/* Whether a failure with this error code is worth another attempt: its
+ * row's retry column (errcode.h): the network, timeouts, a cut body (also a
+ * TLS record cut short), 5xx, 408, 429. The rest (4xx, bad responses, TLS
+ * handshakes and verification, disk) would fail again. */
 int disposition_is_transient(const char *code);
 
 /* The wait before the attempt after `attempts` failed ones: base_ms doubled

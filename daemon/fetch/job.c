@@ -2,6 +2,7 @@
  * (the transition table), its waiters, what its transfer hands it (a head
  * taken, the end of the body), the single failure path, restarts from byte
  * 0, progress and the deadline and low-speed checks. */
+#include "errcode.h"
 #include "job_internal.h"
 #include "log.h"
 
@@ -90,7 +91,7 @@ void job_notify_all(job_t *job, const job_result_t *res)
         job_result_t r = *res;
         r.kind = w->kind;
         char msg[400];
-        int mismatch = res->err_code ? strcmp(res->err_code, "hash_mismatch") == 0
+        int mismatch = res->err_code ? errcode_of(res->err_code)->id == EC_HASH_MISMATCH
                                      : w->expected[0] && strcmp(w->expected, res->sha256) != 0;
         if (mismatch && w->expected[0] && res->sha256) {
             /* A mirror's bytes are checked as the origin's are; the
@@ -162,11 +163,13 @@ void job_fail_digest(job_t *job, const char *code, const char *msg, const char *
     jobs_t *js = job->js;
     job_set_state(job, JOB_FAILED);
     atomic_store(&job->failed, 1);
-    /* Stopped, not broken: what is on disk is good to resume from. Any
-     * other failure discards it (a new fetch starts afresh). */
-    if (strcmp(code, "shutting_down") == 0 && job_validator(job) != NULL)
+    /* Stopped, not broken (shutting_down): what is on disk is good to
+     * resume from. Any other failure discards it (a new fetch starts
+     * afresh). */
+    const errcode_t *e = errcode_of(code);
+    if (e->resumable && job_validator(job) != NULL)
         job->flags |= JOB_PARK;
-    if (strcmp(code, "not_modified") != 0) /* the end of a revalidation is no failure */
+    if (!e->not_failure) /* the end of a revalidation (not_modified) is no failure */
         log_warn("job %llu: %s failed: %s: %s", (unsigned long long)job->id, job->key, code, msg);
     job_unlist(job);
     uv_timer_stop(&job->timer);

@@ -3,6 +3,7 @@
  * connections. The pipeline (pipeline.c) writes what the lanes get and
  * hashes the written prefix back from the page cache. Loop thread. */
 #include "segments.h"
+#include "errcode.h"
 #include "job_internal.h"
 #include "log.h"
 #include "proxy.h"
@@ -247,7 +248,7 @@ void segs_main_ended(job_t *job)
 
 int segs_main_failed(job_t *job, const char *code, const char *msg)
 {
-    if (!job->seg || !disposition_is_transient(code) || job->js->shutting_down)
+    if (!job->seg || !errcode_is_transient(code) || job->js->shutting_down)
         return 0;
     log_info("job %llu: the first connection failed (%s: %s): the others fetch the rest",
              (unsigned long long)job->id, code, msg);
@@ -511,8 +512,8 @@ void segs_lane_error(transfer_t *t, const char *code, const char *msg)
         segs_pump(job);
         return;
     }
-    if (!disposition_is_transient(code) && strcmp(code, "http_403") != 0 &&
-        strcmp(code, "http_410") != 0) {
+    const errcode_t *e = errcode_of(code);
+    if (e->retry == EC_FINAL && !e->resolve_again) {
         job_fail(job, code, msg);
         return;
     }
@@ -524,7 +525,7 @@ void segs_lane_error(transfer_t *t, const char *code, const char *msg)
     }
     js->stats.segment_retries++;
     segs_t *s = job->seg;
-    if ((strcmp(code, "http_429") == 0 || strcmp(code, "http_503") == 0) && s->want > 1) {
+    if (e->retry == EC_THROTTLE && s->want > 1) {
         s->want--; /* the server says too many: one fewer, for good */
         s->grown_out = 1;
         if (segs_connections(job) >= s->want) {
@@ -540,7 +541,7 @@ void segs_lane_error(transfer_t *t, const char *code, const char *msg)
             return;
         }
     }
-    if (strcmp(code, "http_403") == 0 || strcmp(code, "http_410") == 0)
+    if (e->resolve_again)
         transfer_rewind(t); /* a signed URL expired: resolve the job's URL again */
     uint64_t delay =
         disposition_backoff_ms(cfg->retry_delay_ms, cfg->retry_max_delay_ms, l->attempts,

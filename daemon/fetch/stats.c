@@ -1,5 +1,6 @@
 /* stats: the STATS counters (errors by code) and the STATUS pages of the
  * jobs in memory. Loop thread. */
+#include "errcode.h"
 #include "job_internal.h"
 #include "log.h"
 
@@ -31,17 +32,21 @@ const char *jobs_error_code_name(unsigned i)
     return i < JOBS_NERROR_CODES ? error_codes[i] : NULL;
 }
 
+/* The bucket's index in errors_by_code: the row's bucket column
+ * (errcode.h), in JOBS_ERROR_CODES' order; "other" is the last. */
+static unsigned bucket_of(const char *code)
+{
+    const char *bucket = errcode_of(code)->bucket;
+    unsigned i = 0;
+    while (i < JOBS_NERROR_CODES - 1 && strcmp(error_codes[i], bucket) != 0)
+        i++;
+    return i;
+}
+
 void jobs_count_error(jobs_t *js, const char *code)
 {
-    unsigned i = 0;
     js->stats.errors++;
-    if (strncmp(code, "http_4", 6) == 0)
-        code = "http_4xx";
-    else if (strncmp(code, "http_5", 6) == 0)
-        code = "http_5xx";
-    while (i < JOBS_NERROR_CODES - 1 && strcmp(error_codes[i], code) != 0)
-        i++;
-    js->stats.errors_by_code[i]++;
+    js->stats.errors_by_code[bucket_of(code)]++;
 }
 
 void jobs_stats(const jobs_t *js, jobs_stats_t *out)

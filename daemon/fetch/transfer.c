@@ -4,6 +4,7 @@
  * retries of failed attempts. Loop thread. */
 #include "transfer.h"
 #include "job_internal.h"
+#include "errcode.h"
 #include "log.h"
 #include "mirror.h"
 #include "segments.h"
@@ -88,7 +89,7 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
 {
     transfer_t *t = data;
     job_t *job = t->job;
-    (void)req;
+    t->refused_now = code && http_req_refused(req);
     t->req = NULL;
     if (job->state == JOB_FAILED || job->state == JOB_RESTARTING ||
         (job->state == JOB_RETRY_WAIT && !t->lane))
@@ -338,16 +339,11 @@ static void on_retry_timer(uv_timer_t *timer)
     job_begin_request(job);
 }
 
-/* A connect that every address refused (ECONNREFUSED: nothing listens),
- * as the connector words it; not a timeout or an unreachable network. */
-static int is_refusal(const char *code, const char *msg)
-{
-    return strcmp(code, "connect") == 0 && strstr(msg, uv_strerror(UV_ECONNREFUSED)) != NULL;
-}
-
 void transfer_error(transfer_t *t, const char *code, const char *msg)
 {
     job_t *job = t->job;
+    int refused = t->refused_now; /* every address refused: nothing listens there */
+    t->refused_now = 0;
     if (job->state == JOB_FAILED || job->state == JOB_DONE)
         return;
     if (t->lane) {
@@ -368,11 +364,11 @@ void transfer_error(transfer_t *t, const char *code, const char *msg)
     /* Refused on every attempt, and not a byte received: nothing listens
      * there, and the rest of the backoff budget would only keep the user
      * waiting. REFUSALS_MAX in a row (about 1.5 s) end it. */
-    t->refused = is_refusal(code, msg) ? t->refused + 1 : 0;
+    t->refused = refused ? t->refused + 1 : 0;
     int hopeless = t->refused >= REFUSALS_MAX && t->refused == t->attempts + 1 && !job->received;
-    if (!disposition_is_transient(code) || js->shutting_down || t->attempts >= cfg->retries ||
+    if (!errcode_is_transient(code) || js->shutting_down || t->attempts >= cfg->retries ||
         hopeless) {
-        if (t->attempts > 0 && disposition_is_transient(code)) {
+        if (t->attempts > 0 && errcode_is_transient(code)) {
             snprintf(final, sizeof final, "%s (after %u attempts)", msg, t->attempts + 1);
             msg = final;
         }

@@ -43,6 +43,7 @@ typedef struct transfer {
     disposition_t disp;     /* what the response head in flight means (DISP_NONE before) */
     unsigned attempts;      /* failed attempts so far */
     unsigned refused;       /* of them, connections refused (transfer_error) */
+    int refused_now;        /* the attempt ending now was refused (http_req_refused) */
     const char *begin_code; /* why the request could not start (reported a turn later) */
     char begin_msg[400];
     const struct mirror_rule *mirror; /* the rule in use (the config's), NULL: the origin */

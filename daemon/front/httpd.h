@@ -67,9 +67,9 @@ void httpd_get_stats(const httpd_t *h, httpd_stats_t *out);
  * from inside this call; done may be NULL). */
 void httpd_close(httpd_t *h, void (*done)(void *arg), void *arg);
 
-/* The status an error code (PROTOCOL.md) answers with on the front: 404
- * stays 404, 401/403 pass, timeouts 504, policy refusals 403, other
- * upstream failures 502. Pure. */
+/* The status an error code (PROTOCOL.md) answers with on the front, its
+ * row's front column (errcode.h): 401, 403, 404, 410 and 451 pass,
+ * timeouts 504, policy refusals 403, other upstream failures 502. Pure. */
 int httpd_status_of(const char *code);
 
 #endif

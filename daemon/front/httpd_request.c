@@ -3,6 +3,7 @@
  * keep a browser's page from driving the front, the generic form
  * `/<URL>` through jobs_fetch, and the answer's head. */
 #include "http_range.h"
+#include "errcode.h"
 #include "httpd_internal.h"
 #include "log.h"
 
@@ -240,37 +241,7 @@ static const char *reason(int status)
 
 int httpd_status_of(const char *code)
 {
-    if (!code)
-        return 200;
-    if (strncmp(code, "http_", 5) == 0) {
-        int st = atoi(code + 5);
-        /* What the client may act on passes: it is the origin's word about
-         * the file (missing, gone, needs or refuses a credential). */
-        if (st == 401 || st == 403 || st == 404 || st == 410 || st == 451)
-            return st;
-        return 502;
-    }
-    static const struct {
-        const char *code;
-        int status;
-    } map[] = {
-        {"timeout", 504},
-        {"forbidden", 403},
-        {"bad_url", 400},
-        {"bad_request", 400},
-        {"unsupported_scheme", 400},
-        {"too_many_requests", 429},
-        {"shutting_down", 503},
-        {"busy", 503},
-        {"no_space", 507},
-        {"io", 500},
-        {"internal", 500},
-        {"permission_denied", 403},
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (strcmp(code, map[i].code) == 0)
-            return map[i].status;
-    return 502; /* dns, connect, tls, tls_verify, truncated, hash_mismatch, proxy, ... */
+    return errcode_front_status(code); /* the table's front column */
 }
 
 /* Hands a finished head (and short body) to the connection to send. */

@@ -224,6 +224,11 @@ int connector_start(const connector_opts_t *o, connector_done_cb cb, void *arg, 
     return 0;
 }
 
+int connector_refused(const connector_t *c)
+{
+    return !c->ai_cur && (c->last_err == 0 || c->last_err == UV_ECONNREFUSED) && !c->denied;
+}
+
 uint64_t connector_deadline(const connector_t *c)
 {
     return c->deadline;

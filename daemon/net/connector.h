@@ -41,6 +41,11 @@ int connector_start(const connector_opts_t *o, connector_done_cb cb, void *arg, 
  * out: a TLS handshake after it is still under that timeout. */
 uint64_t connector_deadline(const connector_t *c);
 
+/* After a failure: whether every address refused the connection
+ * (ECONNREFUSED: nothing listens there), as opposed to a timeout or an
+ * unreachable network. */
+int connector_refused(const connector_t *c);
+
 /* Cancels what is under way; cb(arg) once every handle and the DNS answer
  * are back and the memory is gone (never from inside this call). */
 void connector_close(connector_t *c, void (*cb)(void *arg), void *arg);

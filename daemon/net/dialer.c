@@ -2,6 +2,7 @@
  * header). */
 #include "dialer.h"
 #include "connector.h"
+#include "errcode.h"
 #include "stream_tls.h"
 #include "stream_tunnel.h"
 
@@ -30,6 +31,7 @@ struct dialer {
     connector_t *connector; /* while connecting; owned */
     stream_t *stream;       /* the stack so far; owned until handed over */
     uv_timer_t timer;       /* the steps after the TCP connect */
+    int refused;            /* the connect failed: every address refused */
     unsigned closes_pending;
     int closing;
     dialer_done_cb cb;
@@ -185,10 +187,13 @@ static void on_connected(connector_t *cn, stream_t *tcp, const char *code, const
 {
     dialer_t *d = arg;
     uint64_t deadline = connector_deadline(cn);
+    d->refused = code && connector_refused(cn);
     d->closes_pending++;
     connector_close(cn, on_part_closed, d);
     d->connector = NULL;
-    if (code && d->proxy && strcmp(code, "forbidden") != 0) {
+    /* Through a proxy a connect failure is the proxy's; the policy's
+     * refusal of its address stays what it is. */
+    if (code && d->proxy && errcode_of(code)->id != EC_FORBIDDEN) {
         char m[600];
         snprintf(m, sizeof m, "cannot reach the proxy: %s", msg);
         dial_finish(d, "proxy", m);
@@ -253,6 +258,11 @@ int dialer_start(const dialer_opts_t *o, dialer_done_cb cb, void *arg, dialer_t 
     d->timer.data = d;
     *out = d;
     return 0;
+}
+
+int dialer_refused(const dialer_t *d)
+{
+    return d->refused;
 }
 
 void dialer_close(dialer_t *d, void (*cb)(void *arg), void *arg)

@@ -48,6 +48,10 @@ typedef struct dialer_opts {
 /* Starts. 0, or a libuv error (then there is nothing to close). */
 int dialer_start(const dialer_opts_t *o, dialer_done_cb cb, void *arg, dialer_t **out);
 
+/* After its callback said code "connect": whether every address refused
+ * (connector_refused). */
+int dialer_refused(const dialer_t *d);
+
 /* Cancels what is under way and closes any stream not handed over; cb(arg)
  * once everything is closed and the memory is gone (never from inside
  * this call). */

@@ -446,7 +446,8 @@ static void conn_start_request(http_conn_t *conn, http_req_t *req)
 static void on_dialed(dialer_t *d, stream_t *stream, const char *code, const char *msg, void *arg)
 {
     http_conn_t *conn = arg;
-    (void)d;
+    if (code && conn->req)
+        conn->req->refused = dialer_refused(d);
     conn_close_dialer(conn); /* done: its close is counted like the others */
     if (code) {
         conn_fail(conn, code, msg);
@@ -571,6 +572,11 @@ int http_request_body(http_client_t *c, const url_t *u, const char *method,
 nomem:
     req_free(req);
     return -ENOMEM;
+}
+
+int http_req_refused(const http_req_t *req)
+{
+    return req->refused;
 }
 
 void http_req_set_paused(http_req_t *req, int paused)

@@ -109,6 +109,10 @@ int http_request_body(http_client_t *c, const url_t *u, const char *method,
  * the idle timeout does not run: the wait is ours, not the server's. */
 void http_req_set_paused(http_req_t *req, int paused);
 
+/* In on_done with code "connect": whether every address of the origin (or
+ * proxy) refused the connection: nothing listens there. */
+int http_req_refused(const http_req_t *req);
+
 /* Ends the request now; its connection is closed, no callback follows. */
 void http_req_abort(http_req_t *req);
 

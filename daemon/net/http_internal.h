@@ -70,6 +70,7 @@ struct http_req {
     int paused;       /* http_req_set_paused(1) in force */
     int aborted;      /* http_req_abort during llhttp_execute */
     int retried;      /* already retried a stale pooled connection */
+    int refused;      /* its connect failed: every address refused (dialer_refused) */
     int got_response; /* any response byte arrived on this connection */
     int discard;      /* HTTP_BODY_DISCARD */
     int message_done; /* on_message_complete for a final status */
