@@ -84,6 +84,43 @@ typedef struct hubd_config {
     unsigned http_header_timeout_ms; /* the front: a request's head (and body) within this */
 } hubd_config_t;
 
+/* The settings as one table (config_keys.c), in the manner of redis's
+ * static_configs[]: a row per key gives its name, type, field, default,
+ * bounds, whether SIGHUP applies it and one line of help. Parsing
+ * (config_set, the file), config_defaults, config_print, the reload's
+ * comparison and config_free all walk the rows; a key written once cannot
+ * drift between them. */
+typedef struct config_type config_type_t; /* how a kind of value is read, printed, compared */
+
+enum {
+    CONFIG_RELOAD = 1 << 0,   /* SIGHUP applies it; otherwise a change needs a restart */
+    CONFIG_ERANGE = 1 << 1,   /* a size past 64 bits is -ERANGE ("out of range"), not -EINVAL */
+    CONFIG_IN_BYTES = 1 << 2, /* a size printed in bytes, without a unit */
+};
+
+typedef struct config_key {
+    const char *name;                /* as hubd.conf spells it */
+    const config_type_t *type;       /* its parser, printer and comparison */
+    size_t off;                      /* offsetof() its field in hubd_config_t */
+    size_t width;                    /* sizeof that field (a size may be 4 or 8 bytes) */
+    const char *def;                 /* the default as text its parser reads; NULL: unset (NULL) */
+    char *(*def_fn)(void);           /* or a default worked out at start (malloc'd, stored as is) */
+    uint64_t min, max;               /* bounds of a number (unsigned, size), both included */
+    int (*check)(const char *value); /* a string's own check (0: good), or NULL */
+    unsigned flags;                  /* CONFIG_* */
+    const char *help;                /* one line for people */
+} config_key_t;
+
+/* The rows, in config_print's order (which is also the order a reload
+ * names the keys that need a restart); *n is how many. Read-only. */
+const config_key_t *config_key_table(size_t *n);
+
+/* The row of a key, or NULL. */
+const config_key_t *config_key_find(const char *name);
+
+/* What the key's value is, for people and tests: "string", "size", ... */
+const char *config_key_type(const config_key_t *k);
+
 /* Fills defaults; socket_path and cache_dir follow the environment
  * (HUBD_SOCKET, XDG_RUNTIME_DIR, CACHE_DIRECTORY, XDG_CACHE_HOME, HOME, root
  * or not). */
@@ -108,10 +145,10 @@ int config_parse_size(const char *s, uint64_t *out);
  * back to the same values (hubd --check-config). */
 void config_print(const hubd_config_t *cfg, FILE *out);
 
-/* SIGHUP: takes from next the settings that can change while running (log
- * level, limits, timeouts, retries, max_cache_size, admin_group); names
- * each other setting that differs in `needs_restart` (comma-separated, ""
- * if none). */
+/* SIGHUP: takes from next the settings that can change while running (the
+ * rows marked CONFIG_RELOAD: log level, limits, timeouts, retries,
+ * max_cache_size, admin_group, ...); names each other setting that differs
+ * in `needs_restart` (comma-separated, in the rows' order, "" if none). */
 void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *needs_restart,
                           size_t cap);
 
