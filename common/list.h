@@ -19,7 +19,11 @@ typedef struct list {
     list_node_t head;
 } list_t;
 
-#define list_entry(node, type, member) ((type *)(void *)((char *)(node)-offsetof(type, member)))
+/* The struct of the given type whose `member` is at ptr: the one place the
+ * offset arithmetic is written (list_entry, and any embedded handle or
+ * waiter back to its owner). */
+#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+#define list_entry(node, type, member) container_of(node, type, member)
 
 static inline void list_init(list_t *l)
 {

@@ -526,7 +526,10 @@ int main(int argc, char **argv)
         (d.http && (rc = start_httpd(&d)))) {
         d.stopping = 1; /* on_jobs_down closes the signal handles */
         close_http(&d);
-        jobs_shutdown(d.jobs, on_jobs_down, &d);
+        if (d.server) /* the front's server failed after the sessions' started */
+            session_server_close(d.server, on_server_down, &d);
+        else
+            jobs_shutdown(d.jobs, on_jobs_down, &d);
         goto run_out;
     }
     log_info("hubd %s listening on %s, cache %s, sha256 %s, read buffers %zu KiB", HUBD_VERSION,

@@ -2,6 +2,7 @@
  * per-request choice (see the header). */
 #include "proxy.h"
 #include "textnum.h"
+#include "wipe.h"
 
 #include <errno.h>
 #include <mbedtls/base64.h>
@@ -152,9 +153,8 @@ int proxy_parse(const char *text, proxy_t *p, const char **why)
 
 void proxy_free(proxy_t *p)
 {
-    if (p && p->authz) {
-        memset(p->authz, 0, strlen(p->authz));
-        free(p->authz);
+    if (p) {
+        wipe_free(p->authz); /* the password */
         p->authz = NULL;
     }
 }

@@ -4,7 +4,8 @@
  * model). They are checked here (names are tokens; no CR, LF or NUL; no
  * header that is hubd's to set: Host, Content-Length, Transfer-Encoding,
  * Connection, Range and the like; bounded count and size), then go to the
- * first origin only (job.c drops them on a redirect to another origin).
+ * first origin only (transfer_start checks every hop: a redirect to another
+ * origin goes without them).
  * All of them (a token may hide in any header: Authorization, Cookie,
  * PRIVATE-TOKEN, X-Api-Key...) make the fetch's credential tag: HMAC-SHA256
  * under a per-cache secret of their names and values. An entry fetched

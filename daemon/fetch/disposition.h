@@ -2,7 +2,8 @@
  * the retry rules around it.
  *
  * Pure functions: no I/O, no libuv, no clock, no globals; the transfer
- * applies the verdict (transfer.c) and the job the retry schedule (job.c).
+ * applies the verdict and the retry schedule (transfer.c), which codes are
+ * worth a retry is errcode.h's table.
  * Any thread; the unit tests call them directly. */
 #ifndef HUBD_DISPOSITION_H
 #define HUBD_DISPOSITION_H

@@ -5,6 +5,7 @@
 #include "errcode.h"
 #include "job_internal.h"
 #include "log.h"
+#include "wipe.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -27,7 +28,7 @@ void job_handle_closed(job_t *job)
     free(job->uids);
     free(job->key);
     free(job->host_key);
-    free(job->cred_headers);
+    wipe_free(job->cred_headers);
     free(job->etag);
     free(job->last_modified);
     free(job->reval);
@@ -211,7 +212,7 @@ void job_not_modified(job_t *job)
         w->cred_block = job->cred_headers ? strdup(job->cred_headers) : NULL;
         w->restarted = 1; /* it heard QUEUED or ATTACHED: no second on_start */
         if (jobs_serve_cached(js, w, job->key, rv->sha, rv->size, 1)) {
-            free(w->cred_block);
+            wipe_free(w->cred_block);
             w->cred_block = NULL;
             job_result_t res = {
                 .err_code = "internal", .err_msg = "out of memory", .kind = w->kind};

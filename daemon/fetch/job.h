@@ -89,7 +89,8 @@ struct job_waiter {
     void (*on_written)(job_waiter_t *w, uint64_t written, uint64_t durable);
     uid_t uid;   /* who asks: a new job counts toward this uid's max_jobs_per_user */
     int refresh; /* FETCH refresh=1: a cached URL is revalidated with the origin first */
-    /* Private to the jobs module (daemon/fetch/). */
+    /* Private to the jobs module (daemon/fetch/); jobs_fetch clears each
+     * (waiter_reset in jobs.c: a field added here is cleared there). */
     job_t *job;              /* the job waited on, or NULL */
     job_hit_t *hit;          /* the cache look-up in flight, or NULL */
     fetch_kind_t kind;       /* what on_start said */
@@ -203,8 +204,6 @@ void jobs_evict(jobs_t *js, const char *keep);
 /* SIGHUP: settings may have changed (limits, max_cache_size). */
 void jobs_reload(jobs_t *js);
 
-/* Work of other modules in the pool that uses the cache (admin requests)
- * holds the jobs module: jobs_shutdown completes only after the release. */
 /* What a shutdown waits for: pool items outside this module (admin verbs,
  * the verifier, session hits) hold it while in flight. */
 worktrack_t *jobs_work(jobs_t *js);

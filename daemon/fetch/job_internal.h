@@ -302,7 +302,8 @@ void jobs_enqueue(job_t *job);
 /* stats.c: STATS counters and STATUS pages */
 void jobs_count_error(jobs_t *js, const char *code);
 
-/* job.c: one job's life: waiters, failure, retry, progress */
+/* job.c: one job's life: waiters, the request and its head, failure,
+ * restart, progress (the retry of an attempt is transfer.c's) */
 void job_free(job_t *job);
 void job_handle_closed(job_t *job);
 void job_waiter_unlink(job_t *job, job_waiter_t *w);

@@ -4,6 +4,7 @@
  * and shutdown. Loop thread only. */
 #include "job_internal.h"
 #include "log.h"
+#include "wipe.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -64,7 +65,7 @@ static int jobs_start_download(jobs_t *js, url_t *u, job_waiter_t *w)
     job_t *job = job_find(js, u->canonical, w->cred_tag);
     if (job) {
         url_free(u);
-        free(w->cred_block); /* the job has the same credentials already */
+        wipe_free(w->cred_block); /* the job has the same credentials already */
         w->cred_block = NULL;
         free(w->reval); /* a running download is as fresh as a revalidation */
         w->reval = NULL;
@@ -109,7 +110,7 @@ void job_waiter_restart(job_t *job, job_waiter_t *w)
 {
     jobs_t *js = job->js;
     job_waiter_unlink(job, w);
-    free(w->cred_block);
+    wipe_free(w->cred_block);
     w->cred_block = job->cred_headers ? strdup(job->cred_headers) : NULL;
     url_t u;
     int rc = -ENOMEM;
@@ -122,7 +123,7 @@ void job_waiter_restart(job_t *job, job_waiter_t *w)
                  (unsigned long long)job->id, (unsigned long long)w->job->id);
         return;
     }
-    free(w->cred_block);
+    wipe_free(w->cred_block);
     w->cred_block = NULL;
     job_result_t res = {.err_code = rc == -EAGAIN ? "too_many_requests" : "internal",
                         .err_msg = rc == -EAGAIN ? "its job was not kept, and this uid has "
@@ -180,7 +181,7 @@ static void after_hit(uv_work_t *req, int status)
     if (w)
         w->hit = NULL;
     if (w && hit->rc == 0) { /* served without a job: its headers are not needed */
-        free(w->cred_block);
+        wipe_free(w->cred_block);
         w->cred_block = NULL;
     }
     /* A waiter served after a revalidation had its on_start (QUEUED). */
@@ -224,7 +225,7 @@ static void after_hit(uv_work_t *req, int status)
             job_result_t res = {.err_code = js->shutting_down ? "shutting_down" : "internal",
                                 .err_msg = js->shutting_down ? "hubd is stopping"
                                                              : "cannot start the download again"};
-            free(w->cred_block); /* before on_finish: the waiter may be freed in it */
+            wipe_free(w->cred_block); /* before on_finish: the waiter may be freed in it */
             w->cred_block = NULL;
             w->on_finish(w, &res);
         }
@@ -262,10 +263,25 @@ int jobs_cred_tag(jobs_t *js, const char *const *headers, size_t nheaders, char 
     char *block = NULL;
     const char *why = NULL;
     int rc = cred_build(&js->secret, headers, nheaders, &block, tag, &why);
-    if (block) /* holds the credentials: wiped before it goes */
-        explicit_bzero(block, strlen(block));
-    free(block);
+    wipe_free(block);
     return rc;
+}
+
+/* The jobs module's fields of a waiter (job.h, "private"), cleared before
+ * its first use: the caller set only the public ones. Named one by one,
+ * not by their offset in the struct, so that the order of the fields can
+ * change. */
+static void waiter_reset(job_waiter_t *w)
+{
+    w->job = NULL;
+    w->hit = NULL;
+    w->kind = FETCH_HIT;
+    w->restarted = 0;
+    w->expected[0] = '\0';
+    w->cred_tag[0] = '\0';
+    w->cred_block = NULL;
+    w->reval = NULL;
+    list_node_init(&w->node);
 }
 
 int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *const *headers,
@@ -273,7 +289,7 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *cons
 {
     url_t u;
     const char *why = NULL;
-    memset(&w->job, 0, sizeof *w - offsetof(job_waiter_t, job));
+    waiter_reset(w);
     if (js->shutting_down) {
         *code = "shutting_down";
         *msg = "hubd is stopping";
@@ -332,7 +348,7 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *cons
     rc = jobs_start_download(js, &u, w);
     if (rc == 0)
         return 0;
-    free(w->cred_block);
+    wipe_free(w->cred_block);
     w->cred_block = NULL;
     *code = rc == -EAGAIN ? "too_many_requests" : "internal";
     *msg = rc == -EAGAIN ? "this uid has max_requests_per_user downloads running or queued"
@@ -374,7 +390,7 @@ int jobs_partial_path(const job_waiter_t *w, char *buf, size_t cap)
 
 void jobs_cancel(job_waiter_t *w)
 {
-    free(w->cred_block);
+    wipe_free(w->cred_block);
     w->cred_block = NULL;
     free(w->reval);
     w->reval = NULL;

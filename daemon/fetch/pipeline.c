@@ -38,6 +38,7 @@ static void after_sync(uv_work_t *req, int status);
 
 int pipeline_batch_add(batch_t *b, const buf_t *buf, const char *p, size_t n)
 {
+    assert(b->niov < BATCH_MAX_IOV && b->nbufs < BATCH_MAX_IOV); /* not full: sealed before */
     int fresh = b->nbufs == 0 || b->bufs[b->nbufs - 1] != buf;
     if (fresh)
         b->bufs[b->nbufs++] = (buf_t *)buf;
@@ -94,6 +95,7 @@ int pipeline_take_batches(batch_t **next, batch_t **first)
 
 uint64_t pipeline_room_wanted(const batch_t *first, int count, int64_t total)
 {
+    assert(first && count > 0); /* a write item's batches */
     uint64_t want = 0;
     const batch_t *c = first;
     for (int i = 0; i < count; i++, c = i < count ? c->next : c)
@@ -236,6 +238,7 @@ static void batch_free(jobs_t *js, batch_t *b)
 
 void job_add_batch(job_t *job, batch_t *b)
 {
+    assert(b && !b->next && b->bytes > 0); /* sealed, with bytes, not yet linked */
     if (job->tail)
         job->tail->next = b;
     else
@@ -321,6 +324,7 @@ static void submit_work(job_t *job)
     while (job->hash_next && job->hash_next->from_lane) /* hashed from the file, later */
         job->hash_next = job->hash_next->next;
     if (!(job->items & JOB_ITEM_HASH) && job->hash_next) {
+        assert(!job->hash_next->hashed); /* each batch is hashed once, in order */
         job->hash_count = pipeline_take_batches(&job->hash_next, &job->hash_first);
         job->items |= JOB_ITEM_HASH;
         job->hash_work.data = job;
@@ -329,6 +333,7 @@ static void submit_work(job_t *job)
         start_prefix_hash(job);
     }
     if (!(job->items & JOB_ITEM_WRITE) && job->write_next) {
+        assert(!job->write_next->written);
         job->write_count = pipeline_take_batches(&job->write_next, &job->write_first);
         job->items |= JOB_ITEM_WRITE;
         job->total_hint = job->total; /* the write item's copies, handed over with it */
@@ -344,6 +349,7 @@ static void submit_work(job_t *job)
  * write item in flight (they point into the batches). */
 void job_drop_batches(job_t *job)
 {
+    assert(!(job->items & (JOB_ITEM_HASH | JOB_ITEM_WRITE))); /* they point into the batches */
     if (job->cur) {
         batch_free(job->js, job->cur);
         job->cur = NULL;

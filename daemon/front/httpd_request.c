@@ -327,7 +327,7 @@ void hreq_answer_file(hconn_t *c, const job_result_t *res)
 
 static hconn_t *conn_of_waiter(job_waiter_t *w)
 {
-    return (hconn_t *)((char *)w - offsetof(hconn_t, w));
+    return container_of(w, hconn_t, w);
 }
 
 static void on_start(job_waiter_t *w, fetch_kind_t kind, uint64_t job_id)

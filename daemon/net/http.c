@@ -11,6 +11,7 @@
 #include "http_internal.h"
 #include "log.h"
 #include "stream_tcp.h"
+#include "wipe.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -29,12 +30,12 @@ static const stream_cbs_t conn_stream_cbs;
 
 static void req_free(http_req_t *req)
 {
-    if (req->head && req->absolute && req->proxy->authz) /* it holds the proxy's password */
-        memset(req->head, 0, req->head_len);
+    /* The head holds the client's credential headers, and through a proxy
+     * its password. */
+    wipe_free_n(req->head, req->head_len);
     free(req->key);
     free(req->origin);
     free(req->host);
-    free(req->head);
     free(req->value);
     http_req_forget_headers(req);
     free(req);
@@ -507,7 +508,7 @@ int http_request_body(http_client_t *c, const url_t *u, const char *method,
                       const http_req_cbs_t *cbs, void *data, http_req_t **out)
 {
     if (c->policy && !netpolicy_host_ok(c->policy, u->host))
-        return -EACCES; /* checked for every hop: job.c asks anew after a redirect */
+        return -EACCES; /* checked for every hop: transfer.c asks anew after a redirect */
     http_req_t *req = calloc(1, sizeof *req);
     if (!req)
         return -ENOMEM;
