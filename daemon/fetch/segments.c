@@ -646,7 +646,7 @@ static seg_chunk_t *split_chunk(job_t *job)
         uint64_t left = len_of(c) - c->got;
         const seg_lane_t *l = c->lane;
         if (l && l->xfer.req && left > most && l->rate &&
-            left / l->rate * 1000 >= SEG_SPLIT_MIN_MS) {
+            left * 1000 / l->rate >= SEG_SPLIT_MIN_MS) {
             most = left;
             best = i;
         }

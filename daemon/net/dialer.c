@@ -187,7 +187,9 @@ static void on_connected(connector_t *cn, stream_t *tcp, const char *code, const
 {
     dialer_t *d = arg;
     uint64_t deadline = connector_deadline(cn);
-    d->refused = code && connector_refused(cn);
+    /* Through a proxy the refusal is the proxy's, reported as "proxy" and
+     * retried as before: only the origin's own refusal counts. */
+    d->refused = code && !d->proxy && connector_refused(cn);
     d->closes_pending++;
     connector_close(cn, on_part_closed, d);
     d->connector = NULL;
