@@ -170,6 +170,36 @@ uint64_t disposition_backoff_ms(uint64_t base_ms, uint64_t max_ms, unsigned atte
     return delay;
 }
 
+void retry_decide(const retry_in_t *in, retry_out_t *out)
+{
+    const errcode_t *e = errcode_of(in->code);
+    memset(out, 0, sizeof *out);
+    out->verdict = RETRY_FAIL;
+    if (in->lane) {
+        if (e->retry == EC_FINAL && !e->resolve_again)
+            return;
+        if (in->shutting_down || in->attempts >= in->retries) {
+            out->after_n = 1;
+            return;
+        }
+        out->fewer = e->retry == EC_THROTTLE && in->want > 1;
+        out->rewind = e->resolve_again;
+    } else {
+        if (e->retry == EC_FINAL || in->shutting_down || in->attempts >= in->retries ||
+            in->hopeless) {
+            out->after_n = in->attempts > 0 && e->retry != EC_FINAL;
+            return;
+        }
+    }
+    out->delay_ms =
+        disposition_backoff_ms(in->base_ms, in->max_ms, in->attempts, in->retry_after_ms, in->rnd);
+    if (!in->lane && in->deadline_ms && in->elapsed_ms + out->delay_ms >= in->deadline_ms) {
+        out->deadline = 1;
+        return;
+    }
+    out->verdict = RETRY_AGAIN;
+}
+
 int disposition_follow(const url_t *from, const char *to, url_t *next, char *msg, size_t len)
 {
     const char *why = NULL;

@@ -2,8 +2,8 @@
  * the retry rules around it.
  *
  * Pure functions: no I/O, no libuv, no clock, no globals; the transfer
- * applies the verdict and the retry schedule (transfer.c), which codes are
- * worth a retry is errcode.h's table.
+ * hands the verdict to its owner, which applies it and the retry schedule
+ * (job.c, segments.c); which codes are worth a retry is errcode.h's table.
  * Any thread; the unit tests call them directly. */
 #ifndef HUBD_DISPOSITION_H
 #define HUBD_DISPOSITION_H
@@ -85,6 +85,45 @@ int disposition_is_transient(const char *code);
  * rnd, at least retry_after_ms, at most max_ms. */
 uint64_t disposition_backoff_ms(uint64_t base_ms, uint64_t max_ms, unsigned attempts,
                                 unsigned retry_after_ms, uint64_t rnd);
+
+/* What to do with a failed attempt: one rule for a job's own transfer, a
+ * segment's connection and a segment's silent connection. */
+typedef enum {
+    RETRY_FAIL,  /* the download fails (msg_after/msg_deadline say how to word it) */
+    RETRY_AGAIN, /* again after delay_ms (rewind first: resolve the URL again) */
+} retry_verdict_t;
+
+typedef struct retry_in {
+    const char *code;         /* the failure's (errcode.h decides whether it is transient) */
+    unsigned attempts;        /* failed attempts before this one */
+    unsigned retries;         /* the most retries (config retries) */
+    int shutting_down;        /* hubd is stopping: no retry */
+    int lane;                 /* a segment's connection (else the job's own transfer) */
+    int hopeless;             /* job's: refused REFUSALS_MAX times in a row, nothing received */
+    unsigned want;            /* lane: connections wanted now */
+    unsigned retry_after_ms;  /* what the response asked for (0: nothing) */
+    uint64_t base_ms, max_ms; /* retry_delay, retry_max_delay */
+    uint64_t rnd;             /* for the jitter */
+    uint64_t elapsed_ms, deadline_ms; /* job's: since the fetch started, and deadline (0: none) */
+} retry_in_t;
+
+typedef struct retry_out {
+    retry_verdict_t verdict;
+    uint64_t delay_ms;
+    int after_n;  /* RETRY_FAIL: the message ends "(after N attempts)", N = attempts + 1 */
+    int deadline; /* RETRY_FAIL: "(deadline reached after N attempts)" */
+    int rewind;   /* RETRY_AGAIN: resolve the file's URL again first (a signed link expired) */
+    int fewer;    /* RETRY_AGAIN: the server is busy: one connection fewer is wanted */
+} retry_out_t;
+
+/* The rules. A job's own transfer: a code that is not transient, a
+ * shutdown, spent retries or a hopeless refusal fail it; so does a delay
+ * that would reach the deadline. A lane: a final code fails the download
+ * unless it asks to resolve the URL again (retried after a rewind); a
+ * shutdown or spent retries fail it; a throttle (429, 503) with more than
+ * one connection wanted asks for one fewer. Otherwise again after the
+ * backoff (disposition_backoff_ms). */
+void retry_decide(const retry_in_t *in, retry_out_t *out);
 
 /* Whether a redirect from `from` to the absolute URL `to` may be followed:
  * 0 with *next parsed (url_free it), or -EINVAL with the reason in msg

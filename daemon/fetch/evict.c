@@ -1,7 +1,8 @@
 /* evict: the eviction coordinator. One run in the pool at a time, asked
  * again while busy runs once more; what the running downloads will hold is
  * subtracted from max_cache_size, and downloads short of room wait for a
- * run that started after they asked. Loop thread (the item: the pool). */
+ * run that started after they asked (js->after_evict tells them, the one
+ * report up). Loop thread (the item: the pool). */
 #include "job_internal.h"
 #include "log.h"
 
@@ -25,7 +26,7 @@ static void evict_work(uv_work_t *req)
     if (statvfs(store_dir(js->store), &v) == 0) {
         uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
         uint64_t need =
-            job_space_floor(&v, js->evict_floor, js->evict_floor_pct) + js->evict_remaining;
+            pipeline_space_floor(&v, js->evict_floor, js->evict_floor_pct) + js->evict_remaining;
         if (avail < need && db_total_size(js->db, js->evict_fence, &total) == 0) {
             uint64_t lack = need - avail;
             if (lack <= total) {
@@ -50,7 +51,7 @@ static void evict_work(uv_work_t *req)
     js->evict_short_after =
         statvfs(store_dir(js->store), &v) == 0 &&
         (uint64_t)v.f_bavail * v.f_frsize <
-            job_space_floor(&v, js->evict_floor, js->evict_floor_pct) + js->evict_remaining;
+            pipeline_space_floor(&v, js->evict_floor, js->evict_floor_pct) + js->evict_remaining;
 }
 
 /* A blob larger than the whole cache may hold: its waiters have it (each
@@ -112,22 +113,8 @@ static void after_evict(uv_work_t *req, int status)
                  (unsigned long long)js->evict_lack);
     }
     /* Downloads short of room that waited for a run started after they
-     * asked: still short, they fail; else they go on (to their commit). */
-    list_node_t *n, *tmp;
-    list_foreach_safe(&js->active, n, tmp) /* job_fail unlists j */
-    {
-        job_t *j = list_entry(n, job_t, node);
-        if (js->shutting_down)
-            break;
-        if (!(j->flags & JOB_SHORT_WAIT) || js->evict_runs <= j->short_runs)
-            continue;
-        if (js->evict_short_after) {
-            job_fail(j, "no_space", job_short_of_space_msg);
-        } else {
-            j->flags &= ~JOB_SHORT_WAIT;
-            job_pump(j);
-        }
-    }
+     * asked judge it (evict_short_after): job.c's. */
+    js->after_evict(js);
     if (js->evict_again && !js->shutting_down) {
         js->evict_again = 0;
         evict_start(js, js->next_keep[0] ? js->next_keep : NULL);
@@ -145,14 +132,15 @@ static void jobs_inflight(const jobs_t *js, uint64_t *held, uint64_t *remaining)
     *held = *remaining = 0;
     for (const list_node_t *n = list_first(&js->active); n; n = list_next(&js->active, n)) {
         const job_t *j = list_entry(n, job_t, node);
-        uint64_t size =
-            j->total >= 0 && (uint64_t)j->total > j->received ? (uint64_t)j->total : j->received;
+        int64_t total = j->file.total;
+        uint64_t got = j->pipe.received;
+        uint64_t size = total >= 0 && (uint64_t)total > got ? (uint64_t)total : got;
         /* A committing one's row may be in the blobs' total already: it
          * must not count twice (its own blob would be evicted for it). */
         if ((max && size > max) || j->state == JOB_COMMITTING)
             continue;
         *held += size;
-        *remaining += size - j->received;
+        *remaining += size - got;
     }
 }
 

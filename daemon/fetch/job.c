@@ -1,7 +1,11 @@
-/* job: one job's life on the loop thread: its creation, its state changes
- * (the transition table), its waiters, what its transfer hands it (a head
- * taken, the end of the body), the single failure path, restarts from byte
- * 0, progress and the deadline and low-speed checks. */
+/* job: one job's life, decided in one place (docs/ARCHITECTURE.md walks
+ * it): its creation and start, the state table, the failure path, restarts
+ * from byte 0, the retry of a failed attempt, the commit, discard and park,
+ * and its end. The layers below report here and never call up: its main
+ * transfer through transfer_cbs_t (head, body, end, failure), its lanes
+ * through segs_ops_t, its pipeline through pipeline_ops_t, its pool items
+ * (commit.c) through their completion callbacks, the scheduler and the
+ * eviction coordinator through jobs_t's callbacks. */
 #include "errcode.h"
 #include "job_internal.h"
 #include "log.h"
@@ -14,24 +18,38 @@
 #include <string.h>
 #include <time.h>
 
+#define REFUSALS_MAX 3 /* connections refused in a row, nothing received: the end */
+
+static const segs_ops_t job_segs_ops;
+static void job_begin_request(job_t *job);
+static void job_cleanup(job_t *job);
+static void xfer_failure(transfer_t *t, const char *code, const char *msg);
+static void on_retry_timer(uv_timer_t *timer);
+
+static const char short_of_space_msg[] =
+    "the cache's file system has too little room left for the download and min_free_space, "
+    "and evicting what can be evicted does not make it";
+
+/* ---- its end: handles, memory -------------------------------------------- */
+
 /* One of the job's handles (its timers, its lanes' timers) is closed:
  * the job goes with the last. */
-void job_handle_closed(job_t *job)
+static void job_handle_closed(job_t *job)
 {
     if (--job->handles_open > 0)
         return;
     jobs_t *js = job->js;
     list_remove(&job->all_node);
-    db_partial_free(&job->ckpt);
+    db_partial_free(&job->pipe.ckpt);
     transfer_free(&job->xfer);
     free(job->accepts);
     free(job->uids);
     free(job->key);
     free(job->host_key);
     wipe_free(job->cred_headers);
-    free(job->etag);
-    free(job->last_modified);
-    free(job->reval);
+    free(job->file.etag);
+    free(job->file.last_modified);
+    free(job->file.reval);
     free(job->resume_ranges);
     free(job->park_ranges);
     free(job);
@@ -43,78 +61,29 @@ static void job_on_timer_closed(uv_handle_t *h)
     job_handle_closed(h->data);
 }
 
-void job_free(job_t *job)
+static void job_free(job_t *job)
 {
-    assert(!job->items && !job->xfer.req && list_empty(&job->waiters));
+    assert(!job->items && !job->pipe.items && !job->xfer.req && list_empty(&job->waiters));
     segs_reset(job);
     uv_close((uv_handle_t *)&job->timer, job_on_timer_closed);
     uv_close((uv_handle_t *)&job->retry_timer, job_on_timer_closed);
 }
 
-void job_waiter_unlink(job_t *job, job_waiter_t *w)
+static void forget_validators(job_t *job)
 {
-    list_remove(&w->node);
-    w->job = NULL;
-    job->nwaiters--;
+    job->file.etag = (free(job->file.etag), NULL);
+    job->file.last_modified = (free(job->file.last_modified), NULL);
 }
 
-void job_waiter_link(job_t *job, job_waiter_t *w)
+/* What the main transfer holds goes to the pipeline as a sealed batch. */
+static void seal_main(job_t *job)
 {
-    w->job = job;
-    list_push_front(&job->waiters, &w->node); /* the newest first */
-    job->nwaiters++;
-}
-
-/* Tells the waiters that want it how far the partial file is written and
- * durable. A waiter may leave (jobs_cancel) from its callback. */
-void job_notify_written(job_t *job)
-{
-    list_node_t *n, *tmp;
-    list_foreach_safe(&job->waiters, n, tmp)
-    {
-        job_waiter_t *w = list_entry(n, job_waiter_t, node);
-        if (w->on_written)
-            w->on_written(w, job->on_disk, job->durable);
-    }
-}
-
-/* Tells every waiter the outcome and detaches them. Each waiter with its own
- * expected digest is checked here: waiters of one URL may expect different
- * digests, and each hears about its own (a hash_mismatch result carries the
- * digest the download had in sha256). */
-void job_notify_all(job_t *job, const job_result_t *res)
-{
-    jobs_t *js = job->js;
-    list_node_t *n;
-    while ((n = list_first(&job->waiters)) != NULL) {
-        job_waiter_t *w = list_entry(n, job_waiter_t, node);
-        job_waiter_unlink(job, w);
-        job_result_t r = *res;
-        r.kind = w->kind;
-        char msg[400];
-        int mismatch = res->err_code ? errcode_of(res->err_code)->id == EC_HASH_MISMATCH
-                                     : w->expected[0] && strcmp(w->expected, res->sha256) != 0;
-        if (mismatch && w->expected[0] && res->sha256) {
-            /* A mirror's bytes are checked as the origin's are; the
-             * message says where the wrong ones came from. */
-            const char *shown;
-            transfer_source(&job->xfer, &shown);
-            snprintf(msg, sizeof msg, "expected sha256 %s, got %s%s%s", w->expected, res->sha256,
-                     shown ? " from the mirror " : "", shown ? shown : "");
-            r.err_code = "hash_mismatch";
-            r.err_msg = msg;
-        }
-        if (r.err_code)
-            jobs_count_error(js, r.err_code);
-        else
-            js->stats.bytes_served += r.size;
-        w->on_finish(w, &r);
-    }
+    pipeline_seal(&job->pipe, &job->pipe.main);
 }
 
 /* max_file_size: a length announced (or reached) above it fails the job
  * before it fills the disk. Returns 1 when it did. */
-int job_too_large(job_t *job, int64_t size)
+static int job_too_large(job_t *job, int64_t size)
 {
     uint64_t max = job->js->cfg->max_file_size;
     if (!max || size < 0 || (uint64_t)size <= max)
@@ -126,19 +95,12 @@ int job_too_large(job_t *job, int64_t size)
     return 1;
 }
 
-/* The validator for If-Range: a strong ETag, else Last-Modified (RFC 9110
- * 13.1.5: a weak ETag cannot be used). NULL when there is none. */
-const char *job_validator(const job_t *job)
-{
-    if (job->etag && strncmp(job->etag, "W/", 2) != 0)
-        return job->etag;
-    return job->last_modified;
-}
+/* ---- failure and restart ------------------------------------------------- */
 
 /* The response cannot continue what we have: drop it all once the pipeline
- * is idle (job_pump) and request the whole file again, at once. Not counted
+ * is idle (job_step) and request the whole file again, at once. Not counted
  * as a failed attempt: the next response is a plain 200. */
-void job_restart_from_zero(job_t *job, const char *why)
+static void job_restart_from_zero(job_t *job, const char *why)
 {
     log_warn("job %llu: %s: restarting %s from byte 0%s", (unsigned long long)job->id, why,
              job->key, job->seg ? " as one stream" : "");
@@ -148,22 +110,21 @@ void job_restart_from_zero(job_t *job, const char *why)
     job->no_segments = 1; /* ranges of this file are not to be trusted again */
     transfer_rewind(&job->xfer);
     job_set_state(job, JOB_RESTARTING);
-    job_seal(job);
-    job->etag = (free(job->etag), NULL);
-    job->last_modified = (free(job->last_modified), NULL);
-    job_pump(job);
+    seal_main(job);
+    forget_validators(job);
+    job_step(job);
 }
 
 /* The single failure path: waiters hear now, the job leaves the table (a new
  * fetch starts afresh), and memory and the partial go once the pool is done.
  * digest: what the download hashed to, for a hash_mismatch (else NULL). */
-void job_fail_digest(job_t *job, const char *code, const char *msg, const char *digest)
+static void job_fail_digest(job_t *job, const char *code, const char *msg, const char *digest)
 {
     if (job->state == JOB_FAILED || job->state == JOB_DONE)
         return;
     jobs_t *js = job->js;
     job_set_state(job, JOB_FAILED);
-    atomic_store(&job->failed, 1);
+    atomic_store(&job->pipe.abandoned, 1);
     /* Stopped, not broken (shutting_down): what is on disk is good to
      * resume from. Any other failure discards it (a new fetch starts
      * afresh). */
@@ -180,47 +141,13 @@ void job_fail_digest(job_t *job, const char *code, const char *msg, const char *
     job_result_t res = {.err_code = code, .err_msg = msg, .sha256 = digest};
     job_notify_all(job, &res);
     if (!(job->items & JOB_ITEM_COMMIT)) /* else after_commit comes back to clean up */
-        job_pump(job);
+        job_step(job);
     jobs_start_queued(js);
 }
 
 void job_fail(job_t *job, const char *code, const char *msg)
 {
     job_fail_digest(job, code, msg, NULL);
-}
-
-void job_not_modified(job_t *job)
-{
-    jobs_t *js = job->js;
-    job_reval_t *rv = job->reval;
-    log_info("job %llu: %s not modified at the origin (304): serving the cached %s",
-             (unsigned long long)job->id, job->key, rv->sha);
-    js->stats.revalidated++;
-    job_unlist(job); /* a waiter restarted below must not find it again */
-    list_node_t *n;
-    while ((n = list_first(&job->waiters)) != NULL) {
-        job_waiter_t *w = list_entry(n, job_waiter_t, node);
-        if (w->expected[0] && strcmp(w->expected, rv->sha) != 0) {
-            /* It joined asking for other bytes than the cached ones: a
-             * download of its own, checked against what it expects. */
-            job_waiter_restart(job, w);
-            continue;
-        }
-        job_waiter_unlink(job, w);
-        /* Its headers go with it: should the blob be gone, it downloads
-         * again (after_hit) with them. */
-        w->cred_block = job->cred_headers ? strdup(job->cred_headers) : NULL;
-        w->restarted = 1; /* it heard QUEUED or ATTACHED: no second on_start */
-        if (jobs_serve_cached(js, w, job->key, rv->sha, rv->size, 1)) {
-            wipe_free(w->cred_block);
-            w->cred_block = NULL;
-            job_result_t res = {
-                .err_code = "internal", .err_msg = "out of memory", .kind = w->kind};
-            jobs_count_error(js, res.err_code);
-            w->on_finish(w, &res);
-        }
-    }
-    job_fail(job, "not_modified", "the cached file is current"); /* no waiter hears it */
 }
 
 /* curl's --speed-limit and --speed-time: a body that brings fewer than
@@ -235,26 +162,38 @@ static int job_check_speed(job_t *job, uint64_t now)
     if (!cfg->low_speed_limit || !cfg->low_speed_time_ms || job->state != JOB_BODY ||
         !job->xfer.req || (job->flags & JOB_PAUSED) || !job->slow_t0) {
         job->slow_t0 = now; /* the window (re)starts now */
-        job->slow_from = job->received;
+        job->slow_from = job->pipe.received;
         return 0;
     }
     uint64_t span = now - job->slow_t0;
     if (span < cfg->low_speed_time_ms)
         return 0;
-    uint64_t got = job->received - job->slow_from;
+    uint64_t got = job->pipe.received - job->slow_from;
     job->slow_t0 = now;
-    job->slow_from = job->received;
+    job->slow_from = job->pipe.received;
     if (got * 1000 >= (uint64_t)cfg->low_speed_limit * span)
         return 0;
     char msg[200];
     snprintf(msg, sizeof msg,
              "%llu bytes in %.1f s, below low_speed_limit (%u bytes/s over low_speed_time)",
              (unsigned long long)got, (double)span / 1000, cfg->low_speed_limit);
-    transfer_error(&job->xfer, "timeout", msg);
+    xfer_failure(&job->xfer, "timeout", msg);
     return 1;
 }
 
-void job_on_progress_tick(uv_timer_t *t)
+/* Seals and hands on the batches (the main transfer's and the lanes')
+ * that are pipeline_batch_stale: every progress tick. */
+static void seal_stale(job_t *job, uint64_t now)
+{
+    if (job->state != JOB_BODY)
+        return;
+    int sealed = segs_seal_stale(job, now);
+    sealed |= pipeline_seal_stale(&job->pipe, &job->pipe.main, now);
+    if (sealed)
+        job_step(job);
+}
+
+static void job_on_progress_tick(uv_timer_t *t)
 {
     job_t *job = t->data;
     const hubd_config_t *cfg = job->js->cfg;
@@ -270,244 +209,676 @@ void job_on_progress_tick(uv_timer_t *t)
     if (job_check_speed(job, now))
         return;
     segs_tick(job, now);
-    job_seal_stale(job, now);
-    uint64_t done = job->received;
-    uint64_t inst = (done - job->last_done) * (1000 / PROGRESS_INTERVAL_MS);
-    /* Smoothed over about a second, so the figure a user reads is steady. */
-    job->rate = job->rate ? (job->rate * 7 + inst * 3) / 10 : inst;
-    job_progress_t p = {.done = done,
-                        .total = job->total,
-                        .rate = job->rate,
-                        .state = job_state_names[job->state],
-                        .attempt = job->xfer.attempts,
-                        .attempts_max = cfg->retries + 1};
-    /* Told when the bytes grow, and when the state changes: a user sees
-     * "connecting" and "retrying in 2 s (why)", not silence. */
-    if (done == job->last_done && job->state != JOB_COMMITTING && p.state == job->shown_state &&
-        p.attempt == job->shown_attempts)
-        return;
-    job->last_done = done;
-    job->shown_state = p.state;
-    job->shown_attempts = p.attempt;
-    if (job->state == JOB_RETRY_WAIT) {
-        p.retry_in_ms = job->retry_at > now ? job->retry_at - now : 0;
-        p.reason = job->retry_reason;
-    }
-    list_node_t *n, *tmp;
-    list_foreach_safe(&job->waiters, n, tmp)
-    {
-        job_waiter_t *w = list_entry(n, job_waiter_t, node);
-        w->on_progress(w, &p);
-    }
+    seal_stale(job, now);
+    job_tell_progress(job, now);
 }
 
-/* Whether a job not yet freed (failed ones too) still uses partial id. */
-static int part_in_use(const jobs_t *js, uint64_t id)
+/* ---- its creation and start ---------------------------------------------- */
+
+static void after_rehash(uv_work_t *req, int status);
+
+/* A recorded partial is re-hashed before the rest is asked for. */
+static void start_rehash(job_t *job)
 {
-    for (const list_node_t *n = list_first(&js->all); n; n = list_next(&js->all, n))
-        if (list_entry(n, job_t, all_node)->part_id == id)
-            return 1;
-    return 0;
+    /* The file keeps its recorded ranges past the prefix too; ranges that
+     * do not parse are dropped (only the prefix is trusted then). */
+    int64_t keep = db_partial_keep(job->resume_len, job->resume_ranges);
+    if (keep < 0 || (job->file.total >= 0 && keep > job->file.total)) {
+        job->resume_ranges = (free(job->resume_ranges), NULL);
+        keep = (int64_t)job->resume_len;
+    }
+    job->resume_keep = (uint64_t)keep;
+    job_set_state(job, JOB_RESUMING);
+    job_rehash_queue(job, after_rehash);
 }
 
-/* A partial recorded by an earlier run (or an earlier job) of this URL:
- * the job takes it over, to re-hash and resume it when it starts. */
-void job_adopt_partial(job_t *job)
+static void after_rehash(uv_work_t *req, int status)
 {
-    jobs_t *js = job->js;
-    db_partial_t p;
-    if (db_find_partial(js->db, job->key, job->cred_tag, &p) != 0)
-        return;
-    if ((p.durable == 0 && !p.ranges) ||
-        part_in_use(js, p.id)) { /* a failed job is still removing it */
-        db_partial_free(&p);
+    job_t *job = req->data;
+    (void)status;
+    job->items &= ~JOB_ITEM_REHASH;
+    uint64_t len = job->resume_len;
+    /* The partial is the pipeline's now (to resume, park or discard). */
+    pipeline_resumed(&job->pipe, job->rehash_rc ? -1 : job->rehash_fd, len);
+    if (job->state == JOB_FAILED) {
+        job_step(job);
         return;
     }
-    job->part_id = p.id;
-    job->resume_len = p.durable;
-    job->resume_ranges = p.ranges;
-    job->total = p.total;
-    job->etag = p.etag;
-    job->last_modified = p.last_modified;
-    if (!job_validator(job)) { /* never recorded so; do not trust it */
-        job->etag = (free(job->etag), NULL);
-        job->last_modified = (free(job->last_modified), NULL);
-        job->part_id = job->id;
+    if (job->rehash_rc) {
+        log_warn("job %llu: cannot resume the partial of %s (%s): downloading it all",
+                 (unsigned long long)job->id, job->key, strerror(-job->rehash_rc));
         job->resume_len = 0;
         job->resume_ranges = (free(job->resume_ranges), NULL);
-        job->total = -1;
-    }
-}
-
-/* A new job for u (taken on success) and w's credentials, owned by w->uid,
- * in the list of all jobs but not yet queued; it takes over a partial that
- * the cache records for the URL. Returns 0 or -ENOMEM (u still the
- * caller's). */
-int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out)
-{
-    job_t *job = calloc(1, sizeof *job);
-    if (!job)
-        return -ENOMEM;
-    job->js = js;
-    job->id = job->part_id = ++js->next_id;
-    list_init(&job->waiters);
-    job->key = strdup(u->canonical);
-    size_t hl = strlen(u->host) + 8;
-    job->host_key = malloc(hl);
-    if (!job->key || !job->host_key) {
-        free(job->key);
-        free(job->host_key);
-        free(job);
-        return -ENOMEM;
-    }
-    snprintf(job->host_key, hl, "%s:%u", u->host, u->port);
-    /* Last of u's readers: a mirror rule may put another URL in its place. */
-    transfer_init(&job->xfer, job, u);
-    memcpy(job->cred_tag, w->cred_tag, sizeof job->cred_tag);
-    job->owner = w->uid;
-    job->cred_headers = w->cred_block; /* the job sends them to the first origin */
-    w->cred_block = NULL;
-    job->reval = w->reval; /* asked as a condition of its first request */
-    w->reval = NULL;
-    job->fd = -1;
-    job->ro_fd = -1;
-    job->total = -1;
-    sha256_init(&job->sha);
-    uv_timer_init(js->loop, &job->timer);
-    uv_timer_init(js->loop, &job->retry_timer);
-    job->timer.data = job->retry_timer.data = job;
-    job->handles_open = 2;
-    worktrack_hold(&js->work);
-    js->stats.misses++;
-    job_adopt_partial(job);
-    list_push_front(&js->all, &job->all_node);
-
-    job->state = JOB_QUEUED; /* the first state: no transition */
-    *out = job;
-    return 0;
-}
-
-/* The transition table: allowed[from] is the set of states a job may go to
- * from `from`. A row not listed is refused (DONE and FAILED are final). */
-#define TO(s) (1u << (s))
-static const unsigned allowed[JOB_NSTATES] = {
-    /* A free slot: re-hash a recorded partial first, or ask the origin;
-     * a shutdown fails the queue. */
-    [JOB_QUEUED] = TO(JOB_RESUMING) | TO(JOB_CONNECTING) | TO(JOB_FAILED),
-    /* The partial re-hashed (or unusable: all again) asks for the rest; a
-     * partial with every byte goes straight to the commit; one with ranges
-     * past its prefix has lanes fetch the gaps (BODY). */
-    [JOB_RESUMING] = TO(JOB_CONNECTING) | TO(JOB_BODY_DONE) | TO(JOB_BODY) | TO(JOB_FAILED),
-    /* A head: taken (BODY), a redirect's next hop (CONNECTING again), a
-     * transient failure (RETRY_WAIT), or a response that cannot continue
-     * the bytes we have (RESTARTING). */
-    [JOB_CONNECTING] = TO(JOB_CONNECTING) | TO(JOB_BODY) | TO(JOB_RETRY_WAIT) | TO(JOB_RESTARTING) |
-                       TO(JOB_FAILED),
-    /* The body ends well, or is cut (retried, resuming after what came);
-     * a first range done, the rest is asked for (CONNECTING); a segment's
-     * answer does not fit the others (RESTARTING). */
-    [JOB_BODY] = TO(JOB_BODY_DONE) | TO(JOB_RETRY_WAIT) | TO(JOB_CONNECTING) | TO(JOB_RESTARTING) |
-                 TO(JOB_FAILED),
-    /* The backoff is over: resume, or start over without a validator. */
-    [JOB_RETRY_WAIT] = TO(JOB_CONNECTING) | TO(JOB_RESTARTING) | TO(JOB_FAILED),
-    /* The old attempt's items are back and its bytes dropped: from byte 0. */
-    [JOB_RESTARTING] = TO(JOB_CONNECTING) | TO(JOB_FAILED),
-    /* Hashed and written to the last byte (and room found): commit. */
-    [JOB_BODY_DONE] = TO(JOB_COMMITTING) | TO(JOB_FAILED),
-    /* Durable and recorded; or not kept, or a shutdown came meanwhile. */
-    [JOB_COMMITTING] = TO(JOB_DONE) | TO(JOB_FAILED),
-};
-#undef TO
-
-int job_transition_ok(job_state_t from, job_state_t to)
-{
-    return from < JOB_NSTATES && to < JOB_NSTATES && (allowed[from] >> to & 1u);
-}
-
-/* The one place a job's state changes. A refused transition is a bug of
- * this module: said in the log (and fatal in a debug build), and the job
- * keeps its state. */
-void job_set_state(job_t *job, job_state_t to)
-{
-    if (!job_transition_ok(job->state, to)) {
-        log_err("job %llu: refused state change %s -> %s", (unsigned long long)job->id,
-                job_state_names[job->state], job_state_names[to]);
-        assert(!"job state transition not in the table");
+        job->file.total = -1;
+        forget_validators(job);
+        job_begin_request(job);
         return;
     }
-    job->state = to;
+    job->last_done = len;
+    log_info("job %llu: resuming %s at byte %llu of its partial (re-hashed in %.3f s)",
+             (unsigned long long)job->id, job->key, (unsigned long long)len,
+             (double)(uv_now(job->js->loop) - job->t_start) / 1000);
+    if (job->file.total >= 0 && len == (uint64_t)job->file.total) {
+        /* Every byte was there: a crash came between the last write and the
+         * commit. Nothing to ask the origin for. */
+        job_set_state(job, JOB_BODY_DONE);
+        job->t_body = uv_now(job->js->loop);
+        job_step(job);
+        return;
+    }
+    /* Ranges past the prefix: the lanes fetch the gaps. */
+    if (job->resume_ranges && segs_resume(job, job->resume_ranges, &job_segs_ops)) {
+        job_set_state(job, JOB_BODY);
+        segs_pump(job);
+        return;
+    }
+    job_begin_request(job);
 }
+
+/* A free slot: the job goes active, with its progress timer. */
+static void job_activate(job_t *job)
+{
+    jobs_t *js = job->js;
+    jobs_mark_active(job);
+    uv_timer_start(&job->timer, job_on_progress_tick, PROGRESS_INTERVAL_MS, PROGRESS_INTERVAL_MS);
+    job->t_start = uv_now(js->loop);
+    pipeline_clock(&job->pipe, job->t_start); /* checkpoints count from now */
+    if (job->resume_len || job->resume_ranges)
+        start_rehash(job);
+    else
+        job_begin_request(job);
+}
+
+void jobs_start_queued(jobs_t *js)
+{
+    if (js->starting_queued) { /* a job failed while starting: rescan after */
+        js->start_again = 1;
+        return;
+    }
+    js->starting_queued = 1;
+    do {
+        js->start_again = 0;
+        job_t *job;
+        while ((job = jobs_next_startable(js)) != NULL)
+            job_activate(job);
+    } while (js->start_again);
+    js->starting_queued = 0;
+}
+
+/* ---- its main transfer (transfer_cbs_t) ------------------------------------ */
+
+/* A request that could not start, reported a turn later. */
+static void on_begin_failed(uv_timer_t *timer);
 
 /* The job's transfer asks for the bytes from the first one it lacks: all of
  * them are sealed, or the job restarted from 0. A new download asks for
  * its first chunk only (segments.h): a large file then goes on over
  * several connections. */
-void job_begin_request(job_t *job)
+static void job_begin_request(job_t *job)
 {
     job_set_state(job, JOB_CONNECTING);
-    transfer_start(&job->xfer, job->received, job->received ? 0 : segs_first_end(job));
+    uint64_t from = job->pipe.received;
+    if (transfer_start(&job->xfer, from, from ? 0 : segs_first_end(job), 1))
+        uv_timer_start(&job->retry_timer, on_begin_failed, 0, 0);
 }
 
-/* The transfer took a response head (disposition DISP_TAKE): the body of
- * a file of total bytes (-1 unknown) follows; a whole file's validators
- * replace ours. Returns 0 to read the body, -1 when the job failed. */
-int job_take_head(job_t *job, int64_t total, int new_validators, const char *etag,
-                  const char *last_modified)
+/* A failed attempt on the mirror: the transfer goes to the job's own URL
+ * at once (no backoff, not counted as an attempt), resuming after the
+ * bytes it has, as a retry would (If-Range guards the join; a validator
+ * the origin does not share restarts from byte 0). Returns 1 when it fell
+ * back; 0 when the transfer is not on the mirror, or mirror_fallback is
+ * off, or a shutdown is under way: the failure is then the job's. */
+static int fall_back(job_t *job, const char *code, const char *msg)
+{
+    if (!job->xfer.mirror_url || !job->js->cfg->mirror_fallback || job->js->shutting_down)
+        return 0;
+    if (job->state == JOB_FAILED || job->state == JOB_DONE)
+        return 1;
+    transfer_fall_back(&job->xfer, code, msg, job->pipe.received);
+    job_set_state(job, JOB_RETRY_WAIT);
+    seal_main(job); /* what arrived is kept: the origin is asked for the rest */
+    uv_timer_start(&job->retry_timer, on_retry_timer, 0, 0);
+    job_step(job);
+    return 1;
+}
+
+static void on_begin_failed(uv_timer_t *timer)
+{
+    job_t *job = timer->data;
+    if (!fall_back(job, job->xfer.begin_code, job->xfer.begin_msg))
+        job_fail(job, job->xfer.begin_code, job->xfer.begin_msg);
+}
+
+static void on_retry_timer(uv_timer_t *timer)
+{
+    job_t *job = timer->data;
+    if (job->state != JOB_RETRY_WAIT)
+        return;
+    if (job->pipe.received > 0 && !job_validator(job)) {
+        /* Nothing to tie a range to the same file: safer to start over. */
+        job_set_state(job, JOB_RESTARTING);
+        job_step(job);
+        return;
+    }
+    job_begin_request(job);
+}
+
+/* The transfer took a response head (DISP_TAKE): the body of a file of
+ * total bytes (-1 unknown) follows; a whole file's validators replace
+ * ours. Returns 0 to read the body, -1 when the job failed. */
+static int take_head(job_t *job, int64_t total, int new_validators, const char *etag,
+                     const char *last_modified)
 {
     job_set_state(job, JOB_BODY);
-    job->total = total;
-    if (job->reval) { /* not 304: a new version comes, the entry will be replaced */
+    job->file.total = total;
+    if (job->file.reval) { /* not 304: a new version comes, the entry will be replaced */
         log_info("job %llu: %s changed at the origin: downloading it again",
                  (unsigned long long)job->id, job->key);
-        free(job->reval);
-        job->reval = NULL;
+        free(job->file.reval);
+        job->file.reval = NULL;
     }
     if (new_validators) {
-        free(job->etag);
-        free(job->last_modified);
-        job->etag = etag ? strdup(etag) : NULL;
-        job->last_modified = last_modified ? strdup(last_modified) : NULL;
+        forget_validators(job);
+        job->file.etag = etag ? strdup(etag) : NULL;
+        job->file.last_modified = last_modified ? strdup(last_modified) : NULL;
     }
-    if (job_too_large(job, job->total))
+    if (job_too_large(job, job->file.total))
         return -1;
     jobs_evict(job->js, NULL); /* make room before writing, not after */
-    if (job->xfer.offset == 0 && job->xfer.end && segs_begin(job) == 0 && job->seg) {
+    if (job->xfer.offset == 0 && job->xfer.end && segs_begin(job, &job_segs_ops) == 0 && job->seg) {
         job->js->stats.segmented++;
         segs_pump(job); /* the other connections start now, beside the first */
     }
     return 0;
 }
 
+/* A response head, and what disposition_of() says it means. */
+static int xfer_head(transfer_t *t, const disposition_t *d, const http_response_t *resp)
+{
+    job_t *job = t->owner;
+    switch (d->kind) {
+    case DISP_FAIL:
+        if (!fall_back(job, d->code, d->msg))
+            job_fail(job, d->code, d->msg);
+        return HTTP_BODY_DISCARD;
+    case DISP_RESTART:
+        job_restart_from_zero(job, d->why);
+        return HTTP_BODY_DISCARD;
+    case DISP_REDIRECT:     /* followed by the transfer once the body is drained */
+    case DISP_STATUS:       /* failed then (xfer_failure), so that the connection is kept */
+    case DISP_NOT_MODIFIED: /* served from the cache then (xfer_end) */
+    case DISP_NONE:
+        return HTTP_BODY_DISCARD;
+    case DISP_TAKE:
+        break;
+    }
+    return take_head(job, d->total, d->new_validators, resp->etag, resp->last_modified)
+               ? HTTP_BODY_DISCARD
+               : HTTP_BODY_DELIVER;
+}
+
+/* n body bytes came: max_rate counts them (a spent bucket pauses the job,
+ * a max_rate turned off lifts the pause). */
+static void take_rate(job_t *job, size_t n)
+{
+    int r = jobs_rate_take(job->js, n);
+    if (r > 0)
+        job_set_pause(job, PAUSE_RATE, 1);
+    else if (r < 0 && (job->pause & PAUSE_RATE))
+        job_set_pause(job, PAUSE_RATE, 0);
+}
+
+/* n body bytes at p, in the pooled read buffer buf: into the pipeline
+ * through its main cursor. */
+static void xfer_body(transfer_t *t, buf_t *buf, const char *p, size_t n)
+{
+    job_t *job = t->owner;
+    segs_main_body(job, n);
+    if (job_too_large(job, (int64_t)(job->pipe.received + n))) /* chunked, or a lying length */
+        return;
+    if (pipeline_append(&job->pipe, &job->pipe.main, 0, buf, p, n)) {
+        job_fail(job, "internal", "out of memory");
+        return;
+    }
+    take_rate(job, n);
+}
+
+/* Whether a report of the main transfer comes too late: the job failed, or
+ * restarts, or waits to retry (the request was ours to drop). */
+static int xfer_gone(const job_t *job)
+{
+    return job->state == JOB_FAILED || job->state == JOB_DONE || job->state == JOB_RESTARTING ||
+           job->state == JOB_RETRY_WAIT;
+}
+
 /* The response ended well: the file is complete if its length says so. */
-void job_body_ended(job_t *job)
+static void body_ended(job_t *job)
 {
     if (job->seg) { /* the first chunk is in: the lanes do the rest */
         segs_main_ended(job);
+        if (job->state == JOB_BODY_DONE) /* the lanes were done first: the hash may go on */
+            job_step(job);
         return;
     }
-    if (job->xfer.end && job->received == job->xfer.end && job->total >= 0 &&
-        job->received < (uint64_t)job->total) {
+    uint64_t got = job->pipe.received;
+    int64_t total = job->file.total;
+    if (job->xfer.end && got == job->xfer.end && total >= 0 && got < (uint64_t)total) {
         /* The first range of a file too small to segment: the rest, as one
          * stream; without a validator the two could be different files. */
         if (!job_validator(job)) {
             job_restart_from_zero(job, "no validator to join the rest to the first range");
             return;
         }
-        job_seal(job);
+        seal_main(job);
         job_begin_request(job);
         return;
     }
-    if (job->total >= 0 && job->received != (uint64_t)job->total) {
+    if (total >= 0 && got != (uint64_t)total) {
         /* A 206 that stopped short of its range (or a server that lied
          * about the total): never commit a prefix as the file. */
         char m[200];
-        snprintf(m, sizeof m, "the response ended at byte %llu of %lld",
-                 (unsigned long long)job->received, (long long)job->total);
-        transfer_error(&job->xfer, "truncated", m);
+        snprintf(m, sizeof m, "the response ended at byte %llu of %lld", (unsigned long long)got,
+                 (long long)total);
+        xfer_failure(&job->xfer, "truncated", m);
         return;
     }
-    job_seal(job);
+    seal_main(job);
     job_set_state(job, JOB_BODY_DONE);
     job->t_body = uv_now(job->js->loop);
-    job_pump(job);
+    job_step(job);
 }
+
+static void xfer_end(transfer_t *t)
+{
+    job_t *job = t->owner;
+    if (xfer_gone(job))
+        return;
+    if (t->disp.kind == DISP_NOT_MODIFIED)
+        job->js->not_modified(job);
+    else
+        body_ended(job);
+}
+
+/* A failed attempt (code as in PROTOCOL.md): retried after a backoff with
+ * jitter (at least what Retry-After asked, within retry_max_delay and the
+ * deadline), resuming at the first byte the job does not have; or, when
+ * retry_decide says so, the job fails. A segmented download's lanes fetch
+ * the rest of the main transfer's chunk instead; a mirror's failure falls
+ * back to the origin. */
+static void xfer_failure(transfer_t *t, const char *code, const char *msg)
+{
+    job_t *job = t->owner;
+    int refused = t->refused_now; /* every address refused: nothing listens there */
+    t->refused_now = 0;
+    if (xfer_gone(job))
+        return;
+    if (job->seg && segs_main_failed(job, code, msg))
+        return; /* the lanes fetch the rest of its chunk */
+    jobs_t *js = job->js;
+    const hubd_config_t *cfg = js->cfg;
+    char final[600], named[500];
+    if (fall_back(job, code, msg))
+        return;
+    if (t->mirror_url) { /* mirror_fallback = no: say whose failure it is */
+        snprintf(named, sizeof named, "the mirror %s: %s", t->mirror_shown, msg);
+        msg = named;
+    }
+    /* Refused on every attempt, and not a byte received: nothing listens
+     * there, and the rest of the backoff budget would only keep the user
+     * waiting. REFUSALS_MAX in a row (about 1.5 s) end it. */
+    t->refused = refused ? t->refused + 1 : 0;
+    uint64_t now = uv_now(js->loop);
+    retry_in_t in = {
+        .code = code,
+        .attempts = t->attempts,
+        .retries = cfg->retries,
+        .shutting_down = js->shutting_down,
+        .hopeless =
+            t->refused >= REFUSALS_MAX && t->refused == t->attempts + 1 && !job->pipe.received,
+        .retry_after_ms = t->disp.retry_after_ms,
+        .base_ms = cfg->retry_delay_ms,
+        .max_ms = cfg->retry_max_delay_ms,
+        .rnd = (uint64_t)random(),
+        .elapsed_ms = now - job->t_start,
+        .deadline_ms = cfg->deadline_ms,
+    };
+    retry_out_t out;
+    retry_decide(&in, &out);
+    if (out.verdict == RETRY_FAIL) {
+        if (out.after_n || out.deadline) {
+            snprintf(final, sizeof final,
+                     out.deadline ? "%s (deadline reached after %u attempts)"
+                                  : "%s (after %u attempts)",
+                     msg, t->attempts + 1);
+            msg = final;
+        }
+        job_fail(job, code, msg);
+        return;
+    }
+    t->attempts++;
+    transfer_rewind(t); /* the Retry-After is spent with the disposition */
+    job_set_state(job, JOB_RETRY_WAIT);
+    snprintf(job->retry_reason, sizeof job->retry_reason, "%.159s",
+             msg); /* a status line shows it */
+    job->retry_at = now + out.delay_ms;
+    seal_main(job); /* what arrived is kept: the next request resumes after it */
+    log_warn("job %llu: attempt %u of %s failed: %s: %s; retrying in %llu ms from byte %llu",
+             (unsigned long long)job->id, t->attempts, job->key, code, msg,
+             (unsigned long long)out.delay_ms, (unsigned long long)job->pipe.received);
+    uv_timer_start(&job->retry_timer, on_retry_timer, out.delay_ms, 0);
+    job_step(job);
+}
+
+const transfer_cbs_t job_xfer_cbs = {xfer_head, xfer_body, xfer_end, xfer_failure};
+
+/* ---- its pipeline (pipeline_ops_t) and its steps ---------------------------- */
+
+void job_set_pause(job_t *job, unsigned reason, int on)
+{
+    unsigned before = job->pause;
+    job->pause = on ? before | reason : before & ~reason;
+    if (!before == !job->pause)
+        return;
+    if (job->pause)
+        job->flags |= JOB_PAUSED;
+    else
+        job->flags &= ~JOB_PAUSED;
+    transfer_set_paused(&job->xfer, job->pause != 0);
+    segs_set_paused(job, job->pause != 0);
+}
+
+/* The write item found that the download would eat into min_free_space:
+ * ask eviction for room, and fail the job (no_space) when a run started
+ * since could not make it. Returns 1 when the job failed. */
+static int short_of_space(job_t *job)
+{
+    jobs_t *js = job->js;
+    if (!job->pipe.space_short || job->state == JOB_FAILED) {
+        job->flags &= ~JOB_SHORT_WAIT;
+        return 0;
+    }
+    if (!(job->flags & JOB_SHORT_WAIT)) {
+        job->flags |= JOB_SHORT_WAIT;
+        job->short_runs = js->evict_runs + (js->evict_busy ? 1 : 0); /* one that starts later */
+        jobs_evict_run(js, NULL, 1);
+        return 0;
+    }
+    if (js->evict_runs <= job->short_runs || js->shutting_down)
+        return 0;
+    job_fail(job, "no_space", short_of_space_msg);
+    return 1;
+}
+
+/* Downloads short of room that waited for a run started after they asked:
+ * still short, they fail; else they go on (to their commit). */
+void job_after_evict(jobs_t *js)
+{
+    list_node_t *n, *tmp;
+    list_foreach_safe(&js->active, n, tmp) /* job_fail unlists j */
+    {
+        job_t *j = list_entry(n, job_t, node);
+        if (js->shutting_down)
+            break;
+        if (!(j->flags & JOB_SHORT_WAIT) || js->evict_runs <= j->short_runs)
+            continue;
+        if (js->evict_short_after) {
+            job_fail(j, "no_space", short_of_space_msg);
+        } else {
+            j->flags &= ~JOB_SHORT_WAIT;
+            job_step(j);
+        }
+    }
+}
+
+/* The max_rate bucket has something again: every job paused for it reads. */
+void job_rate_refilled(jobs_t *js)
+{
+    list_node_t *n, *tmp;
+    list_foreach_safe(&js->active, n, tmp)
+    {
+        job_t *job = list_entry(n, job_t, node);
+        if (job->pause & PAUSE_RATE)
+            job_set_pause(job, PAUSE_RATE, 0);
+    }
+}
+
+static void pipe_item_done(void *owner, const pipeline_done_t *d)
+{
+    job_t *job = owner;
+    if (d->code && job->state != JOB_FAILED) {
+        job_fail(job, d->code, d->msg);
+        return;
+    }
+    if (d->item == PIPE_WRITE && short_of_space(job))
+        return;
+    /* Not the old attempt's bytes while restarting: they are dropped, and
+     * the restart tells written 0 (job_step). */
+    if (d->grew && job->state != JOB_FAILED && job->state != JOB_RESTARTING)
+        job_notify_written(job);
+    job_step(job);
+}
+
+static void pipe_tag_written(void *owner, void *tag, uint64_t bytes)
+{
+    (void)owner;
+    segs_chunk_written(tag, bytes);
+}
+
+static uint64_t pipe_prefix(void *owner)
+{
+    return segs_prefix(owner);
+}
+
+static void pipe_set_paused(void *owner, int paused)
+{
+    job_set_pause(owner, PAUSE_BACKPRESSURE, paused);
+}
+
+const pipeline_ops_t job_pipe_ops = {pipe_item_done, pipe_tag_written, pipe_prefix,
+                                     pipe_set_paused};
+
+/* Starts a checkpoint of what is on disk when one is due and none is in
+ * flight (and the commit is not about to make it moot). Only a partial with
+ * a validator can be resumed, so only such is recorded. */
+static void checkpoint(job_t *job)
+{
+    pipeline_t *p = &job->pipe;
+    uint64_t now = uv_now(job->js->loop);
+    /* Segmented: what counts is every byte written, the ranges past the
+     * prefix too. */
+    uint64_t on_disk = job->seg ? segs_written_sum(job) : p->on_disk;
+    uint64_t durable = job->seg ? p->durable_sum : p->durable;
+    if (job->state == JOB_RESTARTING || job->state == JOB_BODY_DONE ||
+        job->state == JOB_COMMITTING || job->state == JOB_DONE || job->state == JOB_FAILED ||
+        !job_validator(job) || !pipeline_checkpoint_wanted(p, on_disk, durable, now))
+        return;
+    db_partial_t row = {.total = job->file.total};
+    row.etag = job->file.etag ? strdup(job->file.etag) : NULL;
+    row.last_modified = job->file.last_modified ? strdup(job->file.last_modified) : NULL;
+    if ((job->file.etag && !row.etag) || (job->file.last_modified && !row.last_modified)) {
+        db_partial_free(&row);
+        return; /* no memory: try again after the next write */
+    }
+    row.ranges = job->seg ? segs_ranges(job) : NULL; /* NULL: the prefix alone, safe */
+    pipeline_checkpoint(p, &row, on_disk, now);
+}
+
+static void start_commit(job_t *job);
+
+void job_step(job_t *job)
+{
+    if (job->state == JOB_FAILED) {
+        job_cleanup(job);
+        return;
+    }
+    if (job->state == JOB_RESTARTING) {
+        /* Once no item of the old attempt is in flight, drop all it left and
+         * start the hash and the file over; until then submit nothing. */
+        if (job->pipe.items || (job->items & JOB_ITEM_REHASH))
+            return;
+        segs_reset(job);
+        pipeline_drop(&job->pipe);
+        pipeline_restart(&job->pipe);
+        job->last_done = 0;
+        job->file.total = -1;
+        job_notify_written(job); /* written (and durable) are 0 again */
+        job_begin_request(job);
+        return;
+    }
+    pipeline_pump(&job->pipe);
+    checkpoint(job);
+    segs_pump(job); /* the hash moved on: chunks within the budget again */
+    /* Not while short of room: the eviction run it asked for decides
+     * (job_after_evict) whether there is room for it to be kept. A
+     * segmented download also waits for the hash to reach its end. */
+    if (job->state == JOB_BODY_DONE && pipeline_drained(&job->pipe) &&
+        !(job->items & JOB_ITEM_REHASH) && !(job->flags & JOB_SHORT_WAIT) &&
+        (!job->seg || job->pipe.hashed == (uint64_t)job->file.total))
+        start_commit(job);
+}
+
+/* ---- the commit, the discard and the park (commit.c's items) ---------------- */
+
+static void after_commit(uv_work_t *req, int status);
+
+static void start_commit(job_t *job)
+{
+    job_collect_waiters(job);
+    job_set_state(job, JOB_COMMITTING);
+    job_commit_queue(job, after_commit);
+}
+
+/* Back from the discard or the park item: the job goes. */
+static void after_cleanup(uv_work_t *req, int status)
+{
+    job_t *job = req->data;
+    (void)status;
+    if ((job->flags & JOB_PARK) && job->parked > 0)
+        log_info("job %llu: kept the first %llu bytes of %s to resume after the restart",
+                 (unsigned long long)job->id, (unsigned long long)job->parked, job->key);
+    job_free(job);
+}
+
+/* After a failure: once no item is in flight, drop the batches and the
+ * partial file (or keep it, parked, to resume), then free the job. */
+static void job_cleanup(job_t *job)
+{
+    if (job->items || job->pipe.items || (job->flags & JOB_CLEANING))
+        return;
+    pipeline_drop(&job->pipe);
+    job->flags |= JOB_CLEANING;
+    if (!job->pipe.tmp_made && job->pipe.fd < 0) {
+        job_free(job);
+        return;
+    }
+    if (job->flags & JOB_PARK) {
+        if (job->seg) /* what the lanes wrote past the prefix is kept too */
+            job->park_ranges = segs_ranges(job);
+        job_park_queue(job, after_cleanup);
+    } else {
+        job_discard_queue(job, after_cleanup);
+    }
+}
+
+static void after_commit(uv_work_t *req, int status)
+{
+    job_t *job = req->data;
+    (void)status;
+    job->items &= ~JOB_ITEM_COMMIT;
+    jobs_t *js = job->js;
+    if (job->state == JOB_FAILED) { /* shut down while committing */
+        if (job->ro_fd >= 0)
+            close(job->ro_fd);
+        job->pipe.tmp_made = 0; /* the commit consumed or removed the partial */
+        job_cleanup(job);
+        return;
+    }
+    if (job->commit_rc == -EBADMSG) {
+        /* Not kept: every waiter when the commit started expected another
+         * digest. One that attached since and would have taken these
+         * bytes did not fail: it goes on in a job of its own. */
+        job->pipe.tmp_made = 0;
+        job_unlist(job);
+        list_node_t *n, *tmp;
+        list_foreach_safe(&job->waiters, n, tmp)
+        {
+            job_waiter_t *w = list_entry(n, job_waiter_t, node);
+            if (!w->expected[0] || strcmp(w->expected, job->digest) == 0)
+                js->restart_waiter(job, w);
+        }
+        job_fail_digest(job, "hash_mismatch", "the download's digest is not the one expected",
+                        job->digest);
+        return;
+    }
+    if (job->commit_rc) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "committing to the cache: %s", strerror(-job->commit_rc));
+        if (job->ro_fd >= 0)
+            close(job->ro_fd);
+        job->pipe.tmp_made = 0;
+        job_fail(job, job->commit_rc == -ENOSPC ? "no_space" : "io", msg);
+        return;
+    }
+    uint64_t now = uv_now(js->loop), size = job->pipe.received;
+    log_info("job %llu: stored %s (%llu bytes, sha256 %s) in %.3f s, of which %.3f s after the "
+             "last byte (hash, write, fsync, commit)",
+             (unsigned long long)job->id, job->key, (unsigned long long)size, job->digest,
+             (double)(now - job->t_start) / 1000, (double)(now - job->t_body) / 1000);
+    job_set_state(job, JOB_DONE);
+    job_unlist(job);
+    uv_timer_stop(&job->timer);
+    char path[PATH_MAX];
+    store_blob_path(js->store, job->digest, path, sizeof path);
+    job_fd_t *fd = job_fd_new(job->ro_fd);
+    job_result_t res = {
+        .path = path,
+        .sha256 = job->digest,
+        .size = size,
+        .fd = fd,
+        .err_code = fd ? NULL : "internal", /* no memory to hand the file out */
+        .err_msg = fd ? NULL : "out of memory",
+    };
+    job_notify_all(job, &res);
+    job->ro_fd = -1;
+    job_fd_unref(fd); /* the waiters' DONE lines hold it until sent */
+    if (js->cfg->max_cache_size && size > js->cfg->max_cache_size)
+        jobs_drop_oversized(js, job->digest, size);
+    else
+        jobs_evict(js, job->digest); /* the new blob stays: its waiters were just told */
+    job_free(job);
+    jobs_start_queued(js);
+}
+
+/* ---- its lanes (segs_ops_t) --------------------------------------------------- */
+
+/* Every byte came over the lanes (theirs sealed): the body is done. */
+static void segs_all_in(job_t *job)
+{
+    seal_main(job);
+    if (job->pipe.received != (uint64_t)job->file.total) { /* a bug of segments' */
+        log_err("job %llu: %llu bytes received for a file of %lld", (unsigned long long)job->id,
+                (unsigned long long)job->pipe.received, (long long)job->file.total);
+        job_fail(job, "internal", "the segments' bytes do not add up");
+        return;
+    }
+    job_set_state(job, JOB_BODY_DONE);
+    job->t_body = uv_now(job->js->loop);
+    job_step(job);
+}
+
+static int segs_host_room(job_t *job)
+{
+    jobs_t *js = job->js;
+    return jobs_host_connections(js, job->host_key) + jobs_host_queued(js, job->host_key) <
+           js->cfg->max_per_host;
+}
+
+static void segs_released(job_t *job)
+{
+    jobs_start_queued(job->js);
+}
+
+static const segs_ops_t job_segs_ops = {
+    job_fail,       job_restart_from_zero, take_rate,         segs_all_in,
+    segs_host_room, segs_released,         job_handle_closed,
+};

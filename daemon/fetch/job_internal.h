@@ -16,28 +16,13 @@
 #include "verifier.h"
 #include "cache.h"
 #include "disposition.h"
+#include "pipeline.h"
 #include "transfer.h"
 #include "segments.h"
 
-#include <stdatomic.h>
 #include <stdint.h>
-#include <sys/statvfs.h>
-#include <sys/uio.h>
 
-#define BATCH_MAX_IOV 64
-#define WORK_MAX_BATCHES 32        /* batches one work item takes at most */
-#define PROGRESS_INTERVAL_MS 100   /* PROGRESS at most 10 per second */
-#define BATCH_MAX_AGE_MS 1000      /* a slow stream's batch is handed on after this */
-#define WRITEBACK_CHUNK (8u << 20) /* start disk writeback every 8 MiB */
-/* A checkpoint (fdatasync, then the partials row) at most this far apart in
- * bytes or in time. What a crash can cost is then bounded by 32 MiB (plus
- * max_inflight) or a quarter second of transfer, whichever is more: under
- * 1.2x of a 256 MiB file, while a fast link pays one fdatasync of data
- * already given to writeback (WRITEBACK_CHUNK) per 32 MiB and a slow one
- * four small ones a second. */
-#define CHECKPOINT_BYTES (32u << 20)
-#define CHECKPOINT_MS 250
-#define REHASH_CHUNK (1u << 20)
+#define PROGRESS_INTERVAL_MS 100 /* PROGRESS at most 10 per second */
 
 /* The states of a job. Every change goes through job_set_state(), which
  * checks it against the table in job.c (each row says why it is allowed).
@@ -82,45 +67,23 @@ int job_transition_ok(job_state_t from, job_state_t to);
 enum {
     JOB_IN_QUEUE = 1u << 0,   /* in js's queue */
     JOB_IN_ACTIVE = 1u << 1,  /* in js->active */
-    JOB_PAUSED = 1u << 2,     /* reading stopped for backpressure */
+    JOB_PAUSED = 1u << 2,     /* reading stopped (job->pause says why) */
     JOB_SHORT_WAIT = 1u << 3, /* short of room: waiting for an eviction run (short_runs) */
-    JOB_TMP_MADE = 1u << 4,   /* a write item has run: tmp/<id>.part may exist */
     JOB_PARK = 1u << 5,       /* failed by a shutdown: the partial is kept to resume */
     JOB_CLEANING = 1u << 6,   /* the discard or park item started (or the job went) */
 };
 
-/* job->items: the job's pool items in flight, one bit per work slot. */
+/* job->items: the job's own pool items in flight (the pipeline's are
+ * job->pipe.items), one bit per work slot (commit.c). */
 enum {
-    JOB_ITEM_HASH = 1u << 0,   /* hash_work: owns sha */
-    JOB_ITEM_WRITE = 1u << 1,  /* write_work: owns fd and the write hand-over fields */
-    JOB_ITEM_SYNC = 1u << 2,   /* sync_work: fdatasync beside the write item, ckpt */
-    JOB_ITEM_REHASH = 1u << 3, /* rehash_work: owns sha and fd */
-    JOB_ITEM_COMMIT = 1u << 4, /* commit_work: owns sha and fd */
+    JOB_ITEM_REHASH = 1u << 3, /* rehash_work: owns pipe.sha and pipe.fd */
+    JOB_ITEM_COMMIT = 1u << 4, /* commit_work: owns pipe.sha and pipe.fd */
 };
-/* The items of the body's way to disk: none may be in flight to restart. */
-#define JOB_ITEMS_DATA (JOB_ITEM_HASH | JOB_ITEM_WRITE | JOB_ITEM_SYNC | JOB_ITEM_REHASH)
 
-/* A cached entry a job asks the origin about first (If-None-Match,
- * If-Modified-Since): a 304 serves it, a body replaces it. */
-typedef struct job_reval {
-    char sha[65];
-    uint64_t size;
-    char etag[256];         /* "" when none */
-    char last_modified[64]; /* "" when none */
-} job_reval_t;
-
-typedef struct batch {
-    struct batch *next;
-    uint64_t offset; /* file offset of the first byte */
-    uint64_t t0;     /* loop time of its first bytes (pipeline_batch_stale) */
-    size_t bytes;    /* sum of iov lengths */
-    int niov, nbufs;
-    struct iovec iov[BATCH_MAX_IOV];
-    buf_t *bufs[BATCH_MAX_IOV]; /* one reference each */
-    int hashed, written;        /* pipeline stages done */
-    seg_chunk_t *chunk;         /* a segmented download's chunk it is part of, else NULL */
-    int from_lane;              /* a lane's: hashed later from the file, not from memory */
-} batch_t;
+/* Why a job's reading is paused: the body's way to disk is full
+ * (max_inflight), or max_rate is spent. Reading goes on when no reason is
+ * left (job_set_pause applies the change to its transfer and lanes). */
+enum { PAUSE_BACKPRESSURE = 1u, PAUSE_RATE = 2u };
 
 struct jobs {
     uv_loop_t *loop;
@@ -166,6 +129,15 @@ struct jobs {
     int evict_rc;
     void (*shutdown_cb)(void *);
     void *shutdown_arg;
+    /* How the layers below report up (set by jobs_new; never called by
+     * name from below): an eviction run is back (evict.c), the max_rate
+     * bucket refilled (sched.c), a waiter to go on in a job of its own and
+     * the waiters of a revalidation the origin answered 304 (job.c asks the
+     * front door). */
+    void (*after_evict)(jobs_t *js);
+    void (*rate_refilled)(jobs_t *js);
+    void (*restart_waiter)(job_t *job, job_waiter_t *w);
+    void (*not_modified)(job_t *job); /* a revalidation's 304: the waiters get the cache's */
 };
 
 struct job {
@@ -175,12 +147,15 @@ struct job {
     job_state_t state;      /* only job_set_state() changes it */
     unsigned flags;         /* JOB_IN_QUEUE etc.: the loop's sub-states */
     unsigned pause;         /* PAUSE_*: why reading is paused (JOB_PAUSED: any) */
-    unsigned items;         /* JOB_ITEM_*: pool items in flight */
+    unsigned items;         /* JOB_ITEM_*: its own pool items in flight */
     char *key;              /* canonical URL asked for: the dedup and cache key */
     char *host_key;         /* "host:port" of key, for max_per_host */
     char *cred_headers;     /* the client's "Name: value\r\n" lines: sent only to the origin
                                of the URL asked for (transfer_start checks every hop) */
+    transfer_file_t file;   /* what its transfers ask for: key, cred_headers, the length,
+                               validators and reval (owned here) */
     transfer_t xfer;        /* its main transfer: the HTTP exchange for the bytes it lacks */
+    pipeline_t pipe;        /* its body's way to disk */
     segs_t *seg;            /* its other connections when segmented (segments.h), or NULL */
     int no_segments;        /* fell back to one stream: never segmented again */
     uv_timer_t retry_timer; /* the transfer's backoff; a failed start's report */
@@ -200,55 +175,16 @@ struct job {
     unsigned nwaiters;
     list_node_t node;     /* in js->active or js->queue */
     list_node_t all_node; /* in js->all */
+    uint64_t short_runs;  /* the eviction run that must complete before giving up */
 
-    /* Body pipeline. */
-    int64_t total;       /* Content-Length, -1 unknown */
-    int64_t total_hint;  /* total as of the last work submission: the write item's copy */
-    uint64_t floor_hint; /* min_free_space then (the write item's copy) */
-    unsigned floor_pct_hint;
-    int space_short;       /* the write item found the floor would be crossed */
-    int truncate_file;     /* the next write item empties the partial first (and clears it) */
-    uint64_t short_runs;   /* the run that must complete before giving up */
-    uint64_t received;     /* body bytes from the network */
-    uint64_t sealed;       /* bytes in sealed batches (next batch's offset) */
-    uint64_t queued_bytes; /* bytes in batches not yet freed */
-    batch_t *cur;          /* being filled */
-    batch_t *head, *tail;  /* sealed, not yet both hashed and written */
-    batch_t *hash_next;    /* first sealed batch not yet given to a hash item */
-    batch_t *write_next;   /* same for write items */
-    uv_work_t hash_work;
-    uv_work_t write_work;
-    batch_t *hash_first, *write_first; /* what the item in flight covers */
-    int hash_count, write_count;
-    sha256_ctx_t sha; /* owned by the hash item in flight, else the loop */
-    uint64_t hashed;  /* bytes through sha, from byte 0 */
-    int hd_fd;        /* the prefix hash item's (segments): file, range and outcome */
-    uint64_t hd_from, hd_len;
-    int hd_rc;
-    int fd;           /* partial file; owned by the write item in flight */
-    int write_err;    /* first write error (negative errno) */
-    uint64_t written; /* bytes written, for sync_file_range */
-    uint64_t flushed; /* bytes already given to writeback */
-    char *etag, *last_modified;
-    job_reval_t *reval; /* revalidating a cached entry until a body starts, else NULL */
-
-    /* Crash safety: checkpoints of the partial and resuming one. */
+    /* Crash safety: resuming a recorded partial, parking one. */
     uint64_t resume_len;  /* a recorded partial's durable bytes, to re-hash first */
     char *resume_ranges;  /* and its finished ranges past them (db.h), or NULL */
     uint64_t resume_keep; /* the bytes its file must hold (the rehash item's copy) */
-    char *park_ranges;    /* segmented: the ranges the park item records, or NULL */
-    uint64_t ckpt_sum;    /* segmented: bytes written in all, as the checkpoint in flight saw */
-    uint64_t durable_sum; /* the same as of the last checkpoint recorded */
-    int ckpt_saved;       /* the checkpoint item recorded its row */
     int rehash_rc;        /* outcome of the re-hash item */
-    uint64_t durable;     /* bytes fdatasync'ed and recorded (the loop's copy) */
-    uint64_t on_disk;     /* bytes written, as of the last write item back */
-    uint64_t t_ckpt;      /* uv_now of the last checkpoint started */
-    uv_work_t sync_work;  /* the checkpoint item */
-    int sync_err;         /* its fdatasync failed (negative errno) */
-    db_partial_t ckpt;    /* what its row records (copies), owned by that item */
-    uint64_t ckpt_done;   /* what the checkpoint made durable, 0 if it did not */
-    atomic_int failed;    /* set with state FAILED: a checkpoint in flight records nothing */
+    int rehash_fd;        /* and the partial it opened */
+    char *park_ranges;    /* segmented: the ranges the park item records, or NULL */
+    uint64_t parked;      /* the bytes the park item kept durable (0: none) */
 
     /* The items at the ends of a job's life (commit.c), one slot each. */
     uv_work_t rehash_work;  /* re-hash a recorded partial before resuming it */
@@ -267,7 +203,7 @@ struct job {
     uint64_t rate;
     const char *shown_state; /* the state the waiters were last told */
     unsigned shown_attempts; /* and the failed attempts then */
-    char retry_reason[160];  /* why the last attempt failed (transfer_error) */
+    char retry_reason[160];  /* why the last attempt failed */
     uint64_t retry_at;       /* uv_now of the next attempt while retrying */
     uint64_t slow_t0;        /* start of the low_speed_time window */
     uint64_t slow_from;      /* received at its start */
@@ -288,109 +224,84 @@ struct job_hit {
     int rc;
 };
 
-/* jobs.c: the front door (hits, single flight, restarted waiters) */
-void job_waiter_restart(job_t *job, job_waiter_t *w);
+/* The validator for If-Range (transfer_file_validator). */
+static inline const char *job_validator(const job_t *job)
+{
+    return transfer_file_validator(&job->file);
+}
 
-/* sched.c: the queue and the global, per-host and per-uid limits */
+/* sched.c: the queue and the global, per-host and per-uid limits. A layer
+ * below job.c: it reports up only through jobs_t's callbacks. */
 unsigned jobs_host_connections(jobs_t *js, const char *host_key);
 unsigned jobs_host_queued(jobs_t *js, const char *host_key);
 void job_unlist(job_t *job);
-void jobs_start_queued(jobs_t *js);
+/* The oldest queued job the global, per-host and per-user limits let
+ * start now, taken off the queue; NULL when none. */
+job_t *jobs_next_startable(jobs_t *js);
 int jobs_uid_at_limit(const jobs_t *js, uid_t uid);
 void jobs_enqueue(job_t *job);
+/* A job taken off the queue goes into js->active. */
+void jobs_mark_active(job_t *job);
+/* n body bytes came for a job: counted against max_rate. Returns 1 when
+ * the bucket is spent: the job is to pause (PAUSE_RATE) until
+ * js->rate_refilled is called; -1 when max_rate is off (a pause for it is
+ * lifted); 0 otherwise. */
+int jobs_rate_take(jobs_t *js, size_t n);
+void jobs_rate_init(jobs_t *js);
+void jobs_rate_reload(jobs_t *js); /* SIGHUP */
+void jobs_rate_close(jobs_t *js);
 
 /* stats.c: STATS counters and STATUS pages */
 void jobs_count_error(jobs_t *js, const char *code);
 
-/* job.c: one job's life: waiters, the request and its head, failure,
- * restart, progress (the retry of an attempt is transfer.c's) */
-void job_free(job_t *job);
-void job_handle_closed(job_t *job);
+/* waiters.c: a job's waiters and what they are told */
 void job_waiter_unlink(job_t *job, job_waiter_t *w);
 void job_waiter_link(job_t *job, job_waiter_t *w);
 void job_notify_all(job_t *job, const job_result_t *res);
 void job_notify_written(job_t *job);
-int job_too_large(job_t *job, int64_t size);
-const char *job_validator(const job_t *job);
-void job_restart_from_zero(job_t *job, const char *why);
-void job_fail_digest(job_t *job, const char *code, const char *msg, const char *digest);
-void job_fail(job_t *job, const char *code, const char *msg);
-void job_on_progress_tick(uv_timer_t *t);
-void job_adopt_partial(job_t *job);
+void job_notify_progress(job_t *job, const job_progress_t *p);
+/* The progress tick's report (the rate, and the waiters told when the
+ * bytes grew or the state changed). */
+void job_tell_progress(job_t *job, uint64_t now);
+/* What the commit item keeps and records, from the waiters now: it reads
+ * these, the loop does not touch them while it runs. */
+void job_collect_waiters(job_t *job);
+
+/* job_state.c: the transition table; the one place a job's state changes.
+ * A refused transition is a bug: said in the log (fatal in a debug build),
+ * and the job keeps its state. */
 void job_set_state(job_t *job, job_state_t to);
-void job_begin_request(job_t *job);
-int job_take_head(job_t *job, int64_t total, int new_validators, const char *etag,
-                  const char *last_modified);
-void job_body_ended(job_t *job);
-int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out);
 
-/* jobs.c: serves the waiter the cached blob sha of url as a hit (opened
- * in the pool; revalidated: the entry is marked current). The waiter has
- * had its on_start. 0, or -ENOMEM. */
-int jobs_serve_cached(jobs_t *js, job_waiter_t *w, const char *url, const char sha[65],
-                      uint64_t size, int revalidated);
-/* job.c: a revalidation answered 304: every waiter gets the cached file,
- * and the job ends without a download. */
-void job_not_modified(job_t *job);
-
-/* pipeline.c: batches, hash and write items, checkpoints */
-uint64_t job_space_floor(const struct statvfs *v, uint64_t bytes, unsigned pct);
-void job_seal(job_t *job);
-void job_add_batch(job_t *job, batch_t *b);
-void job_drop_batches(job_t *job);
-void job_pump(job_t *job);
-void job_take_body(job_t *job, buf_t *buf, const char *p, size_t n);
-/* Why a job's reading is paused: the body's way to disk is full
- * (max_inflight), or max_rate is spent. Reading goes on when no reason is
- * left (job_set_pause applies the change to its transfer and lanes). */
-enum { PAUSE_BACKPRESSURE = 1u, PAUSE_RATE = 2u };
+/* job.c: one job's life, the one place that decides it: its creation and
+ * start, the state table, what its transfer, lanes, pipeline and pool items
+ * report, the retry of an attempt, failure, restart from byte 0, the
+ * commit, discard and park, and its end. */
+void job_fail(job_t *job, const char *code, const char *msg);
+/* Reading stops or goes on for reason (PAUSE_*): applied to its transfer
+ * and lanes when the set of reasons becomes empty or not. */
 void job_set_pause(job_t *job, unsigned reason, int on);
-/* sched.c: n body bytes came for job: counted against max_rate (and the
- * job paused when it is spent). */
-void jobs_rate_take(jobs_t *js, job_t *job, size_t n);
-void jobs_rate_init(jobs_t *js);
-void jobs_rate_reload(jobs_t *js); /* SIGHUP */
-void jobs_rate_close(jobs_t *js);
-/* Seals and hands on the job's batches (its own and its lanes') that are
- * pipeline_batch_stale: called every progress tick. */
-void job_seal_stale(job_t *job, uint64_t now);
+/* What a job's main transfer and pipeline report to (jobs.c makes jobs
+ * with them). */
+extern const transfer_cbs_t job_xfer_cbs;
+extern const pipeline_ops_t job_pipe_ops;
+/* Moves the job on: cleans up a failed one, restarts a restarting one once
+ * idle, moves the pipeline, checkpoints, hands chunks out, and starts the
+ * commit once the body is all on disk and hashed. */
+void job_step(job_t *job);
+/* Starts queued jobs while the limits allow (sched.c picks them). */
+void jobs_start_queued(jobs_t *js);
+/* The reports of the layers below (jobs_t's callbacks, set by jobs_new). */
+void job_after_evict(jobs_t *js);
+void job_rate_refilled(jobs_t *js);
 
-/* The pipeline's decisions, pure functions of their arguments: */
-/* Appends n bytes at p, in buf, to b: one iovec with the last one when they
- * follow it in memory. Returns 1 when buf is new to b: the caller takes a
- * reference for it. b must not be full (pipeline_batch_full). */
-int pipeline_batch_add(batch_t *b, const buf_t *buf, const char *p, size_t n);
-/* Whether b is to be sealed: about read_buffer_size bytes, or no room for
- * another iovec or buffer. */
-int pipeline_batch_full(const batch_t *b, size_t read_buffer_size);
-/* Whether b (NULL: none) holds bytes that came BATCH_MAX_AGE_MS or more
- * before now: a slow stream's batch, handed on so that its buffers go back
- * to the pool instead of waiting for read_buffer_size bytes. */
-int pipeline_batch_stale(const batch_t *b, uint64_t now);
-/* Backpressure with hysteresis: stop reading above max_inflight queued
- * bytes, read again at half of it. */
-int pipeline_should_pause(uint64_t queued, size_t max_inflight);
-int pipeline_should_resume(uint64_t queued, size_t max_inflight);
-/* A checkpoint is due: bytes on disk not yet durable, and CHECKPOINT_BYTES
- * of them or CHECKPOINT_MS since the last one (now, t_ckpt: uv_now). */
-int pipeline_checkpoint_due(uint64_t on_disk, uint64_t durable, uint64_t now, uint64_t t_ckpt);
-/* Start writeback of what was written since `flushed`: every WRITEBACK_CHUNK. */
-int pipeline_writeback_due(uint64_t written, uint64_t flushed);
-/* Hands the sealed batches from *next on (at most WORK_MAX_BATCHES) to one
- * work item: *first is its first, *next moves past its last. Returns how many. */
-int pipeline_take_batches(batch_t **next, batch_t **first);
-/* The room a write item needs: its count batches from first, or the rest of
- * a file of total bytes from first's offset when that is more. */
-uint64_t pipeline_room_wanted(const batch_t *first, int count, int64_t total);
-extern const char job_short_of_space_msg[];
+/* commit.c: the pool items at the ends of a job's life. Each reports back
+ * by its completion callback (job.c's), never by calling up. */
+void job_commit_queue(job_t *job, uv_after_work_cb after);
+void job_rehash_queue(job_t *job, uv_after_work_cb after);
+void job_discard_queue(job_t *job, uv_after_work_cb after);
+void job_park_queue(job_t *job, uv_after_work_cb after);
 
-/* commit.c: the commit, discard, park and rehash items */
-void job_start_commit(job_t *job);
-void job_cleanup(job_t *job);
-void job_start_rehash(job_t *job);
-int job_hash_file(int fd, uint64_t from, uint64_t len, sha256_ctx_t *sha);
-
-/* evict.c: the eviction coordinator */
+/* evict.c: the eviction coordinator (reports through js->after_evict) */
 void jobs_drop_oversized(jobs_t *js, const char *sha, uint64_t size);
 void jobs_evict_run(jobs_t *js, const char *keep, int force);
 

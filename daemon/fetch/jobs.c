@@ -38,6 +38,101 @@ static void on_jobs_drained(void *arg)
     http_client_close(js->http, on_http_closed, js);
 }
 
+static int jobs_serve_cached(jobs_t *js, job_waiter_t *w, const char *url, const char sha[65],
+                             uint64_t size, int revalidated);
+
+/* Whether a job not yet freed (failed ones too) still uses partial id. */
+static int part_in_use(const jobs_t *js, uint64_t id)
+{
+    for (const list_node_t *n = list_first(&js->all); n; n = list_next(&js->all, n))
+        if (list_entry(n, job_t, all_node)->part_id == id)
+            return 1;
+    return 0;
+}
+
+/* A partial recorded by an earlier run (or an earlier job) of this URL:
+ * the job takes it over, to re-hash and resume it when it starts. */
+static void adopt_partial(job_t *job)
+{
+    jobs_t *js = job->js;
+    db_partial_t p;
+    if (db_find_partial(js->db, job->key, job->cred_tag, &p) != 0)
+        return;
+    if ((p.durable == 0 && !p.ranges) ||
+        part_in_use(js, p.id)) { /* a failed job is still removing it */
+        db_partial_free(&p);
+        return;
+    }
+    job->part_id = p.id;
+    job->resume_len = p.durable;
+    job->resume_ranges = p.ranges;
+    job->file.total = p.total;
+    job->file.etag = p.etag;
+    job->file.last_modified = p.last_modified;
+    if (!job_validator(job)) { /* never recorded so; do not trust it */
+        job->file.etag = (free(job->file.etag), NULL);
+        job->file.last_modified = (free(job->file.last_modified), NULL);
+        job->part_id = job->id;
+        job->resume_len = 0;
+        job->resume_ranges = (free(job->resume_ranges), NULL);
+        job->file.total = -1;
+    }
+}
+
+/* A new job for u (taken on success) and w's credentials, owned by w->uid,
+ * in the list of all jobs but not yet queued; it takes over a partial that
+ * the cache records for the URL. Returns 0 or -ENOMEM (u still the
+ * caller's). */
+static int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out)
+{
+    job_t *job = calloc(1, sizeof *job);
+    if (!job)
+        return -ENOMEM;
+    job->js = js;
+    job->id = job->part_id = ++js->next_id;
+    list_init(&job->waiters);
+    job->key = strdup(u->canonical);
+    size_t hl = strlen(u->host) + 8;
+    job->host_key = malloc(hl);
+    if (!job->key || !job->host_key) {
+        free(job->key);
+        free(job->host_key);
+        free(job);
+        return -ENOMEM;
+    }
+    snprintf(job->host_key, hl, "%s:%u", u->host, u->port);
+    memcpy(job->cred_tag, w->cred_tag, sizeof job->cred_tag);
+    job->owner = w->uid;
+    job->cred_headers = w->cred_block; /* the job sends them to the first origin */
+    w->cred_block = NULL;
+    job->file.key = job->key;
+    job->file.cred_headers = job->cred_headers;
+    job->file.total = -1;
+    job->file.reval = w->reval; /* asked as a condition of its first request */
+    w->reval = NULL;
+    /* Last of u's readers: a mirror rule may put another URL in its place. */
+    transfer_init(&job->xfer, &job_xfer_cbs, job, &job->file, js->http, js->cfg, job->id, u, 1);
+    pipeline_init(&job->pipe, js->loop, js->cfg, js->store, js->db, &js->pool,
+                  &js->stats.bytes_from_origin, &job_pipe_ops, job);
+    job->ro_fd = -1;
+    uv_timer_init(js->loop, &job->timer);
+    uv_timer_init(js->loop, &job->retry_timer);
+    job->timer.data = job->retry_timer.data = job;
+    job->handles_open = 2;
+    worktrack_hold(&js->work);
+    js->stats.misses++;
+    adopt_partial(job);
+    job->pipe.part_id = job->part_id; /* the checkpoint rows' */
+    job->pipe.key = job->key;
+    job->pipe.cred_tag = job->cred_tag;
+    job->pipe.total = &job->file.total;
+    list_push_front(&js->all, &job->all_node);
+
+    job->state = JOB_QUEUED; /* the first state: no transition */
+    *out = job;
+    return 0;
+}
+
 /* A running job for the same URL and the same credentials (a request
  * without them must never share a gated download). Only the same URL: a
  * job of another URL that promises the same digest could be slow, fail or
@@ -106,7 +201,7 @@ fail:
  * waiter's expected digest) goes on in a job of its own for the same URL,
  * with the same headers; its client sees progress go on, and one final
  * line. */
-void job_waiter_restart(job_t *job, job_waiter_t *w)
+static void job_waiter_restart(job_t *job, job_waiter_t *w)
 {
     jobs_t *js = job->js;
     job_waiter_unlink(job, w);
@@ -356,8 +451,8 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *cons
     return rc;
 }
 
-int jobs_serve_cached(jobs_t *js, job_waiter_t *w, const char *url, const char sha[65],
-                      uint64_t size, int revalidated)
+static int jobs_serve_cached(jobs_t *js, job_waiter_t *w, const char *url, const char sha[65],
+                             uint64_t size, int revalidated)
 {
     job_hit_t *hit = calloc(1, sizeof *hit);
     if (!hit || !(hit->url = strdup(url))) {
@@ -378,6 +473,42 @@ int jobs_serve_cached(jobs_t *js, job_waiter_t *w, const char *url, const char s
     worktrack_hold(&js->work);
     uv_queue_work(js->loop, &hit->work, hit_work, after_hit);
     return 0;
+}
+
+/* A revalidation answered 304: every waiter gets the cached file, and the
+ * job ends without a download. */
+static void job_not_modified(job_t *job)
+{
+    jobs_t *js = job->js;
+    job_reval_t *rv = job->file.reval;
+    log_info("job %llu: %s not modified at the origin (304): serving the cached %s",
+             (unsigned long long)job->id, job->key, rv->sha);
+    js->stats.revalidated++;
+    job_unlist(job); /* a waiter restarted below must not find it again */
+    list_node_t *n;
+    while ((n = list_first(&job->waiters)) != NULL) {
+        job_waiter_t *w = list_entry(n, job_waiter_t, node);
+        if (w->expected[0] && strcmp(w->expected, rv->sha) != 0) {
+            /* It joined asking for other bytes than the cached ones: a
+             * download of its own, checked against what it expects. */
+            job_waiter_restart(job, w);
+            continue;
+        }
+        job_waiter_unlink(job, w);
+        /* Its headers go with it: should the blob be gone, it downloads
+         * again (after_hit) with them. */
+        w->cred_block = job->cred_headers ? strdup(job->cred_headers) : NULL;
+        w->restarted = 1; /* it heard QUEUED or ATTACHED: no second on_start */
+        if (jobs_serve_cached(js, w, job->key, rv->sha, rv->size, 1)) {
+            wipe_free(w->cred_block);
+            w->cred_block = NULL;
+            job_result_t res = {
+                .err_code = "internal", .err_msg = "out of memory", .kind = w->kind};
+            jobs_count_error(js, res.err_code);
+            w->on_finish(w, &res);
+        }
+    }
+    job_fail(job, "not_modified", "the cached file is current"); /* no waiter hears it */
 }
 
 int jobs_partial_path(const job_waiter_t *w, char *buf, size_t cap)
@@ -402,32 +533,6 @@ void jobs_cancel(job_waiter_t *w)
         job_waiter_unlink(w->job, w);
 }
 
-job_fd_t *job_fd_new(int fd)
-{
-    job_fd_t *f = malloc(sizeof *f);
-    if (!f) {
-        close(fd);
-        return NULL;
-    }
-    f->fd = fd;
-    f->refs = 1;
-    return f;
-}
-
-job_fd_t *job_fd_ref(job_fd_t *f)
-{
-    f->refs++;
-    return f;
-}
-
-void job_fd_unref(job_fd_t *f)
-{
-    if (f && --f->refs == 0) {
-        close(f->fd);
-        free(f);
-    }
-}
-
 int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db, tls_ctx_t *tls,
              jobs_t **out)
 {
@@ -449,6 +554,10 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
         free(js);
         return rc;
     }
+    js->after_evict = job_after_evict;
+    js->rate_refilled = job_rate_refilled;
+    js->restart_waiter = job_waiter_restart;
+    js->not_modified = job_not_modified;
     jobs_rate_init(js);
     if ((rc = verifier_start(loop, cfg, &js->work, store, db, &js->verifier)) != 0) {
         js->verifier = NULL; /* only this feature is lost: said so, and hubd serves */

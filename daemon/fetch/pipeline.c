@@ -1,23 +1,8 @@
-/* pipeline: the body's way to disk, on the loop thread and in the pool.
- *
- * Body slices point into pooled read buffers (bufpool.h); they are grouped
- * into batches of about read_buffer_size. Each batch goes through two work
- * items in the pool: a hash item (SHA-256, sequential, owns job->sha) and a
- * write item (pwritev at the batch's offset, owns job->fd). At most one hash
- * item and one write item per job are in flight, so neither needs a lock,
- * and the two run on different cores: measured on the project machine,
- * hashing (~1.8 GB/s with SHA-NI) and page-cache writes cost about the same,
- * so doing both in one item would halve the throughput. A batch is freed
- * when both have seen it. Above max_inflight queued bytes the job stops
- * reading. Checkpoints (fdatasync, then the partials row) bound what a crash
- * can cost.
- *
- * A segmented download (segments.h) adds its lanes' batches, at their own
- * offsets: written like the others, but not hashed from memory (they are
- * ahead of the hash); a prefix hash item reads them back from the page
- * cache once the bytes before them are in (written without a gap from 0,
- * and the main transfer's bytes hashed). */
-#include "job_internal.h"
+/* pipeline: the body's way to disk (see pipeline.h). The batches, the hash,
+ * prefix hash, write and checkpoint items, backpressure; each item's
+ * completion applies its effects to the counters, then reports to the
+ * owner (pipeline_ops_t). Loop thread, and the items in the pool. */
+#include "pipeline.h"
 #include "log.h"
 
 #include <assert.h>
@@ -105,23 +90,64 @@ uint64_t pipeline_room_wanted(const batch_t *first, int count, int64_t total)
     return want;
 }
 
-static void hash_work(uv_work_t *req)
+void pipeline_init(pipeline_t *p, uv_loop_t *loop, const hubd_config_t *cfg, store_t *store,
+                   db_t *db, bufpool_t *pool, uint64_t *from_origin, const pipeline_ops_t *ops,
+                   void *owner)
 {
-    job_t *job = req->data;
-    batch_t *b = job->hash_first;
-    for (int i = 0; i < job->hash_count; i++) {
-        for (int k = 0; k < b->niov && !b->from_lane; k++)
-            sha256_update(&job->sha, b->iov[k].iov_base, b->iov[k].iov_len);
-        /* Not past the last one: the loop thread may be linking a new tail. */
-        if (i + 1 < job->hash_count)
-            b = b->next;
-    }
+    memset(p, 0, sizeof *p);
+    p->loop = loop;
+    p->cfg = cfg;
+    p->store = store;
+    p->db = db;
+    p->pool = pool;
+    p->from_origin = from_origin;
+    p->ops = ops;
+    p->owner = owner;
+    p->fd = -1;
+    atomic_init(&p->abandoned, 0);
+    sha256_init(&p->sha);
 }
 
-/* The free-space floor of a file system: min_free_space, or its share. */
-uint64_t job_space_floor(const struct statvfs *v, uint64_t bytes, unsigned pct)
+uint64_t pipeline_space_floor(const struct statvfs *v, uint64_t bytes, unsigned pct)
 {
     return pct ? (uint64_t)v->f_blocks * v->f_frsize / 100 * pct : bytes;
+}
+
+int pipeline_hash_file(int fd, uint64_t from, uint64_t len, sha256_ctx_t *sha)
+{
+    uint8_t *buf = malloc(REHASH_CHUNK);
+    if (!buf)
+        return -ENOMEM;
+    posix_fadvise(fd, (off_t)from, (off_t)len, POSIX_FADV_SEQUENTIAL);
+    uint64_t off = from, end = from + len;
+    int rc = 0;
+    while (off < end) {
+        size_t want = end - off < REHASH_CHUNK ? (size_t)(end - off) : REHASH_CHUNK;
+        ssize_t n = pread(fd, buf, want, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = n < 0 ? -errno : -ESTALE;
+            break;
+        }
+        sha256_update(sha, buf, (size_t)n);
+        off += (uint64_t)n;
+    }
+    free(buf);
+    return rc;
+}
+
+static void hash_work(uv_work_t *req)
+{
+    pipeline_t *p = req->data;
+    batch_t *b = p->hash_first;
+    for (int i = 0; i < p->hash_count; i++) {
+        for (int k = 0; k < b->niov && !b->from_file; k++)
+            sha256_update(&p->sha, b->iov[k].iov_base, b->iov[k].iov_len);
+        /* Not past the last one: the loop thread may be linking a new tail. */
+        if (i + 1 < p->hash_count)
+            b = b->next;
+    }
 }
 
 static int write_batch(int fd, batch_t *b)
@@ -155,57 +181,57 @@ static int write_batch(int fd, batch_t *b)
 
 static void write_work(uv_work_t *req)
 {
-    job_t *job = req->data;
-    if (job->write_err)
+    pipeline_t *p = req->data;
+    if (p->write_err)
         return;
-    if (job->fd < 0) {
-        int rc = store_tmp_create(job->js->store, job->part_id, &job->fd);
+    if (p->fd < 0) {
+        int rc = store_tmp_create(p->store, p->part_id, &p->fd);
         if (rc) {
-            job->write_err = rc;
+            p->write_err = rc;
             return;
         }
     }
     /* Room: after this item (and, the length known, after the rest of the
      * download) the file system must keep min_free_space (or just not be
-     * full). Only flagged: the loop asks eviction for room first, and
-     * fails the job if a run that started later could not make it; so a
-     * download that cannot fit fails before writing most of it, and one
-     * that can is not failed while eviction is still freeing room. */
+     * full). Only flagged: the owner asks eviction for room first, and
+     * fails the download if a run that started later could not make it;
+     * so a download that cannot fit fails before writing most of it, and
+     * one that can is not failed while eviction is still freeing room. */
     struct statvfs v;
-    job->space_short = 0;
-    if (fstatvfs(job->fd, &v) == 0) {
-        uint64_t want = pipeline_room_wanted(job->write_first, job->write_count, job->total_hint);
-        job->space_short = (uint64_t)v.f_bavail * v.f_frsize <
-                           job_space_floor(&v, job->floor_hint, job->floor_pct_hint) + want;
+    p->space_short = 0;
+    if (fstatvfs(p->fd, &v) == 0) {
+        uint64_t want = pipeline_room_wanted(p->write_first, p->write_count, p->total_hint);
+        p->space_short = (uint64_t)v.f_bavail * v.f_frsize <
+                         pipeline_space_floor(&v, p->floor_hint, p->floor_pct_hint) + want;
     }
-    if (job->truncate_file) { /* a restart from byte 0: drop the old bytes */
-        job->truncate_file = 0;
-        if (ftruncate(job->fd, 0)) {
-            job->write_err = -errno;
+    if (p->truncate_file) { /* a restart from byte 0: drop the old bytes */
+        p->truncate_file = 0;
+        if (ftruncate(p->fd, 0)) {
+            p->write_err = -errno;
             return;
         }
-        db_forget_partial(job->js->db, job->part_id); /* it described those */
+        db_forget_partial(p->db, p->part_id); /* it described those */
     }
-    batch_t *b = job->write_first;
-    for (int i = 0; i < job->write_count; i++) {
-        int rc = write_batch(job->fd, b);
+    batch_t *b = p->write_first;
+    for (int i = 0; i < p->write_count; i++) {
+        int rc = write_batch(p->fd, b);
         if (rc) {
-            job->write_err = rc;
+            p->write_err = rc;
             return;
         }
-        if (b->chunk) /* segmented: the loop counts the prefix (after_write) */
-            sync_file_range(job->fd, (off_t)b->offset, (off_t)b->bytes, SYNC_FILE_RANGE_WRITE);
+        if (b->tag) /* segmented: the loop counts the prefix (after_write) */
+            sync_file_range(p->fd, (off_t)b->offset, (off_t)b->bytes, SYNC_FILE_RANGE_WRITE);
         else
-            job->written = b->offset + b->bytes;
-        if (i + 1 < job->write_count) /* as in hash_work */
+            p->written = b->offset + b->bytes;
+        if (i + 1 < p->write_count) /* as in hash_work */
             b = b->next;
     }
     /* Start writeback now, so the fsync at commit finds little left to do
      * and the disk works while the network does. Advisory: errors ignored. */
-    if (pipeline_writeback_due(job->written, job->flushed)) {
-        sync_file_range(job->fd, (off_t)job->flushed, (off_t)(job->written - job->flushed),
+    if (pipeline_writeback_due(p->written, p->flushed)) {
+        sync_file_range(p->fd, (off_t)p->flushed, (off_t)(p->written - p->flushed),
                         SYNC_FILE_RANGE_WRITE);
-        job->flushed = job->written;
+        p->flushed = p->written;
     }
 }
 
@@ -215,375 +241,329 @@ static void write_work(uv_work_t *req)
  * the row: the row never promises bytes that a crash could take back. */
 static void sync_work(uv_work_t *req)
 {
-    job_t *job = req->data;
-    if (fdatasync(job->fd)) {
-        job->sync_err = -errno; /* pages may be lost: the download is not sound */
+    pipeline_t *p = req->data;
+    if (fdatasync(p->fd)) {
+        p->sync_err = -errno; /* pages may be lost: the download is not sound */
         return;
     }
-    /* A job that failed meanwhile may already have a successor for its
-     * URL: its row must not push the successor's aside. */
-    if (!atomic_load(&job->failed) &&
-        db_save_partial(job->js->db, job->part_id, job->key, job->cred_tag, &job->ckpt) == 0) {
-        job->ckpt_done = job->ckpt.durable;
-        job->ckpt_saved = 1;
+    /* A download that failed meanwhile may already have a successor for
+     * its URL: its row must not push the successor's aside. */
+    if (!atomic_load(&p->abandoned) &&
+        db_save_partial(p->db, p->part_id, p->key, p->cred_tag, &p->ckpt) == 0) {
+        p->ckpt_done = p->ckpt.durable;
+        p->ckpt_saved = 1;
     }
 }
 
-static void batch_free(jobs_t *js, batch_t *b)
+static void batch_free(pipeline_t *p, batch_t *b)
 {
     for (int i = 0; i < b->nbufs; i++)
-        buf_unref(&js->pool, b->bufs[i]);
+        buf_unref(p->pool, b->bufs[i]);
     free(b);
 }
 
-void job_add_batch(job_t *job, batch_t *b)
+static void add_batch(pipeline_t *p, batch_t *b)
 {
     assert(b && !b->next && b->bytes > 0); /* sealed, with bytes, not yet linked */
-    if (job->tail)
-        job->tail->next = b;
+    if (p->tail)
+        p->tail->next = b;
     else
-        job->head = b;
-    job->tail = b;
-    if (!job->hash_next && !b->from_lane)
-        job->hash_next = b;
-    if (!job->write_next)
-        job->write_next = b;
+        p->head = b;
+    p->tail = b;
+    if (!p->hash_next && !b->from_file)
+        p->hash_next = b;
+    if (!p->write_next)
+        p->write_next = b;
 }
 
-void job_seal(job_t *job)
+void pipeline_seal(pipeline_t *p, pipeline_cursor_t *c)
 {
-    batch_t *b = job->cur;
+    batch_t *b = c->cur;
     if (!b)
         return;
-    job->cur = NULL;
-    b->offset = job->sealed;
-    b->chunk = segs_main_chunk(job);
-    job->sealed += b->bytes;
-    job_add_batch(job, b);
+    c->cur = NULL;
+    b->tag = c->tag;
+    if (c == &p->main) {
+        b->offset = p->sealed;
+        p->sealed += b->bytes;
+    } else {
+        b->offset = c->off;
+        b->from_file = 1;
+        b->hashed = 1; /* not by the memory hash item: by the prefix hash */
+    }
+    add_batch(p, b);
 }
 
-/* Segmented: the hash follows the written prefix. Once the main
- * transfer's bytes are hashed from memory, the rest is read back from the
- * file (the page cache), at most 64 MiB an item. */
-static void hash_prefix_work(uv_work_t *req)
+void pipeline_clock(pipeline_t *p, uint64_t now)
 {
-    job_t *job = req->data;
-    job->hd_rc = job_hash_file(job->hd_fd, job->hd_from, job->hd_len, &job->sha);
+    p->t_ckpt = now;
 }
 
-static int start_prefix_hash(job_t *job)
+void pipeline_segmented(pipeline_t *p, void *main_tag)
 {
-    if (!job->seg || (job->items & JOB_ITEM_HASH) || job->cur || segs_main_chunk(job) ||
-        job->hashed < job->sealed || job->fd < 0)
+    pipeline_seal(p, &p->main);
+    p->segmented = 1;
+    p->main.tag = main_tag;
+}
+
+int pipeline_seal_stale(pipeline_t *p, pipeline_cursor_t *c, uint64_t now)
+{
+    if (!pipeline_batch_stale(c->cur, now))
         return 0;
-    uint64_t prefix = segs_prefix(job);
-    if (prefix <= job->hashed)
-        return 0;
-    job->hd_fd = job->fd;
-    job->hd_from = job->hashed;
-    job->hd_len = prefix - job->hashed < (64u << 20) ? prefix - job->hashed : (64u << 20);
-    job->items |= JOB_ITEM_HASH;
-    job->hash_work.data = job;
-    uv_queue_work(job->js->loop, &job->hash_work, hash_prefix_work, after_hash_prefix);
+    pipeline_seal(p, c);
     return 1;
 }
 
-/* Starts a checkpoint of what is on disk when one is due and none is in
- * flight (and the commit is not about to make it moot). Only a partial with
- * a validator can be resumed, so only such is recorded. */
-static void job_checkpoint(job_t *job)
+/* Segmented: the hash follows the written prefix. Once the main cursor's
+ * bytes are hashed from memory, the rest is read back from the file (the
+ * page cache), at most 64 MiB an item. */
+static void hash_prefix_work(uv_work_t *req)
 {
-    uint64_t now = uv_now(job->js->loop);
-    /* Segmented: what counts is every byte written, the ranges past the
-     * prefix too. */
-    uint64_t on_disk = job->seg ? segs_written_sum(job) : job->on_disk;
-    uint64_t durable = job->seg ? job->durable_sum : job->durable;
-    if ((job->items & JOB_ITEM_SYNC) || job->state == JOB_RESTARTING ||
-        job->state == JOB_BODY_DONE || job->state == JOB_COMMITTING || job->state == JOB_DONE ||
-        job->state == JOB_FAILED || !job_validator(job) ||
-        !pipeline_checkpoint_due(on_disk, durable, now, job->t_ckpt))
-        return;
-    db_partial_free(&job->ckpt);
-    job->ckpt.etag = job->etag ? strdup(job->etag) : NULL;
-    job->ckpt.last_modified = job->last_modified ? strdup(job->last_modified) : NULL;
-    if ((job->etag && !job->ckpt.etag) || (job->last_modified && !job->ckpt.last_modified))
-        return; /* no memory: try again after the next write */
-    job->ckpt.total = job->total;
-    job->ckpt.durable = job->on_disk;
-    job->ckpt.ranges = job->seg ? segs_ranges(job) : NULL; /* NULL: the prefix alone, safe */
-    job->ckpt_sum = on_disk;
-    job->t_ckpt = now;
-    job->items |= JOB_ITEM_SYNC;
-    job->sync_work.data = job;
-    uv_queue_work(job->js->loop, &job->sync_work, sync_work, after_sync);
+    pipeline_t *p = req->data;
+    p->hd_rc = pipeline_hash_file(p->hd_fd, p->hd_from, p->hd_len, &p->sha);
 }
 
-static void submit_work(job_t *job)
+static void start_prefix_hash(pipeline_t *p)
 {
-    uv_loop_t *loop = job->js->loop;
-    while (job->hash_next && job->hash_next->from_lane) /* hashed from the file, later */
-        job->hash_next = job->hash_next->next;
-    if (!(job->items & JOB_ITEM_HASH) && job->hash_next) {
-        assert(!job->hash_next->hashed); /* each batch is hashed once, in order */
-        job->hash_count = pipeline_take_batches(&job->hash_next, &job->hash_first);
-        job->items |= JOB_ITEM_HASH;
-        job->hash_work.data = job;
-        uv_queue_work(loop, &job->hash_work, hash_work, after_hash);
+    if (!p->segmented || (p->items & PIPE_HASH) || p->main.cur || p->main.tag ||
+        p->hashed < p->sealed || p->fd < 0)
+        return;
+    uint64_t prefix = p->ops->prefix(p->owner);
+    if (prefix <= p->hashed)
+        return;
+    p->hd_fd = p->fd;
+    p->hd_from = p->hashed;
+    p->hd_len = prefix - p->hashed < (64u << 20) ? prefix - p->hashed : (64u << 20);
+    p->items |= PIPE_HASH;
+    p->hash_work.data = p;
+    uv_queue_work(p->loop, &p->hash_work, hash_prefix_work, after_hash_prefix);
+}
+
+int pipeline_checkpoint_wanted(const pipeline_t *p, uint64_t on_disk_sum, uint64_t durable_sum,
+                               uint64_t now)
+{
+    return !(p->items & PIPE_SYNC) &&
+           pipeline_checkpoint_due(on_disk_sum, durable_sum, now, p->t_ckpt);
+}
+
+void pipeline_checkpoint(pipeline_t *p, db_partial_t *row, uint64_t on_disk_sum, uint64_t now)
+{
+    assert(!(p->items & PIPE_SYNC) && p->fd >= 0); /* one at a time, on a file written to */
+    db_partial_free(&p->ckpt);
+    p->ckpt = *row;
+    p->ckpt.durable = p->on_disk;
+    memset(row, 0, sizeof *row);
+    p->ckpt_sum = on_disk_sum;
+    p->t_ckpt = now;
+    p->items |= PIPE_SYNC;
+    p->sync_work.data = p;
+    uv_queue_work(p->loop, &p->sync_work, sync_work, after_sync);
+}
+
+static void submit_work(pipeline_t *p)
+{
+    while (p->hash_next && p->hash_next->from_file) /* hashed from the file, later */
+        p->hash_next = p->hash_next->next;
+    if (!(p->items & PIPE_HASH) && p->hash_next) {
+        assert(!p->hash_next->hashed); /* each batch is hashed once, in order */
+        p->hash_count = pipeline_take_batches(&p->hash_next, &p->hash_first);
+        p->items |= PIPE_HASH;
+        p->hash_work.data = p;
+        uv_queue_work(p->loop, &p->hash_work, hash_work, after_hash);
     } else {
-        start_prefix_hash(job);
+        start_prefix_hash(p);
     }
-    if (!(job->items & JOB_ITEM_WRITE) && job->write_next) {
-        assert(!job->write_next->written);
-        job->write_count = pipeline_take_batches(&job->write_next, &job->write_first);
-        job->items |= JOB_ITEM_WRITE;
-        job->total_hint = job->total; /* the write item's copies, handed over with it */
-        job->floor_hint = job->js->cfg->min_free_space;
-        job->floor_pct_hint = job->js->cfg->min_free_percent;
-        job->flags |= JOB_TMP_MADE;
-        job->write_work.data = job;
-        uv_queue_work(loop, &job->write_work, write_work, after_write);
+    if (!(p->items & PIPE_WRITE) && p->write_next) {
+        assert(!p->write_next->written);
+        p->write_count = pipeline_take_batches(&p->write_next, &p->write_first);
+        p->items |= PIPE_WRITE;
+        p->total_hint = *p->total; /* the write item's copies, handed over with it */
+        p->floor_hint = p->cfg->min_free_space;
+        p->floor_pct_hint = p->cfg->min_free_percent;
+        p->tmp_made = 1;
+        p->write_work.data = p;
+        uv_queue_work(p->loop, &p->write_work, write_work, after_write);
     }
 }
 
-/* Frees every batch, sealed or not, hashed or not. Only with no hash or
- * write item in flight (they point into the batches). */
-void job_drop_batches(job_t *job)
+void pipeline_drop(pipeline_t *p)
 {
-    assert(!(job->items & (JOB_ITEM_HASH | JOB_ITEM_WRITE))); /* they point into the batches */
-    if (job->cur) {
-        batch_free(job->js, job->cur);
-        job->cur = NULL;
+    assert(!(p->items & (PIPE_HASH | PIPE_WRITE))); /* they point into the batches */
+    if (p->main.cur) {
+        batch_free(p, p->main.cur);
+        p->main.cur = NULL;
     }
-    while (job->head) {
-        batch_t *b = job->head;
-        job->head = b->next;
-        batch_free(job->js, b);
+    while (p->head) {
+        batch_t *b = p->head;
+        p->head = b->next;
+        batch_free(p, b);
     }
-    job->tail = job->hash_next = job->write_next = NULL;
+    p->tail = p->hash_next = p->write_next = NULL;
 }
 
-/* The one function that moves the pipeline: frees finished batches, starts
- * work items, applies backpressure, and starts the commit at the end. */
-void job_pump(job_t *job)
+void pipeline_restart(pipeline_t *p)
 {
-    if (job->state == JOB_FAILED) {
-        job_cleanup(job);
+    assert(!p->items && !p->head && !p->main.cur); /* idle, dropped */
+    sha256_init(&p->sha);
+    p->received = p->sealed = p->queued_bytes = p->hashed = 0;
+    p->written = p->flushed = 0;
+    p->durable = p->on_disk = p->durable_sum = 0; /* the truncating write forgets the row */
+    p->segmented = 0;
+    p->main.tag = NULL;
+    p->truncate_file = p->tmp_made;
+}
+
+void pipeline_resumed(pipeline_t *p, int fd, uint64_t len)
+{
+    p->tmp_made = 1; /* the partial is there, to resume, park or discard */
+    if (fd < 0) {    /* it could not be re-hashed: from byte 0 */
+        sha256_init(&p->sha);
         return;
     }
-    if (job->state == JOB_RESTARTING) {
-        /* Once no item of the old attempt is in flight, drop all it left and
-         * start the hash and the file over; until then submit nothing. */
-        if (job->items & JOB_ITEMS_DATA)
-            return;
-        job_drop_batches(job);
-        segs_reset(job);
-        sha256_init(&job->sha);
-        job->received = job->sealed = job->queued_bytes = job->hashed = 0;
-        job->written = job->flushed = job->last_done = 0;
-        job->durable = job->on_disk = job->durable_sum =
-            0; /* the truncating write forgets the row */
-        job->total = -1;
-        job->truncate_file = (job->flags & JOB_TMP_MADE) != 0;
-        job_notify_written(job); /* written (and durable) are 0 again */
-        job_begin_request(job);
-        return;
+    p->fd = fd;
+    p->written = p->flushed = p->hashed = len;
+    p->received = p->sealed = p->durable = p->on_disk = len;
+}
+
+void pipeline_resumed_ranges(pipeline_t *p, uint64_t extra, uint64_t prefix)
+{
+    p->received += extra;
+    p->written = p->on_disk = prefix;
+}
+
+int pipeline_drained(const pipeline_t *p)
+{
+    return !p->head && !p->main.cur && !(p->items & (PIPE_HASH | PIPE_WRITE | PIPE_SYNC));
+}
+
+void pipeline_pump(pipeline_t *p)
+{
+    while (p->head && p->head->hashed && p->head->written) {
+        batch_t *b = p->head;
+        p->head = b->next;
+        if (!p->head)
+            p->tail = NULL;
+        p->queued_bytes -= b->bytes;
+        batch_free(p, b);
     }
-    while (job->head && job->head->hashed && job->head->written) {
-        batch_t *b = job->head;
-        job->head = b->next;
-        if (!job->head)
-            job->tail = NULL;
-        job->queued_bytes -= b->bytes;
-        batch_free(job->js, b);
+    submit_work(p);
+    if (p->paused && pipeline_should_resume(p->queued_bytes, p->cfg->max_inflight)) {
+        p->paused = 0;
+        p->ops->set_paused(p->owner, 0);
     }
-    submit_work(job);
-    if ((job->pause & PAUSE_BACKPRESSURE) &&
-        pipeline_should_resume(job->queued_bytes, job->js->cfg->max_inflight))
-        job_set_pause(job, PAUSE_BACKPRESSURE, 0);
-    job_checkpoint(job);
-    segs_pump(job); /* the hash moved on: chunks within the budget again */
-    /* Not while short of room: the eviction run it asked for decides
-     * (after_evict) whether there is room for it to be kept. A segmented
-     * download also waits for the hash to reach its end. */
-    if (job->state == JOB_BODY_DONE && !job->head && !job->cur && !(job->items & JOB_ITEMS_DATA) &&
-        !(job->flags & JOB_SHORT_WAIT) && (!job->seg || job->hashed == (uint64_t)job->total))
-        job_start_commit(job);
+}
+
+int pipeline_append(pipeline_t *p, pipeline_cursor_t *c, uint64_t off, buf_t *buf, const char *ptr,
+                    size_t n)
+{
+    *p->from_origin += n;
+    p->received += n;
+    p->queued_bytes += n;
+    batch_t *b = c->cur;
+    if (!b) {
+        if (!(b = c->cur = calloc(1, sizeof *b)))
+            return -ENOMEM;
+        b->t0 = uv_now(p->loop);
+        c->off = off;
+    }
+    if (pipeline_batch_add(b, buf, ptr, n))
+        buf_ref(buf); /* the batch's reference */
+    if (pipeline_batch_full(b, p->cfg->read_buffer_size)) {
+        pipeline_seal(p, c);
+        pipeline_pump(p);
+    }
+    if (!p->paused && pipeline_should_pause(p->queued_bytes, p->cfg->max_inflight)) {
+        /* Seal and hand on what c holds first: the work item that then
+         * completes is what starts reading again (pipeline_pump), so
+         * pausing cannot stall. */
+        pipeline_seal(p, c);
+        pipeline_pump(p);
+        p->paused = 1;
+        p->ops->set_paused(p->owner, 1);
+    }
+    return 0;
 }
 
 static void after_hash(uv_work_t *req, int status)
 {
-    job_t *job = req->data;
+    pipeline_t *p = req->data;
     (void)status; /* never cancelled: uv_cancel is not used on these */
-    batch_t *b = job->hash_first;
-    for (int i = 0; i < job->hash_count; i++, b = b->next) {
-        if (!b->from_lane)
-            job->hashed += b->bytes;
+    batch_t *b = p->hash_first;
+    for (int i = 0; i < p->hash_count; i++, b = b->next) {
+        if (!b->from_file)
+            p->hashed += b->bytes;
         b->hashed = 1;
     }
-    job->items &= ~JOB_ITEM_HASH;
-    job_pump(job);
+    p->items &= ~PIPE_HASH;
+    pipeline_done_t d = {.item = PIPE_HASH};
+    p->ops->item_done(p->owner, &d);
 }
 
 static void after_hash_prefix(uv_work_t *req, int status)
 {
-    job_t *job = req->data;
+    pipeline_t *p = req->data;
     (void)status;
-    job->items &= ~JOB_ITEM_HASH;
-    if (job->hd_rc && job->state != JOB_FAILED) {
-        char msg[200];
+    p->items &= ~PIPE_HASH;
+    pipeline_done_t d = {.item = PIPE_HASH};
+    char msg[200];
+    if (p->hd_rc) {
         snprintf(msg, sizeof msg, "reading the download back for its hash: %s",
-                 strerror(-job->hd_rc));
-        job_fail(job, "io", msg);
-        return;
+                 strerror(-p->hd_rc));
+        d.code = "io";
+        d.msg = msg;
+    } else {
+        p->hashed += p->hd_len;
     }
-    job->hashed += job->hd_len;
-    job_pump(job);
-}
-
-/* The write item found that the download would eat into min_free_space:
- * ask eviction for room, and fail the job (no_space) when a run started
- * since could not make it. Returns 1 when the job failed. */
-const char job_short_of_space_msg[] =
-    "the cache's file system has too little room left for the download and min_free_space, "
-    "and evicting what can be evicted does not make it";
-
-static int job_short_of_space(job_t *job)
-{
-    jobs_t *js = job->js;
-    if (!job->space_short || job->state == JOB_FAILED) {
-        job->flags &= ~JOB_SHORT_WAIT;
-        return 0;
-    }
-    if (!(job->flags & JOB_SHORT_WAIT)) {
-        job->flags |= JOB_SHORT_WAIT;
-        job->short_runs = js->evict_runs + (js->evict_busy ? 1 : 0); /* one that starts later */
-        jobs_evict_run(js, NULL, 1);
-        return 0;
-    }
-    if (js->evict_runs <= job->short_runs || js->shutting_down)
-        return 0;
-    job_fail(job, "no_space", job_short_of_space_msg);
-    return 1;
+    p->ops->item_done(p->owner, &d);
 }
 
 static void after_write(uv_work_t *req, int status)
 {
-    job_t *job = req->data;
+    pipeline_t *p = req->data;
     (void)status;
-    batch_t *b = job->write_first;
-    for (int i = 0; i < job->write_count; i++, b = b->next) {
+    batch_t *b = p->write_first;
+    for (int i = 0; i < p->write_count; i++, b = b->next) {
         b->written = 1;
-        if (b->chunk && !job->write_err)
-            segs_written(job, b);
+        if (b->tag && !p->write_err)
+            p->ops->tag_written(p->owner, b->tag, b->bytes);
     }
-    job->items &= ~JOB_ITEM_WRITE;
-    if (job->seg) /* what a reader may follow: the bytes without a gap from 0 */
-        job->written = segs_prefix(job);
-    job->on_disk = job->written;
-    if (job->write_err && job->state != JOB_FAILED) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "writing the download to the cache: %s",
-                 strerror(-job->write_err));
-        job_fail(job, job->write_err == -ENOSPC ? "no_space" : "io", msg);
-        return;
+    p->items &= ~PIPE_WRITE;
+    if (p->segmented) /* what a reader may follow: the bytes without a gap from 0 */
+        p->written = p->ops->prefix(p->owner);
+    p->on_disk = p->written;
+    pipeline_done_t d = {.item = PIPE_WRITE, .grew = 1};
+    char msg[256];
+    if (p->write_err) {
+        snprintf(msg, sizeof msg, "writing the download to the cache: %s", strerror(-p->write_err));
+        d.code = p->write_err == -ENOSPC ? "no_space" : "io";
+        d.msg = msg;
     }
-    if (job_short_of_space(job))
-        return;
-    /* Not the old attempt's bytes while restarting: they are dropped, and
-     * the restart tells written 0 (job_pump). */
-    if (job->state != JOB_FAILED && job->state != JOB_RESTARTING)
-        job_notify_written(job);
-    job_pump(job);
+    p->ops->item_done(p->owner, &d);
 }
 
 static void after_sync(uv_work_t *req, int status)
 {
-    job_t *job = req->data;
+    pipeline_t *p = req->data;
     (void)status;
-    job->items &= ~JOB_ITEM_SYNC;
-    db_partial_free(&job->ckpt);
-    if (job->ckpt_saved) {
-        job->ckpt_saved = 0;
-        job->durable_sum = job->ckpt_sum;
+    p->items &= ~PIPE_SYNC;
+    db_partial_free(&p->ckpt);
+    if (p->ckpt_saved) {
+        p->ckpt_saved = 0;
+        p->durable_sum = p->ckpt_sum;
     }
-    if (job->ckpt_done) {
-        job->durable = job->ckpt_done;
-        job->ckpt_done = 0;
-        log_debug("job %llu: checkpoint: %llu bytes durable", (unsigned long long)job->id,
-                  (unsigned long long)job->durable);
-        if (!job->sync_err && job->state != JOB_FAILED && job->state != JOB_RESTARTING)
-            job_notify_written(job);
+    pipeline_done_t d = {.item = PIPE_SYNC};
+    if (p->ckpt_done) {
+        p->durable = p->ckpt_done;
+        p->ckpt_done = 0;
+        log_debug("partial %llu: checkpoint: %llu bytes durable", (unsigned long long)p->part_id,
+                  (unsigned long long)p->durable);
+        d.grew = !p->sync_err;
     }
-    if (job->sync_err && job->state != JOB_FAILED) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "syncing the download to the cache: %s",
-                 strerror(-job->sync_err));
-        job_fail(job, job->sync_err == -ENOSPC ? "no_space" : "io", msg);
-        return;
+    char msg[256];
+    if (p->sync_err) {
+        snprintf(msg, sizeof msg, "syncing the download to the cache: %s", strerror(-p->sync_err));
+        d.code = p->sync_err == -ENOSPC ? "no_space" : "io";
+        d.msg = msg;
     }
-    job_pump(job);
-}
-
-/* n body bytes at p, in the pooled read buffer buf: appended to the batch
- * being filled (a reference to buf held), which is sealed and handed on
- * once full; above max_inflight queued bytes reading stops. */
-void job_take_body(job_t *job, buf_t *buf, const char *p, size_t n)
-{
-    jobs_t *js = job->js;
-    js->stats.bytes_from_origin += n;
-    job->received += n;
-    segs_main_body(job, n);
-    if (job_too_large(job, (int64_t)job->received)) /* chunked, or a lying length */
-        return;
-    job->queued_bytes += n;
-    batch_t *b = job->cur;
-    if (!b) {
-        if (!(b = job->cur = calloc(1, sizeof *b))) {
-            job_fail(job, "internal", "out of memory");
-            return;
-        }
-        b->t0 = uv_now(js->loop);
-    }
-    if (pipeline_batch_add(b, buf, p, n))
-        buf_ref(buf); /* the batch's reference */
-    if (pipeline_batch_full(b, js->cfg->read_buffer_size)) {
-        job_seal(job);
-        job_pump(job);
-    }
-    if (!(job->pause & PAUSE_BACKPRESSURE) &&
-        pipeline_should_pause(job->queued_bytes, js->cfg->max_inflight) && job->state == JOB_BODY) {
-        /* Seal and hand on what we hold first: the work item that then
-         * completes is what resumes us (job_pump), so pausing cannot stall. */
-        job_seal(job);
-        job_pump(job);
-        job_set_pause(job, PAUSE_BACKPRESSURE, 1);
-    }
-    jobs_rate_take(js, job, n);
-}
-
-void job_set_pause(job_t *job, unsigned reason, int on)
-{
-    unsigned before = job->pause;
-    job->pause = on ? before | reason : before & ~reason;
-    if (!before == !job->pause)
-        return;
-    if (job->pause)
-        job->flags |= JOB_PAUSED;
-    else
-        job->flags &= ~JOB_PAUSED;
-    transfer_set_paused(&job->xfer, job->pause != 0);
-    segs_set_paused(job, job->pause != 0);
-}
-
-void job_seal_stale(job_t *job, uint64_t now)
-{
-    if (job->state != JOB_BODY)
-        return;
-    int sealed = segs_seal_stale(job, now);
-    if (pipeline_batch_stale(job->cur, now)) {
-        job_seal(job);
-        sealed = 1;
-    }
-    if (sealed)
-        job_pump(job);
+    p->ops->item_done(p->owner, &d);
 }

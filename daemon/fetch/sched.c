@@ -1,5 +1,7 @@
-/* sched: the queue of jobs waiting for a download slot, and the global,
- * per-host and per-uid limits that decide when one starts. Loop thread. */
+/* sched: the queue of jobs waiting for a download slot, the global,
+ * per-host and per-uid limits that decide when one starts (job.c starts
+ * the ones jobs_next_startable picks), and the max_rate bucket. A layer
+ * below job.c: it reports up only through js->rate_refilled. Loop thread. */
 #include "job_internal.h"
 #include "log.h"
 
@@ -57,48 +59,30 @@ static unsigned active_for_owner(jobs_t *js, uid_t uid)
     return n;
 }
 
-static void job_activate(job_t *job)
+void jobs_mark_active(job_t *job)
 {
     jobs_t *js = job->js;
     job->flags |= JOB_IN_ACTIVE;
     list_push_front(&js->active, &job->node); /* newest first */
     js->stats.active++;
-    uv_timer_start(&job->timer, job_on_progress_tick, PROGRESS_INTERVAL_MS, PROGRESS_INTERVAL_MS);
-    job->t_start = job->t_ckpt = uv_now(js->loop);
-    if (job->resume_len || job->resume_ranges)
-        job_start_rehash(job);
-    else
-        job_begin_request(job);
 }
 
-/* Starts queued jobs, oldest first, while the global and per-host limits
- * allow; a job whose host is full waits without blocking other hosts. */
-void jobs_start_queued(jobs_t *js)
+job_t *jobs_next_startable(jobs_t *js)
 {
-    if (js->starting_queued) { /* a job failed while starting: rescan after */
-        js->start_again = 1;
-        return;
+    if (js->stats.active >= js->cfg->max_downloads || js->shutting_down)
+        return NULL;
+    unsigned per_user = js->cfg->max_jobs_per_user;
+    for (list_node_t *n = list_first(&js->queue); n; n = list_next(&js->queue, n)) {
+        job_t *job = list_entry(n, job_t, node);
+        /* A full host, or a user at max_jobs_per_user, waits without
+         * holding up the others behind it in the queue. */
+        if (jobs_host_connections(js, job->host_key) >= js->cfg->max_per_host ||
+            (per_user && active_for_owner(js, job->owner) >= per_user))
+            continue;
+        job_unlist(job);
+        return job;
     }
-    js->starting_queued = 1;
-    do {
-        js->start_again = 0;
-        list_node_t *n = list_first(&js->queue);
-        while (n && js->stats.active < js->cfg->max_downloads && !js->shutting_down) {
-            job_t *job = list_entry(n, job_t, node);
-            /* A full host, or a user at max_jobs_per_user, waits without
-             * holding up the others behind it in the queue. */
-            unsigned per_user = js->cfg->max_jobs_per_user;
-            if (jobs_host_connections(js, job->host_key) >= js->cfg->max_per_host ||
-                (per_user && active_for_owner(js, job->owner) >= per_user)) {
-                n = list_next(&js->queue, n);
-                continue;
-            }
-            job_unlist(job);
-            job_activate(job);
-            n = list_first(&js->queue); /* activation may have changed the queue */
-        }
-    } while (js->start_again);
-    js->starting_queued = 0;
+    return NULL;
 }
 
 /* Whether uid created max_requests_per_user jobs still queued or running:
@@ -159,35 +143,26 @@ static void on_rate_timer(uv_timer_t *t)
         uv_timer_start(&js->rate_timer, on_rate_timer, wait ? wait : 1, 0);
         return;
     }
-    list_node_t *n, *tmp;
-    list_foreach_safe(&js->active, n, tmp)
-    {
-        job_t *job = list_entry(n, job_t, node);
-        if (job->pause & PAUSE_RATE)
-            job_set_pause(job, PAUSE_RATE, 0);
-    }
+    js->rate_refilled(js); /* every job paused for the rate reads again */
 }
 
-void jobs_rate_take(jobs_t *js, job_t *job, size_t n)
+int jobs_rate_take(jobs_t *js, size_t n)
 {
     uint64_t rate = js->cfg->max_rate;
-    if (!rate) {
-        if (job->pause & PAUSE_RATE) /* max_rate was turned off (SIGHUP) */
-            job_set_pause(job, PAUSE_RATE, 0);
-        return;
-    }
+    if (!rate) /* max_rate was turned off (SIGHUP): a pause for it is lifted */
+        return -1;
     rate_refill(js, uv_now(js->loop));
     js->rate_tokens -= (int64_t)n;
     if (js->rate_tokens >= 0 || js->rate_closed)
-        return;
+        return 0;
     /* Spent: this job stops reading until the bucket is refilled (the
      * others stop as they too take bytes from it). */
-    job_set_pause(job, PAUSE_RATE, 1);
     if (!js->rate_waiting) {
         uint64_t wait = (uint64_t)(-js->rate_tokens) * 1000 / rate;
         js->rate_waiting = 1;
         uv_timer_start(&js->rate_timer, on_rate_timer, wait ? wait : 1, 0);
     }
+    return 1;
 }
 
 void jobs_rate_reload(jobs_t *js)

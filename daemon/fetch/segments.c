@@ -1,7 +1,8 @@
 /* segments: a download over several connections (see segments.h). The
  * chunk table, the lanes and their requests, the scheduling of chunks and
- * connections. The pipeline (pipeline.c) writes what the lanes get and
- * hashes the written prefix back from the page cache. Loop thread. */
+ * connections. The pipeline (pipeline.h) writes what the lanes get and
+ * hashes the written prefix back from the page cache; the job hears of
+ * what happens through segs_ops_t. Loop thread. */
 #include "segments.h"
 #include "errcode.h"
 #include "job_internal.h"
@@ -32,16 +33,16 @@ struct seg_chunk {
 
 typedef struct seg_lane {
     job_t *job;
+    const segs_ops_t *ops; /* the job's (kept for the close callback) */
     transfer_t xfer;
-    seg_chunk_t *chunk; /* being fetched (or waiting for a retry), NULL: idle */
-    batch_t *cur;       /* being filled: bytes of chunk from cur_off */
-    uint64_t cur_off;
-    uv_timer_t timer;   /* the backoff before its next attempt; a failed start's report */
-    uint64_t last_byte; /* uv_now of its last byte, or of its request */
-    unsigned attempts;  /* failed attempts since its last byte */
-    int waiting;        /* the timer is armed */
-    uint64_t t_req;     /* uv_now of its current request */
-    uint64_t t_win;     /* its rate's window: since, and bytes in it */
+    seg_chunk_t *chunk;    /* being fetched (or waiting for a retry), NULL: idle */
+    pipeline_cursor_t cur; /* its bytes' way into the pipeline (tag: chunk) */
+    uv_timer_t timer;      /* the backoff before its next attempt; a failed start's report */
+    uint64_t last_byte;    /* uv_now of its last byte, or of its request */
+    unsigned attempts;     /* failed attempts since its last byte */
+    int waiting;           /* the timer is armed */
+    uint64_t t_req;        /* uv_now of its current request */
+    uint64_t t_win;        /* its rate's window: since, and bytes in it */
     uint64_t got_win;
     uint64_t rate; /* bytes per second over its last window; 0: none yet */
 } seg_lane_t;
@@ -55,14 +56,15 @@ struct segs {
     int grown_out;            /* the rate stopped growing with more connections */
     uint64_t t_grow;          /* uv_now of the last change of want */
     uint64_t rate_at_grow;    /* the rate then */
-    uint64_t t_rate, at_rate; /* the rate's window: since, job->received then */
+    uint64_t t_rate, at_rate; /* the rate's window: since, the bytes received then */
     uint64_t rate;            /* bytes per second over the last window */
     char *url;                /* where lanes ask: the main transfer's last hop */
     seg_chunk_t *main;        /* the chunk the main transfer fetches, or NULL */
+    const segs_ops_t *ops;    /* the job's */
 };
 
 static void lane_start(seg_lane_t *l);
-static int room_for_more(const job_t *job);
+static int room_for_more(job_t *job);
 
 /* ---- the chunk table ------------------------------------------------------- */
 
@@ -142,53 +144,56 @@ static int add_done(segs_t *s, uint64_t from, uint64_t to)
     return 0;
 }
 
-static void segs_start(job_t *job, segs_t *s)
+static void segs_start(job_t *job, segs_t *s, const segs_ops_t *ops)
 {
+    s->ops = ops;
     const hubd_config_t *cfg = job->js->cfg;
     s->want = SEG_START_CONNS < cfg->max_connections_per_download
                   ? SEG_START_CONNS
                   : cfg->max_connections_per_download;
     s->t_grow = s->t_rate = uv_now(job->js->loop);
-    s->at_rate = job->received;
+    s->at_rate = job->pipe.received;
     job->seg = s;
 }
 
-int segs_begin(job_t *job)
+int segs_begin(job_t *job, const segs_ops_t *ops)
 {
     const hubd_config_t *cfg = job->js->cfg;
     uint64_t chunk = job->xfer.end;
-    if (job->seg || !chunk || job->total < 0 || (uint64_t)job->total <= cfg->segment_min_size ||
-        (uint64_t)job->total <= chunk || !job_validator(job))
+    int64_t size = job->file.total;
+    if (job->seg || !chunk || size < 0 || (uint64_t)size <= cfg->segment_min_size ||
+        (uint64_t)size <= chunk || !job_validator(job))
         return 0;
     segs_t *s = calloc(1, sizeof *s);
     if (!s || !(s->url = strdup(job->xfer.url.canonical))) {
         free(s);
         return -ENOMEM;
     }
-    uint64_t total = (uint64_t)job->total;
+    uint64_t total = (uint64_t)size;
     if (add_span(s, 0, total, chunk)) {
         segs_free_table(s);
         return -ENOMEM;
     }
     s->main = s->chunks[0];
-    segs_start(job, s);
+    segs_start(job, s, ops);
+    pipeline_segmented(&job->pipe, s->main); /* the main cursor's bytes are its chunk's */
     log_info("job %llu: %llu bytes in %zu chunks of %llu over up to %u connections",
              (unsigned long long)job->id, (unsigned long long)total, s->n,
              (unsigned long long)chunk, cfg->max_connections_per_download);
     return 0;
 }
 
-int segs_resume(job_t *job, const char *ranges)
+int segs_resume(job_t *job, const char *ranges, const segs_ops_t *ops)
 {
     const hubd_config_t *cfg = job->js->cfg;
-    if (job->seg || !ranges || job->total < 0 || !job_validator(job) || !segs_allowed(job))
+    if (job->seg || !ranges || job->file.total < 0 || !job_validator(job) || !segs_allowed(job))
         return 0;
     segs_t *s = calloc(1, sizeof *s);
     if (!s || !(s->url = strdup(job->key))) { /* lanes resolve its redirects again */
         free(s);
         return 0;
     }
-    uint64_t total = (uint64_t)job->total, at = job->resume_len, a, b, extra = 0;
+    uint64_t total = (uint64_t)job->file.total, at = job->resume_len, a, b, extra = 0;
     int rc = at ? add_done(s, 0, at) : 0;
     while (!rc && (rc = db_ranges_next(&ranges, &a, &b)) == 1) {
         rc = a < at || b > total ? -1 : 0;
@@ -207,15 +212,13 @@ int segs_resume(job_t *job, const char *ranges)
         segs_free_table(s);
         return 0;
     }
-    segs_start(job, s);
-    job->received += extra;
-    job->written = job->on_disk = segs_prefix(job);
+    segs_start(job, s, ops);
+    pipeline_segmented(&job->pipe, NULL);
+    pipeline_resumed_ranges(&job->pipe, extra, segs_prefix(job));
     log_info("job %llu: resuming %s over several connections: %llu bytes of %llu on disk",
-             (unsigned long long)job->id, job->key, (unsigned long long)job->received,
+             (unsigned long long)job->id, job->key, (unsigned long long)job->pipe.received,
              (unsigned long long)total);
     job->js->stats.segmented++;
-    job_set_state(job, JOB_BODY);
-    segs_pump(job);
     return 1;
 }
 
@@ -234,7 +237,7 @@ void segs_main_body(job_t *job, size_t n)
 /* The main transfer lets go of its chunk: the lanes fetch the rest. */
 static void main_release(job_t *job)
 {
-    job_seal(job); /* its last batch still belongs to the main's chunk */
+    pipeline_segmented(&job->pipe, NULL); /* its last batch still belongs to the main's chunk */
     job->seg->main = NULL;
 }
 
@@ -242,8 +245,6 @@ void segs_main_ended(job_t *job)
 {
     main_release(job);
     segs_pump(job);
-    if (job->state == JOB_BODY_DONE) /* the lanes were done first: the hash may go on */
-        job_pump(job);
 }
 
 int segs_main_failed(job_t *job, const char *code, const char *msg)
@@ -265,7 +266,7 @@ uint64_t segs_prefix(const job_t *job)
     for (size_t i = 0; i < s->n; i++)
         if (s->chunks[i]->written < len_of(s->chunks[i]))
             return s->chunks[i]->start + s->chunks[i]->written;
-    return (uint64_t)job->total;
+    return (uint64_t)job->file.total;
 }
 
 uint64_t segs_written_sum(const job_t *job)
@@ -310,10 +311,10 @@ char *segs_ranges(const job_t *job)
     return text;
 }
 
-void segs_written(job_t *job, const batch_t *b)
+void segs_chunk_written(void *tag, uint64_t bytes)
 {
-    (void)job;
-    b->chunk->written += b->bytes;
+    seg_chunk_t *c = tag;
+    c->written += bytes;
 }
 
 int segs_received_all(const job_t *job)
@@ -340,27 +341,14 @@ unsigned segs_connections(const job_t *job)
  * later from the page cache). */
 static void lane_seal(seg_lane_t *l)
 {
-    batch_t *b = l->cur;
-    if (!b)
-        return;
-    l->cur = NULL;
-    b->offset = l->cur_off;
-    b->chunk = l->chunk;
-    b->from_lane = 1;
-    b->hashed = 1; /* not by the memory hash item: by the prefix hash */
-    job_add_batch(l->job, b);
+    pipeline_seal(&l->job->pipe, &l->cur);
 }
 
 int segs_seal_stale(job_t *job, uint64_t now)
 {
     int n = 0;
-    for (unsigned i = 0; job->seg && i < job->seg->nlanes; i++) {
-        seg_lane_t *l = job->seg->lanes[i];
-        if (pipeline_batch_stale(l->cur, now)) {
-            lane_seal(l);
-            n++;
-        }
-    }
+    for (unsigned i = 0; job->seg && i < job->seg->nlanes; i++)
+        n += pipeline_seal_stale(&job->pipe, &job->seg->lanes[i]->cur, now);
     return n;
 }
 
@@ -371,28 +359,40 @@ static void lane_chunk_done(seg_lane_t *l)
     if (l->chunk)
         l->chunk->lane = NULL;
     l->chunk = NULL;
+    l->cur.tag = NULL;
     l->attempts = 0;
 }
 
-int segs_lane_head(transfer_t *t, const disposition_t *d)
+/* Whether a callback of the lane's transfer comes too late: the job failed
+ * or restarts (the request was ours to drop). */
+static int lane_gone(const seg_lane_t *l)
 {
-    seg_lane_t *l = t->lane;
+    return l->job->state == JOB_FAILED || l->job->state == JOB_RESTARTING ||
+           l->job->state == JOB_DONE;
+}
+
+static void lane_failure(transfer_t *t, const char *code, const char *msg);
+
+static int lane_head(transfer_t *t, const disposition_t *d, const http_response_t *resp)
+{
+    seg_lane_t *l = t->owner;
     job_t *job = l->job;
+    (void)resp;
     switch (d->kind) {
     case DISP_FAIL:
-        job_fail(job, d->code, d->msg);
+        l->ops->fail(job, d->code, d->msg);
         return HTTP_BODY_DISCARD;
     case DISP_RESTART:
         /* The ranges do not fit together (the file changed, or the server
          * does not answer them as asked): all again, as one stream. */
-        job_restart_from_zero(job, d->why);
+        l->ops->restart(job, d->why);
         return HTTP_BODY_DISCARD;
     case DISP_TAKE:
         /* A lane takes only the range it asked for: a 200 (even to a range
          * from byte 0) may be another version of the file. */
-        if (d->status != 206 || d->total != job->total) {
-            job_restart_from_zero(job, d->status != 206 ? "a range answered with the whole file"
-                                                        : "a range answered with another length");
+        if (d->status != 206 || d->total != job->file.total) {
+            l->ops->restart(job, d->status != 206 ? "a range answered with the whole file"
+                                                  : "a range answered with another length");
             return HTTP_BODY_DISCARD;
         }
         return HTTP_BODY_DELIVER;
@@ -401,11 +401,10 @@ int segs_lane_head(transfer_t *t, const disposition_t *d)
     }
 }
 
-void segs_lane_body(transfer_t *t, buf_t *buf, const char *p, size_t n)
+static void lane_body(transfer_t *t, buf_t *buf, const char *p, size_t n)
 {
-    seg_lane_t *l = t->lane;
+    seg_lane_t *l = t->owner;
     job_t *job = l->job;
-    jobs_t *js = job->js;
     seg_chunk_t *c = l->chunk;
     if (!c)
         return;
@@ -413,29 +412,14 @@ void segs_lane_body(transfer_t *t, buf_t *buf, const char *p, size_t n)
     if (n > left)
         n = (size_t)left; /* a chunk split under the request: the rest is another's */
     if (n) {
-        js->stats.bytes_from_origin += n;
-        job->received += n;
-        job->queued_bytes += n;
-        l->last_byte = uv_now(js->loop);
+        l->last_byte = uv_now(job->js->loop);
         l->attempts = 0;
         l->got_win += n;
-        if (!l->cur) {
-            if (!(l->cur = calloc(1, sizeof *l->cur))) {
-                job_fail(job, "internal", "out of memory");
-                return;
-            }
-            l->cur_off = c->start + c->got;
-            l->cur->t0 = l->last_byte;
+        if (pipeline_append(&job->pipe, &l->cur, c->start + c->got, buf, p, n)) {
+            l->ops->fail(job, "internal", "out of memory");
+            return;
         }
-        if (pipeline_batch_add(l->cur, buf, p, n))
-            buf_ref(buf);
         c->got += n;
-        if (pipeline_batch_full(l->cur, js->cfg->read_buffer_size)) {
-            lane_seal(l);
-            job_pump(job);
-            if (job->state != JOB_BODY)
-                return;
-        }
     }
     if (c->got == len_of(c) && t->end > c->end) {
         /* Split: what follows is another lane's. This connection goes. */
@@ -444,26 +428,22 @@ void segs_lane_body(transfer_t *t, buf_t *buf, const char *p, size_t n)
         segs_pump(job);
         return;
     }
-    if (!(job->pause & PAUSE_BACKPRESSURE) &&
-        pipeline_should_pause(job->queued_bytes, js->cfg->max_inflight)) {
-        lane_seal(l);
-        job_pump(job);
-        job_set_pause(job, PAUSE_BACKPRESSURE, 1);
-    }
     if (job->state == JOB_BODY)
-        jobs_rate_take(js, job, n);
+        l->ops->took(job, n);
 }
 
-void segs_lane_done(transfer_t *t)
+static void lane_end(transfer_t *t)
 {
-    seg_lane_t *l = t->lane;
+    seg_lane_t *l = t->owner;
     seg_chunk_t *c = l->chunk;
+    if (lane_gone(l))
+        return;
     if (c && c->got < len_of(c)) {
         char m[160];
         snprintf(m, sizeof m, "the range ended at byte %llu of %llu-%llu",
                  (unsigned long long)(c->start + c->got), (unsigned long long)c->start,
                  (unsigned long long)c->end - 1);
-        segs_lane_error(t, "truncated", m);
+        lane_failure(t, "truncated", m);
         return;
     }
     lane_chunk_done(l);
@@ -478,33 +458,21 @@ static void on_lane_timer(uv_timer_t *timer)
     if (l->xfer.begin_code) { /* a request that could not start */
         const char *code = l->xfer.begin_code;
         l->xfer.begin_code = NULL;
-        job_fail(job, code, l->xfer.begin_msg);
+        l->ops->fail(job, code, l->xfer.begin_msg);
         return;
     }
     if (job->state == JOB_BODY && l->chunk)
         lane_start(l);
 }
 
-void segs_lane_begin_failed(transfer_t *t)
+static void lane_failure(transfer_t *t, const char *code, const char *msg)
 {
-    seg_lane_t *l = t->lane;
-    l->waiting = 1;
-    uv_timer_start(&l->timer, on_lane_timer, 0, 0);
-}
-
-void segs_lane_begin(transfer_t *t)
-{
-    seg_lane_t *l = t->lane;
-    if (l->chunk)
-        lane_start(l);
-}
-
-void segs_lane_error(transfer_t *t, const char *code, const char *msg)
-{
-    seg_lane_t *l = t->lane;
+    seg_lane_t *l = t->owner;
     job_t *job = l->job;
     jobs_t *js = job->js;
     const hubd_config_t *cfg = js->cfg;
+    if (lane_gone(l))
+        return;
     lane_seal(l); /* what came is kept: the next attempt asks for the rest */
     transfer_abort(t);
     if (l->chunk && l->chunk->got == len_of(l->chunk)) { /* cut after its last byte */
@@ -512,20 +480,28 @@ void segs_lane_error(transfer_t *t, const char *code, const char *msg)
         segs_pump(job);
         return;
     }
-    const errcode_t *e = errcode_of(code);
-    if (e->retry == EC_FINAL && !e->resolve_again) {
-        job_fail(job, code, msg);
-        return;
-    }
-    if (js->shutting_down || l->attempts >= cfg->retries) {
+    segs_t *s = job->seg;
+    retry_in_t in = {.code = code,
+                     .attempts = l->attempts,
+                     .retries = cfg->retries,
+                     .shutting_down = js->shutting_down,
+                     .lane = 1,
+                     .want = s->want,
+                     .retry_after_ms = t->disp.retry_after_ms,
+                     .base_ms = cfg->retry_delay_ms,
+                     .max_ms = cfg->retry_max_delay_ms,
+                     .rnd = (uint64_t)random()};
+    retry_out_t out;
+    retry_decide(&in, &out);
+    if (out.verdict == RETRY_FAIL) {
         char m[600];
-        snprintf(m, sizeof m, "%s (after %u attempts)", msg, l->attempts + 1);
-        job_fail(job, code, m);
+        if (out.after_n)
+            snprintf(m, sizeof m, "%s (after %u attempts)", msg, l->attempts + 1);
+        l->ops->fail(job, code, out.after_n ? m : msg);
         return;
     }
     js->stats.segment_retries++;
-    segs_t *s = job->seg;
-    if (e->retry == EC_THROTTLE && s->want > 1) {
+    if (out.fewer) {
         s->want--; /* the server says too many: one fewer, for good */
         s->grown_out = 1;
         if (segs_connections(job) >= s->want) {
@@ -534,6 +510,7 @@ void segs_lane_error(transfer_t *t, const char *code, const char *msg)
             seg_chunk_t *c = l->chunk;
             c->lane = NULL;
             l->chunk = NULL;
+            l->cur.tag = NULL;
             disposition_clear(&t->disp);
             log_info("job %llu: %s: one connection fewer (%u)", (unsigned long long)job->id, code,
                      s->want);
@@ -541,21 +518,20 @@ void segs_lane_error(transfer_t *t, const char *code, const char *msg)
             return;
         }
     }
-    if (e->resolve_again)
+    if (out.rewind)
         transfer_rewind(t); /* a signed URL expired: resolve the job's URL again */
-    uint64_t delay =
-        disposition_backoff_ms(cfg->retry_delay_ms, cfg->retry_max_delay_ms, l->attempts,
-                               t->disp.retry_after_ms, (uint64_t)random());
     disposition_clear(&t->disp);
     l->attempts++;
     log_info("job %llu: a connection's range %llu-%llu failed (%s: %s): again in %llu ms",
              (unsigned long long)job->id,
              (unsigned long long)(l->chunk ? l->chunk->start + l->chunk->got : 0),
              (unsigned long long)(l->chunk ? l->chunk->end - 1 : 0), code, msg,
-             (unsigned long long)delay);
+             (unsigned long long)out.delay_ms);
     l->waiting = 1;
-    uv_timer_start(&l->timer, on_lane_timer, delay, 0);
+    uv_timer_start(&l->timer, on_lane_timer, out.delay_ms, 0);
 }
+
+static const transfer_cbs_t lane_cbs = {lane_head, lane_body, lane_end, lane_failure};
 
 /* ---- lanes ---------------------------------------------------------------- */
 
@@ -567,9 +543,10 @@ static void lane_start(seg_lane_t *l)
         l->rate = l->got_win * 1000 / (now - l->t_win);
     l->last_byte = l->t_req = l->t_win = now;
     l->got_win = 0;
-    transfer_start(&l->xfer, c->start + c->got, c->end);
-    if (l->xfer.req && (l->job->flags & JOB_PAUSED))
-        http_req_set_paused(l->xfer.req, 1);
+    if (transfer_start(&l->xfer, c->start + c->got, c->end, 0)) {
+        l->waiting = 1; /* the lane's timer reports it, a turn later */
+        uv_timer_start(&l->timer, on_lane_timer, 0, 0);
+    }
 }
 
 static seg_lane_t *lane_new(job_t *job)
@@ -584,9 +561,9 @@ static seg_lane_t *lane_new(job_t *job)
         return NULL;
     }
     l->job = job;
-    l->xfer.job = job;
-    l->xfer.lane = l;
-    l->xfer.url = u;
+    l->ops = s->ops;
+    transfer_init(&l->xfer, &lane_cbs, l, &job->file, job->js->http, job->js->cfg, job->id, &u, 0);
+    l->xfer.paused = (job->flags & JOB_PAUSED) != 0;
     uv_timer_init(job->js->loop, &l->timer);
     l->timer.data = l;
     job->handles_open++;
@@ -597,6 +574,7 @@ static seg_lane_t *lane_new(job_t *job)
 static void lane_assign(seg_lane_t *l, seg_chunk_t *c)
 {
     l->chunk = c;
+    l->cur.tag = c;
     c->lane = l;
     lane_start(l);
 }
@@ -604,12 +582,9 @@ static void lane_assign(seg_lane_t *l, seg_chunk_t *c)
 /* Whether the download may open (or keep busy) one more connection: fewer
  * than it wants, and the host has room left after the downloads queued
  * for it (a large file must not keep a small one waiting). */
-static int room_for_more(const job_t *job)
+static int room_for_more(job_t *job)
 {
-    jobs_t *js = job->js;
-    return segs_connections(job) < job->seg->want &&
-           jobs_host_connections(js, job->host_key) + jobs_host_queued(js, job->host_key) <
-               js->cfg->max_per_host;
+    return segs_connections(job) < job->seg->want && job->seg->ops->host_room(job);
 }
 
 /* The first chunk nobody fetches, within the budget beyond the hashed
@@ -617,7 +592,7 @@ static int room_for_more(const job_t *job)
 static seg_chunk_t *next_chunk(const job_t *job)
 {
     const segs_t *s = job->seg;
-    uint64_t limit = job->hashed + job->js->cfg->segment_budget;
+    uint64_t limit = job->pipe.hashed + job->js->cfg->segment_budget;
     for (size_t i = 0; i < s->n; i++) {
         seg_chunk_t *c = s->chunks[i];
         if (c->start + c->got >= limit)
@@ -672,16 +647,7 @@ void segs_pump(job_t *job)
     if (segs_received_all(job)) {
         for (unsigned i = 0; i < s->nlanes; i++)
             lane_seal(s->lanes[i]);
-        job_seal(job);
-        if (job->received != (uint64_t)job->total) { /* a bug of this module's */
-            log_err("job %llu: %llu bytes received for a file of %lld", (unsigned long long)job->id,
-                    (unsigned long long)job->received, (long long)job->total);
-            job_fail(job, "internal", "the segments' bytes do not add up");
-            return;
-        }
-        job_set_state(job, JOB_BODY_DONE);
-        job->t_body = uv_now(job->js->loop);
-        job_pump(job);
+        s->ops->received_all(job);
         return;
     }
     if (job->flags & JOB_PAUSED)
@@ -704,7 +670,7 @@ void segs_pump(job_t *job)
             idle = 1;
     }
     if (idle && job->js->stats.queued) /* idle lanes gave connections back: others may start */
-        jobs_start_queued(job->js);
+        s->ops->released(job);
     while (room_for_more(job) && s->nlanes < cfg->max_connections_per_download) {
         seg_chunk_t *c = next_chunk(job);
         if (!c)
@@ -769,9 +735,9 @@ void segs_tick(job_t *job, uint64_t now)
         return;
     const hubd_config_t *cfg = job->js->cfg;
     if (now - s->t_rate >= SEG_GROW_MS) {
-        s->rate = (job->received - s->at_rate) * 1000 / (now - s->t_rate);
+        s->rate = (job->pipe.received - s->at_rate) * 1000 / (now - s->t_rate);
         s->t_rate = now;
-        s->at_rate = job->received;
+        s->at_rate = job->pipe.received;
         lanes_rate(s, now);
         /* All wanted connections busy for a while: one more, while each
          * step still adds a tenth to the rate. */
@@ -815,11 +781,19 @@ void segs_tick(job_t *job, uint64_t now)
                      (unsigned long long)(c->start + c->got), (unsigned long long)c->end - 1,
                      (unsigned long long)(now - l->last_byte));
             lane_seal(l);
-            transfer_abort(&l->xfer);          /* its connection goes: a new one is opened */
-            if (l->attempts >= cfg->retries) { /* silent every time: give up */
+            transfer_abort(&l->xfer); /* its connection goes: a new one is opened */
+            retry_in_t in = {.code = "timeout",
+                             .attempts = l->attempts,
+                             .retries = cfg->retries,
+                             .shutting_down = job->js->shutting_down,
+                             .lane = 1,
+                             .want = s->want};
+            retry_out_t out; /* no backoff: the silence was the wait */
+            retry_decide(&in, &out);
+            if (out.verdict == RETRY_FAIL) { /* silent every time: give up */
                 char f[200];
                 snprintf(f, sizeof f, "%s (after %u attempts)", m, l->attempts + 1);
-                job_fail(job, "timeout", f);
+                s->ops->fail(job, "timeout", f);
                 return;
             }
             l->attempts++; /* a byte sets it back to 0 */
@@ -864,8 +838,9 @@ static void on_lane_closed(uv_handle_t *h)
 {
     seg_lane_t *l = h->data;
     job_t *job = l->job;
+    const segs_ops_t *ops = l->ops;
     free(l);
-    job_handle_closed(job);
+    ops->handle_closed(job);
 }
 
 void segs_reset(job_t *job)

@@ -26,6 +26,12 @@
  * byte 0 as one stream: bytes from several responses are trusted only
  * while they all agree.
  *
+ * Segments reports to its job only through segs_ops_t (or by returning):
+ * a failure, a restart, bytes taken, the body complete, the host's room,
+ * connections given back, a lane's handle closed. The job's fields it
+ * reads; its state it never changes. Each lane is a transfer owner
+ * (transfer.h) and appends to the job's pipeline through its own cursor.
+ *
  * Loop thread only. The job owns its segs_t (job->seg); each lane owns its
  * transfer and timer and is freed from the timer's close callback. */
 #ifndef HUBD_SEGMENTS_H
@@ -37,11 +43,26 @@
 #include "bufpool.h"
 
 struct job;
-struct batch;
-struct transfer;
-struct disposition;
 typedef struct segs segs_t;
 typedef struct seg_chunk seg_chunk_t;
+
+/* What segments tells its job (owner: the job). */
+typedef struct segs_ops {
+    void (*fail)(struct job *job, const char *code, const char *msg);
+    /* The ranges do not fit together: from byte 0, as one stream. */
+    void (*restart)(struct job *job, const char *why);
+    /* n body bytes came on a lane (max_rate). */
+    void (*took)(struct job *job, size_t n);
+    /* Every byte came (the lanes' sealed): the body is done. */
+    void (*received_all)(struct job *job);
+    /* Whether the host takes one more connection after the downloads
+     * queued for it (max_per_host). */
+    int (*host_room)(struct job *job);
+    /* Idle lanes gave connections back: queued downloads may start. */
+    void (*released)(struct job *job);
+    /* One of the job's handles (a lane's timer) is closed. */
+    void (*handle_closed)(struct job *job);
+} segs_ops_t;
 
 /* The end (exclusive) of the range a new download asks for first, or 0 to
  * ask for the whole file (segments off, a mirror, a resumed partial, or a
@@ -50,8 +71,9 @@ uint64_t segs_first_end(const struct job *job);
 
 /* The main transfer took the first response head, to a request for
  * [0, first_end): segments start when the file is long enough and has a
- * validator. 0, or -ENOMEM (the download then goes on as one stream). */
-int segs_begin(struct job *job);
+ * validator (job->seg is set; the pipeline is told). 0, or -ENOMEM (the
+ * download then goes on as one stream). */
+int segs_begin(struct job *job, const segs_ops_t *ops);
 
 /* The chunk the main transfer's bytes belong to, NULL when not segmented
  * (or the main transfer let go of it). */
@@ -60,28 +82,21 @@ seg_chunk_t *segs_main_chunk(const struct job *job);
 void segs_main_body(struct job *job, size_t n);
 
 /* The main transfer's response ended (its chunk whole, or cut short: the
- * lanes fetch what is missing). */
+ * lanes fetch what is missing). The caller moves the pipeline on. */
 void segs_main_ended(struct job *job);
 /* The main transfer failed: its chunk goes to the lanes from where it
  * stopped. Returns 1 when so (the failure is handled), 0 when the job is
  * to fail. */
 int segs_main_failed(struct job *job, const char *code, const char *msg);
 
-/* A lane's transfer callbacks (transfer.c). */
-int segs_lane_head(struct transfer *t, const struct disposition *d);
-void segs_lane_body(struct transfer *t, buf_t *buf, const char *p, size_t n);
-void segs_lane_done(struct transfer *t);
-void segs_lane_error(struct transfer *t, const char *code, const char *msg);
-void segs_lane_begin(struct transfer *t);
-void segs_lane_begin_failed(struct transfer *t);
-
-/* A batch of the chunk is on disk (after_write, in file order per chunk). */
-void segs_written(struct job *job, const struct batch *b);
+/* bytes of the chunk tag (a pipeline batch's tag) are on disk, in file
+ * order per chunk. */
+void segs_chunk_written(void *tag, uint64_t bytes);
 /* Bytes on disk from byte 0 without a gap. */
 uint64_t segs_prefix(const struct job *job);
 /* Every byte received (the download's body is complete). */
 int segs_received_all(const struct job *job);
-/* Hands out chunks, adds, splits and replaces lanes; from job_pump and the
+/* Hands out chunks, adds, splits and replaces lanes; from job_step and the
  * progress tick. */
 void segs_pump(struct job *job);
 /* The progress tick: the rate, growth and stalls. */
@@ -98,9 +113,10 @@ uint64_t segs_written_sum(const struct job *job);
  * recorded, which is safe). */
 char *segs_ranges(const struct job *job);
 /* A recorded partial with ranges past its re-hashed prefix (job->resume_len,
- * job->received there): chunks for the gaps, fetched by lanes, the job in
- * BODY. 1 when so; 0 when it goes on as one stream from resume_len. */
-int segs_resume(struct job *job, const char *ranges);
+ * the pipeline's received there): chunks for the gaps (job->seg set, the
+ * pipeline told of the ranges). 1 when so: the job goes to BODY and calls
+ * segs_pump; 0 when it goes on as one stream from resume_len. */
+int segs_resume(struct job *job, const char *ranges, const segs_ops_t *ops);
 
 /* Connections open for the download now, the main one included. */
 unsigned segs_connections(const struct job *job);

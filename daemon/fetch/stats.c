@@ -61,8 +61,8 @@ static void info_of(const job_t *j, uid_t uid, job_info_t *info)
     info->id = j->id;
     info->url = j->key;
     info->state = job_state_names[j->state];
-    info->done = j->received;
-    info->total = j->total;
+    info->done = j->pipe.received;
+    info->total = j->file.total;
     info->rate = j->rate;
     info->waiters = j->nwaiters;
     info->connections = segs_connections(j);

@@ -99,8 +99,8 @@ START_TEST(job_tells_waiters_what_is_written)
     job_waiter_link(job, &quiet);
     job_waiter_link(job, &leaving);
     job_waiter_link(job, &told);
-    job->on_disk = 3 << 20;
-    job->durable = 1 << 20;
+    job->pipe.on_disk = 3 << 20;
+    job->pipe.durable = 1 << 20;
     job_notify_written(job);
     ck_assert_uint_eq(calls[0], 1);
     ck_assert_uint_eq(calls[1], 1);
@@ -109,8 +109,8 @@ START_TEST(job_tells_waiters_what_is_written)
     ck_assert_uint_eq(job->nwaiters, 2); /* the one that left is gone */
     ck_assert_ptr_null(leaving.job);
 
-    job->on_disk = 0; /* restarted from byte 0 */
-    job->durable = 0;
+    job->pipe.on_disk = 0; /* restarted from byte 0 */
+    job->pipe.durable = 0;
     job_notify_written(job);
     ck_assert_uint_eq(calls[0], 2);
     ck_assert_uint_eq(calls[1], 1);
@@ -157,18 +157,23 @@ START_TEST(job_restart_tells_waiters_nothing_is_written)
     ck_assert_ptr_nonnull(job);
     list_init(&job->waiters);
     job->js = &js;
-    job->fd = job->ro_fd = -1;
+    job->ro_fd = -1;
     url_t u;
     ck_assert_int_eq(url_parse("http://127.0.0.1:9/file", &u, NULL), 0);
     job->key = strdup(u.canonical);
-    transfer_init(&job->xfer, job, &u);
+    job->file.key = job->key;
+    job->file.total = -1;
+    transfer_init(&job->xfer, &job_xfer_cbs, job, &job->file, js.http, &cfg, 1, &u, 1);
+    pipeline_init(&job->pipe, &loop, &cfg, NULL, NULL, &js.pool, &js.stats.bytes_from_origin,
+                  &job_pipe_ops, job);
+    job->pipe.total = &job->file.total;
     job->state = JOB_RESTARTING; /* the old attempt's items are all back */
-    job->received = job->sealed = job->written = job->on_disk = 3 << 20;
-    job->durable = 1 << 20;
+    job->pipe.received = job->pipe.sealed = job->pipe.written = job->pipe.on_disk = 3 << 20;
+    job->pipe.durable = 1 << 20;
     job_waiter_t w = {.on_written = note_written};
     job_waiter_link(job, &w);
 
-    job_pump(job);
+    job_step(job);
     ck_assert_int_eq(job->state, JOB_CONNECTING);
     ck_assert_uint_eq(restart_calls, 1);
     ck_assert_uint_eq(restart_written, 0);
