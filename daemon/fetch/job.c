@@ -404,7 +404,7 @@ static int xfer_head(transfer_t *t, const disposition_t *d, const http_response_
     case DISP_RESTART:
         job_restart_from_zero(job, d->why);
         return HTTP_BODY_DISCARD;
-    case DISP_REDIRECT:     /* followed by the transfer once the body is drained */
+    case DISP_REDIRECT:     /* followed once the body is drained (xfer_end) */
     case DISP_STATUS:       /* failed then (xfer_failure), so that the connection is kept */
     case DISP_NOT_MODIFIED: /* served from the cache then (xfer_end) */
     case DISP_NONE:
@@ -493,7 +493,9 @@ static void xfer_end(transfer_t *t)
     job_t *job = t->owner;
     if (xfer_gone(job))
         return;
-    if (t->disp.kind == DISP_NOT_MODIFIED)
+    if (t->disp.kind == DISP_REDIRECT)
+        job_begin_request(job); /* at the next hop */
+    else if (t->disp.kind == DISP_NOT_MODIFIED)
         job->js->not_modified(job);
     else
         body_ended(job);

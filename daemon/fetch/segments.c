@@ -438,6 +438,11 @@ static void lane_end(transfer_t *t)
     seg_chunk_t *c = l->chunk;
     if (lane_gone(l))
         return;
+    if (t->disp.kind == DISP_REDIRECT) { /* at the next hop */
+        if (c)
+            lane_start(l);
+        return;
+    }
     if (c && c->got < len_of(c)) {
         char m[160];
         snprintf(m, sizeof m, "the range ended at byte %llu of %llu-%llu",

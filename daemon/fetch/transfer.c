@@ -59,7 +59,8 @@ static void on_http_body(http_req_t *req, buf_t *buf, const char *p, size_t n, v
 }
 
 /* The exchange is over: a failed attempt, a drained status or redirect, or
- * the whole body. A redirect is followed here, with the same range. */
+ * the whole body. A redirect's next hop becomes the transfer's URL; the
+ * owner then asks again (transfer_start). */
 static void on_http_done(http_req_t *req, const char *code, const char *msg, void *data)
 {
     transfer_t *t = data;
@@ -88,10 +89,8 @@ static void on_http_done(http_req_t *req, const char *code, const char *msg, voi
         url_free(&t->url);
         t->url = next;
         disposition_clear(&t->disp);
+        t->disp.kind = DISP_REDIRECT; /* the owner asks again, at the next hop */
         t->redirects++;
-        if (transfer_start(t, t->offset, t->end, t->conditional))
-            t->cbs->failure(t, t->begin_code, t->begin_msg);
-        return;
     }
     t->cbs->end(t);
 }

@@ -1,8 +1,8 @@
 /* transfer: one HTTP exchange for a byte range of one URL, for an owner.
  *
  * A transfer owns its request (http_req_t), follows the redirects of its
- * URL and decides what a response head means (disposition.h). What it gets
- * it hands to its owner through transfer_cbs_t, in the manner of
+ * URL (the owner asks again at the next hop) and decides what a response head means
+ * (disposition.h). What it gets it hands to its owner through transfer_cbs_t, in the manner of
  * http_req_cbs_t: the head (with its disposition), the body's bytes, the
  * end of the exchange, a failure. The owner decides what each means: a
  * job's main transfer (job.c) and a segmented download's lane
@@ -65,7 +65,9 @@ typedef struct transfer_cbs {
      * come to end or failure once the body is drained. */
     int (*head)(transfer_t *t, const disposition_t *d, const http_response_t *resp);
     void (*body)(transfer_t *t, buf_t *buf, const char *p, size_t n);
-    /* The exchange is over: the whole body, or a 304 (t->disp.kind says). */
+    /* The exchange is over: the whole body, a 304, or a redirect followed
+     * (t->url is the next hop: the owner asks again), as t->disp.kind says
+     * (DISP_TAKE, DISP_NOT_MODIFIED, DISP_REDIRECT). */
     void (*end)(transfer_t *t);
     /* The exchange failed (code as in PROTOCOL.md): the network, a status
      * (http_NNN), a redirect that cannot be followed, a request that could
