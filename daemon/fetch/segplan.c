@@ -43,7 +43,7 @@ int segplan_split(seg_chunk_t *const *chunks, size_t n, const seg_lane_view_t *l
         return 0;
     const seg_chunk_t *c = chunks[best];
     uint64_t mid = (c->start + c->got + most / 2) / SEG_ALIGN * SEG_ALIGN;
-    if (mid <= c->start + c->got || mid >= c->end)
+    if (mid <= c->start + c->got || mid >= c->end) /* not while SEG_SPLIT_MIN >= SEG_ALIGN */
         return 0;
     out->at = best;
     out->mid = mid;
