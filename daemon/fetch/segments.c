@@ -1,38 +1,24 @@
 /* segments: a download over several connections (see segments.h). The
  * chunk table, the lanes and their requests, the scheduling of chunks and
- * connections. The pipeline (pipeline.h) writes what the lanes get and
- * hashes the written prefix back from the page cache; the job hears of
- * what happens through segs_ops_t. Loop thread. */
+ * connections: what segplan.h's pure decisions (and its SEG_* rules) say,
+ * applied, logged and counted here. The pipeline (pipeline.h) writes what
+ * the lanes get and hashes the written prefix back from the page cache;
+ * the job hears of what happens through segs_ops_t. Loop thread. */
 #include "segments.h"
 #include "errcode.h"
 #include "job_internal.h"
 #include "log.h"
 #include "proxy.h"
+#include "segplan.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define SEG_MAX_LANES 64
-#define SEG_START_CONNS 4           /* connections at first, the main one included */
-#define SEG_GROW_MS 1000            /* one more connection at most this often... */
-#define SEG_SPLIT_MIN (2u << 20)    /* a chunk is split only with at least this much left */
-#define SEG_SPLIT_MIN_MS 1000       /* ...and at least this long left at its lane's rate */
-#define SEG_ALIGN ((uint64_t)65536) /* where a split cuts */
-#define SEG_SLOW_MIN_MS 3000        /* a lane's rate is judged after this long */
-#define SEG_SLOW_FACTOR 8           /* "far slower": below the others' median / this */
-
-struct seg_chunk {
-    uint64_t start, end;   /* [start, end) of the file */
-    uint64_t got;          /* bytes received from start (sealed or in a lane's batch) */
-    uint64_t written;      /* bytes on disk from start */
-    struct seg_lane *lane; /* the lane fetching it, or NULL */
-    int slow_retried;      /* asked for again once for being far slower */
-};
-
 typedef struct seg_lane {
     job_t *job;
+    unsigned idx;          /* its number in segs' lanes[] (a chunk's lane) */
     const segs_ops_t *ops; /* the job's (kept for the close callback) */
     transfer_t xfer;
     seg_chunk_t *chunk;    /* being fetched (or waiting for a retry), NULL: idle */
@@ -52,10 +38,7 @@ struct segs {
     size_t n, cap;
     seg_lane_t *lanes[SEG_MAX_LANES];
     unsigned nlanes;
-    unsigned want;            /* connections wanted now */
-    int grown_out;            /* the rate stopped growing with more connections */
-    uint64_t t_grow;          /* uv_now of the last change of want */
-    uint64_t rate_at_grow;    /* the rate then */
+    seg_growth_t grow;        /* connections wanted, and since when (uv_now) */
     uint64_t t_rate, at_rate; /* the rate's window: since, the bytes received then */
     uint64_t rate;            /* bytes per second over the last window */
     char *url;                /* where lanes ask: the main transfer's last hop */
@@ -88,6 +71,7 @@ static int chunk_insert(segs_t *s, size_t at, uint64_t start, uint64_t end)
         return -ENOMEM;
     c->start = start;
     c->end = end;
+    c->lane = -1;
     memmove(s->chunks + at + 1, s->chunks + at, (s->n - at) * sizeof *s->chunks);
     s->chunks[at] = c;
     s->n++;
@@ -148,10 +132,8 @@ static void segs_start(job_t *job, segs_t *s, const segs_ops_t *ops)
 {
     s->ops = ops;
     const hubd_config_t *cfg = job->js->cfg;
-    s->want = SEG_START_CONNS < cfg->max_connections_per_download
-                  ? SEG_START_CONNS
-                  : cfg->max_connections_per_download;
-    s->t_grow = s->t_rate = uv_now(job->js->loop);
+    s->t_rate = uv_now(job->js->loop);
+    segplan_grow_start(&s->grow, cfg->max_connections_per_download, s->t_rate);
     s->at_rate = job->pipe.received;
     job->seg = s;
 }
@@ -357,7 +339,7 @@ static void lane_chunk_done(seg_lane_t *l)
 {
     lane_seal(l);
     if (l->chunk)
-        l->chunk->lane = NULL;
+        l->chunk->lane = -1;
     l->chunk = NULL;
     l->cur.tag = NULL;
     l->attempts = 0;
@@ -491,7 +473,7 @@ static void lane_failure(transfer_t *t, const char *code, const char *msg)
                      .retries = cfg->retries,
                      .shutting_down = js->shutting_down,
                      .lane = 1,
-                     .want = s->want,
+                     .want = s->grow.want,
                      .retry_after_ms = t->disp.retry_after_ms,
                      .base_ms = cfg->retry_delay_ms,
                      .max_ms = cfg->retry_max_delay_ms,
@@ -507,18 +489,18 @@ static void lane_failure(transfer_t *t, const char *code, const char *msg)
     }
     js->stats.segment_retries++;
     if (out.fewer) {
-        s->want--; /* the server says too many: one fewer, for good */
-        s->grown_out = 1;
-        if (segs_connections(job) >= s->want) {
+        s->grow.want--; /* the server says too many: one fewer, for good */
+        s->grow.grown_out = 1;
+        if (segs_connections(job) >= s->grow.want) {
             /* Over the number now wanted: this lane lets its chunk go to
              * one that is connected, and stays idle. */
             seg_chunk_t *c = l->chunk;
-            c->lane = NULL;
+            c->lane = -1;
             l->chunk = NULL;
             l->cur.tag = NULL;
             disposition_clear(&t->disp);
             log_info("job %llu: %s: one connection fewer (%u)", (unsigned long long)job->id, code,
-                     s->want);
+                     s->grow.want);
             segs_pump(job);
             return;
         }
@@ -566,6 +548,7 @@ static seg_lane_t *lane_new(job_t *job)
         return NULL;
     }
     l->job = job;
+    l->idx = s->nlanes;
     l->ops = s->ops;
     transfer_init(&l->xfer, &lane_cbs, l, &job->file, job->js->http, job->js->cfg, job->id, &u, 0);
     l->xfer.paused = (job->flags & JOB_PAUSED) != 0;
@@ -580,7 +563,7 @@ static void lane_assign(seg_lane_t *l, seg_chunk_t *c)
 {
     l->chunk = c;
     l->cur.tag = c;
-    c->lane = l;
+    c->lane = (int)l->idx;
     lane_start(l);
 }
 
@@ -589,59 +572,50 @@ static void lane_assign(seg_lane_t *l, seg_chunk_t *c)
  * for it (a large file must not keep a small one waiting). */
 static int room_for_more(job_t *job)
 {
-    return segs_connections(job) < job->seg->want && job->seg->ops->host_room(job);
+    return segs_connections(job) < job->seg->grow.want && job->seg->ops->host_room(job);
+}
+
+/* What segplan's decisions read of each lane, as it is now (a request
+ * starts and ends between two decisions: taken again for each). */
+static void lanes_view(const segs_t *s, seg_lane_view_t *v)
+{
+    for (unsigned i = 0; i < s->nlanes; i++) {
+        const seg_lane_t *l = s->lanes[i];
+        v[i] = (seg_lane_view_t){
+            .rate = l->rate, .t_req = l->t_req, .requesting = l->xfer.req != NULL};
+    }
 }
 
 /* The first chunk nobody fetches, within the budget beyond the hashed
- * prefix; NULL when none. */
+ * prefix (segplan_next_chunk); NULL when none. */
 static seg_chunk_t *next_chunk(const job_t *job)
 {
     const segs_t *s = job->seg;
     uint64_t limit = job->pipe.hashed + job->js->cfg->segment_budget;
-    for (size_t i = 0; i < s->n; i++) {
-        seg_chunk_t *c = s->chunks[i];
-        if (c->start + c->got >= limit)
-            return NULL;
-        if (!c->lane && c != s->main && c->got < len_of(c))
-            return c;
-    }
-    return NULL;
+    long i = segplan_next_chunk(s->chunks, s->n, s->main, limit);
+    return i < 0 ? NULL : s->chunks[i];
 }
 
 /* Near the end: the lane fetching the most halves it, and the second half
- * is a new chunk. NULL when no chunk is worth it. A split costs the bytes
- * already in flight past its point (the lane's connection is closed there:
- * on a fast link, socket buffers of several MiB); it gains half the chunk's
- * time left. So only a lane whose measured rate says the rest takes at
- * least SEG_SPLIT_MIN_MS is split: on a slow link little is in flight, on a
- * fast one the rest is soon there anyway (the origin then sends the file
- * once, not 4% more: the demo checks it). */
+ * is a new chunk (segplan_split says which and where). NULL when no chunk
+ * is worth it. On a fast link the rest is soon there anyway: the origin
+ * then sends the file once, not 4% more (the demo checks it). */
 static seg_chunk_t *split_chunk(job_t *job)
 {
     segs_t *s = job->seg;
-    size_t best = s->n;
-    uint64_t most = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        seg_chunk_t *c = s->chunks[i];
-        uint64_t left = len_of(c) - c->got;
-        const seg_lane_t *l = c->lane;
-        if (l && l->xfer.req && left > most && l->rate &&
-            left * 1000 / l->rate >= SEG_SPLIT_MIN_MS) {
-            most = left;
-            best = i;
-        }
-    }
-    if (best == s->n || most < 2 * SEG_SPLIT_MIN)
+    seg_lane_view_t v[SEG_MAX_LANES];
+    seg_split_t sp;
+    lanes_view(s, v);
+    if (!segplan_split(s->chunks, s->n, v, &sp))
         return NULL;
-    seg_chunk_t *c = s->chunks[best];
-    uint64_t mid = (c->start + c->got + most / 2) / SEG_ALIGN * SEG_ALIGN;
-    if (mid <= c->start + c->got || mid >= c->end || chunk_insert(s, best + 1, mid, c->end))
+    seg_chunk_t *c = s->chunks[sp.at];
+    if (chunk_insert(s, sp.at + 1, sp.mid, c->end))
         return NULL;
-    c->end = mid;
+    c->end = sp.mid;
     log_debug("job %llu: split %llu-%llu at %llu", (unsigned long long)job->id,
-              (unsigned long long)c->start, (unsigned long long)s->chunks[best + 1]->end - 1,
-              (unsigned long long)mid);
-    return s->chunks[best + 1];
+              (unsigned long long)c->start, (unsigned long long)s->chunks[sp.at + 1]->end - 1,
+              (unsigned long long)sp.mid);
+    return s->chunks[sp.at + 1];
 }
 
 void segs_pump(job_t *job)
@@ -700,37 +674,15 @@ static void lanes_rate(segs_t *s, uint64_t now)
     }
 }
 
-static int cmp_u64(const void *a, const void *b)
+/* Whether the lane on chunk c, which the hash waits for, is far slower
+ * than the others (segplan_far_slower): its connection is served slowly
+ * and holds up the whole download, while a new one would be served like
+ * the others. */
+static int far_slower(const segs_t *s, const seg_chunk_t *c, uint64_t now, uint64_t *median)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Whether lane l, on chunk c that the hash waits for, is far slower than
- * the other lanes (below the median of their last rates / SEG_SLOW_FACTOR,
- * judged after SEG_SLOW_MIN_MS on its request, with two others to compare
- * with, busy or done),
- * and the rest of c would still take it over SEG_SLOW_MIN_MS: a connection
- * the server (or the path) serves slowly holds up the whole download while
- * a new one would be served like the others. Once per chunk. */
-static int lane_far_slower(const segs_t *s, const seg_lane_t *l, const seg_chunk_t *c, uint64_t now,
-                           uint64_t *median)
-{
-    if (c->slow_retried || now - l->t_req < SEG_SLOW_MIN_MS)
-        return 0;
-    uint64_t v[SEG_MAX_LANES];
-    unsigned n = 0;
-    for (unsigned i = 0; i < s->nlanes; i++) {
-        const seg_lane_t *o = s->lanes[i];
-        if (o != l && o->rate) /* an idle lane's: its last chunk's */
-            v[n++] = o->rate;
-    }
-    if (n < 2)
-        return 0;
-    qsort(v, n, sizeof *v, cmp_u64);
-    *median = v[n / 2];
-    uint64_t left = len_of(c) - c->got;
-    return l->rate * SEG_SLOW_FACTOR < *median && left * 1000 > l->rate * SEG_SLOW_MIN_MS;
+    seg_lane_view_t v[SEG_MAX_LANES];
+    lanes_view(s, v);
+    return segplan_far_slower(c, v, s->nlanes, now, median);
 }
 
 void segs_tick(job_t *job, uint64_t now)
@@ -746,16 +698,8 @@ void segs_tick(job_t *job, uint64_t now)
         lanes_rate(s, now);
         /* All wanted connections busy for a while: one more, while each
          * step still adds a tenth to the rate. */
-        if (!s->grown_out && !(job->flags & JOB_PAUSED) && now - s->t_grow >= SEG_GROW_MS &&
-            segs_connections(job) >= s->want && s->want < cfg->max_connections_per_download) {
-            if (s->rate_at_grow && s->rate * 10 < s->rate_at_grow * 11) {
-                s->grown_out = 1;
-            } else {
-                s->want++;
-                s->rate_at_grow = s->rate;
-                s->t_grow = now;
-            }
-        }
+        segplan_grow(&s->grow, s->rate, now, segs_connections(job),
+                     cfg->max_connections_per_download, (job->flags & JOB_PAUSED) != 0);
     }
     /* The chunk the hash waits for: a silent connection there, or one far
      * slower than the others, holds up the whole download; another one
@@ -764,11 +708,10 @@ void segs_tick(job_t *job, uint64_t now)
         seg_chunk_t *c = s->chunks[i];
         if (c->got == len_of(c))
             continue;
-        seg_lane_t *l = c->lane;
+        seg_lane_t *l = c->lane >= 0 ? s->lanes[c->lane] : NULL;
         uint64_t median = 0;
         if (l && l->xfer.req && !(job->flags & JOB_PAUSED) &&
-            now - l->last_byte < cfg->segment_stall_timeout_ms &&
-            lane_far_slower(s, l, c, now, &median)) {
+            now - l->last_byte < cfg->segment_stall_timeout_ms && far_slower(s, c, now, &median)) {
             log_warn("job %llu: %llu-%llu at %llu bytes/s, the other connections' median %llu: "
                      "asked for again on another connection",
                      (unsigned long long)job->id, (unsigned long long)(c->start + c->got),
@@ -792,7 +735,7 @@ void segs_tick(job_t *job, uint64_t now)
                              .retries = cfg->retries,
                              .shutting_down = job->js->shutting_down,
                              .lane = 1,
-                             .want = s->want};
+                             .want = s->grow.want};
             retry_out_t out; /* no backoff: the silence was the wait */
             retry_decide(&in, &out);
             if (out.verdict == RETRY_FAIL) { /* silent every time: give up */

@@ -1,7 +1,8 @@
 /* Unit tests for daemon/fetch/disposition.c: what a response head means for
  * the request that got it (206 validation, Content-Range checks, redirect
- * rules, which statuses retry, Retry-After) and the backoff schedule. Pure
- * functions: no loop, no socket. */
+ * rules, which statuses retry, Retry-After), the backoff schedule and what
+ * a failed attempt leads to (retry_decide, for the job's transfer and for a
+ * lane). Pure functions: no loop, no socket. */
 #include "disposition.h"
 
 #include <check.h>
@@ -307,6 +308,203 @@ START_TEST(disposition_backoff_doubles_with_jitter)
 }
 END_TEST
 
+/* ---- retry_decide: one rule for the job's transfer and a lane's ---------- */
+
+/* A failed attempt of the job's own transfer: 3 retries, 1 s doubling to
+ * a minute, no deadline. */
+static retry_in_t job_in(const char *code, unsigned attempts)
+{
+    return (retry_in_t){
+        .code = code, .attempts = attempts, .retries = 3, .base_ms = 1000, .max_ms = 60000};
+}
+
+/* The same for a segment's connection, `want` connections wanted. */
+static retry_in_t lane_in(const char *code, unsigned attempts, unsigned want)
+{
+    retry_in_t in = job_in(code, attempts);
+    in.lane = 1;
+    in.want = want;
+    return in;
+}
+
+static retry_out_t retry(const retry_in_t *in)
+{
+    retry_out_t out;
+    memset(&out, 0xff, sizeof out); /* every field must be set */
+    retry_decide(in, &out);
+    return out;
+}
+
+START_TEST(disposition_retry_fails_the_job_on_a_final_code)
+{
+    const char *final[] = {"http_404", "http_403", "http_410", "dns", "tls_verify", "no_space"};
+    for (size_t i = 0; i < sizeof final / sizeof final[0]; i++)
+        for (unsigned attempts = 0; attempts < 3; attempts++) {
+            retry_in_t in = job_in(final[i], attempts);
+            retry_out_t out = retry(&in);
+            ck_assert_msg(out.verdict == RETRY_FAIL, "%s", final[i]);
+            ck_assert_int_eq(out.after_n, 0); /* no "(after N attempts)" */
+            ck_assert_int_eq(out.deadline, 0);
+            ck_assert_int_eq(out.rewind, 0);
+            ck_assert_int_eq(out.fewer, 0);
+        }
+}
+END_TEST
+
+START_TEST(disposition_retry_backs_off_the_job_on_a_transient_code)
+{
+    const char *transient[] = {"timeout",  "connect",  "truncated",
+                               "http_500", "http_429", "http_503"};
+    for (size_t i = 0; i < sizeof transient / sizeof transient[0]; i++)
+        for (uint64_t rnd = 0; rnd < 2000; rnd += 97) {
+            retry_in_t in = job_in(transient[i], 0);
+            in.rnd = rnd;
+            retry_out_t out = retry(&in);
+            ck_assert_msg(out.verdict == RETRY_AGAIN, "%s", transient[i]);
+            ck_assert_uint_ge(out.delay_ms, 500); /* [base/2, base] on attempt 0 */
+            ck_assert_uint_le(out.delay_ms, 1000);
+            ck_assert_int_eq(out.rewind, 0);
+            ck_assert_int_eq(out.fewer, 0); /* the job's transfer has no lanes to give up */
+        }
+    retry_in_t in = job_in("timeout", 2); /* the backoff doubles per attempt */
+    ck_assert_uint_ge(retry(&in).delay_ms, 2000);
+    ck_assert_uint_le(retry(&in).delay_ms, 4000);
+}
+END_TEST
+
+START_TEST(disposition_retry_fails_the_job_when_retries_are_spent)
+{
+    retry_in_t in = job_in("timeout", 2);
+    ck_assert_int_eq(retry(&in).verdict, RETRY_AGAIN);
+    in.attempts = 3;
+    retry_out_t out = retry(&in);
+    ck_assert_int_eq(out.verdict, RETRY_FAIL);
+    ck_assert_int_eq(out.after_n, 1);
+    ck_assert_int_eq(out.deadline, 0);
+    in = job_in("timeout", 0); /* no retries at all: the only attempt */
+    in.retries = 0;
+    out = retry(&in);
+    ck_assert_int_eq(out.verdict, RETRY_FAIL);
+    ck_assert_int_eq(out.after_n, 0);
+}
+END_TEST
+
+START_TEST(disposition_retry_fails_a_hopeless_job)
+{
+    retry_in_t in = job_in("connect", 1);
+    in.hopeless = 1;
+    retry_out_t out = retry(&in);
+    ck_assert_int_eq(out.verdict, RETRY_FAIL);
+    ck_assert_int_eq(out.after_n, 1);
+    in.hopeless = 0;
+    ck_assert_int_eq(retry(&in).verdict, RETRY_AGAIN);
+}
+END_TEST
+
+START_TEST(disposition_retry_fails_the_job_at_its_deadline)
+{
+    retry_in_t in = job_in("timeout", 0);
+    in.rnd = 0; /* a delay of base/2: 500 ms */
+    in.deadline_ms = 10000;
+    in.elapsed_ms = 9499;
+    retry_out_t out = retry(&in);
+    ck_assert_int_eq(out.verdict, RETRY_AGAIN);
+    ck_assert_uint_eq(out.delay_ms, 500);
+    in.elapsed_ms = 9500; /* the wait would reach the deadline */
+    out = retry(&in);
+    ck_assert_int_eq(out.verdict, RETRY_FAIL);
+    ck_assert_int_eq(out.deadline, 1);
+    ck_assert_int_eq(out.after_n, 0);
+    in.lane = 1; /* a lane's retries do not look at the job's deadline */
+    in.want = 4;
+    ck_assert_int_eq(retry(&in).verdict, RETRY_AGAIN);
+}
+END_TEST
+
+START_TEST(disposition_retry_rewinds_a_lane_on_an_expired_link)
+{
+    const char *expired[] = {"http_403", "http_410"};
+    for (size_t i = 0; i < 2; i++) {
+        retry_in_t in = lane_in(expired[i], 0, 4);
+        retry_out_t out = retry(&in);
+        ck_assert_msg(out.verdict == RETRY_AGAIN, "%s", expired[i]);
+        ck_assert_int_eq(out.rewind, 1);
+        ck_assert_int_eq(out.fewer, 0);
+        ck_assert_uint_le(out.delay_ms, 1000);
+    }
+}
+END_TEST
+
+START_TEST(disposition_retry_fails_a_lane_on_a_final_code)
+{
+    const char *final[] = {"http_404", "http_401", "dns", "no_space", "http_416"};
+    for (size_t i = 0; i < sizeof final / sizeof final[0]; i++) {
+        retry_in_t in = lane_in(final[i], 0, 4);
+        retry_out_t out = retry(&in);
+        ck_assert_msg(out.verdict == RETRY_FAIL, "%s", final[i]);
+        ck_assert_int_eq(out.after_n, 0);
+        ck_assert_int_eq(out.rewind, 0);
+    }
+    retry_in_t in = lane_in("timeout", 0, 4);
+    retry_out_t out = retry(&in);
+    ck_assert_int_eq(out.verdict, RETRY_AGAIN);
+    ck_assert_int_eq(out.rewind, 0);
+    ck_assert_int_eq(out.fewer, 0);
+}
+END_TEST
+
+START_TEST(disposition_retry_asks_a_throttled_lane_for_one_fewer)
+{
+    const char *busy[] = {"http_429", "http_503"};
+    for (size_t i = 0; i < 2; i++) {
+        retry_in_t in = lane_in(busy[i], 0, 2);
+        in.retry_after_ms = 7000;
+        retry_out_t out = retry(&in);
+        ck_assert_msg(out.verdict == RETRY_AGAIN, "%s", busy[i]);
+        ck_assert_int_eq(out.fewer, 1);
+        ck_assert_uint_eq(out.delay_ms, 7000); /* after its Retry-After */
+        in.want = 1;                           /* the last one stays */
+        out = retry(&in);
+        ck_assert_int_eq(out.verdict, RETRY_AGAIN);
+        ck_assert_int_eq(out.fewer, 0);
+    }
+    retry_in_t in = lane_in("http_500", 0, 4); /* a server error is not a throttle */
+    ck_assert_int_eq(retry(&in).fewer, 0);
+}
+END_TEST
+
+START_TEST(disposition_retry_fails_a_lane_when_retries_are_spent)
+{
+    const char *codes[] = {"timeout", "http_503", "http_403"};
+    for (size_t i = 0; i < 3; i++) {
+        retry_in_t in = lane_in(codes[i], 2, 4);
+        ck_assert_int_eq(retry(&in).verdict, RETRY_AGAIN);
+        in.attempts = 3;
+        retry_out_t out = retry(&in);
+        ck_assert_msg(out.verdict == RETRY_FAIL, "%s", codes[i]);
+        ck_assert_int_eq(out.after_n, 1);
+        ck_assert_int_eq(out.fewer, 0);
+        ck_assert_int_eq(out.rewind, 0);
+    }
+}
+END_TEST
+
+START_TEST(disposition_retry_fails_both_when_shutting_down)
+{
+    retry_in_t in = job_in("timeout", 0);
+    in.shutting_down = 1;
+    retry_out_t out = retry(&in);
+    ck_assert_int_eq(out.verdict, RETRY_FAIL);
+    ck_assert_int_eq(out.deadline, 0);
+    in = lane_in("timeout", 0, 4);
+    in.shutting_down = 1;
+    ck_assert_int_eq(retry(&in).verdict, RETRY_FAIL);
+    in = lane_in("http_410", 0, 4);
+    in.shutting_down = 1;
+    ck_assert_int_eq(retry(&in).verdict, RETRY_FAIL);
+}
+END_TEST
+
 static Suite *disposition_suite(void)
 {
     Suite *s = suite_create("disposition");
@@ -326,6 +524,16 @@ static Suite *disposition_suite(void)
 
     tcase_add_test(retry, disposition_says_which_failures_retry);
     tcase_add_test(retry, disposition_backoff_doubles_with_jitter);
+    tcase_add_test(retry, disposition_retry_fails_the_job_on_a_final_code);
+    tcase_add_test(retry, disposition_retry_backs_off_the_job_on_a_transient_code);
+    tcase_add_test(retry, disposition_retry_fails_the_job_when_retries_are_spent);
+    tcase_add_test(retry, disposition_retry_fails_a_hopeless_job);
+    tcase_add_test(retry, disposition_retry_fails_the_job_at_its_deadline);
+    tcase_add_test(retry, disposition_retry_rewinds_a_lane_on_an_expired_link);
+    tcase_add_test(retry, disposition_retry_fails_a_lane_on_a_final_code);
+    tcase_add_test(retry, disposition_retry_asks_a_throttled_lane_for_one_fewer);
+    tcase_add_test(retry, disposition_retry_fails_a_lane_when_retries_are_spent);
+    tcase_add_test(retry, disposition_retry_fails_both_when_shutting_down);
     suite_add_tcase(s, retry);
     return s;
 }

@@ -1,0 +1,96 @@
+/* segplan: the decisions of a segmented download as pure functions (see
+ * the header). */
+#include "segplan.h"
+
+#include <assert.h>
+#include <stdlib.h>
+
+static uint64_t left_of(const seg_chunk_t *c)
+{
+    return c->end - c->start - c->got;
+}
+
+long segplan_next_chunk(seg_chunk_t *const *chunks, size_t n, const seg_chunk_t *main,
+                        uint64_t limit)
+{
+    for (size_t i = 0; i < n; i++) {
+        const seg_chunk_t *c = chunks[i];
+        if (c->start + c->got >= limit)
+            return -1;
+        if (c->lane < 0 && c != main && left_of(c))
+            return (long)i;
+    }
+    return -1;
+}
+
+int segplan_split(seg_chunk_t *const *chunks, size_t n, const seg_lane_view_t *lanes,
+                  seg_split_t *out)
+{
+    size_t best = n;
+    uint64_t most = 0;
+    for (size_t i = 0; i < n; i++) {
+        const seg_chunk_t *c = chunks[i];
+        uint64_t left = left_of(c);
+        const seg_lane_view_t *l = c->lane >= 0 ? &lanes[c->lane] : NULL;
+        /* Milliseconds left before dividing: right for any SEG_SPLIT_MIN_MS. */
+        if (l && l->requesting && left > most && l->rate &&
+            left * 1000 / l->rate >= SEG_SPLIT_MIN_MS) {
+            most = left;
+            best = i;
+        }
+    }
+    if (best == n || most < 2 * SEG_SPLIT_MIN)
+        return 0;
+    const seg_chunk_t *c = chunks[best];
+    uint64_t mid = (c->start + c->got + most / 2) / SEG_ALIGN * SEG_ALIGN;
+    if (mid <= c->start + c->got || mid >= c->end) /* not while SEG_SPLIT_MIN >= SEG_ALIGN */
+        return 0;
+    out->at = best;
+    out->mid = mid;
+    return 1;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int segplan_far_slower(const seg_chunk_t *c, const seg_lane_view_t *lanes, unsigned nlanes,
+                       uint64_t now, uint64_t *median)
+{
+    assert(c->lane >= 0 && (unsigned)c->lane < nlanes && nlanes <= SEG_MAX_LANES);
+    const seg_lane_view_t *l = &lanes[c->lane];
+    if (c->slow_retried || now - l->t_req < SEG_SLOW_MIN_MS)
+        return 0;
+    uint64_t v[SEG_MAX_LANES];
+    unsigned n = 0;
+    for (unsigned i = 0; i < nlanes; i++)
+        if (i != (unsigned)c->lane && lanes[i].rate) /* an idle lane's: its last chunk's */
+            v[n++] = lanes[i].rate;
+    if (n < 2)
+        return 0;
+    qsort(v, n, sizeof *v, cmp_u64);
+    *median = v[n / 2];
+    return l->rate * SEG_SLOW_FACTOR < *median && left_of(c) * 1000 > l->rate * SEG_SLOW_MIN_MS;
+}
+
+void segplan_grow_start(seg_growth_t *g, unsigned max, uint64_t now)
+{
+    *g = (seg_growth_t){.want = SEG_START_CONNS < max ? SEG_START_CONNS : max, .t_grow = now};
+}
+
+void segplan_grow(seg_growth_t *g, uint64_t rate, uint64_t now, unsigned connections, unsigned max,
+                  int paused)
+{
+    if (g->grown_out || paused || now - g->t_grow < SEG_GROW_MS || connections < g->want ||
+        g->want >= max)
+        return;
+    if (g->rate_at_grow && rate * 10 < g->rate_at_grow * 11) {
+        g->grown_out = 1; /* the last connection added less than a tenth */
+        return;
+    }
+    g->want++;
+    g->rate_at_grow = rate;
+    g->t_grow = now;
+}

@@ -1,0 +1,353 @@
+/* Unit tests for daemon/fetch/segplan.c: the decisions of a download over
+ * several connections, pure functions of the chunk table, the lanes' rates
+ * and the clock. Which chunk comes next, which is split and where, which
+ * lane is far slower, when one more connection is wanted. */
+#include "segplan.h"
+
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define MiB ((uint64_t)1 << 20)
+
+/* A table of up to 16 chunks, each pointed to as segments.c's is. */
+typedef struct table {
+    seg_chunk_t c[16];
+    seg_chunk_t *p[16];
+    size_t n;
+} table_t;
+
+/* Appends [start, end) with got bytes received, fetched by `lane` (-1: none). */
+static seg_chunk_t *add(table_t *t, uint64_t start, uint64_t end, uint64_t got, int lane)
+{
+    ck_assert_uint_lt(t->n, 16);
+    seg_chunk_t *c = &t->c[t->n];
+    *c = (seg_chunk_t){.start = start, .end = end, .got = got, .lane = lane};
+    t->p[t->n++] = c;
+    return c;
+}
+
+/* A table of n chunks of `len` bytes from 0, none fetched. */
+static void even(table_t *t, size_t n, uint64_t len)
+{
+    t->n = 0;
+    for (size_t i = 0; i < n; i++)
+        add(t, i * len, (i + 1) * len, 0, -1);
+}
+
+/* A lane with a request in flight at `rate` bytes/s, asked at t_req. */
+static seg_lane_view_t busy(uint64_t rate, uint64_t t_req)
+{
+    return (seg_lane_view_t){.rate = rate, .t_req = t_req, .requesting = 1};
+}
+
+/* ---- next chunk ----------------------------------------------------------- */
+
+START_TEST(segplan_next_chunk_skips_main_busy_and_complete)
+{
+    table_t t = {0};
+    even(&t, 5, 8 * MiB);
+    t.c[1].lane = 0;          /* fetched by a lane */
+    t.c[2].got = 8 * MiB;     /* all received */
+    t.c[3].got = 8 * MiB - 1; /* one byte left: still to fetch */
+    ck_assert_int_eq(segplan_next_chunk(t.p, t.n, &t.c[0], UINT64_MAX), 3);
+    ck_assert_int_eq(segplan_next_chunk(t.p, t.n, NULL, UINT64_MAX), 0); /* no main */
+    t.c[3].got = 8 * MiB;
+    ck_assert_int_eq(segplan_next_chunk(t.p, t.n, &t.c[0], UINT64_MAX), 4);
+    t.c[4].lane = 2;
+    ck_assert_int_eq(segplan_next_chunk(t.p, t.n, &t.c[0], UINT64_MAX), -1); /* none left */
+    ck_assert_int_eq(segplan_next_chunk(t.p, 0, NULL, UINT64_MAX), -1);      /* no table */
+}
+END_TEST
+
+START_TEST(segplan_next_chunk_stops_at_the_budget)
+{
+    table_t t = {0};
+    even(&t, 4, 8 * MiB);
+    t.c[0].got = 8 * MiB;
+    t.c[1].lane = 0;
+    /* Chunk 2 starts at 16 MiB: handed out only below the limit. */
+    ck_assert_int_eq(segplan_next_chunk(t.p, t.n, NULL, 16 * MiB + 1), 2);
+    ck_assert_int_eq(segplan_next_chunk(t.p, t.n, NULL, 16 * MiB), -1);
+    /* What a chunk got counts: it is fetched from there. */
+    t.c[2].got = MiB;
+    ck_assert_int_eq(segplan_next_chunk(t.p, t.n, NULL, 17 * MiB + 1), 2);
+    ck_assert_int_eq(segplan_next_chunk(t.p, t.n, NULL, 17 * MiB), -1);
+    /* A chunk past the limit ends the search, even with free ones after. */
+    t.c[1].lane = -1;
+    t.c[1].got = 0;
+    ck_assert_int_eq(segplan_next_chunk(t.p, t.n, NULL, 8 * MiB + 1), 1);
+    ck_assert_int_eq(segplan_next_chunk(t.p, t.n, NULL, 8 * MiB), -1);
+}
+END_TEST
+
+/* ---- split ---------------------------------------------------------------- */
+
+START_TEST(segplan_split_picks_the_chunk_with_most_left)
+{
+    table_t t = {0};
+    /* At 1 MiB/s each rest takes well over SEG_SPLIT_MIN_MS. */
+    seg_lane_view_t lanes[4] = {busy(MiB, 0), busy(MiB, 0), busy(MiB, 0), busy(MiB, 0)};
+    add(&t, 0, 32 * MiB, 20 * MiB, 0);         /* 12 MiB left */
+    add(&t, 32 * MiB, 64 * MiB, 10 * MiB, 1);  /* 22 MiB left */
+    add(&t, 64 * MiB, 96 * MiB, 16 * MiB, 2);  /* 16 MiB left */
+    add(&t, 96 * MiB, 128 * MiB, 0, -1);       /* 32 MiB, no lane: not split */
+    add(&t, 128 * MiB, 160 * MiB, 8 * MiB, 3); /* 24 MiB left */
+    seg_split_t sp;
+    ck_assert_int_eq(segplan_split(t.p, t.n, lanes, &sp), 1);
+    ck_assert_uint_eq(sp.at, 4);
+
+    lanes[3].requesting = 0; /* waiting for a retry: not split */
+    ck_assert_int_eq(segplan_split(t.p, t.n, lanes, &sp), 1);
+    ck_assert_uint_eq(sp.at, 1);
+
+    lanes[1].rate = 0; /* no rate yet: not split */
+    ck_assert_int_eq(segplan_split(t.p, t.n, lanes, &sp), 1);
+    ck_assert_uint_eq(sp.at, 2);
+
+    t.c[0].got = 16 * MiB; /* as much left as chunk 2: the first of equals */
+    ck_assert_int_eq(segplan_split(t.p, t.n, lanes, &sp), 1);
+    ck_assert_uint_eq(sp.at, 0);
+}
+END_TEST
+
+START_TEST(segplan_split_refuses_a_small_or_quick_rest)
+{
+    table_t t = {0};
+    seg_lane_view_t lanes[1] = {busy(MiB, 0)};
+    seg_split_t sp;
+    /* At least 2 * SEG_SPLIT_MIN left. */
+    add(&t, 0, 64 * MiB, 64 * MiB - 2 * SEG_SPLIT_MIN, 0);
+    ck_assert_int_eq(segplan_split(t.p, t.n, lanes, &sp), 1);
+    t.c[0].got++;
+    ck_assert_int_eq(segplan_split(t.p, t.n, lanes, &sp), 0);
+
+    /* At least SEG_SPLIT_MIN_MS left at the lane's rate. */
+    t.c[0].got = 0;
+    lanes[0].rate = 64 * MiB * 1000 / SEG_SPLIT_MIN_MS; /* exactly SEG_SPLIT_MIN_MS */
+    ck_assert_int_eq(segplan_split(t.p, t.n, lanes, &sp), 1);
+    lanes[0].rate++;
+    ck_assert_int_eq(segplan_split(t.p, t.n, lanes, &sp), 0);
+
+    /* A quick lane's chunk is passed over for a slower one's, smaller. */
+    add(&t, 64 * MiB, 72 * MiB, 0, 1);
+    seg_lane_view_t two[2] = {lanes[0], busy(MiB, 0)};
+    ck_assert_int_eq(segplan_split(t.p, t.n, two, &sp), 1);
+    ck_assert_uint_eq(sp.at, 1);
+
+    t.n = 0; /* nothing at all */
+    ck_assert_int_eq(segplan_split(t.p, t.n, lanes, &sp), 0);
+}
+END_TEST
+
+START_TEST(segplan_split_cuts_aligned_inside_the_rest)
+{
+    table_t t = {0};
+    seg_lane_view_t lanes[1] = {busy(MiB, 0)};
+    seg_split_t sp;
+    uint64_t starts[] = {0, 12345, 3 * MiB + 777, 100 * MiB + 1};
+    for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++)
+        for (uint64_t got = 0; got < 6 * MiB; got += 333333) {
+            t.n = 0;
+            uint64_t s = starts[i], e = s + 10 * MiB + 4099;
+            seg_chunk_t *c = add(&t, s, e, got, 0);
+            ck_assert_int_eq(segplan_split(t.p, t.n, lanes, &sp), 1);
+            uint64_t from = s + got, left = e - from;
+            ck_assert_uint_eq(sp.at, 0);
+            ck_assert_uint_eq(sp.mid % SEG_ALIGN, 0);
+            ck_assert_uint_gt(sp.mid, from);
+            ck_assert_uint_lt(sp.mid, c->end);
+            /* The middle of the rest, rounded down to SEG_ALIGN. */
+            ck_assert_uint_le(sp.mid, from + left / 2);
+            ck_assert_uint_gt(sp.mid + SEG_ALIGN, from + left / 2);
+            ck_assert_uint_eq(c->end, e); /* the caller cuts */
+        }
+}
+END_TEST
+
+/* ---- far slower ----------------------------------------------------------- */
+
+/* Lane 0 on a chunk with 8 MiB left at 64 KiB/s (128 s), asked at 0; the
+ * others at 1 MiB/s. */
+static seg_chunk_t slow_chunk(void)
+{
+    return (seg_chunk_t){.start = 0, .end = 16 * MiB, .got = 8 * MiB, .lane = 0};
+}
+
+START_TEST(segplan_far_slower_needs_two_others)
+{
+    seg_chunk_t c = slow_chunk();
+    seg_lane_view_t lanes[3] = {busy(64 << 10, 0), busy(MiB, 0), busy(0, 0)};
+    uint64_t median = 0;
+    ck_assert_int_eq(segplan_far_slower(&c, lanes, 3, 10000, &median), 0);
+    ck_assert_uint_eq(median, 0); /* not compared */
+    lanes[2].rate = MiB;
+    lanes[2].requesting = 0; /* idle: its last chunk's rate counts */
+    ck_assert_int_eq(segplan_far_slower(&c, lanes, 3, 10000, &median), 1);
+    ck_assert_uint_eq(median, MiB);
+    /* The upper middle of the others' rates. */
+    seg_lane_view_t more[5] = {busy(64 << 10, 0), busy(MiB, 0), busy(4 * MiB, 0), busy(2 * MiB, 0),
+                               busy(3 * MiB, 0)};
+    ck_assert_int_eq(segplan_far_slower(&c, more, 5, 10000, &median), 1);
+    ck_assert_uint_eq(median, 3 * MiB);
+    more[0].rate = 5 * MiB; /* the slow lane is not one of the others */
+    more[1].rate = 64 << 10;
+    c.lane = 1;
+    ck_assert_int_eq(segplan_far_slower(&c, more, 5, 10000, &median), 1);
+    ck_assert_uint_eq(median, 4 * MiB);
+}
+END_TEST
+
+START_TEST(segplan_far_slower_waits_for_its_request)
+{
+    seg_chunk_t c = slow_chunk();
+    seg_lane_view_t lanes[3] = {busy(64 << 10, 5000), busy(MiB, 0), busy(MiB, 0)};
+    uint64_t median = 0;
+    ck_assert_int_eq(segplan_far_slower(&c, lanes, 3, 5000 + SEG_SLOW_MIN_MS - 1, &median), 0);
+    ck_assert_int_eq(segplan_far_slower(&c, lanes, 3, 5000 + SEG_SLOW_MIN_MS, &median), 1);
+    c.slow_retried = 1; /* once per chunk */
+    ck_assert_int_eq(segplan_far_slower(&c, lanes, 3, 5000 + 10 * SEG_SLOW_MIN_MS, &median), 0);
+}
+END_TEST
+
+START_TEST(segplan_far_slower_below_the_median_by_the_factor)
+{
+    seg_chunk_t c = slow_chunk();
+    seg_lane_view_t lanes[3] = {busy(MiB / SEG_SLOW_FACTOR, 0), busy(MiB, 0), busy(MiB, 0)};
+    uint64_t median = 0;
+    ck_assert_int_eq(segplan_far_slower(&c, lanes, 3, 10000, &median), 0); /* exactly: not */
+    ck_assert_uint_eq(median, MiB);
+    lanes[0].rate--;
+    ck_assert_int_eq(segplan_far_slower(&c, lanes, 3, 10000, &median), 1);
+    lanes[0].rate = 0; /* no rate at all: far slower */
+    ck_assert_int_eq(segplan_far_slower(&c, lanes, 3, 10000, &median), 1);
+}
+END_TEST
+
+START_TEST(segplan_far_slower_only_with_much_left)
+{
+    seg_chunk_t c = slow_chunk();
+    uint64_t rate = 64 << 10;
+    seg_lane_view_t lanes[3] = {busy(rate, 0), busy(MiB, 0), busy(MiB, 0)};
+    uint64_t median = 0;
+    /* Exactly SEG_SLOW_MIN_MS left at its rate: it may as well finish. */
+    c.got = c.end - rate * SEG_SLOW_MIN_MS / 1000;
+    ck_assert_int_eq(segplan_far_slower(&c, lanes, 3, 10000, &median), 0);
+    c.got--;
+    ck_assert_int_eq(segplan_far_slower(&c, lanes, 3, 10000, &median), 1);
+}
+END_TEST
+
+/* ---- growth --------------------------------------------------------------- */
+
+START_TEST(segplan_grow_starts_with_a_few)
+{
+    seg_growth_t g;
+    segplan_grow_start(&g, 16, 500);
+    ck_assert_uint_eq(g.want, SEG_START_CONNS);
+    ck_assert_uint_eq(g.t_grow, 500);
+    ck_assert_int_eq(g.grown_out, 0);
+    ck_assert_uint_eq(g.rate_at_grow, 0);
+    segplan_grow_start(&g, 2, 0);
+    ck_assert_uint_eq(g.want, 2);
+}
+END_TEST
+
+START_TEST(segplan_grow_adds_one_while_the_rate_grows)
+{
+    seg_growth_t g;
+    segplan_grow_start(&g, 16, 0);
+    uint64_t t, rate = 10 * MiB;
+    /* Too soon after the start. */
+    segplan_grow(&g, rate, SEG_GROW_MS - 1, 4, 16, 0);
+    ck_assert_uint_eq(g.want, 4);
+    /* Not every wanted connection busy. */
+    segplan_grow(&g, rate, SEG_GROW_MS, 3, 16, 0);
+    ck_assert_uint_eq(g.want, 4);
+    /* The first step needs no rate to compare with. */
+    t = SEG_GROW_MS;
+    segplan_grow(&g, rate, t, 4, 16, 0);
+    ck_assert_uint_eq(g.want, 5);
+    ck_assert_uint_eq(g.rate_at_grow, rate);
+    ck_assert_uint_eq(g.t_grow, t);
+    /* Then a step each SEG_GROW_MS, while each adds a tenth. */
+    segplan_grow(&g, rate * 2, t + SEG_GROW_MS - 1, 5, 16, 0);
+    ck_assert_uint_eq(g.want, 5);
+    t += SEG_GROW_MS;
+    rate = rate * 11 / 10; /* exactly a tenth more */
+    segplan_grow(&g, rate, t, 5, 16, 0);
+    ck_assert_uint_eq(g.want, 6);
+    ck_assert_uint_eq(g.rate_at_grow, rate);
+    ck_assert_int_eq(g.grown_out, 0);
+}
+END_TEST
+
+START_TEST(segplan_grow_stops_when_the_rate_does_not)
+{
+    seg_growth_t g;
+    segplan_grow_start(&g, 16, 0);
+    segplan_grow(&g, 10000, SEG_GROW_MS, 4, 16, 0);
+    ck_assert_uint_eq(g.want, 5);
+    segplan_grow(&g, 10999, 2 * SEG_GROW_MS, 5, 16, 0); /* under a tenth more */
+    ck_assert_uint_eq(g.want, 5);
+    ck_assert_int_eq(g.grown_out, 1);
+    ck_assert_uint_eq(g.t_grow, SEG_GROW_MS);
+    segplan_grow(&g, 100000, 10 * SEG_GROW_MS, 5, 16, 0); /* for good */
+    ck_assert_uint_eq(g.want, 5);
+}
+END_TEST
+
+START_TEST(segplan_grow_respects_max_and_pause)
+{
+    seg_growth_t g;
+    segplan_grow_start(&g, 5, 0);
+    segplan_grow(&g, 1000, SEG_GROW_MS, 4, 5, 1); /* paused */
+    ck_assert_uint_eq(g.want, 4);
+    ck_assert_uint_eq(g.t_grow, 0);
+    segplan_grow(&g, 1000, SEG_GROW_MS, 4, 5, 0);
+    ck_assert_uint_eq(g.want, 5);
+    segplan_grow(&g, 10000, 2 * SEG_GROW_MS, 5, 5, 0); /* at max */
+    ck_assert_uint_eq(g.want, 5);
+    ck_assert_int_eq(g.grown_out, 0);
+    ck_assert_uint_eq(g.t_grow, SEG_GROW_MS);
+}
+END_TEST
+
+static Suite *segplan_suite(void)
+{
+    Suite *s = suite_create("segplan");
+    TCase *chunks = tcase_create("chunks");
+    TCase *slow = tcase_create("slow");
+    TCase *grow = tcase_create("grow");
+
+    tcase_add_test(chunks, segplan_next_chunk_skips_main_busy_and_complete);
+    tcase_add_test(chunks, segplan_next_chunk_stops_at_the_budget);
+    tcase_add_test(chunks, segplan_split_picks_the_chunk_with_most_left);
+    tcase_add_test(chunks, segplan_split_refuses_a_small_or_quick_rest);
+    tcase_add_test(chunks, segplan_split_cuts_aligned_inside_the_rest);
+    suite_add_tcase(s, chunks);
+
+    tcase_add_test(slow, segplan_far_slower_needs_two_others);
+    tcase_add_test(slow, segplan_far_slower_waits_for_its_request);
+    tcase_add_test(slow, segplan_far_slower_below_the_median_by_the_factor);
+    tcase_add_test(slow, segplan_far_slower_only_with_much_left);
+    suite_add_tcase(s, slow);
+
+    tcase_add_test(grow, segplan_grow_starts_with_a_few);
+    tcase_add_test(grow, segplan_grow_adds_one_while_the_rate_grows);
+    tcase_add_test(grow, segplan_grow_stops_when_the_rate_does_not);
+    tcase_add_test(grow, segplan_grow_respects_max_and_pause);
+    suite_add_tcase(s, grow);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(segplan_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
