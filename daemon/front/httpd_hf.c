@@ -45,6 +45,17 @@
 
 #define HF_MAX_HOPS 5 /* relative redirects (renamed repos) followed */
 
+/* The Hub's headers the metadata request keeps (the HTTP client knows none
+ * of them), by their index in hub_wanted: the commit, an LFS file's SHA-256
+ * and size, the Hub's errors. The names are also those the answer passes
+ * on to the client. */
+enum { HUB_COMMIT, HUB_LINKED_ETAG, HUB_LINKED_SIZE, HUB_ERROR_CODE, HUB_ERROR_MESSAGE, HUB_N };
+static const http_want_t hub_wanted[HUB_N] = {
+    [HUB_COMMIT] = {"X-Repo-Commit", 0},          [HUB_LINKED_ETAG] = {"X-Linked-Etag", 0},
+    [HUB_LINKED_SIZE] = {"X-Linked-Size", 0},     [HUB_ERROR_CODE] = {"X-Error-Code", 0},
+    [HUB_ERROR_MESSAGE] = {"X-Error-Message", 0},
+};
+
 typedef struct hf_meta {
     hconn_t *c;
     char key[512];       /* "prefix repo@rev" as the client named it (hf_rev_t) */
@@ -58,7 +69,7 @@ typedef struct hf_meta {
     int status;
     int64_t content_length;
     char *location, *etag, *content_range;
-    char *hub[HTTP_HUB_N];
+    char *hub[HUB_N]; /* the values of hub_wanted */
 } hf_meta_t;
 
 static void meta_forget(hf_meta_t *m)
@@ -67,7 +78,7 @@ static void meta_forget(hf_meta_t *m)
     free(m->etag);
     free(m->content_range);
     m->location = m->etag = m->content_range = NULL;
-    for (int i = 0; i < HTTP_HUB_N; i++) {
+    for (int i = 0; i < HUB_N; i++) {
         free(m->hub[i]);
         m->hub[i] = NULL;
     }
@@ -109,8 +120,8 @@ static int on_meta_headers(http_req_t *req, const http_response_t *resp, void *d
     m->location = dup_or_null(resp->location);
     m->etag = dup_or_null(resp->etag);
     m->content_range = dup_or_null(resp->content_range);
-    for (int i = 0; i < HTTP_HUB_N; i++)
-        m->hub[i] = dup_or_null(resp->hub[i]);
+    for (int i = 0; i < HUB_N; i++)
+        m->hub[i] = dup_or_null(resp->wanted[i]);
     return HTTP_BODY_DISCARD; /* one byte, or a redirect's or an error's text */
 }
 
@@ -141,14 +152,14 @@ int hf_add_line(hreq_t *r, const char *name, const char *value)
 static void pass_error(hconn_t *c, hf_meta_t *m)
 {
     hreq_t *r = &c->req;
-    hf_add_line(r, "X-Error-Code", m->hub[HTTP_HUB_ERROR_CODE]);
-    hf_add_line(r, "X-Error-Message", m->hub[HTTP_HUB_ERROR_MESSAGE]);
-    hf_add_line(r, "X-Repo-Commit", m->hub[HTTP_HUB_COMMIT]);
+    hf_add_line(r, hub_wanted[HUB_ERROR_CODE].name, m->hub[HUB_ERROR_CODE]);
+    hf_add_line(r, hub_wanted[HUB_ERROR_MESSAGE].name, m->hub[HUB_ERROR_MESSAGE]);
+    hf_add_line(r, hub_wanted[HUB_COMMIT].name, m->hub[HUB_COMMIT]);
     int status = m->status >= 400 && m->status <= 599 ? m->status : 502;
     char code[16], msg[300];
     snprintf(code, sizeof code, "http_%d", m->status);
     snprintf(msg, sizeof msg, "%s",
-             m->hub[HTTP_HUB_ERROR_MESSAGE] ? m->hub[HTTP_HUB_ERROR_MESSAGE] : "the Hub refused");
+             m->hub[HUB_ERROR_MESSAGE] ? m->hub[HUB_ERROR_MESSAGE] : "the Hub refused");
     hf_abandon(c);
     hreq_answer_text(c, status, code, msg, 0);
 }
@@ -250,19 +261,19 @@ static void known_remember(httpd_t *h, const char *tag, const char *key, const h
 static int file_of(const hf_meta_t *m, hf_file_t *f)
 {
     memset(f, 0, sizeof *f);
-    const char *commit = m->hub[HTTP_HUB_COMMIT];
+    const char *commit = m->hub[HUB_COMMIT];
     f->lfs = m->status >= 300 && m->status < 400;
-    const char *lsize = m->hub[HTTP_HUB_LINKED_SIZE];
+    const char *lsize = m->hub[HUB_LINKED_SIZE];
     f->size = f->lfs ? (lsize ? atoll(lsize) : -1)
                      : (m->status == 206 ? range_total(m->content_range) : m->content_length);
     if (!commit || strlen(commit) >= sizeof f->commit || f->size < 0 ||
-        (f->lfs && sha256_of_etag(m->hub[HTTP_HUB_LINKED_ETAG], f->sha256)))
+        (f->lfs && sha256_of_etag(m->hub[HUB_LINKED_ETAG], f->sha256)))
         return -1;
     snprintf(f->commit, sizeof f->commit, "%s", commit);
     if (snprintf(f->etag, sizeof f->etag, "%s", m->etag ? m->etag : "") >= (int)sizeof f->etag)
         return -1;
     if (f->lfs) {
-        snprintf(f->linked, sizeof f->linked, "%s", m->hub[HTTP_HUB_LINKED_ETAG]);
+        snprintf(f->linked, sizeof f->linked, "%s", m->hub[HUB_LINKED_ETAG]);
         if (snprintf(f->linked_size, sizeof f->linked_size, "%s", lsize) >=
             (int)sizeof f->linked_size)
             return -1;
@@ -383,8 +394,9 @@ static void ask(hf_meta_t *m)
             fprintf(f, "%s\r\n", c->req.cred[i]);
         fclose(f);
     }
-    int rc =
-        hdrs ? http_request(jobs_http(c->srv->d.jobs), &m->url, hdrs, &meta_cbs, m, &m->req) : -1;
+    http_req_opts_t o = {.extra_headers = hdrs, .wanted = hub_wanted, .nwanted = HUB_N};
+    int rc = hdrs ? http_request_opts(jobs_http(c->srv->d.jobs), &m->url, &o, &meta_cbs, m, &m->req)
+                  : -1;
     free(hdrs);
     if (rc) {
         m->req = NULL;

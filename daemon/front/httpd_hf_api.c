@@ -41,6 +41,18 @@
 
 #define HF_API_BODY_MAX (16u << 20) /* the Hub's answer, bytes */
 
+/* The Hub's headers an API request keeps (the HTTP client knows none of
+ * them), by their index in hub_wanted: its errors, the commit, and Link
+ * (the tree's next page; its lines joined). The names are also those the
+ * answer passes on. */
+enum { HUB_ERROR_CODE, HUB_ERROR_MESSAGE, HUB_COMMIT, HUB_LINK, HUB_N };
+static const http_want_t hub_wanted[HUB_N] = {
+    [HUB_ERROR_CODE] = {"X-Error-Code", 0},
+    [HUB_ERROR_MESSAGE] = {"X-Error-Message", 0},
+    [HUB_COMMIT] = {"X-Repo-Commit", 0},
+    [HUB_LINK] = {"Link", 1},
+};
+
 typedef enum {
     ROUTE_NONE,       /* not one of ours: 404 */
     ROUTE_INFO,       /* {repo} */
@@ -51,17 +63,17 @@ typedef enum {
 } route_t;
 
 typedef struct hf_api {
-    hconn_t *c;      /* NULL once the connection left: the pool item's end frees it */
-    http_req_t *req; /* the request to the Hub in flight, or NULL */
-    bytebuf_t body;  /* the Hub's answer, at most HF_API_BODY_MAX */
-    int status;      /* the Hub's */
-    char *ctype;     /* its Content-Type, or NULL */
-    char *location;  /* its Location, or NULL */
-    char *hub[HTTP_HUB_N];
-    uv_work_t work; /* the JSON filter */
-    int work_out;   /* the pool item is out: only it may free this */
-    int filtered;   /* the item's outcome: 0 JSON in out, 1 not JSON, -ENOMEM */
-    char *out;      /* the filtered JSON (malloc'd) */
+    hconn_t *c;       /* NULL once the connection left: the pool item's end frees it */
+    http_req_t *req;  /* the request to the Hub in flight, or NULL */
+    bytebuf_t body;   /* the Hub's answer, at most HF_API_BODY_MAX */
+    int status;       /* the Hub's */
+    char *ctype;      /* its Content-Type, or NULL */
+    char *location;   /* its Location, or NULL */
+    char *hub[HUB_N]; /* the values of hub_wanted */
+    uv_work_t work;   /* the JSON filter */
+    int work_out;     /* the pool item is out: only it may free this */
+    int filtered;     /* the item's outcome: 0 JSON in out, 1 not JSON, -ENOMEM */
+    char *out;        /* the filtered JSON (malloc'd) */
     size_t out_len;
 } hf_api_t;
 
@@ -135,7 +147,7 @@ static void api_free(hf_api_t *a)
     bytebuf_free(&a->body);
     free(a->ctype);
     free(a->location);
-    for (int i = 0; i < HTTP_HUB_N; i++)
+    for (int i = 0; i < HUB_N; i++)
         free(a->hub[i]);
     free(a->out);
     free(a);
@@ -191,14 +203,14 @@ static void api_answer(hconn_t *c, hf_api_t *a)
     char *front = NULL, *link = NULL, *loc = NULL;
     const char *up = c->srv->d.cfg->hf_upstream;
     int bad = asprintf(&front, "http://%s/hf", r->host) < 0;
-    if (!bad && a->hub[HTTP_HUB_LINK])
-        bad = hf_link_rewrite(a->hub[HTTP_HUB_LINK], up, front, &link) != 0;
+    if (!bad && a->hub[HUB_LINK])
+        bad = hf_link_rewrite(a->hub[HUB_LINK], up, front, &link) != 0;
     if (!bad && a->location)
         bad = hf_url_rewrite(a->location, strlen(a->location), up, front, &loc) != 0;
-    bad = bad || hf_add_line(r, "X-Error-Code", a->hub[HTTP_HUB_ERROR_CODE]) ||
-          hf_add_line(r, "X-Error-Message", a->hub[HTTP_HUB_ERROR_MESSAGE]) ||
-          hf_add_line(r, "X-Repo-Commit", a->hub[HTTP_HUB_COMMIT]) ||
-          hf_add_line(r, "Link", link) || hf_add_line(r, "Location", loc);
+    bad = bad || hf_add_line(r, hub_wanted[HUB_ERROR_CODE].name, a->hub[HUB_ERROR_CODE]) ||
+          hf_add_line(r, hub_wanted[HUB_ERROR_MESSAGE].name, a->hub[HUB_ERROR_MESSAGE]) ||
+          hf_add_line(r, hub_wanted[HUB_COMMIT].name, a->hub[HUB_COMMIT]) ||
+          hf_add_line(r, hub_wanted[HUB_LINK].name, link) || hf_add_line(r, "Location", loc);
     free(front);
     free(link);
     free(loc);
@@ -258,8 +270,8 @@ static int on_api_headers(http_req_t *req, const http_response_t *resp, void *da
     a->status = resp->status;
     a->ctype = dup_or_null(resp->content_type);
     a->location = dup_or_null(resp->location);
-    for (int i = 0; i < HTTP_HUB_N; i++)
-        a->hub[i] = dup_or_null(resp->hub[i]);
+    for (int i = 0; i < HUB_N; i++)
+        a->hub[i] = dup_or_null(resp->wanted[i]);
     if (resp->content_length > (int64_t)HF_API_BODY_MAX)
         too_big(a->c); /* aborts the request: http.c allows it from here */
     return HTTP_BODY_DELIVER;
@@ -361,8 +373,13 @@ void hf_api_handle(hconn_t *c)
     c->state = HC_FETCH;
     /* A POST's body is the client's, possibly empty (Content-Length: 0). */
     const char *body = post ? (bytebuf_len(&r->body) ? bytebuf_data(&r->body) : "") : NULL;
-    int rc = http_request_body(jobs_http(h->d.jobs), &u, post ? "POST" : "GET", hdrs, body,
-                               post ? bytebuf_len(&r->body) : 0, &api_cbs, a, &a->req);
+    http_req_opts_t o = {.method = post ? "POST" : "GET",
+                         .extra_headers = hdrs,
+                         .body = body,
+                         .body_len = post ? bytebuf_len(&r->body) : 0,
+                         .wanted = hub_wanted,
+                         .nwanted = HUB_N};
+    int rc = http_request_opts(jobs_http(h->d.jobs), &u, &o, &api_cbs, a, &a->req);
     free(hdrs);
     url_free(&u);
     if (rc) {
