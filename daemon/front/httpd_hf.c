@@ -28,7 +28,10 @@
  * + bytes)): the stored file is checked against it in a pool item before
  * any byte goes out (such files are small: they are not streamed).
  *
- * The API routes (/hf/api/...) are httpd_hf_api.c's. */
+ * A route of the front's table (hroute_hf): a request's state is its
+ * hf_req_t (the question to the Hub, then the download, httpd_fetch.c),
+ * what it remembers across requests the route's memory (hf_mem_t). The
+ * API routes (/hf/api/...) are httpd_hf_api.c's, a row of their own. */
 #include "admin.h"
 #include "http.h"
 #include "httpd_internal.h"
@@ -45,8 +48,62 @@
 
 #define HF_MAX_HOPS 5 /* relative redirects (renamed repos) followed */
 
-typedef struct hf_meta {
+/* The Hub's headers the metadata request keeps (the HTTP client knows none
+ * of them), by their index in hub_wanted: the commit, an LFS file's SHA-256
+ * and size, the Hub's errors. The names are also those the answer passes
+ * on to the client. */
+enum { HUB_COMMIT, HUB_LINKED_ETAG, HUB_LINKED_SIZE, HUB_ERROR_CODE, HUB_ERROR_MESSAGE, HUB_N };
+static const http_want_t hub_wanted[HUB_N] = {
+    [HUB_COMMIT] = {"X-Repo-Commit", 0},          [HUB_LINKED_ETAG] = {"X-Linked-Etag", 0},
+    [HUB_LINKED_SIZE] = {"X-Linked-Size", 0},     [HUB_ERROR_CODE] = {"X-Error-Code", 0},
+    [HUB_ERROR_MESSAGE] = {"X-Error-Message", 0},
+};
+
+/* ---- what the route remembers across requests --------------------------- */
+
+/* A revision a HEAD resolved to a commit, for the GET that follows it: a
+ * branch may move between the two, and the client must get the file the
+ * HEAD described. */
+#define HF_REVS 64
+#define HF_REV_TTL_MS 300000
+typedef struct hf_rev {
+    char key[512]; /* "datasets/org/name@rev" */
+    char commit[41];
+    uint64_t until; /* uv_now() when it is forgotten */
+} hf_rev_t;
+
+/* What the Hub said of one file to one credential tag: the GET that
+ * follows a HEAD (huggingface_hub's way) needs no second question, and a
+ * token the Hub accepted stays accepted this long, no longer. */
+#define HF_KNOWN 64
+#define HF_KNOWN_TTL_MS 60000
+typedef struct hf_file {
+    char commit[41];
+    int64_t size;
+    int lfs;          /* the Hub redirected to its CDN: sha256 is the file's */
+    char sha256[65];  /* an LFS file's (X-Linked-Etag), else "" */
+    char etag[136];   /* the Hub's ETag as sent, or "" */
+    char linked[136]; /* X-Linked-Etag as sent (LFS), or "" */
+    char linked_size[24];
+} hf_file_t;
+typedef struct hf_known {
+    char tag[65];   /* the credential tag ("" without credentials) */
+    char key[1024]; /* "datasets/org/name@rev/path" as the client named it */
+    hf_file_t file;
+    uint64_t until; /* uv_now() when it is forgotten */
+} hf_known_t;
+
+/* The route's memory (hroute_t.mem_size): flat, one per server. */
+typedef struct hf_mem {
+    hf_rev_t revs[HF_REVS];     /* the oldest goes first */
+    hf_known_t known[HF_KNOWN]; /* the same */
+} hf_mem_t;
+
+/* ---- a request's state ---------------------------------------------------- */
+
+typedef struct hf_req {
     hconn_t *c;
+    hf_mem_t *mem;       /* the route's memory */
     char key[512];       /* "prefix repo@rev" as the client named it (hf_rev_t) */
     char file_key[1024]; /* key + "/path" (hf_known_t), "" when too long */
     char tag[65];        /* the client's credential tag */
@@ -58,41 +115,49 @@ typedef struct hf_meta {
     int status;
     int64_t content_length;
     char *location, *etag, *content_range;
-    char *hub[HTTP_HUB_N];
-} hf_meta_t;
+    char *hub[HUB_N]; /* the values of hub_wanted */
+    /* once the file is known: its download */
+    char git_sha1[41]; /* a small file's git blob SHA-1 (the Hub's ETag) to check, or "" */
+    char *pinned;      /* the URL fetched (pinned to the commit), or NULL */
+    hfetch_t fetch;
+} hf_req_t;
 
-static void meta_forget(hf_meta_t *m)
+static void meta_forget(hf_req_t *q)
 {
-    free(m->location);
-    free(m->etag);
-    free(m->content_range);
-    m->location = m->etag = m->content_range = NULL;
-    for (int i = 0; i < HTTP_HUB_N; i++) {
-        free(m->hub[i]);
-        m->hub[i] = NULL;
+    free(q->location);
+    free(q->etag);
+    free(q->content_range);
+    q->location = q->etag = q->content_range = NULL;
+    for (int i = 0; i < HUB_N; i++) {
+        free(q->hub[i]);
+        q->hub[i] = NULL;
     }
 }
 
-static void meta_free(hf_meta_t *m)
+static void hf_req_free(hf_req_t *q)
 {
-    meta_forget(m);
-    url_free(&m->url);
-    free(m->prefix);
-    free(m->repo);
-    free(m->path);
-    free(m);
+    meta_forget(q);
+    url_free(&q->url);
+    free(q->prefix);
+    free(q->repo);
+    free(q->path);
+    free(q->pinned);
+    free(q);
 }
 
-void hf_abandon(hconn_t *c)
+/* hroute_t.abandon: the question to the Hub in flight is aborted, the
+ * download left. */
+static void hf_abandon(hconn_t *c)
 {
-    hf_meta_t *m = c->hf;
-    if (!m)
-        return;
-    c->hf = NULL;
-    if (m->req)
-        http_req_abort(m->req);
-    meta_free(m);
+    hf_req_t *q = c->rstate;
+    c->rstate = NULL;
+    if (q->req)
+        http_req_abort(q->req);
+    hfetch_abandon(&q->fetch);
+    hf_req_free(q);
 }
+
+/* ---- the question to the Hub ------------------------------------------------ */
 
 static char *dup_or_null(const char *s)
 {
@@ -101,16 +166,16 @@ static char *dup_or_null(const char *s)
 
 static int on_meta_headers(http_req_t *req, const http_response_t *resp, void *data)
 {
-    hf_meta_t *m = data;
+    hf_req_t *q = data;
     (void)req;
-    meta_forget(m);
-    m->status = resp->status;
-    m->content_length = resp->content_length;
-    m->location = dup_or_null(resp->location);
-    m->etag = dup_or_null(resp->etag);
-    m->content_range = dup_or_null(resp->content_range);
-    for (int i = 0; i < HTTP_HUB_N; i++)
-        m->hub[i] = dup_or_null(resp->hub[i]);
+    meta_forget(q);
+    q->status = resp->status;
+    q->content_length = resp->content_length;
+    q->location = dup_or_null(resp->location);
+    q->etag = dup_or_null(resp->etag);
+    q->content_range = dup_or_null(resp->content_range);
+    for (int i = 0; i < HUB_N; i++)
+        q->hub[i] = dup_or_null(resp->wanted[i]);
     return HTTP_BODY_DISCARD; /* one byte, or a redirect's or an error's text */
 }
 
@@ -119,38 +184,21 @@ static void on_meta_body(http_req_t *req, buf_t *buf, const char *p, size_t n, v
     (void)req, (void)buf, (void)p, (void)n, (void)data;
 }
 
-static void ask(hf_meta_t *m);
-
-int hf_add_line(hreq_t *r, const char *name, const char *value)
-{
-    if (!value)
-        return 0;
-    for (const char *v = value; *v; v++)
-        if ((unsigned char)*v < 0x20)
-            return 0; /* no header smuggling through the Hub's values */
-    char *more = NULL;
-    if (asprintf(&more, "%s%s: %s\r\n", r->extra ? r->extra : "", name, value) < 0)
-        return -1;
-    free(r->extra);
-    r->extra = more;
-    return 0;
-}
+static void ask(hf_req_t *q);
 
 /* The Hub's answer is not the file's metadata: its status and error
  * headers pass, with a one-line text. */
-static void pass_error(hconn_t *c, hf_meta_t *m)
+static void pass_error(hconn_t *c, hf_req_t *q)
 {
-    hreq_t *r = &c->req;
-    hf_add_line(r, "X-Error-Code", m->hub[HTTP_HUB_ERROR_CODE]);
-    hf_add_line(r, "X-Error-Message", m->hub[HTTP_HUB_ERROR_MESSAGE]);
-    hf_add_line(r, "X-Repo-Commit", m->hub[HTTP_HUB_COMMIT]);
-    int status = m->status >= 400 && m->status <= 599 ? m->status : 502;
+    hanswer_add_line(c, hub_wanted[HUB_ERROR_CODE].name, q->hub[HUB_ERROR_CODE]);
+    hanswer_add_line(c, hub_wanted[HUB_ERROR_MESSAGE].name, q->hub[HUB_ERROR_MESSAGE]);
+    hanswer_add_line(c, hub_wanted[HUB_COMMIT].name, q->hub[HUB_COMMIT]);
+    int status = q->status >= 400 && q->status <= 599 ? q->status : 502;
     char code[16], msg[300];
-    snprintf(code, sizeof code, "http_%d", m->status);
+    snprintf(code, sizeof code, "http_%d", q->status);
     snprintf(msg, sizeof msg, "%s",
-             m->hub[HTTP_HUB_ERROR_MESSAGE] ? m->hub[HTTP_HUB_ERROR_MESSAGE] : "the Hub refused");
-    hf_abandon(c);
-    hreq_answer_text(c, status, code, msg, 0);
+             q->hub[HUB_ERROR_MESSAGE] ? q->hub[HUB_ERROR_MESSAGE] : "the Hub refused");
+    hanswer_text(c, status, code, msg, 0);
 }
 
 /* "bytes 0-0/1234" → 1234; -1 when not that form. */
@@ -188,81 +236,85 @@ static int sha256_of_etag(const char *etag, char out[65])
 }
 
 /* The commit a HEAD announced for key, or NULL (forgotten, or never). */
-static const char *rev_lookup(httpd_t *h, const char *key)
+static const char *rev_lookup(hf_req_t *q, const char *key)
 {
-    uint64_t now = uv_now(h->d.loop);
+    hf_mem_t *mem = q->mem;
+    uint64_t now = uv_now(q->c->srv->d.loop);
     for (int i = 0; i < HF_REVS; i++)
-        if (h->revs[i].until > now && strcmp(h->revs[i].key, key) == 0)
-            return h->revs[i].commit;
+        if (mem->revs[i].until > now && strcmp(mem->revs[i].key, key) == 0)
+            return mem->revs[i].commit;
     return NULL;
 }
 
-static void rev_remember(httpd_t *h, const char *key, const char *commit)
+static void rev_remember(hf_req_t *q, const char *key, const char *commit)
 {
-    if (strlen(commit) != 40 || strlen(key) >= sizeof h->revs[0].key)
+    hf_mem_t *mem = q->mem;
+    if (strlen(commit) != 40 || strlen(key) >= sizeof mem->revs[0].key)
         return;
-    hf_rev_t *slot = &h->revs[0];
+    hf_rev_t *slot = &mem->revs[0];
     for (int i = 0; i < HF_REVS; i++) { /* the same key, else the oldest */
-        if (strcmp(h->revs[i].key, key) == 0) {
-            slot = &h->revs[i];
+        if (strcmp(mem->revs[i].key, key) == 0) {
+            slot = &mem->revs[i];
             break;
         }
-        if (h->revs[i].until < slot->until)
-            slot = &h->revs[i];
+        if (mem->revs[i].until < slot->until)
+            slot = &mem->revs[i];
     }
     snprintf(slot->key, sizeof slot->key, "%s", key);
     memcpy(slot->commit, commit, 41);
-    slot->until = uv_now(h->d.loop) + HF_REV_TTL_MS;
+    slot->until = uv_now(q->c->srv->d.loop) + HF_REV_TTL_MS;
 }
 
 /* What the Hub said of (tag, key), or NULL (forgotten, or never). */
-static const hf_file_t *known_lookup(httpd_t *h, const char *tag, const char *key)
+static const hf_file_t *known_lookup(hf_req_t *q, const char *tag, const char *key)
 {
-    uint64_t now = uv_now(h->d.loop);
+    hf_mem_t *mem = q->mem;
+    uint64_t now = uv_now(q->c->srv->d.loop);
     for (int i = 0; i < HF_KNOWN; i++)
-        if (h->known[i].until > now && strcmp(h->known[i].tag, tag) == 0 &&
-            strcmp(h->known[i].key, key) == 0)
-            return &h->known[i].file;
+        if (mem->known[i].until > now && strcmp(mem->known[i].tag, tag) == 0 &&
+            strcmp(mem->known[i].key, key) == 0)
+            return &mem->known[i].file;
     return NULL;
 }
 
-static void known_remember(httpd_t *h, const char *tag, const char *key, const hf_file_t *f)
+static void known_remember(hf_req_t *q, const char *tag, const char *key, const hf_file_t *f)
 {
-    if (strlen(key) >= sizeof h->known[0].key)
+    hf_mem_t *mem = q->mem;
+    if (strlen(key) >= sizeof mem->known[0].key)
         return;
-    hf_known_t *slot = &h->known[0];
+    hf_known_t *slot = &mem->known[0];
     for (int i = 0; i < HF_KNOWN; i++) { /* the same, else the oldest */
-        if (strcmp(h->known[i].tag, tag) == 0 && strcmp(h->known[i].key, key) == 0) {
-            slot = &h->known[i];
+        if (strcmp(mem->known[i].tag, tag) == 0 && strcmp(mem->known[i].key, key) == 0) {
+            slot = &mem->known[i];
             break;
         }
-        if (h->known[i].until < slot->until)
-            slot = &h->known[i];
+        if (mem->known[i].until < slot->until)
+            slot = &mem->known[i];
     }
     snprintf(slot->tag, sizeof slot->tag, "%s", tag);
     snprintf(slot->key, sizeof slot->key, "%s", key);
     slot->file = *f;
-    slot->until = uv_now(h->d.loop) + HF_KNOWN_TTL_MS;
+    slot->until = uv_now(q->c->srv->d.loop) + HF_KNOWN_TTL_MS;
 }
 
-/* The file's metadata out of the Hub's answer m: 0, or -1 when it lacks
+/* The file's metadata out of the Hub's answer q: 0, or -1 when it lacks
  * what a client needs (or a value is too long to keep). */
-static int file_of(const hf_meta_t *m, hf_file_t *f)
+static int file_of(const hf_req_t *q, hf_file_t *f)
 {
     memset(f, 0, sizeof *f);
-    const char *commit = m->hub[HTTP_HUB_COMMIT];
-    f->lfs = m->status >= 300 && m->status < 400;
-    const char *lsize = m->hub[HTTP_HUB_LINKED_SIZE];
+    const char *commit = q->hub[HUB_COMMIT];
+    f->lfs = q->status >= 300 && q->status < 400;
+    const char *lsize = q->hub[HUB_LINKED_SIZE];
     f->size = f->lfs ? (lsize ? atoll(lsize) : -1)
-                     : (m->status == 206 ? range_total(m->content_range) : m->content_length);
+                     : (q->status == 206 ? range_total(q->content_range) : q->content_length);
     if (!commit || strlen(commit) >= sizeof f->commit || f->size < 0 ||
-        (f->lfs && sha256_of_etag(m->hub[HTTP_HUB_LINKED_ETAG], f->sha256)))
+        (f->lfs && sha256_of_etag(q->hub[HUB_LINKED_ETAG], f->sha256)))
         return -1;
     snprintf(f->commit, sizeof f->commit, "%s", commit);
-    if (snprintf(f->etag, sizeof f->etag, "%s", m->etag ? m->etag : "") >= (int)sizeof f->etag)
+    if (snprintf(f->etag, sizeof f->etag, "%s", q->etag ? q->etag : "") >= (int)sizeof f->etag)
         return -1;
     if (f->lfs) {
-        snprintf(f->linked, sizeof f->linked, "%s", m->hub[HTTP_HUB_LINKED_ETAG]);
+        snprintf(f->linked, sizeof f->linked, "%s", q->hub[HUB_LINKED_ETAG]);
         if (snprintf(f->linked_size, sizeof f->linked_size, "%s", lsize) >=
             (int)sizeof f->linked_size)
             return -1;
@@ -270,100 +322,97 @@ static int file_of(const hf_meta_t *m, hf_file_t *f)
     return 0;
 }
 
+static void check_git_sha1(hconn_t *c, const job_result_t *res, void *arg);
+
 /* Answers a HEAD from the file's metadata, or downloads the file pinned to
- * its commit. Takes m (c->hf) and frees it. */
-static void serve(hconn_t *c, hf_meta_t *m, const hf_file_t *f)
+ * its commit. */
+static void serve(hconn_t *c, hf_req_t *q, const hf_file_t *f)
 {
     hreq_t *r = &c->req;
-    hf_add_line(r, "X-Repo-Commit", f->commit);
+    hanswer_add_line(c, hub_wanted[HUB_COMMIT].name, f->commit);
     if (f->etag[0]) {
-        hf_add_line(r, "ETag", f->etag);
+        hanswer_add_line(c, "ETag", f->etag);
         r->own_etag = 1;
     }
     if (!f->lfs && f->etag[0]) { /* a git blob SHA-1: 40 hex digits, quoted */
         const char *e = strncmp(f->etag, "W/", 2) == 0 ? f->etag + 2 : f->etag;
         size_t n = strlen(e);
         if (n == 42 && e[0] == '"' && e[41] == '"' && strspn(e + 1, "0123456789abcdef") == 40)
-            snprintf(r->git_sha1, sizeof r->git_sha1, "%.40s", e + 1);
+            snprintf(q->git_sha1, sizeof q->git_sha1, "%.40s", e + 1);
     }
     if (f->lfs) {
-        hf_add_line(r, "X-Linked-Etag", f->linked);
-        hf_add_line(r, "X-Linked-Size", f->linked_size);
+        hanswer_add_line(c, hub_wanted[HUB_LINKED_ETAG].name, f->linked);
+        hanswer_add_line(c, hub_wanted[HUB_LINKED_SIZE].name, f->linked_size);
     }
     if (r->method == HTTP_HEAD) {
-        rev_remember(c->srv, m->key, f->commit);
-        hf_abandon(c);
-        hreq_answer_head(c, (uint64_t)f->size);
+        rev_remember(q, q->key, f->commit);
+        hanswer_head(c, (uint64_t)f->size);
         return;
     }
     char *url = NULL;
     const char *up = c->srv->d.cfg->hf_upstream;
-    int n = asprintf(&url, "%s/%s%s/resolve/%s/%s", up, m->prefix, m->repo, f->commit, m->path);
-    hf_abandon(c);
-    if (n < 0) {
-        hreq_answer_text(c, 500, "internal", "out of memory", 0);
+    if (asprintf(&url, "%s/%s%s/resolve/%s/%s", up, q->prefix, q->repo, f->commit, q->path) < 0) {
+        hanswer_text(c, 500, "internal", "out of memory", 0);
         return;
     }
-    free(r->pinned);
-    r->pinned = url; /* the entry's URL, for the git SHA-1 check */
-    hreq_fetch(c, url, f->lfs ? f->sha256 : NULL);
+    free(q->pinned);
+    q->pinned = url; /* the entry's URL, for the git SHA-1 check */
+    hfetch_start(&q->fetch, c, url, f->lfs ? f->sha256 : NULL,
+                 q->git_sha1[0] ? check_git_sha1 : NULL, q);
 }
 
 /* The metadata is in: remembered for this credential tag, then served. */
-static void metadata_done(hconn_t *c, hf_meta_t *m)
+static void metadata_done(hconn_t *c, hf_req_t *q)
 {
     hf_file_t f;
-    if (file_of(m, &f)) {
-        hf_abandon(c);
-        hreq_answer_text(c, 502, "http_parse",
-                         "the Hub's answer has no X-Repo-Commit, size or (for an LFS file) "
-                         "X-Linked-Etag",
-                         0);
+    if (file_of(q, &f)) {
+        hanswer_text(c, 502, "http_parse",
+                     "the Hub's answer has no X-Repo-Commit, size or (for an LFS file) "
+                     "X-Linked-Etag",
+                     0);
         return;
     }
-    if (m->file_key[0])
-        known_remember(c->srv, m->tag, m->file_key, &f);
-    serve(c, m, &f);
+    if (q->file_key[0])
+        known_remember(q, q->tag, q->file_key, &f);
+    serve(c, q, &f);
 }
 
 static void on_meta_done(http_req_t *req, const char *code, const char *msg, void *data)
 {
-    hf_meta_t *m = data;
-    hconn_t *c = m->c;
+    hf_req_t *q = data;
+    hconn_t *c = q->c;
     (void)req;
-    m->req = NULL;
+    q->req = NULL;
     if (code) {
-        hf_abandon(c);
-        hreq_answer_text(c, httpd_status_of(code), code, msg, 0);
+        hanswer_text(c, httpd_status_of(code), code, msg, 0);
         return;
     }
-    if (m->status >= 300 && m->status < 400 && m->location) {
+    if (q->status >= 300 && q->status < 400 && q->location) {
         url_t next;
         char *abs = NULL;
-        int same = url_resolve(&m->url, m->location, &abs) == 0 && url_parse(abs, &next, NULL) == 0;
+        int same = url_resolve(&q->url, q->location, &abs) == 0 && url_parse(abs, &next, NULL) == 0;
         free(abs);
-        if (same && url_same_origin(&m->url, &next)) { /* a renamed repo: follow it here */
-            if (++m->hops > HF_MAX_HOPS) {
+        if (same && url_same_origin(&q->url, &next)) { /* a renamed repo: follow it here */
+            if (++q->hops > HF_MAX_HOPS) {
                 url_free(&next);
-                hf_abandon(c);
-                hreq_answer_text(c, 502, "redirect", "the Hub redirected too many times", 0);
+                hanswer_text(c, 502, "redirect", "the Hub redirected too many times", 0);
                 return;
             }
-            url_free(&m->url);
-            m->url = next;
-            ask(m);
+            url_free(&q->url);
+            q->url = next;
+            ask(q);
             return;
         }
         if (same)
             url_free(&next);
-        metadata_done(c, m); /* to a CDN: an LFS file */
+        metadata_done(c, q); /* to a CDN: an LFS file */
         return;
     }
-    if (m->status == 200 || m->status == 206) {
-        metadata_done(c, m);
+    if (q->status == 200 || q->status == 206) {
+        metadata_done(c, q);
         return;
     }
-    pass_error(c, m);
+    pass_error(c, q);
 }
 
 static const http_req_cbs_t meta_cbs = {on_meta_headers, on_meta_body, on_meta_done};
@@ -371,9 +420,9 @@ static const http_req_cbs_t meta_cbs = {on_meta_headers, on_meta_body, on_meta_d
 /* The request to the Hub for the current hop, with the client's
  * credentials (only to the Hub's own origin: http.c's callers decide;
  * here every hop is the Hub's). */
-static void ask(hf_meta_t *m)
+static void ask(hf_req_t *q)
 {
-    hconn_t *c = m->c;
+    hconn_t *c = q->c;
     char *hdrs = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&hdrs, &len);
@@ -383,16 +432,16 @@ static void ask(hf_meta_t *m)
             fprintf(f, "%s\r\n", c->req.cred[i]);
         fclose(f);
     }
-    int rc =
-        hdrs ? http_request(jobs_http(c->srv->d.jobs), &m->url, hdrs, &meta_cbs, m, &m->req) : -1;
+    http_req_opts_t o = {.extra_headers = hdrs, .wanted = hub_wanted, .nwanted = HUB_N};
+    int rc = hdrs ? http_request_opts(jobs_http(c->srv->d.jobs), &q->url, &o, &meta_cbs, q, &q->req)
+                  : -1;
     free(hdrs);
     if (rc) {
-        m->req = NULL;
-        hf_abandon(c);
-        hreq_answer_text(c, rc == -EACCES ? 403 : 500, rc == -EACCES ? "forbidden" : "internal",
-                         rc == -EACCES ? "the network policy does not allow the Hub's host"
-                                       : "cannot ask the Hub",
-                         0);
+        q->req = NULL;
+        hanswer_text(c, rc == -EACCES ? 403 : 500, rc == -EACCES ? "forbidden" : "internal",
+                     rc == -EACCES ? "the network policy does not allow the Hub's host"
+                                   : "cannot ask the Hub",
+                     0);
     }
 }
 
@@ -429,63 +478,73 @@ static int parse_resolve(const char *target, char **prefix, char **repo, char **
     return *prefix && *repo && *rev && *path ? 0 : -1;
 }
 
-void hf_handle(hconn_t *c)
+static int hf_match(const char *target)
+{
+    return strcmp(target, "/hf") == 0 || strncmp(target, "/hf/", 4) == 0;
+}
+
+/* hroute_t.handle: what the Hub says of the file (remembered, or asked),
+ * then the answer. */
+static void hf_handle(hconn_t *c, void *mem)
 {
     const char *target = c->req.target;
-    if (strncmp(target, "/hf/api/", 8) == 0) {
-        hf_api_handle(c);
-        return;
-    }
-    hf_meta_t *m = calloc(1, sizeof *m);
+    hf_req_t *q = calloc(1, sizeof *q);
     char *rev = NULL;
-    if (!m || parse_resolve(target, &m->prefix, &m->repo, &rev, &m->path)) {
-        if (m)
-            meta_free(m);
+    if (!q || parse_resolve(target, &q->prefix, &q->repo, &rev, &q->path)) {
+        if (q)
+            hf_req_free(q);
         free(rev);
-        hreq_answer_text(c, 404, "bad_url",
-                         "the front serves /hf/[datasets/|spaces/]{repo}/resolve/{rev}/{path}", 0);
+        hanswer_text(c, 404, "bad_url",
+                     "the front serves /hf/[datasets/|spaces/]{repo}/resolve/{rev}/{path}", 0);
         return;
     }
+    q->c = c;
+    q->mem = mem;
     /* A GET after a HEAD of the same revision asks for the commit the HEAD
      * announced. */
-    snprintf(m->key, sizeof m->key, "%s%s@%s", m->prefix, m->repo, rev);
-    if (snprintf(m->file_key, sizeof m->file_key, "%s/%s", m->key, m->path) >=
-        (int)sizeof m->file_key)
-        m->file_key[0] = '\0';
-    if (jobs_cred_tag(c->srv->d.jobs, (const char *const *)c->req.cred, c->req.ncred, m->tag)) {
-        meta_free(m);
+    snprintf(q->key, sizeof q->key, "%s%s@%s", q->prefix, q->repo, rev);
+    if (snprintf(q->file_key, sizeof q->file_key, "%s/%s", q->key, q->path) >=
+        (int)sizeof q->file_key)
+        q->file_key[0] = '\0';
+    if (jobs_cred_tag(c->srv->d.jobs, (const char *const *)c->req.cred, c->req.ncred, q->tag)) {
+        hf_req_free(q);
         free(rev);
-        hreq_answer_text(c, 400, "bad_request", "a credential header is not valid", 0);
+        hanswer_text(c, 400, "bad_request", "a credential header is not valid", 0);
         return;
     }
     /* The Hub answered this client's credentials for this file a moment
      * ago (the HEAD before a GET): no second question. */
-    const hf_file_t *known = m->file_key[0] ? known_lookup(c->srv, m->tag, m->file_key) : NULL;
+    const hf_file_t *known = q->file_key[0] ? known_lookup(q, q->tag, q->file_key) : NULL;
     if (known) {
         hf_file_t f = *known;
         free(rev);
-        m->c = c;
-        c->hf = m;
-        serve(c, m, &f);
+        c->rstate = q;
+        serve(c, q, &f);
         return;
     }
-    const char *pinned = c->req.method == HTTP_GET ? rev_lookup(c->srv, m->key) : NULL;
+    const char *pinned = c->req.method == HTTP_GET ? rev_lookup(q, q->key) : NULL;
     char *text = NULL;
-    int n = asprintf(&text, "%s/%s%s/resolve/%s/%s", c->srv->d.cfg->hf_upstream, m->prefix, m->repo,
-                     pinned ? pinned : rev, m->path);
+    int n = asprintf(&text, "%s/%s%s/resolve/%s/%s", c->srv->d.cfg->hf_upstream, q->prefix, q->repo,
+                     pinned ? pinned : rev, q->path);
     free(rev);
     const char *why = NULL;
-    if (n < 0 || url_parse(text, &m->url, &why)) {
+    if (n < 0 || url_parse(text, &q->url, &why)) {
         free(text);
-        meta_free(m);
-        hreq_answer_text(c, 400, "bad_url", why ? why : "out of memory", 0);
+        hf_req_free(q);
+        hanswer_text(c, 400, "bad_url", why ? why : "out of memory", 0);
         return;
     }
     free(text);
-    m->c = c;
-    c->hf = m;
-    ask(m);
+    c->rstate = q;
+    ask(q);
 }
+
+const hroute_t hroute_hf = {
+    .match = hf_match,
+    .handle = hf_handle,
+    .abandon = hf_abandon,
+    .mem_size = sizeof(hf_mem_t),
+};
 
 /* ---- the git blob SHA-1 of a small file ---------------------------------- */
 
@@ -515,12 +574,17 @@ static void forget(hconn_t *c, const char *url)
     }
 }
 
+/* A check in the pool: owns what it reads, and keeps its connection from
+ * being freed (item_out) until it is back. */
 typedef struct git_check {
+    uv_work_t work;
+    hconn_t *c;
     job_fd_t *fd; /* the stored file */
     char *url;    /* its entry's URL (pinned to the commit) */
     uint64_t size;
     char sha256[65];
-    char got[41]; /* what the file's SHA-1 is ("" on a read error) */
+    char want[41]; /* the Hub's ETag: the SHA-1 the file must have */
+    char got[41];  /* what the file's SHA-1 is ("" on a read error) */
     fetch_kind_t kind;
 } git_check_t;
 
@@ -533,8 +597,7 @@ static void git_check_free(git_check_t *g)
 
 static void git_sha1_work(uv_work_t *w)
 {
-    hconn_t *c = w->data;
-    git_check_t *g = c->item_ctx;
+    git_check_t *g = w->data;
     mbedtls_sha1_context ctx;
     mbedtls_sha1_init(&ctx);
     char head[48];
@@ -560,9 +623,8 @@ static void git_sha1_work(uv_work_t *w)
 
 static void git_sha1_after(uv_work_t *w, int status)
 {
-    hconn_t *c = w->data;
-    git_check_t *g = c->item_ctx;
-    c->item_ctx = NULL;
+    git_check_t *g = w->data;
+    hconn_t *c = g->c;
     int gone = hconn_item_back(c); /* c may be freed: not touched then */
     if (gone || status) {
         if (!gone)
@@ -570,38 +632,42 @@ static void git_sha1_after(uv_work_t *w, int status)
         git_check_free(g);
         return;
     }
-    if (strcmp(g->got, c->req.git_sha1) != 0) {
+    if (strcmp(g->got, g->want) != 0) {
         log_warn("http front: %s: the file's git SHA-1 is %s, the Hub's ETag says %s: refused",
-                 c->req.target, g->got[0] ? g->got : "(unreadable)", c->req.git_sha1);
+                 c->req.target, g->got[0] ? g->got : "(unreadable)", g->want);
         forget(c, g->url);
-        hreq_answer_text(c, 502, "hash_mismatch",
-                         "the file does not match the Hub's ETag (git blob SHA-1)", 0);
+        hanswer_text(c, 502, "hash_mismatch",
+                     "the file does not match the Hub's ETag (git blob SHA-1)", 0);
     } else {
         job_result_t res = {.sha256 = g->sha256, .size = g->size, .fd = g->fd, .kind = g->kind};
-        hreq_answer_file(c, &res);
+        hanswer_file(c, &res);
     }
     git_check_free(g);
 }
 
-void hf_check_git_sha1(hconn_t *c, const job_result_t *res)
+/* The download's on_file when the Hub's ETag is a git blob SHA-1: the
+ * stored file res is checked in a pool item, then answered
+ * (hanswer_file), or refused (502 hash_mismatch). */
+static void check_git_sha1(hconn_t *c, const job_result_t *res, void *arg)
 {
+    hf_req_t *q = arg;
     git_check_t *g = calloc(1, sizeof *g);
     if (!g) {
-        hreq_answer_text(c, 500, "internal", "out of memory", 0);
+        hanswer_text(c, 500, "internal", "out of memory", 0);
         return;
     }
+    g->c = c;
     g->fd = job_fd_ref(res->fd);
-    g->url = c->req.pinned ? strdup(c->req.pinned) : NULL;
+    g->url = q->pinned ? strdup(q->pinned) : NULL;
     g->size = res->size;
     g->kind = res->kind;
     snprintf(g->sha256, sizeof g->sha256, "%s", res->sha256);
-    c->item_ctx = g;
-    c->work.data = c;
+    memcpy(g->want, q->git_sha1, sizeof g->want);
+    g->work.data = g;
     c->item_out = 1;
-    if (uv_queue_work(c->srv->d.loop, &c->work, git_sha1_work, git_sha1_after)) {
+    if (uv_queue_work(c->srv->d.loop, &g->work, git_sha1_work, git_sha1_after)) {
         c->item_out = 0;
-        c->item_ctx = NULL;
         git_check_free(g);
-        hreq_answer_text(c, 500, "internal", "cannot queue the check", 0);
+        hanswer_text(c, 500, "internal", "cannot queue the check", 0);
     }
 }

@@ -27,7 +27,8 @@
  * daemon hold is bounded. The JSON is parsed and written back in a libuv
  * pool item: a tree page of several MB is never parsed on the loop.
  *
- * Loop thread, but for the pool item's filter_work. */
+ * A route of the front's table (hroute_hf_api): a request's state is its
+ * hf_api_t. Loop thread, but for the pool item's filter_work. */
 #include "hf_json.h"
 #include "http.h"
 #include "httpd_internal.h"
@@ -41,6 +42,18 @@
 
 #define HF_API_BODY_MAX (16u << 20) /* the Hub's answer, bytes */
 
+/* The Hub's headers an API request keeps (the HTTP client knows none of
+ * them), by their index in hub_wanted: its errors, the commit, and Link
+ * (the tree's next page; its lines joined). The names are also those the
+ * answer passes on. */
+enum { HUB_ERROR_CODE, HUB_ERROR_MESSAGE, HUB_COMMIT, HUB_LINK, HUB_N };
+static const http_want_t hub_wanted[HUB_N] = {
+    [HUB_ERROR_CODE] = {"X-Error-Code", 0},
+    [HUB_ERROR_MESSAGE] = {"X-Error-Message", 0},
+    [HUB_COMMIT] = {"X-Repo-Commit", 0},
+    [HUB_LINK] = {"Link", 1},
+};
+
 typedef enum {
     ROUTE_NONE,       /* not one of ours: 404 */
     ROUTE_INFO,       /* {repo} */
@@ -51,17 +64,18 @@ typedef enum {
 } route_t;
 
 typedef struct hf_api {
-    hconn_t *c;      /* NULL once the connection left: the pool item's end frees it */
-    http_req_t *req; /* the request to the Hub in flight, or NULL */
-    bytebuf_t body;  /* the Hub's answer, at most HF_API_BODY_MAX */
-    int status;      /* the Hub's */
-    char *ctype;     /* its Content-Type, or NULL */
-    char *location;  /* its Location, or NULL */
-    char *hub[HTTP_HUB_N];
-    uv_work_t work; /* the JSON filter */
-    int work_out;   /* the pool item is out: only it may free this */
-    int filtered;   /* the item's outcome: 0 JSON in out, 1 not JSON, -ENOMEM */
-    char *out;      /* the filtered JSON (malloc'd) */
+    hconn_t *c;        /* NULL once the connection left: the pool item's end frees it */
+    int quota_counted; /* a waiting request of its uid (quota_request_end) */
+    http_req_t *req;   /* the request to the Hub in flight, or NULL */
+    bytebuf_t body;    /* the Hub's answer, at most HF_API_BODY_MAX */
+    int status;        /* the Hub's */
+    char *ctype;       /* its Content-Type, or NULL */
+    char *location;    /* its Location, or NULL */
+    char *hub[HUB_N];  /* the values of hub_wanted */
+    uv_work_t work;    /* the JSON filter */
+    int work_out;      /* the pool item is out: only it may free this */
+    int filtered;      /* the item's outcome: 0 JSON in out, 1 not JSON, -ENOMEM */
+    char *out;         /* the filtered JSON (malloc'd) */
     size_t out_len;
 } hf_api_t;
 
@@ -123,7 +137,8 @@ static route_t api_route(const char *target)
     return after == 1 ? ROUTE_PATHS_INFO : ROUTE_NONE; /* paths-info */
 }
 
-int hf_api_takes_body(const char *target)
+/* hroute_t.takes_body: POST .../paths-info/{rev}. */
+static int api_takes_body(const char *target)
 {
     return strncmp(target, "/hf/api/", 8) == 0 && api_route(target) == ROUTE_PATHS_INFO;
 }
@@ -135,18 +150,22 @@ static void api_free(hf_api_t *a)
     bytebuf_free(&a->body);
     free(a->ctype);
     free(a->location);
-    for (int i = 0; i < HTTP_HUB_N; i++)
+    for (int i = 0; i < HUB_N; i++)
         free(a->hub[i]);
     free(a->out);
     free(a);
 }
 
-void hf_api_abandon(hconn_t *c)
+/* hroute_t.abandon: the quota's count ends, the request to the Hub is
+ * aborted; a pool item still out frees a when it is back. */
+static void api_abandon(hconn_t *c)
 {
-    hf_api_t *a = c->api;
-    if (!a)
-        return;
-    c->api = NULL;
+    hf_api_t *a = c->rstate;
+    c->rstate = NULL;
+    if (a->quota_counted) {
+        a->quota_counted = 0;
+        quota_request_end(c->srv->d.quota, &c->who);
+    }
     if (a->req) {
         http_req_t *req = a->req;
         a->req = NULL;
@@ -162,8 +181,8 @@ void hf_api_abandon(hconn_t *c)
 /* The request ends with a short text (an error of the front's). */
 static void api_fail(hconn_t *c, int status, const char *code, const char *msg)
 {
-    hreq_abandon(c);
-    hreq_answer_text(c, status, code, msg, 0);
+    api_abandon(c);
+    hanswer_text(c, status, code, msg, 0);
 }
 
 /* ---- the answer ------------------------------------------------------------ */
@@ -191,14 +210,15 @@ static void api_answer(hconn_t *c, hf_api_t *a)
     char *front = NULL, *link = NULL, *loc = NULL;
     const char *up = c->srv->d.cfg->hf_upstream;
     int bad = asprintf(&front, "http://%s/hf", r->host) < 0;
-    if (!bad && a->hub[HTTP_HUB_LINK])
-        bad = hf_link_rewrite(a->hub[HTTP_HUB_LINK], up, front, &link) != 0;
+    if (!bad && a->hub[HUB_LINK])
+        bad = hf_link_rewrite(a->hub[HUB_LINK], up, front, &link) != 0;
     if (!bad && a->location)
         bad = hf_url_rewrite(a->location, strlen(a->location), up, front, &loc) != 0;
-    bad = bad || hf_add_line(r, "X-Error-Code", a->hub[HTTP_HUB_ERROR_CODE]) ||
-          hf_add_line(r, "X-Error-Message", a->hub[HTTP_HUB_ERROR_MESSAGE]) ||
-          hf_add_line(r, "X-Repo-Commit", a->hub[HTTP_HUB_COMMIT]) ||
-          hf_add_line(r, "Link", link) || hf_add_line(r, "Location", loc);
+    bad = bad || hanswer_add_line(c, hub_wanted[HUB_ERROR_CODE].name, a->hub[HUB_ERROR_CODE]) ||
+          hanswer_add_line(c, hub_wanted[HUB_ERROR_MESSAGE].name, a->hub[HUB_ERROR_MESSAGE]) ||
+          hanswer_add_line(c, hub_wanted[HUB_COMMIT].name, a->hub[HUB_COMMIT]) ||
+          hanswer_add_line(c, hub_wanted[HUB_LINK].name, link) ||
+          hanswer_add_line(c, "Location", loc);
     free(front);
     free(link);
     free(loc);
@@ -213,10 +233,14 @@ static void api_answer(hconn_t *c, hf_api_t *a)
     size_t len = a->filtered == 0 ? a->out_len : bytebuf_len(&a->body);
     log_debug("http front uid %u: %s %s: %d, %zu bytes", (unsigned)c->who.uid,
               r->method == HTTP_POST ? "POST" : "GET", r->target, status, len);
-    /* c->api goes first (hreq_abandon frees a): the answer is copied. */
-    c->api = NULL;
-    hreq_abandon(c);
-    hreq_answer_bytes(c, status, ctype, body, len);
+    /* a leaves the request first (its end would free a): the answer is
+     * copied from it, then a goes. */
+    c->rstate = NULL;
+    if (a->quota_counted) {
+        a->quota_counted = 0;
+        quota_request_end(c->srv->d.quota, &c->who);
+    }
+    hanswer_bytes(c, status, ctype, body, len);
     api_free(a);
 }
 
@@ -258,8 +282,8 @@ static int on_api_headers(http_req_t *req, const http_response_t *resp, void *da
     a->status = resp->status;
     a->ctype = dup_or_null(resp->content_type);
     a->location = dup_or_null(resp->location);
-    for (int i = 0; i < HTTP_HUB_N; i++)
-        a->hub[i] = dup_or_null(resp->hub[i]);
+    for (int i = 0; i < HUB_N; i++)
+        a->hub[i] = dup_or_null(resp->wanted[i]);
     if (resp->content_length > (int64_t)HF_API_BODY_MAX)
         too_big(a->c); /* aborts the request: http.c allows it from here */
     return HTTP_BODY_DELIVER;
@@ -296,35 +320,70 @@ static void on_api_done(http_req_t *req, const char *code, const char *msg, void
 
 static const http_req_cbs_t api_cbs = {on_api_headers, on_api_body, on_api_done};
 
-void hf_api_handle(hconn_t *c)
+static int api_match(const char *target)
+{
+    return strncmp(target, "/hf/api/", 8) == 0;
+}
+
+/* hroute_t.unread_body: a POST whose body the front did not read, in the
+ * API's words (GET elsewhere: its body is not read). */
+static int api_unread_body(hconn_t *c)
+{
+    hreq_t *r = &c->req;
+    if (r->method != HTTP_POST)
+        return 0;
+    if (api_takes_body(r->target)) {
+        if (r->chunked)
+            hanswer_text(c, 411, "bad_request",
+                         "the front reads a request body with a Content-Length only", 1);
+        else
+            hanswer_text(c, 413, "bad_request", "a paths-info body is at most 1 MiB here", 1);
+        return 1;
+    }
+    r->allow = "GET"; /* a POST elsewhere under /hf/api: its body is not read */
+    hanswer_text(c, 405, "bad_request", "the Hub's API is asked with GET", 1);
+    return 1;
+}
+
+/* hroute_t.handle: the route's checks, then the question to the Hub. */
+static void api_handle(hconn_t *c, void *mem)
 {
     hreq_t *r = &c->req;
     httpd_t *h = c->srv;
+    (void)mem;
     route_t route = api_route(r->target);
     if (route == ROUTE_NONE) {
-        hreq_answer_text(c, 404, "bad_url",
-                         "the front serves /hf/api/{models,datasets,spaces}/{repo} with "
-                         "/revision/{rev}, /tree/{rev}[/{path}] or /paths-info/{rev}",
-                         0);
+        hanswer_text(c, 404, "bad_url",
+                     "the front serves /hf/api/{models,datasets,spaces}/{repo} with "
+                     "/revision/{rev}, /tree/{rev}[/{path}] or /paths-info/{rev}",
+                     0);
         return;
     }
     if (route == ROUTE_XET_TOKEN) {
-        hf_add_line(r, "X-Error-Code", "EntryNotFound");
-        hf_add_line(r, "X-Error-Message", "xet is not served through hubd");
-        hreq_answer_text(c, 404, "bad_url",
-                         "xet is not served through hubd: files come over plain HTTP", 0);
+        hanswer_add_line(c, hub_wanted[HUB_ERROR_CODE].name, "EntryNotFound");
+        hanswer_add_line(c, hub_wanted[HUB_ERROR_MESSAGE].name, "xet is not served through hubd");
+        hanswer_text(c, 404, "bad_url",
+                     "xet is not served through hubd: files come over plain HTTP", 0);
         return;
     }
     int post = route == ROUTE_PATHS_INFO;
     if (r->method != (post ? HTTP_POST : HTTP_GET)) {
         r->allow = post ? "POST" : "GET";
-        hreq_answer_text(c, 405, "bad_request",
-                         post ? "paths-info is asked with POST" : "the Hub's API is asked with GET",
-                         0);
+        hanswer_text(c, 405, "bad_request",
+                     post ? "paths-info is asked with POST" : "the Hub's API is asked with GET", 0);
         return;
     }
-    if (hreq_quota_begin(c))
+    hf_api_t *a = calloc(1, sizeof *a);
+    if (!a) {
+        hanswer_text(c, 500, "internal", "out of memory", 0);
         return;
+    }
+    bytebuf_init(&a->body, HF_API_BODY_MAX);
+    a->c = c;
+    c->rstate = a; /* from here the request's end frees it */
+    if (hanswer_quota_begin(c))
+        return;
+    a->quota_counted = 1;
     /* The target after "/hf" is the Hub's path, query and all. */
     char *text = NULL;
     url_t u;
@@ -337,10 +396,9 @@ void hf_api_handle(hconn_t *c)
         return;
     }
     free(text);
-    hf_api_t *a = calloc(1, sizeof *a);
     char *hdrs = NULL;
     size_t hl = 0;
-    FILE *f = a ? open_memstream(&hdrs, &hl) : NULL;
+    FILE *f = open_memstream(&hdrs, &hl);
     if (f) {
         for (unsigned i = 0; i < r->ncred; i++)
             fprintf(f, "%s\r\n", r->cred[i]);
@@ -350,19 +408,20 @@ void hf_api_handle(hconn_t *c)
             hdrs = NULL;
     }
     if (!hdrs) {
-        free(a);
         url_free(&u);
         api_fail(c, 500, "internal", "out of memory");
         return;
     }
-    bytebuf_init(&a->body, HF_API_BODY_MAX);
-    a->c = c;
-    c->api = a;
     c->state = HC_FETCH;
     /* A POST's body is the client's, possibly empty (Content-Length: 0). */
     const char *body = post ? (bytebuf_len(&r->body) ? bytebuf_data(&r->body) : "") : NULL;
-    int rc = http_request_body(jobs_http(h->d.jobs), &u, post ? "POST" : "GET", hdrs, body,
-                               post ? bytebuf_len(&r->body) : 0, &api_cbs, a, &a->req);
+    http_req_opts_t o = {.method = post ? "POST" : "GET",
+                         .extra_headers = hdrs,
+                         .body = body,
+                         .body_len = post ? bytebuf_len(&r->body) : 0,
+                         .wanted = hub_wanted,
+                         .nwanted = HUB_N};
+    int rc = http_request_opts(jobs_http(h->d.jobs), &u, &o, &api_cbs, a, &a->req);
     free(hdrs);
     url_free(&u);
     if (rc) {
@@ -372,3 +431,12 @@ void hf_api_handle(hconn_t *c)
                                : "cannot ask the Hub");
     }
 }
+
+const hroute_t hroute_hf_api = {
+    .match = api_match,
+    .post = 1,
+    .takes_body = api_takes_body,
+    .unread_body = api_unread_body,
+    .handle = api_handle,
+    .abandon = api_abandon,
+};

@@ -1,7 +1,17 @@
-/* httpd_internal: the state shared by httpd.c (the server and each
- * connection's I/O: peer lookup, reading, sending, sendfile items, timers,
- * the close path) and httpd_request.c (what a request asks and how it is
- * answered). Private to the HTTP front. Loop thread only. */
+/* httpd_internal: the state shared by the HTTP front's files. Private to
+ * the front; loop thread only. Calls go one way, top to bottom:
+ *
+ *   httpd.c          the server: accept, who the peer is, refusals
+ *   httpd_request.c  a request's head, the checks, the route table
+ *   routes           httpd_fetch.c (/<URL>), httpd_hf.c (/hf resolve),
+ *                    httpd_hf_api.c (/hf/api); the Hub's routes start their
+ *                    download through httpd_fetch.c
+ *   httpd_answer.c   the answers' heads and bodies, the statuses
+ *   httpd_conn.c     each connection's I/O: reading, sending, timers, close
+ *
+ * What comes back up is a function pointer the higher file registered: the
+ * connection calls the router through httpd_t.hooks, and a route's state
+ * through its row (hroute_t.abandon). */
 #ifndef HUBD_HTTPD_INTERNAL_H
 #define HUBD_HTTPD_INTERNAL_H
 
@@ -29,13 +39,14 @@
 typedef enum {
     HC_PEER,    /* who is it: the peer lookup item is out */
     HC_HEAD,    /* reading a request head */
-    HC_FETCH,   /* the request waits for its file (jobs_fetch) */
+    HC_FETCH,   /* its route answers later: it asks the Hub, or waits for the file */
     HC_SEND,    /* sending the answer: head, then body */
     HC_LINGER,  /* answered and shut for writing: reading what the client still sends */
     HC_CLOSING, /* closing its parts; freed when the last is back */
 } hc_state_t;
 
 typedef struct hconn hconn_t;
+typedef struct hroute hroute_t;
 
 /* One request, as read. */
 typedef struct hreq {
@@ -58,12 +69,10 @@ typedef struct hreq {
     uint64_t content_length;
     int reading_body;  /* the head is in and llhttp goes on: its body into `body` */
     int body_done;     /* the whole body is in `body` */
-    bytebuf_t body;    /* a POST's body (hf_api_takes_body), at most HTTPD_BODY_MAX */
+    bytebuf_t body;    /* a POST's body (its route's takes_body), at most HTTPD_BODY_MAX */
     const char *allow; /* a 405's Allow value (static), NULL for "GET, HEAD" */
     int complete;      /* the head (and any body read) is in */
     char *extra;       /* header lines every answer to it carries ("Name: v\r\n"...), or NULL */
-    char git_sha1[41]; /* /hf: a small file's git blob SHA-1 (the Hub's ETag) to check, or "" */
-    char *pinned;      /* /hf: the URL fetched (pinned to the commit), or NULL */
     int own_etag;      /* extra has the ETag (the Hub's): the answer sets none of its own */
 } hreq_t;
 
@@ -76,9 +85,8 @@ struct hconn {
     int poll_events; /* what poll watches now (0: stopped) */
     uv_timer_t timer;
     unsigned closes_pending; /* poll and timer close callbacks to come */
-    int item_out;            /* the peer lookup, a sendfile or a check item is in the pool */
-    uv_work_t work;
-    void *item_ctx; /* what a check item (httpd_hf.c) works on */
+    int item_out;            /* the peer lookup, a sendfile or a route's item is in the pool */
+    uv_work_t work;          /* the peer lookup's and the sendfile items' */
     struct sockaddr_storage local, peer;
     principal_t who;
     int counted; /* counted in its uid's connections */
@@ -108,55 +116,53 @@ struct hconn {
     ssize_t item_sent; /* what the last sendfile item sent */
     int item_err;      /* its errno (EAGAIN: the socket is full) */
     int keep_alive;    /* read the next request after this answer */
-    /* the fetch */
-    job_waiter_t w;
-    int waiting;        /* w is in a job (jobs_cancel on close) */
-    int quota_counted;  /* a waiting request of its uid (quota_request_end) */
-    struct hf_meta *hf; /* the /hf endpoint's request to the Hub in flight, or NULL */
-    struct hf_api *api; /* an /hf/api request to the Hub or its pool item, or NULL */
-    int64_t total;      /* the download's announced length, -1 until known */
-    uint64_t written;   /* its partial file's bytes written (on_written) */
-    int streaming;      /* the answer follows the partial file as it lands */
+    /* the route answering the request */
+    const hroute_t *route; /* its row, or NULL before the request is handled */
+    void *rstate;          /* its state for this request (the route's to free), or NULL */
 };
 
-/* A revision a HEAD resolved to a commit, for the GET that follows it: a
- * branch may move between the two, and the client must get the file the
- * HEAD described. */
-#define HF_REVS 64
-#define HF_REV_TTL_MS 300000
-typedef struct hf_rev {
-    char key[512]; /* "datasets/org/name@rev" */
-    char commit[41];
-    uint64_t until; /* uv_now() when it is forgotten */
-} hf_rev_t;
+/* A route of the front (httpd_request.c's table): a row of what the router
+ * asks of it, with its handler. A route keeps what it needs for one
+ * request in c->rstate (its own struct), and what it keeps across requests
+ * in its memory (mem_size bytes, zeroed, one per server). */
+struct hroute {
+    int (*match)(const char *target); /* whether the target is this route's */
+    int post;                         /* POST passes the front's method check (the route
+                                         checks its own methods) */
+    /* Whether the body of a POST to target is read (at most HTTPD_BODY_MAX,
+     * with a Content-Length): from the head, before the body. NULL: never. */
+    int (*takes_body)(const char *target);
+    /* A request with a body the front did not read: 1 when the route
+     * answered it in its own words, 0 for the front's 413. NULL: 0. */
+    int (*unread_body)(hconn_t *c);
+    /* Answers the request, now or later (then c->state is HC_FETCH). */
+    void (*handle)(hconn_t *c, void *mem);
+    /* The request is over (answered, or its connection goes): stops what
+     * it still has in flight (a request upstream, a waiter, a quota count),
+     * frees c->rstate and sets it NULL. A pool item still out keeps (and
+     * frees) its own part. Called only with c->rstate set. */
+    void (*abandon)(hconn_t *c);
+    size_t mem_size; /* bytes of its memory across requests; 0: none */
+};
 
-/* What the Hub said of one file to one credential tag: the GET that
- * follows a HEAD (huggingface_hub's way) needs no second question, and a
- * token the Hub accepted stays accepted this long, no longer. */
-#define HF_KNOWN 64
-#define HF_KNOWN_TTL_MS 60000
-typedef struct hf_file {
-    char commit[41];
-    int64_t size;
-    int lfs;          /* the Hub redirected to its CDN: sha256 is the file's */
-    char sha256[65];  /* an LFS file's (X-Linked-Etag), else "" */
-    char etag[136];   /* the Hub's ETag as sent, or "" */
-    char linked[136]; /* X-Linked-Etag as sent (LFS), or "" */
-    char linked_size[24];
-} hf_file_t;
-typedef struct hf_known {
-    char tag[65];   /* the credential tag ("" without credentials) */
-    char key[1024]; /* "datasets/org/name@rev/path" as the client named it */
-    hf_file_t file;
-    uint64_t until; /* uv_now() when it is forgotten */
-} hf_known_t;
+#define HTTPD_ROUTES_MAX 8 /* rows of the route table */
+
+/* What the connection calls up into (httpd_request.c's; httpd_new sets it). */
+typedef struct hconn_hooks {
+    /* The head of a request (and any body read) is in: answer it (sets the
+     * state: HC_FETCH or HC_SEND). */
+    void (*request)(hconn_t *c);
+    /* A request that cannot be read (400, 408, 431): answered with a short
+     * text (X-Hubd-Error code, NULL: none), and the connection closes. */
+    void (*unreadable)(hconn_t *c, int status, const char *code, const char *msg);
+} hconn_hooks_t;
 
 struct httpd {
     httpd_deps_t d;
-    hf_rev_t revs[HF_REVS];     /* httpd_hf.c's memory; the oldest goes first */
-    hf_known_t known[HF_KNOWN]; /* the same */
-    list_t conns;               /* open connections, closing ones too */
-    unsigned nconns;            /* not yet freed */
+    const hconn_hooks_t *hooks;        /* the router's */
+    void *route_mem[HTTPD_ROUTES_MAX]; /* each route's memory, by its row (flat: free()) */
+    list_t conns;                      /* open connections, closing ones too */
+    unsigned nconns;                   /* not yet freed */
     httpd_stats_t stats;
     uv_timer_t closer; /* calls the close callback from a loop iteration */
     int closing;
@@ -164,8 +170,11 @@ struct httpd {
     void *close_arg;
 };
 
-/* httpd.c: the connection's I/O. */
+/* httpd_conn.c: the connection's I/O. */
 
+/* Reading begins (or resumes, after the peer lookup): a request is read
+ * within ms. */
+void hconn_read_start(hconn_t *c, unsigned ms);
 /* Starts sending c->out (then c->body, if any); c->keep_alive decides
  * what follows. */
 void hconn_send(hconn_t *c);
@@ -173,59 +182,76 @@ void hconn_send(hconn_t *c);
 void hconn_close(hconn_t *c);
 /* body_limit grew: sending goes on if it had caught up. */
 void hconn_more_body(hconn_t *c);
-/* A pool item of c's (c->work) is back: 1 when c is closing (then it may
- * be freed here, and the caller touches it no more), else 0. */
+/* A pool item of c's is back (c->item_out was set): 1 when c is closing
+ * (then it may be freed here, and the caller touches it no more), else 0. */
 int hconn_item_back(hconn_t *c);
 
-/* httpd_request.c: requests. */
+/* httpd_request.c: requests and the route table. */
 
+extern const hconn_hooks_t hreq_hooks;
 void hreq_settings_init(llhttp_settings_t *s);
-/* Forgets the request read (for the next on a kept connection). */
-void hreq_reset(hreq_t *r);
-/* The head of the request is in: answer it (sets the state: HC_FETCH or
- * HC_SEND). */
-void hreq_handle(hconn_t *c);
+/* Each route's memory for a new server (route_mem): 0 or -ENOMEM. */
+int hreq_routes_init(httpd_t *h);
+
+/* httpd_answer.c: the answers. Each hands the connection its head (and a
+ * body) to send; a keep-alive connection then reads its next request,
+ * which may reset this one (the route's state goes: hroute_t.abandon) before
+ * the call returns. So after an answer nothing of the request is touched. */
+
 /* Answers with a short text: status, the X-Hubd-Error code (NULL: none)
  * and a one-line body; closes after it when close_after. */
-void hreq_answer_text(hconn_t *c, int status, const char *code, const char *msg, int close_after);
-/* The fetch of c ends early (the client went away or the server closes). */
-void hreq_abandon(hconn_t *c);
-/* Starts the download of url (jobs_fetch) for c, whose answer follows
- * (streamed, or the file): the generic form's and the Hub's. sha256: the
- * expected digest or NULL. */
-void hreq_fetch(hconn_t *c, const char *url, const char *sha256);
-/* One more waiting request of c's uid (max_requests_per_user): 0, or -1
- * after answering 429. hreq_abandon ends it. */
-int hreq_quota_begin(hconn_t *c);
+void hanswer_text(hconn_t *c, int status, const char *code, const char *msg, int close_after);
 /* Answers with the stored file res (Range, HEAD, the body by sendfile). */
-void hreq_answer_file(hconn_t *c, const job_result_t *res);
+void hanswer_file(hconn_t *c, const job_result_t *res);
 /* Answers with a head only: 200, Content-Length length, the request's
  * extra lines. */
-void hreq_answer_head(hconn_t *c, uint64_t length);
+void hanswer_head(hconn_t *c, uint64_t length);
 /* Answers with status, Content-Type ctype, the request's extra lines and
  * the len bytes of body (copied). */
-void hreq_answer_bytes(hconn_t *c, int status, const char *ctype, const char *body, size_t len);
-
-/* httpd_hf.c: the Hugging Face Hub endpoint, /hf/... */
-void hf_handle(hconn_t *c);
-/* Drops the Hub request in flight (the connection goes). */
-void hf_abandon(hconn_t *c);
-/* The stored file res of a request with git_sha1 set: checked in a pool
- * item, then answered (hreq_answer_file), or refused (502 hash_mismatch). */
-void hf_check_git_sha1(hconn_t *c, const job_result_t *res);
+void hanswer_bytes(hconn_t *c, int status, const char *ctype, const char *body, size_t len);
+/* Answers 200 with the head of a download of total bytes from source
+ * ("download", "attached"), its body the file body (taken) as sending may
+ * reach limit (body_limit, raised as the file grows). -1 when out of
+ * memory: then nothing is answered and body is not taken. */
+int hanswer_stream(hconn_t *c, job_fd_t *body, uint64_t total, const char *source, uint64_t limit);
 /* "Name: value\r\n" appended to the request's extra lines when value is
  * set and has no control character (the Hub's values pass in answers). 0
  * or -1 (no memory). */
-int hf_add_line(hreq_t *r, const char *name, const char *value);
+int hanswer_add_line(hconn_t *c, const char *name, const char *value);
+/* One more waiting request of c's uid (max_requests_per_user): 0 (the
+ * caller ends it: quota_request_end), or -1 after answering 429. */
+int hanswer_quota_begin(hconn_t *c);
 
-/* httpd_hf_api.c: the Hub's API routes, /hf/api/... */
-void hf_api_handle(hconn_t *c);
-/* Drops the API request in flight (the connection goes): its HTTP request
- * is aborted; a pool item still out frees it when it is back. */
-void hf_api_abandon(hconn_t *c);
-/* Whether a request to target may carry a body (POST .../paths-info/{rev}):
- * read from the head, before the body. */
-int hf_api_takes_body(const char *target);
+/* httpd_fetch.c: the download behind an answer (jobs_fetch with the
+ * request's credentials): the generic route's, and the Hub's resolve
+ * route's once it knows the file. A waiter answers with the file once it
+ * is in, or follows the partial file as it lands. Lives in the state of
+ * the route that uses it. */
+typedef void (*hfetch_file_cb)(hconn_t *c, const job_result_t *res, void *arg);
+typedef struct hfetch {
+    hconn_t *c;
+    job_waiter_t w;
+    int waiting;            /* w is in a job (jobs_cancel on abandon) */
+    int quota_counted;      /* a waiting request of its uid (quota_request_end) */
+    int64_t total;          /* the download's announced length, -1 until known */
+    uint64_t written;       /* its partial file's bytes written (on_written) */
+    int streaming;          /* the answer follows the partial file as it lands */
+    hfetch_file_cb on_file; /* NULL: answered with the file; else handed it, whole
+                               (not streamed): a check of the route's first */
+    void *arg;              /* on_file's */
+} hfetch_t;
+
+/* Starts the download of url (sha256: the expected digest or NULL) for c,
+ * answered when it ends (or streamed), or answers why not. */
+void hfetch_start(hfetch_t *f, hconn_t *c, const char *url, const char *sha256,
+                  hfetch_file_cb on_file, void *arg);
+/* Leaves the job, if still in one, and ends the quota count: idempotent. */
+void hfetch_abandon(hfetch_t *f);
+
+/* The routes, rows of httpd_request.c's table. */
+extern const hroute_t hroute_generic; /* httpd_fetch.c: /<URL> */
+extern const hroute_t hroute_hf;      /* httpd_hf.c: /hf, /hf/... */
+extern const hroute_t hroute_hf_api;  /* httpd_hf_api.c: /hf/api/... */
 
 /* The generic form's URL from a request target: "/https://host/path?q",
  * or "/https:/host/path" as clients that merge slashes send it. 0, or -1

@@ -104,7 +104,7 @@ static int on_line(void *arg, const char *line, size_t len, int err)
     }
     if (!s->announced)
         announce(s, &m);
-    verbs_dispatch(s, &m);
+    verbs_dispatch(s, &m, session_is_admin(s)); /* the lists of now: a reload applies */
     return line_result(s);
 }
 

@@ -41,8 +41,10 @@ const verb_t *verbs_find(const char *name);
 /* 1 when id is 1 to VERB_ID_MAX printable bytes. */
 int verbs_valid_id(const char *id);
 
-/* Runs one parsed request line. */
-void verbs_dispatch(session_t *s, const proto_msg_t *m);
+/* Runs one parsed request line. admin: whether the session's peer may
+ * administer the cache now (session.c decides, from the access lists in
+ * force), for the rows that need it. */
+void verbs_dispatch(session_t *s, const proto_msg_t *m, int admin);
 
 /* A reply was written: a stream may send its next page. */
 void verbs_on_written(session_t *s);

@@ -230,7 +230,7 @@ static void timer_arm(http_conn_t *conn, uint64_t ms)
  * one after another, restarts the idle timeout for ever. Stopped while we
  * pause reading: that wait is ours, not the server's. on_timeout tells
  * which limit it was. */
-void http_conn_arm_response_timer(http_conn_t *conn, unsigned ms)
+static void conn_arm_response_timer(http_conn_t *conn, unsigned ms)
 {
     http_req_t *req = conn->req;
     if (req->paused) {
@@ -349,6 +349,7 @@ static void conn_on_end(http_conn_t *conn, ssize_t n)
 static int conn_feed(http_conn_t *conn, const char *p, size_t n)
 {
     http_req_t *req = conn->req;
+    int had_headers = req->headers_done;
     req->got_response = 1;
     conn->fail_code = NULL;
     conn->in_execute = 1;
@@ -378,6 +379,11 @@ static int conn_feed(http_conn_t *conn, const char *p, size_t n)
         conn_fail(conn, conn->fail_code ? conn->fail_code : "http_parse", msg);
         return 1;
     }
+    /* The final response's headers came in this read: the header deadline
+     * no longer applies, only the idle timeout (the callbacks since then
+     * may have paused the request: the timer decides that too). */
+    if (!had_headers && req->headers_done && conn->req == req)
+        conn_arm_response_timer(conn, conn->client->cfg->idle_timeout_ms);
     return 0;
 }
 
@@ -390,7 +396,7 @@ static void conn_on_activity(stream_t *s)
         conn_close(conn);
         return;
     }
-    http_conn_arm_response_timer(conn, conn->client->cfg->idle_timeout_ms);
+    conn_arm_response_timer(conn, conn->client->cfg->idle_timeout_ms);
 }
 
 static void conn_on_read(stream_t *s, ssize_t n, buf_t *buf, const char *p)
@@ -429,7 +435,7 @@ static void conn_start_request(http_conn_t *conn, http_req_t *req)
     req_start_response(req, uv_now(conn->client->loop));
     conn->fail_code = NULL;
     /* until the first byte of the response; then the idle timeout */
-    http_conn_arm_response_timer(conn, conn->client->cfg->first_byte_timeout_ms);
+    conn_arm_response_timer(conn, conn->client->cfg->first_byte_timeout_ms);
     char *head = malloc(req->head_len);
     int rc = UV_ENOMEM;
     if (head) {
@@ -500,13 +506,17 @@ static void req_connect_new(http_req_t *req)
 int http_request(http_client_t *c, const url_t *u, const char *extra_headers,
                  const http_req_cbs_t *cbs, void *data, http_req_t **out)
 {
-    return http_request_body(c, u, "GET", extra_headers, NULL, 0, cbs, data, out);
+    http_req_opts_t o = {.extra_headers = extra_headers};
+    return http_request_opts(c, u, &o, cbs, data, out);
 }
 
-int http_request_body(http_client_t *c, const url_t *u, const char *method,
-                      const char *extra_headers, const void *body, size_t len,
+int http_request_opts(http_client_t *c, const url_t *u, const http_req_opts_t *o,
                       const http_req_cbs_t *cbs, void *data, http_req_t **out)
 {
+    assert(o->nwanted <= HTTP_MAX_WANTED);
+    const char *method = o->method ? o->method : "GET";
+    const void *body = o->body;
+    size_t len = o->body_len;
     if (c->policy && !netpolicy_host_ok(c->policy, u->host))
         return -EACCES; /* checked for every hop: transfer.c asks anew after a redirect */
     http_req_t *req = calloc(1, sizeof *req);
@@ -515,6 +525,9 @@ int http_request_body(http_client_t *c, const url_t *u, const char *method,
     req->client = c;
     req->cbs = *cbs;
     req->data = data;
+    if (o->nwanted)
+        memcpy(req->wanted, o->wanted, o->nwanted * sizeof *o->wanted);
+    req->nwanted = o->nwanted;
     /* Decided per request, hence per redirect hop: each may go direct. */
     const proxy_t *px = req->proxy = proxy_for(c->proxies, u);
     int absolute = req->absolute = px && strcmp(u->scheme, "http") == 0; /* else tunnel, direct */
@@ -534,7 +547,7 @@ int http_request_body(http_client_t *c, const url_t *u, const char *method,
         goto nomem;
     }
     snprintf(req->port, sizeof req->port, "%u", u->port);
-    const char *extra = extra_headers ? extra_headers : "";
+    const char *extra = o->extra_headers ? o->extra_headers : "";
     /* To a proxy in absolute form, with its credentials: those go in this
      * request to the proxy only (through a tunnel, only in the CONNECT). */
     const char *pa = absolute && px->authz ? px->authz : NULL;
@@ -592,7 +605,7 @@ void http_req_set_paused(http_req_t *req, int paused)
         stream_read_stop(conn->stream);
         uv_timer_stop(&conn->timer);
     } else {
-        http_conn_arm_response_timer(conn, conn->client->cfg->idle_timeout_ms);
+        conn_arm_response_timer(conn, conn->client->cfg->idle_timeout_ms);
         stream_read_start(conn->stream); /* may deliver what is held already */
     }
 }
@@ -668,7 +681,8 @@ void http_client_close(http_client_t *c, void (*done)(void *arg), void *arg)
  * which only runs the close callbacks at the end: no I/O. Returns 0, or -1
  * if setting up failed. Added for the fuzzer only; nothing in hubd calls it. */
 int http_fuzz_response(const uint8_t *data, size_t len, const size_t *reads, size_t nreads,
-                       const http_req_cbs_t *cbs, void *cbdata)
+                       const http_want_t *wanted, size_t nwanted, const http_req_cbs_t *cbs,
+                       void *cbdata)
 {
     uv_loop_t loop;
     hubd_config_t cfg = {
@@ -696,7 +710,10 @@ int http_fuzz_response(const uint8_t *data, size_t len, const size_t *reads, siz
     req->client = c;
     req->cbs = *cbs;
     req->data = cbdata;
-    conn->stream = s; /* no socket: reads come from data below */
+    if (nwanted)
+        memcpy(req->wanted, wanted, nwanted * sizeof *wanted);
+    req->nwanted = nwanted; /* as http_request_opts */
+    conn->stream = s;       /* no socket: reads come from data below */
     stream_set_cbs(s, &conn_stream_cbs, conn);
     conn->state = CONN_ACTIVE;
     conn->req = req;

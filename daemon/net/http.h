@@ -31,15 +31,17 @@
 typedef struct http_client http_client_t;
 typedef struct http_req http_req_t;
 
-enum {
-    HTTP_HUB_COMMIT,
-    HTTP_HUB_LINKED_ETAG,
-    HTTP_HUB_LINKED_SIZE,
-    HTTP_HUB_ERROR_CODE,
-    HTTP_HUB_ERROR_MESSAGE,
-    HTTP_HUB_LINK, /* Link (the tree API's next page; xet hints on resolve) */
-    HTTP_HUB_N
-};
+/* Response headers a caller asks for by name, beyond those every response
+ * reports (http_response_t): at most HTTP_MAX_WANTED per request, their
+ * values handed back in the order asked. The HTTP client knows no header
+ * of any particular server: its callers name the ones they pass on. */
+#define HTTP_MAX_WANTED 8
+
+typedef struct http_want {
+    const char *name; /* the header's name, any case; not copied (a static string) */
+    int list;         /* its lines are one list (RFC 9110 5.3, as Link): joined with ", "
+                         within the value bound; else the last line is kept */
+} http_want_t;
 
 typedef struct http_response {
     int status;             /* final status (1xx responses are skipped, headers and all) */
@@ -49,11 +51,9 @@ typedef struct http_response {
     const char *last_modified;
     const char *content_range; /* of a 206 */
     const char *retry_after;   /* of a 429 or 503 */
-    /* The Hugging Face Hub's metadata and error headers (the HTTP front's
-     * /hf endpoint passes them on): X-Repo-Commit, X-Linked-Etag,
-     * X-Linked-Size, X-Error-Code, X-Error-Message, Link (several Link
-     * lines joined with ", "; one longer than 8 KiB is dropped). */
-    const char *hub[HTTP_HUB_N];
+    /* The values of the headers the request wanted (http_req_opts_t), in
+     * its order, NULL when absent; a line longer than 8 KiB is dropped. */
+    const char *wanted[HTTP_MAX_WANTED];
     const char *content_type; /* Content-Type, NULL when absent */
     int from_proxy;           /* sent to a forward proxy in absolute form: its 407 is its own */
 } http_response_t;
@@ -95,14 +95,22 @@ void http_client_set_proxies(http_client_t *c, const proxy_settings_t *proxies);
 int http_request(http_client_t *c, const url_t *u, const char *extra_headers,
                  const http_req_cbs_t *cbs, void *data, http_req_t **out);
 
-/* As http_request, with another method ("POST") and a request body of len
- * bytes (copied; Content-Length is added, body NULL and len 0 for none).
- * extra_headers carries its Content-Type. A request that meets a stale
- * pooled connection before any byte of response is sent again on a new
- * one, as a GET is: use it only for requests safe to repeat (the Hub's
- * paths-info is a read). */
-int http_request_body(http_client_t *c, const url_t *u, const char *method,
-                      const char *extra_headers, const void *body, size_t len,
+/* What a request carries besides its URL. */
+typedef struct http_req_opts {
+    const char *method;        /* NULL: GET */
+    const char *extra_headers; /* "Name: value\r\n" lines (a body's Content-Type), or NULL */
+    const void *body;          /* the request body (copied; Content-Length is added), or NULL */
+    size_t body_len;
+    const http_want_t *wanted; /* response headers to keep (copied), or NULL */
+    size_t nwanted;            /* at most HTTP_MAX_WANTED */
+} http_req_opts_t;
+
+/* As http_request, with the method, headers, body and wanted response
+ * headers of o. A request that meets a stale pooled connection before any
+ * byte of response is sent again on a new one, as a GET is: use another
+ * method only for requests safe to repeat (the Hub's paths-info is a
+ * read). */
+int http_request_opts(http_client_t *c, const url_t *u, const http_req_opts_t *o,
                       const http_req_cbs_t *cbs, void *data, http_req_t **out);
 
 /* Backpressure: stop (1) or resume (0) reading the response. While paused
@@ -119,9 +127,11 @@ void http_req_abort(http_req_t *req);
 /* Fuzzing only (tests/fuzz/fuzz_http.c): feeds data as one response, read
  * by read (reads[i] bytes each, the rest as a last read; then EOF), through
  * the same parser settings, callbacks and read path as a plain connection,
- * with no socket. cbs must not pause, abort is fine. Returns 0, -1 if
- * setting up failed. */
+ * with no socket, for a request that wanted the nwanted (at most
+ * HTTP_MAX_WANTED) headers of wanted. cbs must not pause, abort is fine.
+ * Returns 0, -1 if setting up failed. */
 int http_fuzz_response(const uint8_t *data, size_t len, const size_t *reads, size_t nreads,
-                       const http_req_cbs_t *cbs, void *cbdata);
+                       const http_want_t *wanted, size_t nwanted, const http_req_cbs_t *cbs,
+                       void *cbdata);
 
 #endif

@@ -1,6 +1,7 @@
 /* http_internal: the state shared by http.c (connections, requests, the
- * client) and http_parse.c (llhttp's callbacks). Private to the HTTP
- * client; the rest of hubd uses http.h. Loop thread only. */
+ * client) and http_parse.c (llhttp's callbacks, which http.c calls and
+ * which call nothing of http.c's). Private to the HTTP client; the rest of
+ * hubd uses http.h. Loop thread only. */
 #ifndef HUBD_HTTP_INTERNAL_H
 #define HUBD_HTTP_INTERNAL_H
 
@@ -90,22 +91,24 @@ struct http_req {
     char *value;               /* the header value being read (HTTP_MAX_VALUE) */
     size_t value_len;
     char *location, *etag, *last_modified, *content_range, *retry_after;
-    char *hub[HTTP_HUB_N]; /* http_response_t.hub */
-    char *content_type;    /* http_response_t.content_type */
-    int starting;          /* inside http_request(): completions are deferred */
-    int is_deferred;       /* on client->deferred */
+    http_want_t wanted[HTTP_MAX_WANTED]; /* the response headers the caller asked for */
+    size_t nwanted;
+    char *wanted_value[HTTP_MAX_WANTED]; /* their values (http_response_t.wanted) */
+    char *content_type;                  /* http_response_t.content_type */
+    int starting;                        /* inside http_request(): completions are deferred */
+    int is_deferred;                     /* on client->deferred */
     http_req_t *next_deferred;
     const char *deferred_code; /* the deferred outcome */
     char deferred_msg[512];
 };
 
 /* http_parse.c: llhttp's callbacks for a response (parser.data is the
- * connection), with the header limits and the headers a download keeps. */
+ * connection), with the header limits and the headers a download keeps.
+ * They only record: what follows from a response (the timer once its
+ * headers are in, the connection's fate) is http.c's, after llhttp
+ * returns. */
 void http_parse_settings_init(llhttp_settings_t *s);
 /* Drops the header values kept from a response. */
 void http_req_forget_headers(http_req_t *req);
-
-/* http.c: (re)arms an active connection's timer; see there. */
-void http_conn_arm_response_timer(http_conn_t *conn, unsigned ms);
 
 #endif

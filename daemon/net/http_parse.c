@@ -1,5 +1,5 @@
-/* http_parse: llhttp's callbacks for a response, the header phase's limits
- * and the few headers a download keeps. */
+/* http_parse: llhttp's callbacks for a response, the header phase's limits,
+ * the few headers every response reports and those its caller wanted. */
 #include "http_internal.h"
 
 #include <stdio.h>
@@ -26,9 +26,9 @@ void http_req_forget_headers(http_req_t *req)
     req->location = req->etag = req->last_modified = req->content_range = req->retry_after = NULL;
     free(req->content_type);
     req->content_type = NULL;
-    for (int i = 0; i < HTTP_HUB_N; i++) {
-        free(req->hub[i]);
-        req->hub[i] = NULL;
+    for (size_t i = 0; i < req->nwanted; i++) {
+        free(req->wanted_value[i]);
+        req->wanted_value[i] = NULL;
     }
 }
 
@@ -120,14 +120,16 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
     return 0;
 }
 
-/* Keeps the few headers a download needs; the rest only count toward the
- * header size limit. */
+/* Keeps the few headers every response reports and those the request
+ * wanted (http_req_opts_t); the rest only count toward the header size
+ * limit. */
 static int on_header_value_complete(llhttp_t *p)
 {
     http_req_t *req = parser_req(p);
     if (!req)
         return -1;
     char **slot = NULL;
+    int list = 0; /* slot's lines are one list: joined */
     if (++req->nheaders > HTTP_MAX_HEADERS)
         return parse_fail(p, "http_parse", "more than 128 response header lines");
     if (req->field_len < sizeof req->field) {
@@ -158,16 +160,16 @@ static int on_header_value_complete(llhttp_t *p)
             slot = &req->retry_after;
         else if (strcmp(req->field, "content-type") == 0)
             slot = &req->content_type;
-        static const char *const hub[HTTP_HUB_N] = {"x-repo-commit",   "x-linked-etag",
-                                                    "x-linked-size",   "x-error-code",
-                                                    "x-error-message", "link"};
-        for (int i = 0; i < HTTP_HUB_N && !slot; i++)
-            if (strcmp(req->field, hub[i]) == 0)
-                slot = &req->hub[i];
+        for (size_t i = 0; i < req->nwanted && !slot; i++)
+            if (strcasecmp(req->field, req->wanted[i].name) == 0) {
+                slot = &req->wanted_value[i];
+                list = req->wanted[i].list;
+            }
     }
-    if (slot == &req->hub[HTTP_HUB_LINK] && *slot && req->value_len < HTTP_MAX_VALUE) {
-        /* Link lines are one list (RFC 8288): joined, within the same
-         * bound (a line that would pass it is dropped). */
+    if (list && *slot && req->value_len < HTTP_MAX_VALUE) {
+        /* A list's lines are one list (RFC 9110 5.3, RFC 8288 for Link):
+         * joined, within the same bound (a line that would pass it is
+         * dropped). */
         char *both = NULL;
         if (strlen(*slot) + 2 + req->value_len < HTTP_MAX_VALUE &&
             asprintf(&both, "%s, %.*s", *slot, (int)req->value_len, req->value) < 0)
@@ -213,9 +215,9 @@ static int on_headers_complete(llhttp_t *p)
                               "more than 16 informational (1xx) responses before the final one");
         return 0;
     }
-    /* The header phase is over: from here only the idle timeout applies. */
+    /* The header phase is over: from here only the idle timeout applies
+     * (http.c's conn_feed re-arms the timer when llhttp returns). */
     req->headers_done = 1;
-    http_conn_arm_response_timer(conn, conn->client->cfg->idle_timeout_ms);
     /* llhttp reads Content-Length as a uint64; lengths are int64 from here
      * on, with -1 for unknown. A larger one would turn negative (found by
      * fuzz_http), and no file is that large anyway. */
@@ -232,8 +234,8 @@ static int on_headers_complete(llhttp_t *p)
         .retry_after = req->retry_after,
         .from_proxy = req->absolute,
     };
-    for (int i = 0; i < HTTP_HUB_N; i++)
-        resp.hub[i] = req->hub[i];
+    for (size_t i = 0; i < req->nwanted; i++)
+        resp.wanted[i] = req->wanted_value[i];
     resp.content_type = req->content_type;
     if (p->flags & F_CHUNKED)
         resp.content_length = -1;

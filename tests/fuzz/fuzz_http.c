@@ -11,7 +11,9 @@
  *
  * The callbacks act like job.c's: 200, 203 and 206 bodies are delivered,
  * others discarded; a Location is resolved against the request's URL, a
- * Content-Range and a Retry-After are read. Checks: header values are
+ * Content-Range and a Retry-After are read; the request wants a list
+ * header (Link, its lines joined) and a single one (the last line kept),
+ * as the HTTP front's Hub routes do. Checks: header values are
  * strings under the 8 KiB limit, body slices lie inside their read buffer,
  * on_done comes exactly once (never after an abort), and a delivered body
  * that ended well has its announced Content-Length.
@@ -40,6 +42,9 @@ typedef struct {
     const url_t *base;
 } fuzz_state_t;
 
+/* Response headers the request asks for: one a list, one not. */
+static const http_want_t fuzz_wanted[] = {{"Link", 1}, {"X-Repo-Commit", 0}};
+
 static void check_value(const char *v)
 {
     if (v)
@@ -54,6 +59,8 @@ static int on_headers(http_req_t *req, const http_response_t *resp, void *data)
     CHECK(resp->status >= 200 && resp->status <= 999);
     CHECK(resp->content_length >= -1);
     st->content_length = resp->content_length;
+    for (size_t i = 0; i < sizeof fuzz_wanted / sizeof fuzz_wanted[0]; i++)
+        check_value(resp->wanted[i]);
     check_value(resp->location);
     check_value(resp->etag);
     check_value(resp->last_modified);
@@ -139,7 +146,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
         .abort_after = (h >> 48) % 8 == 0 ? 1 + (unsigned)(h >> 56) % 4 : 0,
         .base = &base,
     };
-    CHECK(http_fuzz_response(data, len, reads, nreads, &cbs, &st) == 0);
+    CHECK(http_fuzz_response(data, len, reads, nreads, fuzz_wanted,
+                             sizeof fuzz_wanted / sizeof fuzz_wanted[0], &cbs, &st) == 0);
     CHECK(st.done_calls == (st.aborted ? 0 : 1));
     return 0;
 }

@@ -137,14 +137,14 @@ START_TEST(http_request_goes_out_on_the_pooled_stream)
 END_TEST
 
 /* A POST carries its body after the head, with its Content-Length; the
- * answer's Content-Type and Link lines (joined) reach on_headers. */
+ * answer's Content-Type and the Link lines it wanted (joined) reach
+ * on_headers. */
 static char seen_ctype[64], seen_link[256];
 
 static int on_headers_keep(http_req_t *req, const http_response_t *resp, void *data)
 {
     snprintf(seen_ctype, sizeof seen_ctype, "%s", resp->content_type ? resp->content_type : "-");
-    snprintf(seen_link, sizeof seen_link, "%s",
-             resp->hub[HTTP_HUB_LINK] ? resp->hub[HTTP_HUB_LINK] : "-");
+    snprintf(seen_link, sizeof seen_link, "%s", resp->wanted[0] ? resp->wanted[0] : "-");
     return on_headers(req, resp, data);
 }
 
@@ -156,9 +156,14 @@ START_TEST(http_post_sends_its_body)
     ck_assert_int_eq(url_parse("http://127.0.0.1/api/models/a/b/paths-info/main", &u, NULL), 0);
     static const char body[] = "{\"paths\": [\"x\"]}";
     http_req_t *req = NULL;
-    ck_assert_int_eq(http_request_body(client, &u, "POST", "Content-Type: application/json\r\n",
-                                       body, sizeof body - 1, &keep_cbs, NULL, &req),
-                     0);
+    static const http_want_t link[] = {{"Link", 1}};
+    http_req_opts_t o = {.method = "POST",
+                         .extra_headers = "Content-Type: application/json\r\n",
+                         .body = body,
+                         .body_len = sizeof body - 1,
+                         .wanted = link,
+                         .nwanted = 1};
+    ck_assert_int_eq(http_request_opts(client, &u, &o, &keep_cbs, NULL, &req), 0);
     url_free(&u);
     f->written[f->wlen] = '\0';
     ck_assert_str_eq(f->written,
