@@ -1,162 +1,22 @@
-/* Unit tests for daemon/db.c: the cache's metadata in SQLite.
- *
- * Every test gets a fresh database in its own directory under one mkdtemp()
- * root, which main() removes after the run whatever happened (a test that
- * fails in a forked child never reaches its teardown). The tests look at the
- * file through a separate sqlite3 connection too: to check the schema, and
- * to set `accessed` by hand so ordering is tested without sleeping. */
-#include "db.h"
+/* Unit tests for daemon/db.c: the cache's metadata in SQLite: its schema,
+ * entries and blobs, listings, use order, requesters, the migration from
+ * the first schema, and concurrent writers. The partials table is
+ * test_db_partial.c's, the database's files and damage test_db_files.c's;
+ * the fixture is db_fixture.h's. */
+#include "db_fixture.h"
 
 #include <check.h>
 #include <errno.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <sqlite3.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #define N_THREADS 4
 #define N_PER_THREAD 100
-
-static char root[256]; /* mkdtemp() root of all test dirs; main() removes it */
-static char dir[300];  /* this test's directory */
-static char path[320]; /* this test's database file */
-static db_t *db;       /* opened on path by the fixture */
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
-static void rm_tree(const char *p)
-{
-    nftw(p, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void setup(void)
-{
-    snprintf(dir, sizeof dir, "%s/t.XXXXXX", root);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/hubd.db", dir);
-    ck_assert_int_eq(db_open(path, &db), 0);
-    ck_assert_ptr_nonnull(db);
-}
-
-static void teardown(void)
-{
-    db_close(db);
-    db = NULL;
-    rm_tree(dir);
-}
-
-/* ---- a second, independent connection on the file ---------------------- */
-
-static sqlite3 *raw_open(void)
-{
-    sqlite3 *h = NULL;
-
-    ck_assert_int_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-    sqlite3_busy_timeout(h, 10000);
-    return h;
-}
-
-/* Runs SQL built with sqlite3_mprintf's format (%Q quotes a string). */
-static void raw_exec(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *sql = sqlite3_vmprintf(fmt, ap);
-    va_end(ap);
-    sqlite3 *h = raw_open();
-    char *msg = NULL;
-    int rc = sqlite3_exec(h, sql, NULL, NULL, &msg);
-    ck_assert_msg(rc == SQLITE_OK, "%s: %s", sql, msg ? msg : "?");
-    sqlite3_free(msg);
-    sqlite3_free(sql);
-    sqlite3_close(h);
-}
-
-/* The first column of the first row as text (malloc'd, NULL for SQL NULL);
- * the query must return a row. */
-static char *raw_text(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *sql = sqlite3_vmprintf(fmt, ap);
-    va_end(ap);
-    sqlite3 *h = raw_open();
-    sqlite3_stmt *st;
-    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
-                  sqlite3_errmsg(h));
-    ck_assert_msg(sqlite3_step(st) == SQLITE_ROW, "%s: no row", sql);
-    const unsigned char *t = sqlite3_column_text(st, 0);
-    char *out = t ? strdup((const char *)t) : NULL;
-    sqlite3_finalize(st);
-    sqlite3_free(sql);
-    sqlite3_close(h);
-    return out;
-}
-
-static int64_t raw_int(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *sql = sqlite3_vmprintf(fmt, ap);
-    va_end(ap);
-    sqlite3 *h = raw_open();
-    sqlite3_stmt *st;
-    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
-                  sqlite3_errmsg(h));
-    ck_assert_msg(sqlite3_step(st) == SQLITE_ROW, "%s: no row", sql);
-    int64_t v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_free(sql);
-    sqlite3_close(h);
-    return v;
-}
-
-/* ---- helpers ------------------------------------------------------------ */
-
-/* A distinct, valid-looking digest for each n: 64 lowercase hex digits. */
-static void make_sha(char out[65], unsigned n)
-{
-    snprintf(out, 65, "%064x", n);
-}
-
-static void record(const char *url, const char *cred, const char *sha, uint64_t size,
-                   const char *etag, const char *lm)
-{
-    db_record_t r = {
-        .url = url,
-        .cred_tag = cred,
-        .sha256 = sha,
-        .size = size,
-        .etag = etag,
-        .last_modified = lm,
-    };
-    ck_assert_int_eq(db_record_download(db, &r), 0);
-}
-
-static void find_entry_is(const char *url, const char *cred, const char *sha, uint64_t size)
-{
-    char got[65];
-    uint64_t got_size = 0;
-
-    memset(got, 'X', sizeof got);
-    ck_assert_msg(db_find_entry(db, url, cred, got, &got_size) == 0, "%s [%s] not found", url,
-                  cred);
-    ck_assert_str_eq(got, sha);
-    ck_assert_uint_eq(got_size, size);
-}
 
 /* What db_list reported, copied out of the callback. */
 typedef struct listed {
@@ -537,117 +397,7 @@ START_TEST(db_open_refuses_newer_schema)
 }
 END_TEST
 
-/* ---- partials ------------------------------------------------------------ */
-
-static void save_partial(uint64_t id, const char *url, const char *etag, uint64_t durable)
-{
-    db_partial_t p = {.etag = (char *)etag, .total = 1000, .durable = durable};
-    ck_assert_int_eq(db_save_partial(db, id, url, "", &p), 0);
-}
-
-START_TEST(db_partial_save_find_forget)
-{
-    db_partial_t p;
-
-    ck_assert_int_eq(db_find_partial(db, "http://h/p", "", &p), -ENOENT);
-    save_partial(7, "http://h/p", "\"v1\"", 100);
-    save_partial(7, "http://h/p", "\"v1\"", 300); /* moves forward in place */
-    ck_assert_int_eq(db_find_partial(db, "http://h/p", "", &p), 0);
-    ck_assert_uint_eq(p.id, 7);
-    ck_assert_uint_eq(p.durable, 300);
-    ck_assert_int_eq(p.total, 1000);
-    ck_assert_str_eq(p.etag, "\"v1\"");
-    ck_assert_ptr_null(p.last_modified);
-    db_partial_free(&p);
-    /* Another credential tag is another partial. */
-    ck_assert_int_eq(db_find_partial(db, "http://h/p", "t", &p), -ENOENT);
-
-    /* A newer partial of the same URL replaces the older row. */
-    save_partial(9, "http://h/p", "\"v2\"", 50);
-    ck_assert_int_eq(raw_int("SELECT count(*) FROM partials"), 1);
-    ck_assert_int_eq(db_find_partial(db, "http://h/p", "", &p), 0);
-    ck_assert_uint_eq(p.id, 9);
-    db_partial_free(&p);
-
-    /* An older id's late checkpoint does not push the newer row aside. */
-    save_partial(7, "http://h/p", "\"v1\"", 400);
-    ck_assert_int_eq(raw_int("SELECT count(*) FROM partials"), 1);
-    ck_assert_int_eq(db_find_partial(db, "http://h/p", "", &p), 0);
-    ck_assert_uint_eq(p.id, 9);
-    ck_assert_uint_eq(p.durable, 50);
-    db_partial_free(&p);
-
-    ck_assert_int_eq(db_forget_partial(db, 9), 0);
-    ck_assert_int_eq(db_find_partial(db, "http://h/p", "", &p), -ENOENT);
-}
-END_TEST
-
-/* A segmented download's partial keeps its finished ranges past the
- * prefix (schema v4); what its file must hold is read from them. */
-START_TEST(db_partial_ranges)
-{
-    db_partial_t p, in = {.etag = "\"v\"", .total = 100, .durable = 10, .ranges = "20-30,40-50"};
-    ck_assert_int_eq(db_save_partial(db, 3, "http://h/r", "", &in), 0);
-    ck_assert_int_eq(db_find_partial(db, "http://h/r", "", &p), 0);
-    ck_assert_str_eq(p.ranges, "20-30,40-50");
-    db_partial_free(&p);
-    in.ranges = NULL; /* a later checkpoint with none: none */
-    ck_assert_int_eq(db_save_partial(db, 3, "http://h/r", "", &in), 0);
-    ck_assert_int_eq(db_find_partial(db, "http://h/r", "", &p), 0);
-    ck_assert_ptr_null(p.ranges);
-    db_partial_free(&p);
-
-    ck_assert_int_eq(db_partial_keep(10, NULL), 10);
-    ck_assert_int_eq(db_partial_keep(10, ""), 10);
-    ck_assert_int_eq(db_partial_keep(10, "20-30,40-50"), 50);
-    ck_assert_int_eq(db_partial_keep(0, "0-5"), 5);
-    static const char *const bad[] = {"5-30", "20-30,25-50", "30-20", "20-20",       "a-b",
-                                      "20-",  "20-30,",      "-5",    "20-30;40-50", "20-30,40"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        ck_assert_msg(db_partial_keep(10, bad[i]) == -1, "%s", bad[i]);
-}
-END_TEST
-
-/* The start-up check reads a partial by id, with its URL and tag. */
-START_TEST(db_partial_get_by_id)
-{
-    db_partial_t p;
-    char *url = NULL, *tag = NULL;
-
-    ck_assert_int_eq(db_get_partial(db, 5, &url, &tag, &p), -ENOENT);
-    db_partial_t in = {
-        .last_modified = "Tue, 01 Dec 2026 10:00:00 GMT", .total = -1, .durable = 64};
-    ck_assert_int_eq(db_save_partial(db, 5, "http://h/g", "0123abcd", &in), 0);
-    ck_assert_int_eq(db_get_partial(db, 5, &url, &tag, &p), 0);
-    ck_assert_str_eq(url, "http://h/g");
-    ck_assert_str_eq(tag, "0123abcd");
-    ck_assert_uint_eq(p.id, 5);
-    ck_assert_ptr_null(p.etag);
-    ck_assert_str_eq(p.last_modified, "Tue, 01 Dec 2026 10:00:00 GMT");
-    ck_assert_int_eq(p.total, -1);
-    ck_assert_uint_eq(p.durable, 64);
-    db_partial_free(&p);
-    free(url);
-    free(tag);
-}
-END_TEST
-
-START_TEST(db_commit_removes_its_partial)
-{
-    char a[65];
-    db_partial_t p;
-
-    make_sha(a, 0x5);
-    save_partial(3, "http://h/c", "\"x\"", 10);
-    save_partial(4, "http://h/other", "\"y\"", 10);
-    db_record_t r = {
-        .url = "http://h/c", .cred_tag = "", .sha256 = a, .size = 1000, .partial_id = 3};
-    ck_assert_int_eq(db_record_download(db, &r), 0);
-    ck_assert_int_eq(db_find_partial(db, "http://h/c", "", &p), -ENOENT);
-    ck_assert_int_eq(db_find_partial(db, "http://h/other", "", &p), 0);
-    db_partial_free(&p);
-}
-END_TEST
+/* ---- migration ---------------------------------------------------------- */
 
 static void count_partial(void *arg, uint64_t id, uint64_t durable)
 {
@@ -882,195 +632,6 @@ START_TEST(db_concurrent_record_download)
 }
 END_TEST
 
-/* ---- files, links and damage (issue 10) ---------------------------------- */
-
-static mode_t mode_of(const char *suffix)
-{
-    char name[400];
-    struct stat st;
-    snprintf(name, sizeof name, "%s%s", path, suffix);
-    ck_assert_msg(lstat(name, &st) == 0, "%s: %s", name, strerror(errno));
-    return st.st_mode & 07777;
-}
-
-/* SQLite gives -wal and -shm the database file's mode: hubd.db is made
- * 0600 before SQLite would make it 0644, so all three are hubd's alone. */
-START_TEST(db_files_are_private)
-{
-    char a[65];
-    make_sha(a, 0x1);
-    record("http://h/secret-query?sig=1", "", a, 11, NULL, NULL);
-    ck_assert_uint_eq(mode_of(""), 0600);
-    ck_assert_uint_eq(mode_of("-wal"), 0600);
-    ck_assert_uint_eq(mode_of("-shm"), 0600);
-}
-END_TEST
-
-/* One made looser (an older hubd, a person) is made 0600 again. */
-START_TEST(db_open_tightens_loose_files)
-{
-    char a[65], name[400];
-    make_sha(a, 0x1);
-    record("http://h/a", "", a, 11, NULL, NULL);
-    ck_assert_int_eq(chmod(path, 0644), 0);
-    snprintf(name, sizeof name, "%s-wal", path);
-    ck_assert_int_eq(chmod(name, 0664), 0);
-    db_close(db);
-    db = NULL;
-    ck_assert_int_eq(db_open(path, &db), 0);
-    find_entry_is("http://h/a", "", a, 11);
-    ck_assert_uint_eq(mode_of(""), 0600);
-    if (access(name, F_OK) == 0)
-        ck_assert_uint_eq(mode_of("-wal"), 0600);
-}
-END_TEST
-
-/* A hubd.db that is a symbolic link is refused, and what it points to is
- * neither written nor chmodded. */
-START_TEST(db_open_refuses_a_link)
-{
-    char victim[400];
-    db_close(db);
-    db = NULL;
-    snprintf(victim, sizeof victim, "%s/victim", dir);
-    FILE *f = fopen(victim, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs("not a database", f);
-    fclose(f);
-    ck_assert_int_eq(chmod(victim, 0644), 0);
-    ck_assert_int_eq(unlink(path), 0);
-    ck_assert_int_eq(symlink(victim, path), 0);
-    ck_assert_int_ne(db_open(path, &db), 0);
-    ck_assert_ptr_null(db);
-    struct stat st;
-    ck_assert_int_eq(stat(victim, &st), 0);
-    ck_assert_int_eq(st.st_size, 14);
-    ck_assert_uint_eq(st.st_mode & 07777, 0644);
-}
-END_TEST
-
-/* Bytes [off, off + 4096) of the closed database become garbage. */
-static void damage_page(off_t off)
-{
-    db_close(db);
-    db = NULL;
-    FILE *f = fopen(path, "r+b");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_int_eq(fseeko(f, off, SEEK_SET), 0);
-    for (int i = 0; i < 4096; i++)
-        fputc((i * 7 + 13) & 0xff, f);
-    fclose(f);
-}
-
-/* Enough rows for the tables to span pages. */
-static void record_many(int n)
-{
-    char sha[65], url[300];
-    for (int i = 0; i < n; i++) {
-        make_sha(sha, 0x100 + (unsigned)i);
-        snprintf(url, sizeof url, "http://h/%0200d", i);
-        record(url, "", sha, 1000 + (uint64_t)i, NULL, NULL);
-    }
-}
-
-/* A damaged page 2 (quick_check) and garbage in page 1 (not a database at
- * all) are both -EUCLEAN: the caller sets the file aside and rebuilds. */
-START_TEST(db_open_reports_corruption)
-{
-    record_many(40);
-    damage_page(4096);
-    ck_assert_int_eq(db_open(path, &db), -EUCLEAN);
-    ck_assert_ptr_null(db);
-    damage_page(0);
-    ck_assert_int_eq(db_open(path, &db), -EUCLEAN);
-    ck_assert_ptr_null(db);
-}
-END_TEST
-
-static void count_blob(void *arg, const char *sha, uint64_t size)
-{
-    (void)sha;
-    (void)size;
-    (*(int *)arg)++;
-}
-
-/* A page damaged after the quick_check (here: under an open connection,
- * whose cache another connection's commit invalidates) stops db_each_blob
- * with an error, never with 0 after part of the rows: reconcile would
- * quarantine the blobs of the rows it did not see. */
-START_TEST(db_each_blob_reports_a_damaged_page)
-{
-    record_many(200);
-    db_close(db); /* checkpointed: every page is in the main file */
-    db = NULL;
-    ck_assert_int_eq(db_open(path, &db), 0);
-    int64_t page = raw_int("SELECT max(pageno) FROM dbstat WHERE name = 'blobs' AND pagetype = "
-                           "'leaf'");
-    ck_assert_int_gt(page, 2);
-    FILE *f = fopen(path, "r+b");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_int_eq(fseeko(f, (off_t)(page - 1) * 4096, SEEK_SET), 0); /* its type byte too */
-    for (int i = 0; i < 4000; i++)
-        fputc(0xff, f);
-    fclose(f);
-    raw_exec("INSERT INTO partials(id, url, durable, updated) VALUES (9, 'http://h/x', 1, 0)");
-    int n = 0;
-    ck_assert_int_eq(db_each_blob(db, count_blob, &n), -EUCLEAN);
-    ck_assert_int_lt(n, 200);
-}
-END_TEST
-
-/* A rebuild's blob rows have no entry: a public blob (only those are
- * given) is a hit by digest for any credentials, and stays one (its file
- * is 0444) when a gated entry names it too. */
-START_TEST(db_added_blobs_are_found_by_digest)
-{
-    db_found_blob_t v[2] = {{.size = 5, .mtime = 2}, {.size = 6, .mtime = 1}};
-    make_sha(v[0].sha256, 0x51);
-    make_sha(v[1].sha256, 0x52);
-    ck_assert_int_eq(db_add_blobs(db, v, 2), 0);
-    uint64_t size = 0;
-    ck_assert_int_eq(db_find_blob_for(db, v[0].sha256, "", &size), 0);
-    ck_assert_uint_eq(size, 5);
-    ck_assert_int_eq(db_find_blob_for(db, v[1].sha256, "tag", &size), 0);
-    ck_assert_uint_eq(size, 6);
-    ck_assert_int_eq(raw_int("SELECT count(*) FROM entries"), 0);
-    ck_assert_int_eq(raw_int("SELECT verified FROM blobs WHERE sha256 = %Q", v[0].sha256), 0);
-    ck_assert_int_eq(raw_int("SELECT created FROM blobs WHERE sha256 = %Q", v[0].sha256), 2);
-    db_blob_stat_t bs;
-    ck_assert_int_eq(db_get_blob_stat(db, v[1].sha256, &bs), 0);
-    ck_assert_uint_eq(bs.ino, 0); /* recorded by its first background verification */
-    /* Given in order: the first is the least recently used. */
-    ck_assert_int_lt(raw_int("SELECT seq FROM blobs WHERE sha256 = %Q", v[0].sha256),
-                     raw_int("SELECT seq FROM blobs WHERE sha256 = %Q", v[1].sha256));
-    record("http://h/gated", "tag", v[0].sha256, 5, NULL, NULL);
-    ck_assert_int_eq(db_find_blob_for(db, v[0].sha256, "", &size), 0);
-    ck_assert_int_eq(db_find_blob_for(db, v[0].sha256, "tag", &size), 0);
-}
-END_TEST
-
-/* A gated file stays gated when its entry moves on: the URL's bytes change
- * and the old blob is left with no entry. Knowing its digest must still
- * open nothing (a rule of "no entry: a rebuilt public blob" would). */
-START_TEST(db_a_private_blob_left_without_entry_stays_private)
-{
-    char p1[65], p2[65];
-    uint64_t size;
-    make_sha(p1, 0x61);
-    make_sha(p2, 0x62);
-    record("http://h/g", "tag", p1, 7, NULL, NULL);
-    record("http://h/g", "tag", p2, 8, NULL, NULL); /* new bytes at the URL */
-    ck_assert_int_eq(raw_int("SELECT count(*) FROM entries WHERE sha256 = %Q", p1), 0);
-    ck_assert_int_eq(db_find_blob_for(db, p1, "", &size), -ENOENT);
-    ck_assert_int_eq(db_find_blob_for(db, p1, "other", &size), -ENOENT);
-    /* Once fetched without credentials, the bytes are public for good. */
-    record("http://h/pub", "", p2, 8, NULL, NULL);
-    record("http://h/pub", "", p1, 7, NULL, NULL);
-    ck_assert_int_eq(db_find_blob_for(db, p2, "", &size), 0);
-    ck_assert_int_eq(db_find_blob_for(db, p2, "other", &size), 0);
-}
-END_TEST
-
 static Suite *db_suite(void)
 {
     Suite *s = suite_create("db");
@@ -1087,21 +648,10 @@ static Suite *db_suite(void)
     tcase_add_test(tc, db_touch_updates_accessed);
     tcase_add_test(tc, db_reopen_keeps_rows);
     tcase_add_test(tc, db_open_refuses_newer_schema);
-    tcase_add_test(tc, db_partial_save_find_forget);
-    tcase_add_test(tc, db_partial_ranges);
-    tcase_add_test(tc, db_partial_get_by_id);
-    tcase_add_test(tc, db_commit_removes_its_partial);
     tcase_add_test(tc, db_migrates_version_1);
     tcase_add_test(tc, db_lru_follows_use_not_the_clock);
     tcase_add_test(tc, db_requesters_are_recorded);
     tcase_add_test(tc, db_eviction_fence_is_on_recording_not_use);
-    tcase_add_test(tc, db_files_are_private);
-    tcase_add_test(tc, db_open_tightens_loose_files);
-    tcase_add_test(tc, db_open_refuses_a_link);
-    tcase_add_test(tc, db_open_reports_corruption);
-    tcase_add_test(tc, db_each_blob_reports_a_damaged_page);
-    tcase_add_test(tc, db_added_blobs_are_found_by_digest);
-    tcase_add_test(tc, db_a_private_blob_left_without_entry_stays_private);
     /* Each commit fsyncs (synchronous=FULL). */
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
@@ -1116,19 +666,5 @@ static Suite *db_suite(void)
 
 int main(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    SRunner *sr;
-    int failed;
-
-    snprintf(root, sizeof root, "%s/hubd-test-db.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (mkdtemp(root) == NULL) {
-        perror("mkdtemp");
-        return EXIT_FAILURE;
-    }
-    sr = srunner_create(db_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    rm_tree(root);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return db_fixture_run(db_suite());
 }
