@@ -191,8 +191,10 @@ void retry_decide(const retry_in_t *in, retry_out_t *out)
             return;
         }
     }
-    out->delay_ms =
-        disposition_backoff_ms(in->base_ms, in->max_ms, in->attempts, in->retry_after_ms, in->rnd);
+    /* A link that expired is resolved again: its Retry-After says nothing
+     * of the new one. */
+    unsigned after = out->rewind ? 0 : in->retry_after_ms;
+    out->delay_ms = disposition_backoff_ms(in->base_ms, in->max_ms, in->attempts, after, in->rnd);
     if (!in->lane && in->deadline_ms && in->elapsed_ms + out->delay_ms >= in->deadline_ms) {
         out->deadline = 1;
         return;

@@ -119,7 +119,8 @@ typedef struct retry_out {
 /* The rules. A job's own transfer: a code that is not transient, a
  * shutdown, spent retries or a hopeless refusal fail it; so does a delay
  * that would reach the deadline. A lane: a final code fails the download
- * unless it asks to resolve the URL again (retried after a rewind); a
+ * unless it asks to resolve the URL again (retried after a rewind, not
+ * waiting for the expired link's Retry-After); a
  * shutdown or spent retries fail it; a throttle (429, 503) with more than
  * one connection wanted asks for one fewer. Otherwise again after the
  * backoff (disposition_backoff_ms). */

@@ -6,6 +6,21 @@
 
 #include <assert.h>
 
+/* The names STATUS shows: the states that are sub-steps of another show
+ * as that one. */
+const char *const job_state_names[JOB_NSTATES] = {
+    [JOB_QUEUED] = "queued",
+    [JOB_RESUMING] = "resuming",
+    [JOB_CONNECTING] = "connecting",
+    [JOB_BODY] = "downloading",
+    [JOB_RETRY_WAIT] = "retrying",
+    [JOB_RESTARTING] = "retrying",
+    [JOB_BODY_DONE] = "downloading",
+    [JOB_COMMITTING] = "committing",
+    [JOB_DONE] = "done",
+    [JOB_FAILED] = "failed",
+};
+
 /* The transition table: allowed[from] is the set of states a job may go to
  * from `from`. A row not listed is refused (DONE and FAILED are final). */
 #define TO(s) (1u << (s))

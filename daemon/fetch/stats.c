@@ -1,5 +1,6 @@
-/* stats: the STATS counters (errors by code) and the STATUS pages of the
- * jobs in memory. Loop thread. */
+/* stats: STATS and the STATUS pages of the jobs in memory (the error
+ * counters are waiters.c's, the states' names job_state.c's: the files
+ * below job.c count and name, this one only reads). Loop thread. */
 #include "errcode.h"
 #include "job_internal.h"
 #include "log.h"
@@ -9,45 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The names STATUS shows: the states that are sub-steps of another show
- * as that one. */
-const char *const job_state_names[JOB_NSTATES] = {
-    [JOB_QUEUED] = "queued",
-    [JOB_RESUMING] = "resuming",
-    [JOB_CONNECTING] = "connecting",
-    [JOB_BODY] = "downloading",
-    [JOB_RETRY_WAIT] = "retrying",
-    [JOB_RESTARTING] = "retrying",
-    [JOB_BODY_DONE] = "downloading",
-    [JOB_COMMITTING] = "committing",
-    [JOB_DONE] = "done",
-    [JOB_FAILED] = "failed",
-};
-
-static const char *const error_codes[JOBS_NERROR_CODES] = {JOBS_ERROR_CODES};
-
-const char *jobs_error_code_name(unsigned i)
-{
-    return i < JOBS_NERROR_CODES ? error_codes[i] : NULL;
-}
-
-/* The bucket's index in errors_by_code: the row's bucket column
- * (errcode.h), in JOBS_ERROR_CODES' order; "other" is the last. */
-static unsigned bucket_of(const char *code)
-{
-    const char *bucket = errcode_of(code)->bucket;
-    unsigned i = 0;
-    while (i < JOBS_NERROR_CODES - 1 && strcmp(error_codes[i], bucket) != 0)
-        i++;
-    return i;
-}
-
-void jobs_count_error(jobs_t *js, const char *code)
-{
-    js->stats.errors++;
-    js->stats.errors_by_code[bucket_of(code)]++;
-}
 
 void jobs_stats(const jobs_t *js, jobs_stats_t *out)
 {

@@ -10,6 +10,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* STATS' errors by code: each failure a waiter is told is counted in its
+ * row's bucket. */
+static const char *const error_codes[JOBS_NERROR_CODES] = {JOBS_ERROR_CODES};
+
+const char *jobs_error_code_name(unsigned i)
+{
+    return i < JOBS_NERROR_CODES ? error_codes[i] : NULL;
+}
+
+/* The bucket's index in errors_by_code: the row's bucket column
+ * (errcode.h), in JOBS_ERROR_CODES' order; "other" is the last. */
+static unsigned bucket_of(const char *code)
+{
+    const char *bucket = errcode_of(code)->bucket;
+    unsigned i = 0;
+    while (i < JOBS_NERROR_CODES - 1 && strcmp(error_codes[i], bucket) != 0)
+        i++;
+    return i;
+}
+
+void jobs_count_error(jobs_t *js, const char *code)
+{
+    js->stats.errors++;
+    js->stats.errors_by_code[bucket_of(code)]++;
+}
+
 void job_waiter_unlink(job_t *job, job_waiter_t *w)
 {
     list_remove(&w->node);

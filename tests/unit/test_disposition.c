@@ -435,6 +435,23 @@ START_TEST(disposition_retry_rewinds_a_lane_on_an_expired_link)
 }
 END_TEST
 
+/* The expired link's Retry-After says nothing of the one resolved again
+ * (as when the rewind dropped it before the backoff was worked out); a
+ * throttled lane's is kept. */
+START_TEST(disposition_retry_a_rewound_lane_ignores_retry_after)
+{
+    retry_in_t in = lane_in("http_403", 0, 4);
+    in.retry_after_ms = 5000;
+    retry_out_t out = retry(&in);
+    ck_assert_int_eq(out.rewind, 1);
+    ck_assert_uint_le(out.delay_ms, 1000);
+    in = lane_in("http_429", 0, 4);
+    in.retry_after_ms = 5000;
+    out = retry(&in);
+    ck_assert_uint_ge(out.delay_ms, 5000);
+}
+END_TEST
+
 START_TEST(disposition_retry_fails_a_lane_on_a_final_code)
 {
     const char *final[] = {"http_404", "http_401", "dns", "no_space", "http_416"};
@@ -530,6 +547,7 @@ static Suite *disposition_suite(void)
     tcase_add_test(retry, disposition_retry_fails_a_hopeless_job);
     tcase_add_test(retry, disposition_retry_fails_the_job_at_its_deadline);
     tcase_add_test(retry, disposition_retry_rewinds_a_lane_on_an_expired_link);
+    tcase_add_test(retry, disposition_retry_a_rewound_lane_ignores_retry_after);
     tcase_add_test(retry, disposition_retry_fails_a_lane_on_a_final_code);
     tcase_add_test(retry, disposition_retry_asks_a_throttled_lane_for_one_fewer);
     tcase_add_test(retry, disposition_retry_fails_a_lane_when_retries_are_spent);
