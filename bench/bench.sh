@@ -54,6 +54,7 @@
 #   hubd-capped     hubctl fetch, a fresh cache (several connections)
 #   aria2c-capped   aria2c -x16 -s16 -k1M --checksum=sha-256=... (16 connections)
 #   curl-capped     curl -o FILE && sha256sum FILE (one connection)
+#   hubd-base-capped  hubd-capped with BENCH_BASE_BUILD's hubd (with it set)
 # each with the bytes nginx sent for it (its access log).
 # BENCH_CROWD=1 adds, after the table, hubd's memory with BENCH_CROWD_N
 # (default 1000) downloads in flight at once (issue 14): 64 KiB each from a
@@ -107,6 +108,7 @@ SEG_MIB=${BENCH_SEG_MIB:-512}
 if [[ ${BENCH_SEGMENTS:-0} == 1 ]]; then
     command -v aria2c >/dev/null || { echo "bench: aria2c missing: run scripts/install-deps.sh" >&2; exit 2; }
     TOOLS+=(hubd-capped aria2c-capped curl-capped)
+    [[ -n ${BENCH_BASE_BUILD:-} ]] && TOOLS+=(hubd-base-capped)
 fi
 
 SIZE_MIB=${1:-1024}
@@ -442,13 +444,13 @@ run_tool() {
         timed curl_and_sum "$u" "${curl_args[@]}"
         [[ $T_RC -eq 0 ]] && digest=$(cut -d' ' -f1 "$work/cmd.out")
         ;;
-    hubd-capped | aria2c-capped | curl-capped)
+    hubd-capped | hubd-base-capped | aria2c-capped | curl-capped)
         # The capped file: nginx sends each connection at most CAPPED_RATE.
         u=$origin_base/capped/seg.bin
         local log0
         settle
         log0=$(wc -l <"$work/nginx/access.log")
-        if [[ $tool == hubd-capped ]]; then
+        if [[ $tool == hubd-capped || $tool == hubd-base-capped ]]; then
             stop_hubd
             if ! start_hubd "$work/cache-$tool"; then
                 T_RC=125
@@ -682,7 +684,7 @@ def short(t):
     return t[: -len("-https")] if t.endswith("-https") else t
 
 
-SEG = ("hubd-capped", "aria2c-capped", "curl-capped")
+SEG = ("hubd-capped", "hubd-base-capped", "aria2c-capped", "curl-capped")
 FRONT = ("nginx", "hubd-front", "front-cold", "front-cold-x8", "nginx-x8", "front-capped",
          "front-capped-x8")
 fmt = "  %-20s %5s %11s %9s %11s  %s"

@@ -1,7 +1,8 @@
 /* job: one job's life, decided in one place (docs/ARCHITECTURE.md walks
- * it): its creation and start, the state table, the failure path, restarts
- * from byte 0, the retry of a failed attempt, the commit, discard and park,
- * and its end. The layers below report here and never call up: its main
+ * it): its start (jobs.c makes it; job_state.c checks each state change),
+ * the failure path, restarts from byte 0, the retry of a failed attempt,
+ * the commit, discard and park, and its end. The layers below report here
+ * and never call up: its main
  * transfer through transfer_cbs_t (head, body, end, failure), its lanes
  * through segs_ops_t, its pipeline through pipeline_ops_t, its pool items
  * (commit.c) through their completion callbacks, the scheduler and the

@@ -443,6 +443,11 @@ void pipeline_pump(pipeline_t *p)
         p->head = b->next;
         if (!p->head)
             p->tail = NULL;
+        /* A lane's batch (hashed later, from the file) may be where the last
+         * hash item left hash_next: the hash skips it, so it can go first. */
+        if (p->hash_next == b)
+            p->hash_next = b->next;
+        assert(p->write_next != b); /* written: the write items are past it */
         p->queued_bytes -= b->bytes;
         batch_free(p, b);
     }

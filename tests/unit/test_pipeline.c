@@ -7,6 +7,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 static batch_t *batch_new(uint64_t offset, size_t bytes)
 {
@@ -135,6 +136,43 @@ START_TEST(pipeline_room_for_the_rest_of_the_file)
 }
 END_TEST
 
+/* A lane's batch comes right after the last batch a hash item took: the
+ * hash skips it (it is hashed later, from the file), and once it is written
+ * it is freed. The pipeline must not go on pointing at it: it did, and one
+ * segmented download in about twenty crashed on loopback (a use after free
+ * in submit_work, in the builds before issue 23 too). */
+START_TEST(pipeline_frees_a_lane_batch_the_hash_would_skip)
+{
+    uv_loop_t loop;
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    hubd_config_t cfg;
+    ck_assert_int_eq(config_defaults(&cfg), 0);
+    bufpool_t pool;
+    bufpool_init(&pool, cfg.read_buffer_size, 8);
+    uint64_t from_origin = 0;
+    int64_t total = -1;
+    static const pipeline_ops_t ops = {0}; /* nothing is reported here */
+    pipeline_t p;
+    pipeline_init(&p, &loop, &cfg, NULL, NULL, &pool, &from_origin, &ops, NULL);
+    p.total = &total;
+
+    batch_t *lane = batch_new(1 << 20, 4096);
+    lane->from_file = lane->hashed = lane->written = 1; /* a lane's, on disk */
+    p.head = p.tail = p.hash_next = lane;               /* where the last hash item left it */
+    p.queued_bytes = 4096;
+    pipeline_pump(&p);
+    ck_assert_ptr_null(p.head);
+    ck_assert_ptr_null(p.hash_next);
+    ck_assert_ptr_null(p.write_next);
+    ck_assert_uint_eq(p.queued_bytes, 0);
+    ck_assert_uint_eq(p.items, 0); /* nothing left to hash or write */
+
+    bufpool_destroy(&pool);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    config_free(&cfg);
+}
+END_TEST
+
 static Suite *pipeline_suite(void)
 {
     Suite *s = suite_create("pipeline");
@@ -145,6 +183,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(batching, pipeline_batch_full_at_size_or_slots);
     tcase_add_test(batching, pipeline_take_batches_caps_one_item);
     tcase_add_test(batching, pipeline_a_slow_batch_is_stale_after_its_age);
+    tcase_add_test(batching, pipeline_frees_a_lane_batch_the_hash_would_skip);
     suite_add_tcase(s, batching);
 
     tcase_add_test(pacing, pipeline_backpressure_has_hysteresis);
