@@ -139,6 +139,7 @@ static void job_fail_digest(job_t *job, const char *code, const char *msg, const
     uv_timer_stop(&job->retry_timer);
     transfer_abort(&job->xfer);
     segs_stop(job);
+    job_restart_vouched(job, code); /* other credentials' waiters go on alone */
     job_result_t res = {.err_code = code, .err_msg = msg, .sha256 = digest};
     job_notify_all(job, &res);
     if (!(job->items & JOB_ITEM_COMMIT)) /* else after_commit comes back to clean up */

@@ -2,10 +2,10 @@
  *
  * jobs_fetch() resolves a request against the cache and the running jobs:
  * a blob with the expected digest, or a complete entry for the URL, is a hit;
- * a running job for the same URL (and credentials) takes the request as one
- * more waiter; otherwise a new job is queued. Each waiter's expected digest
- * fails only that waiter: the download is kept when any waiter takes it. A job streams
- * the body through SHA-256 and into tmp/<id>.part in the thread pool, then
+ * a running job for the same URL (and credentials, or for a vouched request
+ * the same vouched digest) takes the request as one more waiter; otherwise a new job is queued.
+ * Each waiter's expected digest fails only that waiter: the download is kept when any waiter takes
+ * it. A job streams the body through SHA-256 and into tmp/<id>.part in the thread pool, then
  * commits it (store_commit, db_record_download) before any waiter hears DONE.
  *
  * Loop thread only. Each waiter gets on_start once (possibly from inside
@@ -89,6 +89,15 @@ struct job_waiter {
     void (*on_written)(job_waiter_t *w, uint64_t written, uint64_t durable);
     uid_t uid;   /* who asks: a new job counts toward this uid's max_jobs_per_user */
     int refresh; /* FETCH refresh=1: a cached URL is revalidated with the origin first */
+    /* The origin's own metadata, asked with this request's credentials,
+     * named the expected sha256 as the URL's content (the /hf route: the
+     * Hub's X-Linked-Etag to this client's token). Such a request may have
+     * that blob whoever's credentials fetched it, and may join a running
+     * download of the same URL and digest started by another vouched
+     * request with other credentials (keeping its own headers, to go on
+     * alone if that download fails for its owner). Ignored without an
+     * expected sha256. Never set from what a client alone says. */
+    int vouched;
     /* Private to the jobs module (daemon/fetch/); jobs_fetch clears each
      * (waiter_reset in jobs.c: a field added here is cleared there). */
     job_t *job;              /* the job waited on, or NULL */
@@ -97,7 +106,8 @@ struct job_waiter {
     int restarted;           /* moved to a job of its own: no second on_start */
     char expected[65];       /* this waiter's expected digest, "" if none */
     char cred_tag[65];       /* its credential tag, "" without secret headers */
-    char *cred_block;        /* its header lines, until a new job takes them */
+    char *cred_block;        /* its header lines, until a new job takes them (a vouched
+                                waiter in a job of other credentials keeps them) */
     struct job_reval *reval; /* the entry to revalidate, until a new job takes it */
     list_node_t node;        /* in job->waiters */
 };
@@ -146,7 +156,9 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
 
 /* Starts a fetch. sha256 is NULL or 64 lowercase hex digits; headers are
  * the client's "Name: value" request headers (cred.h checks them). A fetch
- * with credentials shares jobs and entries only with the same credentials.
+ * with credentials shares jobs and entries only with the same credentials,
+ * except a vouched one (w->vouched): a hit on the expected digest whoever
+ * fetched it, and a running download of the same URL and vouched digest.
  * Returns 0, or -EINVAL (bad URL or header, unsupported scheme, stopping)
  * or -ENOMEM with *code and *msg set, and then no callback comes. */
 int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *const *headers,

@@ -170,6 +170,8 @@ struct job {
     uid_t *uids; /* the entry's requesters: the owner and the waiters' uids */
     size_t nuids;
     char cred_tag[65]; /* its credentials' tag: entries and partials are keyed by it */
+    char vouched[65];  /* created by a vouched request (job.h): the digest its origin named to
+                          those credentials, which vouched requests of others may join; or "" */
     uid_t owner;       /* the uid whose request created it */
     list_t waiters;    /* job_waiter_t.node, the newest first */
     unsigned nwaiters;
@@ -260,6 +262,10 @@ void job_waiter_link(job_t *job, job_waiter_t *w);
 void job_notify_all(job_t *job, const job_result_t *res);
 void job_notify_written(job_t *job);
 void job_notify_progress(job_t *job, const job_progress_t *p);
+/* A failure (code) of a job a vouched request started: its vouched waiters
+ * of other credentials go on alone (js->restart_waiter), unless the code
+ * is everyone's (hash_mismatch, cancelled, shutting_down). */
+void job_restart_vouched(job_t *job, const char *code);
 /* The progress tick's report (the rate, and the waiters told when the
  * bytes grew or the state changed). */
 void job_tell_progress(job_t *job, uint64_t now);

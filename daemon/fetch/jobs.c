@@ -79,6 +79,12 @@ static void adopt_partial(job_t *job)
     }
 }
 
+/* Whether w's expected digest was vouched for by the origin (job.h). */
+static int waiter_vouched(const job_waiter_t *w)
+{
+    return w->vouched && w->expected[0];
+}
+
 /* A new job for u (taken on success) and w's credentials, owned by w->uid,
  * in the list of all jobs but not yet queued; it takes over a partial that
  * the cache records for the URL. Returns 0 or -ENOMEM (u still the
@@ -102,6 +108,8 @@ static int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out)
     }
     snprintf(job->host_key, hl, "%s:%u", u->host, u->port);
     memcpy(job->cred_tag, w->cred_tag, sizeof job->cred_tag);
+    if (waiter_vouched(w)) /* vouched requests of other credentials may join it */
+        memcpy(job->vouched, w->expected, sizeof job->vouched);
     job->owner = w->uid;
     job->cred_headers = w->cred_block; /* the job sends them to the first origin */
     w->cred_block = NULL;
@@ -138,14 +146,22 @@ static int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out)
  * job of another URL that promises the same digest could be slow, fail or
  * lie (another user's job), and an attacher must not wait on, or fail
  * with, what it did not ask for. A digest already in the cache is a hit
- * whatever its URL. */
-static job_t *job_find(jobs_t *js, const char *key, const char *cred_tag)
+ * whatever its URL. A vouched waiter may also join a job of the same URL
+ * that a vouched request of other credentials started for the same digest:
+ * the origin named those bytes to both (a gated file comes down once per
+ * machine), and the bytes are checked against that digest. Not a waiter
+ * moved from a failed job: it goes on in a job of its own. */
+static job_t *job_find(jobs_t *js, const char *key, const job_waiter_t *w)
 {
+    int vouched = waiter_vouched(w) && !w->restarted;
     list_t *lists[2] = {&js->active, &js->queue};
     for (int i = 0; i < 2; i++)
         for (list_node_t *n = list_first(lists[i]); n; n = list_next(lists[i], n)) {
             job_t *j = list_entry(n, job_t, node);
-            if (strcmp(j->cred_tag, cred_tag) == 0 && strcmp(j->key, key) == 0)
+            if (strcmp(j->key, key) != 0)
+                continue;
+            if (strcmp(j->cred_tag, w->cred_tag) == 0 ||
+                (vouched && strcmp(j->vouched, w->expected) == 0))
                 return j;
         }
     return NULL;
@@ -157,11 +173,13 @@ static job_t *job_find(jobs_t *js, const char *key, const char *cred_tag)
  * with no callback made. */
 static int jobs_start_download(jobs_t *js, url_t *u, job_waiter_t *w)
 {
-    job_t *job = job_find(js, u->canonical, w->cred_tag);
+    job_t *job = job_find(js, u->canonical, w);
     if (job) {
         url_free(u);
-        wipe_free(w->cred_block); /* the job has the same credentials already */
-        w->cred_block = NULL;
+        if (strcmp(job->cred_tag, w->cred_tag) == 0) { /* the job has them already */
+            wipe_free(w->cred_block);
+            w->cred_block = NULL;
+        }               /* else vouched: kept, to go on alone should the job fail for its owner */
         free(w->reval); /* a running download is as fresh as a revalidation */
         w->reval = NULL;
         js->stats.attached++;
@@ -198,18 +216,22 @@ fail:
 }
 
 /* A waiter whose job failed for a reason that is not its own (another
- * waiter's expected digest) goes on in a job of its own for the same URL,
- * with the same headers; its client sees progress go on, and one final
+ * waiter's expected digest, or a vouched waiter's job that failed for the
+ * other credentials that started it) goes on in a job of its own for the
+ * same URL, with its own headers (a vouched waiter kept them), else the
+ * job's (the same tag); its client sees progress go on, and one final
  * line. */
 static void job_waiter_restart(job_t *job, job_waiter_t *w)
 {
     jobs_t *js = job->js;
     job_waiter_unlink(job, w);
-    wipe_free(w->cred_block);
-    w->cred_block = job->cred_headers ? strdup(job->cred_headers) : NULL;
+    int own = w->cred_block != NULL;
+    if (!own && job->cred_headers && strcmp(job->cred_tag, w->cred_tag) == 0)
+        w->cred_block = strdup(job->cred_headers);
     url_t u;
     int rc = -ENOMEM;
-    if ((!job->cred_headers || w->cred_block) && url_parse(job->key, &u, NULL) == 0) {
+    int have = own || !w->cred_tag[0] || w->cred_block;
+    if (have && url_parse(job->key, &u, NULL) == 0) {
         w->restarted = 1;
         rc = jobs_start_download(js, &u, w);
     }
@@ -407,13 +429,16 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *cons
     }
 
     /* A blob with the expected digest, whatever its URL, that the
-     * request's credentials (or none) got; else this URL's entry for those
+     * request's credentials (or none) got, or anyone's for a vouched
+     * request (the origin named it to these credentials); else this URL's entry for those
      * credentials. Both are confirmed by opening the file in the pool. */
     char sha[65];
     uint64_t size = 0;
     int by_entry = 0;
     db_entry_meta_t meta;
-    int found = sha256 && db_find_blob_for(js->db, sha256, w->cred_tag, &size) == 0;
+    int found =
+        sha256 && (waiter_vouched(w) ? db_find_blob(js->db, sha256, &size)
+                                     : db_find_blob_for(js->db, sha256, w->cred_tag, &size)) == 0;
     if (found) {
         memcpy(sha, w->expected, sizeof sha);
     } else if (db_find_entry_meta(js->db, u.canonical, w->cred_tag, sha, &size, &meta) == 0 &&
@@ -496,8 +521,9 @@ static void job_not_modified(job_t *job)
         }
         job_waiter_unlink(job, w);
         /* Its headers go with it: should the blob be gone, it downloads
-         * again (after_hit) with them. */
-        w->cred_block = job->cred_headers ? strdup(job->cred_headers) : NULL;
+         * again (after_hit) with them (a vouched waiter kept its own). */
+        if (!w->cred_block && job->cred_headers)
+            w->cred_block = strdup(job->cred_headers);
         w->restarted = 1; /* it heard QUEUED or ATTACHED: no second on_start */
         if (jobs_serve_cached(js, w, job->key, rv->sha, rv->size, 1)) {
             wipe_free(w->cred_block);

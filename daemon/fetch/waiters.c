@@ -4,6 +4,7 @@
  * cancel.c call these. */
 #include "errcode.h"
 #include "job_internal.h"
+#include "wipe.h"
 
 #include <stdio.h>
 #include <unistd.h>
@@ -103,7 +104,31 @@ void job_notify_all(job_t *job, const job_result_t *res)
             jobs_count_error(js, r.err_code);
         else
             js->stats.bytes_served += r.size;
+        wipe_free(w->cred_block); /* a vouched waiter's own: before, as w may go in on_finish */
+        w->cred_block = NULL;
         w->on_finish(w, &r);
+    }
+}
+
+/* A job a vouched request started failed (code) for its owner's
+ * credentials (a token refused, a link that expired for them, ...): a
+ * vouched waiter of other credentials did not ask with those, so it does
+ * not fail with them; it goes on in a job of its own with its own headers
+ * (jobs.c, through js->restart_waiter). Wrong bytes (hash_mismatch), a
+ * cancel and a shutdown are everyone's. Called once the job is off the
+ * table, so the waiter cannot find it again. */
+void job_restart_vouched(job_t *job, const char *code)
+{
+    const errcode_t *e = errcode_of(code);
+    if (!job->vouched[0] || e->not_failure || e->id == EC_SHUTTING_DOWN || e->id == EC_CANCELLED ||
+        e->id == EC_HASH_MISMATCH)
+        return;
+    list_node_t *n, *tmp;
+    list_foreach_safe(&job->waiters, n, tmp)
+    {
+        job_waiter_t *w = list_entry(n, job_waiter_t, node);
+        if (w->vouched && w->expected[0] && strcmp(w->cred_tag, job->cred_tag) != 0)
+            job->js->restart_waiter(job, w);
     }
 }
 

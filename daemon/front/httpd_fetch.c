@@ -178,6 +178,7 @@ void hfetch_start(hfetch_t *f, hconn_t *c, const char *url, const char *sha256,
     f->w.on_finish = on_finish;
     f->w.on_written = on_written;
     f->w.uid = c->who.uid;
+    f->w.vouched = f->vouched && sha256;
     f->total = -1;
     f->written = 0;
     f->streaming = 0;

@@ -16,7 +16,12 @@
  * revision. The Hub's errors pass with their status, X-Error-Code,
  * X-Error-Message and X-Repo-Commit. Asking the Hub each time, with the
  * client's own token, is also what keeps a gated file cached for one token
- * from reaching a client whose token the Hub refuses.
+ * from reaching a client whose token the Hub refuses. An LFS file's
+ * download is vouched (job.h): the SHA-256 is what the Hub answered to this
+ * client's credentials, so the blob another token fetched is a hit, and a
+ * download of it that another token runs is joined: a gated file comes
+ * down once per machine. A refusal (4xx) names nothing, whatever headers
+ * it carries: its status and error pass, never a byte.
  *
  * The Hub's answer about a file is remembered for a minute by the client's
  * credential tag (hf_known_t): the GET that follows a HEAD with the same
@@ -357,6 +362,11 @@ static void serve(hconn_t *c, hf_req_t *q, const hf_file_t *f)
     }
     free(q->pinned);
     q->pinned = url; /* the entry's URL, for the git SHA-1 check */
+    /* f is the Hub's answer to this client's own credentials (asked now,
+     * or remembered by their tag), and not a refusal: the Hub named the
+     * LFS file's SHA-256 to them, so its blob is theirs whoever's token
+     * fetched it, and so is a running download of it (job.h). */
+    q->fetch.vouched = f->lfs;
     hfetch_start(&q->fetch, c, url, f->lfs ? f->sha256 : NULL,
                  q->git_sha1[0] ? check_git_sha1 : NULL, q);
 }

@@ -239,10 +239,13 @@ typedef struct hfetch {
     hfetch_file_cb on_file; /* NULL: answered with the file; else handed it, whole
                                (not streamed): a check of the route's first */
     void *arg;              /* on_file's */
+    int vouched;            /* set before hfetch_start: the origin named sha256 to this
+                               request's credentials (job_waiter_t.vouched) */
 } hfetch_t;
 
 /* Starts the download of url (sha256: the expected digest or NULL) for c,
- * answered when it ends (or streamed), or answers why not. */
+ * answered when it ends (or streamed), or answers why not. f->vouched is
+ * the caller's (0 unless the origin vouched for sha256). */
 void hfetch_start(hfetch_t *f, hconn_t *c, const char *url, const char *sha256,
                   hfetch_file_cb on_file, void *arg);
 /* Leaves the job, if still in one, and ends the quota count: idempotent. */
