@@ -67,6 +67,13 @@ query; not counted), /reset (zero them), and POST /control/corrupt with JSON
 carrying that file's bytes (LFS: by sha256 on the CDN; small: by git sha1 on
 the Hub) is wrong: "flip" flips every byte in the middle third (same
 length), "short" announces the whole length and closes after half the body.
+POST /control/hold {"user": NAME, "delay": S, "status": 403|null} (user null:
+off): the Hub's resolve requests with that user's token, except a client's
+metadata question (Range: bytes=0-0), wait S seconds, then are refused as a
+gated repo refuses (status) or answered as usual (null).
+POST /control/hostile {"on": true}: the Hub's refusals of a resolve (401,
+403, gated or private) carry the file's X-Linked-Etag, X-Linked-Size and
+X-Repo-Commit, as a Hub that leaks them would.
 """
 
 import argparse
@@ -137,6 +144,7 @@ class HubError(Exception):
     def __init__(self, status, code, message, commit=None):
         super().__init__(message)
         self.status, self.code, self.message, self.commit = status, code, message, commit
+        self.extra = []  # more headers (a hostile Hub's)
 
 
 class State:
@@ -150,6 +158,8 @@ class State:
         self.rename_status = desc.get("rename_status", 307)
         self.blobs = {f.sha256: f for r in self.repos for f in r.files.values() if f.lfs}
         self.corrupt = {}
+        self.hold = {}  # user -> (delay s, status or None): /control/hold
+        self.hostile = False  # refusals name the file: /control/hostile
         self.lock = threading.Lock()
         self.hub_base = self.cdn_base = None
         self.stats = {"hub": self._zero(), "cdn": self._zero()}
@@ -275,6 +285,7 @@ class Handler(BaseHTTPRequestHandler):
             h.append(("X-Error-Code", e.code))
         if e.commit:
             h.append(("X-Repo-Commit", e.commit))
+        h += e.extra
         self.send_json({"error": e.message}, e.status, h)
 
     def send_bytes(self, data, oid, headers, ctype="application/octet-stream"):
@@ -333,6 +344,17 @@ class Handler(BaseHTTPRequestHandler):
                     self.state.corrupt[req["oid"]] = req["mode"]
                 else:
                     self.state.corrupt.pop(req["oid"], None)
+            return self.send_json({"ok": True})
+        if path == "/control/hold" and self.command == "POST":
+            req = json.loads(self.read_body() or b"{}")
+            with self.state.lock:
+                if req.get("user"):
+                    self.state.hold[req["user"]] = (float(req.get("delay", 0)), req.get("status"))
+                else:
+                    self.state.hold.clear()
+            return self.send_json({"ok": True})
+        if path == "/control/hostile" and self.command == "POST":
+            self.state.hostile = bool(json.loads(self.read_body() or b"{}").get("on"))
             return self.send_json({"ok": True})
         self.state.count(self.side, path, self.command, self.headers)
         try:
@@ -419,7 +441,20 @@ class Handler(BaseHTTPRequestHandler):
             raise HubError(404, None, "Not found")
         kind, rev = rest[0], urllib.parse.unquote(rest[1])
         fpath = urllib.parse.unquote("/".join(rest[2:]))
-        repo, commit = self.lookup(rtype, rid, rev, prefix, "/" + "/".join(rest))
+        held = self.state.hold.get(self.state.user(self.headers)[1])
+        if held and self.headers.get("Range") != "bytes=0-0":
+            time.sleep(held[0])
+            if held[1]:
+                raise HubError(held[1], "GatedRepo", "Access to this repo is restricted (held).")
+        try:
+            repo, commit = self.lookup(rtype, rid, rev, prefix, "/" + "/".join(rest))
+        except HubError as e:
+            repo = self.state.find(rtype, rid)
+            f = repo and repo.files.get(fpath)
+            if self.state.hostile and f is not None and f.lfs:
+                e.extra = [("X-Linked-Etag", '"%s"' % f.sha256), ("X-Linked-Size", str(len(f.data))),
+                           ("X-Repo-Commit", repo.commit(rev) or rev), ("ETag", '"%s"' % f.oid)]
+            raise
         f = repo.files.get(fpath)
         if f is None:
             raise HubError(404, "EntryNotFound", "Entry not found", commit)

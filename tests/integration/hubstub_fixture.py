@@ -106,6 +106,13 @@ class HubStub:
                                      headers={"Content-Type": "application/json"})
         urllib.request.urlopen(req, timeout=10).close()
 
+    def control(self, what, obj):
+        """POST /control/<what> (hubstub.py: hold, hostile, corrupt)."""
+        req = urllib.request.Request(self.hub_url + "/control/" + what, method="POST",
+                                     data=json.dumps(obj).encode(),
+                                     headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(req, timeout=10).close()
+
     def stop(self):
         rc = stop_pid(self.proc)
         if not self.log.closed:
