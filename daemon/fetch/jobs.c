@@ -236,8 +236,9 @@ static void job_waiter_restart(job_t *job, job_waiter_t *w)
         rc = jobs_start_download(js, &u, w);
     }
     if (rc == 0) {
-        log_info("job %llu: a waiter whose expectation it did not fail goes on in job %llu",
-                 (unsigned long long)job->id, (unsigned long long)w->job->id);
+        log_info("job %llu: a waiter it did not fail goes on in job %llu%s",
+                 (unsigned long long)job->id, (unsigned long long)w->job->id,
+                 own ? " with its own credentials" : "");
         return;
     }
     wipe_free(w->cred_block);

@@ -175,7 +175,8 @@ class SharedGatedTest(HubTestCase):
         pinned = [p for p in self.stub.stats("hub")["auth"] if p != "/org/gated/resolve/main/g.bin"]
         self.assertEqual(len(pinned), 1, pinned)
         self.assertEqual(self.stub.stats("hub")["auth"][pinned[0]], ["Bearer hf_alice", "Bearer hf_bob"])
-        wait_for(lambda: "goes on in job" in self.hubd.read_log(), what="the waiter's restart logged")
+        wait_for(lambda: "goes on in job" in self.hubd.read_log(), what="the restart logged")
+        self.assertIn("with its own credentials", self.hubd.read_log())
         self.assertNotIn("hf_bob", self.hubd.read_log())
         self.assertNotIn("hf_alice", self.hubd.read_log())
 
