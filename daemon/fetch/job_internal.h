@@ -261,7 +261,6 @@ void job_waiter_unlink(job_t *job, job_waiter_t *w);
 void job_waiter_link(job_t *job, job_waiter_t *w);
 void job_notify_all(job_t *job, const job_result_t *res);
 void job_notify_written(job_t *job);
-void job_notify_progress(job_t *job, const job_progress_t *p);
 /* A failure (code) of a job a vouched request started: its vouched waiters
  * of other credentials go on alone (js->restart_waiter), unless the code
  * is everyone's (hash_mismatch, cancelled, shutting_down). */

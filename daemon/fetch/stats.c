@@ -1,7 +1,6 @@
 /* stats: STATS and the STATUS pages of the jobs in memory (the error
  * counters are waiters.c's, the states' names job_state.c's: the files
  * below job.c count and name, this one only reads). Loop thread. */
-#include "errcode.h"
 #include "job_internal.h"
 #include "log.h"
 

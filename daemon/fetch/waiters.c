@@ -64,7 +64,7 @@ void job_notify_written(job_t *job)
     }
 }
 
-void job_notify_progress(job_t *job, const job_progress_t *p)
+static void job_notify_progress(job_t *job, const job_progress_t *p)
 {
     list_node_t *n, *tmp;
     list_foreach_safe(&job->waiters, n, tmp)

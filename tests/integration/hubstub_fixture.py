@@ -18,7 +18,7 @@ import subprocess
 import sys
 import urllib.request
 
-from harness import stop_pid, wait_for
+from harness import Hubd, free_port, stop_pid, wait_for, write_config
 
 HUBSTUB_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hubstub.py")
 
@@ -40,6 +40,17 @@ def file_bytes(spec):
         return spec["text"].encode()
     import base64
     return base64.b64decode(spec["b64"])
+
+
+def start_front(case, stub):
+    """Restarts case.hubd (a HubTestCase's) with the HTTP front on a free
+    loopback port and hf_upstream at stub; returns the port."""
+    case.hubd.stop()
+    port = free_port()
+    conf = write_config(os.path.join(case.tmp, "hf.conf"), http_listen="127.0.0.1:%d" % port,
+                        hf_upstream=stub.hub_url)
+    case.hubd = Hubd(os.path.join(case.tmp, "hub"), config=conf)
+    return port
 
 
 class HubStub:

@@ -13,8 +13,8 @@ import subprocess
 import threading
 import unittest
 
-from harness import HubTestCase, Hubd, free_port, sha256_file, wait_for, write_config
-from hubstub_fixture import HubStub, git_blob_sha1
+from harness import HubTestCase, Hubd, sha256_file, wait_for, write_config
+from hubstub_fixture import HubStub, git_blob_sha1, start_front
 
 from test_hubstub import JS_DIR, HUBCLIENT, REPOS, request
 
@@ -33,11 +33,7 @@ class HfTest(HubTestCase):
         super().setUp()
         self.stub = HubStub(os.path.join(self.tmp, "stub"), REPOS, page_size=2)
         self.addCleanup(self.stub.stop)
-        self.hubd.stop()
-        self.port = free_port()
-        conf = write_config(os.path.join(self.tmp, "hf.conf"), http_listen="127.0.0.1:%d" % self.port,
-                            hf_upstream=self.stub.hub_url)
-        self.hubd = Hubd(os.path.join(self.tmp, "hub"), config=conf)
+        self.port = start_front(self, self.stub)
         self.hf = "http://127.0.0.1:%d/hf" % self.port
 
     def resolve(self, path, rev="main", repo="org/model"):

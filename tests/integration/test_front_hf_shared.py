@@ -17,8 +17,8 @@ import threading
 import time
 import urllib.parse
 
-from harness import HubTestCase, Hubd, free_port, wait_for, write_config
-from hubstub_fixture import HubStub
+from harness import HubTestCase, wait_for
+from hubstub_fixture import HubStub, start_front
 
 ALICE = {"Authorization": "Bearer hf_alice"}
 BOB = {"Authorization": "Bearer hf_bob"}
@@ -58,11 +58,7 @@ class SharedGatedTest(HubTestCase):
         super().setUp()
         self.stub = HubStub(os.path.join(self.tmp, "stub"), REPOS)
         self.addCleanup(self.stub.stop)
-        self.hubd.stop()
-        self.port = free_port()
-        conf = write_config(os.path.join(self.tmp, "hf.conf"), http_listen="127.0.0.1:%d" % self.port,
-                            hf_upstream=self.stub.hub_url)
-        self.hubd = Hubd(os.path.join(self.tmp, "hub"), config=conf)
+        self.port = start_front(self, self.stub)
         self.url = "http://127.0.0.1:%d/hf/org/gated/resolve/main/g.bin" % self.port
         self.data = self.stub.file_bytes("org/gated", "g.bin")
         self.sha = hashlib.sha256(self.data).hexdigest()
