@@ -11,6 +11,7 @@
 #include "proto.h"
 #include "httpd.h"
 #include "quota.h"
+#include "served.h"
 #include "session.h"
 #include "transport.h"
 
@@ -58,6 +59,7 @@ struct session {
     uint64_t stream_at;    /* its cursor: last job id, or last entry's use sequence */
     uint64_t stream_count; /* lines sent so far */
     listing_page_t *page;  /* a LIST page being read in the pool, or NULL */
+    list_t holds;          /* HOLD, UNHOLD, HOLDS requests in the pool (verbs_hold.c) */
 };
 
 struct session_server {
@@ -70,6 +72,7 @@ struct session_server {
     principal_acl_t acl;  /* loaded at start and on reload */
     quota_t quota;        /* per-uid counters across sessions */
     const httpd_t *httpd; /* the HTTP front, for STATS; NULL: none */
+    served_t served;      /* (uid, blob) pairs lately answered DONE: HOLD's test */
     list_t sessions;      /* open sessions (session.node), newest first */
     unsigned nsessions;   /* sessions not yet freed (closing ones too) */
     uint64_t started;     /* uv_hrtime() at start: uptime never goes back with the clock */
