@@ -65,6 +65,28 @@ void hf_where_free(hf_where_t *w)
     memset(w, 0, sizeof *w);
 }
 
+int hf_where_of_url(const char *upstream, const char *url, hf_where_t *out)
+{
+    url_t up, u;
+    memset(out, 0, sizeof *out);
+    if (!upstream || url_parse(upstream, &up, NULL))
+        return 0;
+    if (url_parse(url, &u, NULL)) {
+        url_free(&up);
+        return 0;
+    }
+    /* The upstream's path ("/" or "/mirror"): the URL's must go on under it. */
+    size_t pl = strcspn(up.target, "?");
+    while (pl && up.target[pl - 1] == '/')
+        pl--;
+    int under =
+        url_same_origin(&up, &u) && strncmp(u.target, up.target, pl) == 0 && u.target[pl] == '/';
+    int rc = under ? hf_where_parse(u.target + pl + 1, out) == 0 : 0;
+    url_free(&up);
+    url_free(&u);
+    return rc;
+}
+
 void hf_where_keys(const hf_where_t *w, char key[512], char file_key[1024])
 {
     snprintf(key, 512, "%s%s@%s", w->prefix, w->repo, w->rev);

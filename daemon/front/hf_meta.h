@@ -61,6 +61,11 @@ typedef struct hf_where {
 int hf_where_parse(const char *s, hf_where_t *out);
 void hf_where_free(hf_where_t *w);
 
+/* Whether url is a Hub resolve URL under upstream (hf_upstream: the same
+ * origin, under its path): 1 with its parts in *out (hf_where_free), 0
+ * when it is another URL (or does not parse, or no memory). Pure. */
+int hf_where_of_url(const char *upstream, const char *url, hf_where_t *out);
+
 /* The memory's keys for w: "prefix repo@rev" (the revision's) and
  * key + "/path" (the file's; "" when it does not fit). Pure. */
 void hf_where_keys(const hf_where_t *w, char key[512], char file_key[1024]);
