@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import unittest
 
-from harness import HUBCTL, HubTestCase
+from harness import HUBCTL, HubTestCase, Hubd, free_port, write_config
 from hubstub_fixture import HubStub, file_bytes, git_blob_sha1, start_front
 
 from test_hubstub import HUBCLIENT, JS_DIR
@@ -251,6 +251,7 @@ class HfDownloadTest(HubTestCase):
             self.assertEqual(o["size"], len(file_bytes(files[o["path"]])))
             self.assertEqual(o["file"], try_to_load_from_cache(self.cache, "org/model", o["path"]))
             self.assertIn(o["source"], ("download", "hit", "attached"))
+            self.assertEqual(o["placed"], "symlink")  # hubd held it
         rc, out, err = self.dl("org/model", "--json", "--exclude", "shards/")
         self.assertEqual({json.loads(l)["source"] for l in out.splitlines()}, {"present"})
 
@@ -326,6 +327,21 @@ class HfDownloadTest(HubTestCase):
         auth = self.stub.stats("hub")["auth"]
         self.assertIn("Bearer hf_alice", sum(auth.values(), []))
 
+    def test_a_blob_an_admin_removed_is_downloaded_again(self):
+        rc, _, err = self.dl("org/model", "config.json", "model.safetensors")
+        self.assertEqual(rc, 0, err)
+        sha = etag_of(REPOS["repos"][0]["files"]["model.safetensors"])
+        rm = self.hubctl("rm", sha)
+        self.assertEqual(rm.rc, 0, rm)
+        found = try_to_load_from_cache(self.cache, "org/model", "model.safetensors")
+        self.assertIsNone(found)  # a dangling link is not a file
+        self.stub.reset()
+        rc, _, err = self.dl("org/model", "config.json", "model.safetensors")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("1 file already in", err)
+        self.assert_layout("org/model", MAIN, ["config.json", "model.safetensors"])
+        self.assertEqual(list(self.stub.stats("cdn")["bytes"].values()), [700000])
+
     # ---- --warm, and one copy on disk --------------------------------------
 
     def test_warm_then_another_granted_token_is_a_hit(self):
@@ -357,6 +373,79 @@ class HfDownloadTest(HubTestCase):
                              "hubd %d + HF cache %d for %d bytes" % (
                                  allocated(store), allocated(self.cache), sizes))
         self.assertLessEqual(allocated(self.cache), 4096)
+
+
+UID_A, UID_B, UID_C = 1000, 65534, 1001  # users other than hubd's (root)
+
+
+def as_user(uid, argv, env):
+    return subprocess.run(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"]
+                          + argv, capture_output=True, text=True, timeout=120, env=env)
+
+
+class HfDownloadUsersTest(HubTestCase):
+    """Users other than hubd's, each with their own HF cache (the default
+    one, under their HOME) and their own token to one gated repo."""
+
+    def setUp(self):
+        super().setUp()
+        self.stub = HubStub(os.path.join(self.tmp, "stub"), REPOS)
+        self.addCleanup(self.stub.stop)
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "users.conf"), socket_mode="0666",
+                            http_listen="127.0.0.1:%d" % free_port(), hf_upstream=self.stub.hub_url)
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-users"), config=conf)
+        for d in (self.tmp, self.hubd.workdir):
+            os.chmod(d, 0o755)
+        self.homes = {}
+        for uid in (UID_A, UID_B, UID_C):
+            home = os.path.join(self.tmp, "home%d" % uid)
+            os.mkdir(home, 0o700)
+            os.chown(home, uid, uid)
+            self.homes[uid] = home
+
+    def dl(self, uid, token, *args):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "XDG_"))}
+        env.update(HOME=self.homes[uid], HF_TOKEN=token)
+        return as_user(uid, [HUBCTL, "--socket", self.hubd.socket, "hf", "download"] + list(args),
+                       env)
+
+    def test_two_users_share_one_gated_copy_and_a_third_gets_nothing(self):
+        spec = REPOS["repos"][1]["files"]
+        sha = etag_of(spec["g.bin"])
+        for uid, tok in ((UID_A, "hf_alice"), (UID_B, "hf_bob")):
+            r = self.dl(uid, tok, "org/gated")
+            self.assertEqual(r.returncode, 0, r)
+            cache = os.path.join(self.homes[uid], ".cache", "huggingface", "hub")
+            self.assertEqual(r.stdout, os.path.join(cache, "models--org--gated", "snapshots",
+                                                    GATED) + "\n")
+            blob = os.path.join(cache, "models--org--gated", "blobs", sha)
+            self.assertTrue(os.path.islink(blob), "a symlink into hubd's store")
+            got = as_user(uid, ["sha256sum", os.path.join(r.stdout.strip(), "g.bin")], None)
+            self.assertEqual(got.stdout.split()[0], sha, got)
+            js = as_user(uid, ["node", HUBCLIENT, "cache-file", "--hub-url", self.stub.hub_url,
+                               "--repo", "org/gated", "--path", "g.bin", "--token", tok,
+                               "--dir", cache], None)
+            res = json.loads(js.stdout.strip().splitlines()[-1])
+            self.assertEqual(res["files"]["g.bin"]["sha256"], sha, res)
+            self.assertEqual([q for q in res["requests"] if "/resolve/" in q[1]], [])
+            target = os.readlink(blob)
+        # the CDN sent the file once; the disk holds it once
+        self.assertEqual(self.stub.stats("cdn")["bytes"], {"/cdn/" + sha: 300000})
+        size = 300000 + len(file_bytes(spec["g.json"]))
+        store = os.path.join(self.hubd.cache, "blobs")
+        on_disk = allocated(store) + sum(allocated(h) for h in self.homes.values())
+        self.assertLessEqual(on_disk, 1.01 * size + 4 * 4096)
+        # carol's token is refused: no file, and hubd's copy stays unreadable to her
+        r = self.dl(UID_C, "hf_carol", "org/gated")
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn("not in the authorized list", r.stderr)
+        self.assertTrue(target.startswith(store), target)
+        self.assertFalse(self.readable(UID_C, target))
+        self.assertTrue(self.readable(UID_A, target))
+
+    def readable(self, uid, path):
+        return as_user(uid, ["sh", "-c", 'cat "$0" >/dev/null', path], None).returncode == 0
 
 
 if __name__ == "__main__":
