@@ -25,6 +25,8 @@ static const char usage_text[] =
     "                                [--revision R] [--include GLOB]... [--exclude GLOB]...\n"
     "                                [--cache-dir DIR | --local-dir DIR | --warm]\n"
     "                                [--token T] [--json] [-q] [--progress]\n"
+    "  hubctl [--socket PATH] hf ls [--all | --uid N] [--json]\n"
+    "  hubctl [--socket PATH] hf rm REPO [--repo-type T] [--revision R] [--cache-dir DIR]\n"
     "  hubctl [--socket PATH] status [--json]\n"
     "  hubctl [--socket PATH] stats [--json | --prometheus]\n"
     "  hubctl [--socket PATH] ls [--json]\n"
@@ -45,7 +47,9 @@ static const char usage_text[] =
     "            cache into the HF cache, as `hf download` does; print the\n"
     "            snapshot folder (a FILE's path when one is named); --local-dir:\n"
     "            plain files there; --warm: into hubd's cache only. The token:\n"
-    "            --token, else $HF_TOKEN, else $HF_TOKEN_PATH, else $HF_HOME/token\n"
+    "            --token, else $HF_TOKEN, else $HF_TOKEN_PATH, else $HF_HOME/token;\n"
+    "            hf ls: the repos hubd keeps for your HF cache; hf rm: a repo out\n"
+    "            of your HF cache, and hubd's hold on it released\n"
     "  status    list the running download jobs\n"
     "  stats     print the daemon's counters (--prometheus: text exposition)\n"
     "  ls        list the cached entries\n"
@@ -242,6 +246,13 @@ int cli_parse(int argc, char **argv, cli_t *c)
                 return rc;
         } else if (!c->command) {
             c->command = a;
+            if (str_eq(a, "hf") && i + 1 < argc &&
+                (str_eq(argv[i + 1], "ls") || str_eq(argv[i + 1], "rm"))) {
+                c->hf_argv = argv + i + 1; /* theirs to parse (hf_holds.c) */
+                c->hf_argc = argc - i - 1;
+                c->args[c->nargs++] = argv[i + 1];
+                break;
+            }
         } else {
             c->args[c->nargs++] = a;
         }

@@ -35,7 +35,11 @@ typedef struct cli {
     size_t ninclude;
     const char **exclude; /* --exclude GLOB, in order; likewise */
     size_t nexclude;
-    int warm;          /* --warm: into hubd's cache only */
+    int warm; /* --warm: into hubd's cache only */
+    /* hf ls, hf rm (hf_holds.h) parse their own options: argv from the
+     * subcommand on, untouched by cli_parse; NULL otherwise */
+    char **hf_argv;
+    int hf_argc;
     const char **args; /* operands after the command (URLs) */
     size_t nargs;      /* entries of args */
 } cli_t;

@@ -2,6 +2,7 @@
 #include "hf_cli.h"
 
 #include "hf_download.h"
+#include "hf_holds.h"
 #include "util.h"
 
 #include <ctype.h>
@@ -199,20 +200,44 @@ static int hf_download_cmd(const cli_t *c)
     return rc;
 }
 
-/* The subcommands of hf, one row each. */
+/* hf ls and hf rm take their own options (hf_holds.c): their argv as
+ * cli_parse left it, with a --socket given before "hf" handed on. */
+static int hf_raw(const cli_t *c, int (*run)(int argc, char **argv))
+{
+    char **v = xcalloc((size_t)c->hf_argc + 3, sizeof *v);
+    int n = 0;
+    v[n++] = c->hf_argv[0];
+    if (c->socket)
+        v[n++] = "--socket", v[n++] = (char *)c->socket;
+    for (int k = 1; k < c->hf_argc; k++)
+        v[n++] = c->hf_argv[k];
+    int rc = run(n, v);
+    free(v);
+    return rc;
+}
+
+/* The subcommands of hf, one row each: ours parsed by cli_parse (run), or
+ * parsing their own argv (raw). */
 static const struct {
     const char *name;
     int (*run)(const cli_t *c);
+    int (*raw)(int argc, char **argv);
 } hf_commands[] = {
-    {"download", hf_download_cmd}, /* REPO [FILE...]: into the HF cache */
+    {"download", hf_download_cmd, NULL}, /* REPO [FILE...]: into the HF cache */
+    {"ls", NULL, hf_ls_main},            /* the holds: repos linked into HF caches */
+    {"rm", NULL, hf_rm_main},            /* REPO: out of the HF cache, holds released */
 };
 
 int hf_run(const cli_t *c)
 {
     if (c->nargs == 0)
-        return cli_usage_error("hf needs a subcommand: download");
-    for (size_t i = 0; i < ARRAY_LEN(hf_commands); i++)
-        if (str_eq(c->args[0], hf_commands[i].name))
-            return hf_commands[i].run(c);
-    return cli_usage_error("unknown hf subcommand '%s' (download)", c->args[0]);
+        return cli_usage_error("hf needs a subcommand: download, ls or rm");
+    for (size_t i = 0; i < ARRAY_LEN(hf_commands); i++) {
+        if (!str_eq(c->args[0], hf_commands[i].name))
+            continue;
+        if (hf_commands[i].raw)
+            return c->hf_argv ? hf_raw(c, hf_commands[i].raw) : EXIT_USAGE;
+        return hf_commands[i].run(c);
+    }
+    return cli_usage_error("unknown hf subcommand '%s' (download, ls, rm)", c->args[0]);
 }

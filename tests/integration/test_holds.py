@@ -75,7 +75,9 @@ def as_user(uid, argv, **kw):
                           + argv, capture_output=True, text=True, timeout=60, **kw)
 
 
-class HoldsTest(HubTestCase):
+class HoldsBase(HubTestCase):
+    """The fixture: hubd as root, socket 0666, two users' HF caches."""
+
     def setUp(self):
         super().setUp()
         self.restart()
@@ -155,6 +157,8 @@ class HoldsTest(HubTestCase):
         con.commit()
         con.close()
 
+
+class HoldsTest(HoldsBase):
     def test_private_hold_grants_read_to_its_user_alone(self):
         digest, path, link = self.held_private()
         st = os.stat(path)
@@ -273,3 +277,61 @@ class HoldsTest(HubTestCase):
         st = os.stat(path)
         self.assertEqual(st.st_mode & 0o004, 0, oct(st.st_mode))
         self.assertEqual(self.read_as(UID_A, link).returncode, 0)
+
+
+class HfHoldsCliTest(HoldsBase):
+    """hubctl hf ls and hf rm over a user's HF cache laid out as
+    huggingface_hub's (models--org--m/{blobs,refs,snapshots})."""
+
+    def layout(self, uid, digest, store_path, commit="c" * 40):
+        hub = os.path.join(self.homes[uid], "hub")
+        repo = os.path.join(hub, "models--org--m")
+        script = ("mkdir -p {r}/blobs {r}/refs {r}/snapshots/{c}/sub && "
+                  "printf %s {c} > {r}/refs/main && "
+                  "ln -s ../../../blobs/{d} {r}/snapshots/{c}/sub/w.bin").format(r=repo, c=commit,
+                                                                               d=digest)
+        r = as_user(uid, ["sh", "-c", script])
+        self.assertEqual(r.returncode, 0, r)
+        link = os.path.join(repo, "blobs", digest)
+        last = self.talk(uid, "HOLD id=h sha256=%s label=models/org/m@main link=%s"
+                         % (digest, enc(link)))[-1]
+        self.assertEqual(fields(last)["readable"], "1", last)
+        self.link_as(uid, store_path, link)
+        return hub, repo
+
+    def hubctl_as(self, uid, *args):
+        return as_user(uid, self.hubctl_args(*args))
+
+    def test_hf_ls_and_rm(self):
+        url, digest = self.gated("w.bin", TOKEN_A)
+        done = self.fetch(UID_A, url, TOKEN_A)
+        hub, repo = self.layout(UID_A, digest, done["path"])
+        r = self.read_as(UID_A, os.path.join(repo, "snapshots", "c" * 40, "sub", "w.bin"))
+        self.assertEqual(r.returncode, 0, r)
+        r = self.hubctl_as(UID_A, "hf", "ls")
+        self.assertEqual(r.returncode, 0, r)
+        self.assertIn("models/org/m@main", r.stdout)
+        r = self.hubctl_as(UID_A, "hf", "ls", "--json")
+        self.assertEqual(json.loads(r.stdout)[0]["files"], 1, r)
+        self.assertEqual(json.loads(self.hubctl_as(UID_B, "hf", "ls", "--json").stdout), [])
+        r = self.hubctl_as(UID_A, "hf", "rm", "org/m", "--cache-dir", hub)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertIn("removed 1 snapshot(s) of org/m", r.stdout)
+        self.assertIn("of hubd's store released", r.stdout)
+        self.assertFalse(os.path.exists(repo))
+        self.assertEqual(self.stats()["holds"], 0)
+        self.assertNotIn("system.posix_acl_access", os.listxattr(done["path"]))
+
+    def test_hf_rm_of_one_revision_keeps_blobs_another_uses(self):
+        url, digest = self.gated("w.bin", TOKEN_A)
+        done = self.fetch(UID_A, url, TOKEN_A)
+        hub, repo = self.layout(UID_A, digest, done["path"])
+        other = os.path.join(repo, "snapshots", "d" * 40)
+        r = as_user(UID_A, ["sh", "-c", "mkdir -p %s && ln -s ../../blobs/%s %s/w.bin"
+                            % (other, digest, other)])
+        self.assertEqual(r.returncode, 0, r)
+        r = self.hubctl_as(UID_A, "hf", "rm", "org/m", "--revision", "main", "--cache-dir", hub)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertFalse(os.path.exists(os.path.join(repo, "refs", "main")))
+        self.assertFalse(os.path.exists(os.path.join(repo, "snapshots", "c" * 40)))
+        self.assertTrue(os.path.islink(os.path.join(repo, "blobs", digest)))  # d... uses it

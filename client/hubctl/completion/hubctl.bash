@@ -54,11 +54,11 @@ _hubctl() {
     local opts=""
     if [[ $cmd == hf && $cur != -* ]]; then
         # the subcommand, right after hf
-        [[ ${COMP_WORDS[COMP_CWORD - 1]} == hf ]] && COMPREPLY=($(compgen -W "download" -- "$cur"))
+        [[ ${COMP_WORDS[COMP_CWORD - 1]} == hf ]] && COMPREPLY=($(compgen -W "download ls rm" -- "$cur"))
         return
     fi
     case $cmd in
-    hf) opts="--repo-type --revision --include --exclude --cache-dir --local-dir --token --warm --json -q --quiet --progress" ;;
+    hf) opts="--repo-type --revision --include --exclude --cache-dir --local-dir --token --warm --json -q --quiet --progress --all --uid" ;;
     fetch) opts="--sha256 -H --header -o -q --json --progress --refresh" ;;
     status | ls | rm | pin | unpin | verify | cancel) opts="--json" ;;
     stats) opts="--json --prometheus" ;;
