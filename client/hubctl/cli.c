@@ -4,6 +4,7 @@
 #include "autostart.h"
 #include "doctor.h"
 #include "fetch.h"
+#include "hf_cli.h"
 #include "listing.h"
 #include "util.h"
 
@@ -20,6 +21,12 @@ static const char usage_text[] =
     "  hubctl [--socket PATH] fetch [--sha256 HEX] [-H 'Name: value']... [-o DEST] [-q] [--json]\n"
     "                                [-i FILE] [--progress] [--refresh] [URL...]\n"
 
+    "  hubctl [--socket PATH] hf download REPO [FILE...] [--repo-type model|dataset|space]\n"
+    "                                [--revision R] [--include GLOB]... [--exclude GLOB]...\n"
+    "                                [--cache-dir DIR | --local-dir DIR | --warm]\n"
+    "                                [--token T] [--json] [-q] [--progress]\n"
+    "  hubctl [--socket PATH] hf ls [--all | --uid N] [--json]\n"
+    "  hubctl [--socket PATH] hf rm REPO [--repo-type T] [--revision R] [--cache-dir DIR]\n"
     "  hubctl [--socket PATH] status [--json]\n"
     "  hubctl [--socket PATH] stats [--json | --prometheus]\n"
     "  hubctl [--socket PATH] ls [--json]\n"
@@ -36,6 +43,13 @@ static const char usage_text[] =
     "Commands:\n"
     "  fetch     download each URL through the cache (once, however many ask) and\n"
     "            print the path of each file, one per line, in argument order\n"
+    "  hf        hf download: a Hugging Face repo (or FILEs of it) through the\n"
+    "            cache into the HF cache, as `hf download` does; print the\n"
+    "            snapshot folder (a FILE's path when one is named); --local-dir:\n"
+    "            plain files there; --warm: into hubd's cache only. The token:\n"
+    "            --token, else $HF_TOKEN, else $HF_TOKEN_PATH, else $HF_HOME/token;\n"
+    "            hf ls: the repos hubd keeps for your HF cache; hf rm: a repo out\n"
+    "            of your HF cache, and hubd's hold on it released\n"
     "  status    list the running download jobs\n"
     "  stats     print the daemon's counters (--prometheus: text exposition)\n"
     "  ls        list the cached entries\n"
@@ -172,6 +186,8 @@ static int cli_option(cli_t *c, int argc, char **argv, int *i)
                 : strcmp(a, "--progress") == 0   ? &c->progress
                 : strcmp(a, "--refresh") == 0    ? &c->refresh
                 : strcmp(a, "--prometheus") == 0 ? &c->prometheus
+                : strcmp(a, "--quiet") == 0      ? &c->quiet
+                : strcmp(a, "--warm") == 0       ? &c->warm
                                                  : NULL;
     if (flag) {
         *flag = 1;
@@ -185,12 +201,27 @@ static int cli_option(cli_t *c, int argc, char **argv, int *i)
         add_header(c, v);
         return CLI_RUN;
     }
-    const char **slot = opt_value(argc, argv, i, "--socket", &v)     ? &c->socket
-                        : opt_value(argc, argv, i, "--sha256", &v)   ? &c->sha256
-                        : opt_value(argc, argv, i, "-o", &v)         ? &c->dest
-                        : opt_value(argc, argv, i, "-i", &v)         ? &c->input
-                        : opt_value(argc, argv, i, "--max-size", &v) ? &c->max_size
-                                                                     : NULL;
+    if (opt_value(argc, argv, i, "--include", &v) || opt_value(argc, argv, i, "--exclude", &v)) {
+        int inc = a[2] == 'i';
+        if (!v || !*v)
+            return cli_usage_error("option '%s' needs a value", inc ? "--include" : "--exclude");
+        const char ***list = inc ? &c->include : &c->exclude;
+        size_t *n = inc ? &c->ninclude : &c->nexclude;
+        *list = xrealloc(*list, (*n + 1) * sizeof **list);
+        (*list)[(*n)++] = v;
+        return CLI_RUN;
+    }
+    const char **slot = opt_value(argc, argv, i, "--socket", &v)      ? &c->socket
+                        : opt_value(argc, argv, i, "--repo-type", &v) ? &c->repo_type
+                        : opt_value(argc, argv, i, "--revision", &v)  ? &c->revision
+                        : opt_value(argc, argv, i, "--cache-dir", &v) ? &c->cache_dir
+                        : opt_value(argc, argv, i, "--local-dir", &v) ? &c->local_dir
+                        : opt_value(argc, argv, i, "--token", &v)     ? &c->token
+                        : opt_value(argc, argv, i, "--sha256", &v)    ? &c->sha256
+                        : opt_value(argc, argv, i, "-o", &v)          ? &c->dest
+                        : opt_value(argc, argv, i, "-i", &v)          ? &c->input
+                        : opt_value(argc, argv, i, "--max-size", &v)  ? &c->max_size
+                                                                      : NULL;
     if (!slot)
         return cli_usage_error("unknown option '%s'", a);
     if (!v || !*v)
@@ -215,6 +246,13 @@ int cli_parse(int argc, char **argv, cli_t *c)
                 return rc;
         } else if (!c->command) {
             c->command = a;
+            if (str_eq(a, "hf") && i + 1 < argc &&
+                (str_eq(argv[i + 1], "ls") || str_eq(argv[i + 1], "rm"))) {
+                c->hf_argv = argv + i + 1; /* theirs to parse (hf_holds.c) */
+                c->hf_argc = argc - i - 1;
+                c->args[c->nargs++] = argv[i + 1];
+                break;
+            }
         } else {
             c->args[c->nargs++] = a;
         }
@@ -227,6 +265,8 @@ int cli_parse(int argc, char **argv, cli_t *c)
 void cli_free(cli_t *c)
 {
     free(c->args);
+    free(c->include);
+    free(c->exclude);
     for (size_t i = 0; i < c->nheaders; i++)
         free(c->headers[i]);
     free(c->headers);
@@ -289,10 +329,11 @@ static int cmd_doctor(const cli_t *c)
 static const struct {
     const char *name;
     int (*run)(const cli_t *c);
-    int takes_urls; /* fetch: URLs and the fetch-only options */
+    int takes_urls; /* fetch, hf: operands and options of its own, checked there */
     int one_arg;    /* exactly one operand (a URL or a digest) */
 } commands[] = {
     {"fetch", fetch_run, 1, 0},       /* URL...: download through the cache */
+    {"hf", hf_run, 1, 0},             /* download REPO: into the HF cache */
     {"status", listing_status, 0, 0}, /* the running jobs */
     {"stats", listing_stats, 0, 0},   /* the daemon's counters */
     {"ls", listing_ls, 0, 0},         /* the cached entries */
@@ -312,6 +353,9 @@ int cli_dispatch(const cli_t *c)
     for (size_t i = 0; i < ARRAY_LEN(commands); i++) {
         if (strcmp(c->command, commands[i].name) != 0)
             continue;
+        if (!str_eq(c->command, "hf") && hf_options_given(c))
+            return cli_usage_error("--repo-type, --revision, --include, --exclude, --cache-dir, "
+                                   "--local-dir, --token and --warm are options of hf download");
         if (commands[i].takes_urls)
             return commands[i].run(c);
         if (commands[i].one_arg && c->nargs != 1)

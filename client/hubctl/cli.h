@@ -25,6 +25,21 @@ typedef struct cli {
     const char *max_size; /* --max-size (gc) */
     char **headers;       /* -H, in order (fetch); copies, freed by cli_free */
     size_t nheaders;
+    /* hf download (hf_cli.h) */
+    const char *repo_type; /* --repo-type model|dataset|space */
+    const char *revision;  /* --revision: branch, tag, commit or refs/pr/N */
+    const char *cache_dir; /* --cache-dir: the HF cache */
+    const char *local_dir; /* --local-dir: plain files there instead */
+    const char *token;     /* --token: a Hub token */
+    const char **include;  /* --include GLOB, in order; the array is cli_free's */
+    size_t ninclude;
+    const char **exclude; /* --exclude GLOB, in order; likewise */
+    size_t nexclude;
+    int warm; /* --warm: into hubd's cache only */
+    /* hf ls, hf rm (hf_holds.h) parse their own options: argv from the
+     * subcommand on, untouched by cli_parse; NULL otherwise */
+    char **hf_argv;
+    int hf_argc;
     const char **args; /* operands after the command (URLs) */
     size_t nargs;      /* entries of args */
 } cli_t;

@@ -215,10 +215,10 @@ static ssize_t conn_recv(conn_t *c, char *buf, size_t cap)
 
 /* ---- replies ------------------------------------------------------------ */
 
-/* Does the raw line start with the verb DONE or REPO (the lines that carry
- * a descriptor)? Checked before parsing so that even a garbled one consumes
+/* Does the raw line start with the verb DONE or REPO, the two that carry a
+ * descriptor? Checked before parsing so that even a garbled one consumes
  * its descriptor and the queue stays in step. */
-static int line_is_done(const char *line, size_t len)
+static int line_has_fd(const char *line, size_t len)
 {
     return len >= 4 && (memcmp(line, "DONE", 4) == 0 || memcmp(line, "REPO", 4) == 0) &&
            (len == 4 || line[4] == ' ' || line[4] == '\r');
@@ -248,7 +248,7 @@ static int conn_on_line(void *arg, const char *line, size_t len, int err)
     conn_t *c = arg;
     if (err < 0)
         return 0;
-    int fd = line_is_done(line, len) ? fds_pop(c) : -1;
+    int fd = line_has_fd(line, len) ? fds_pop(c) : -1;
     if (proto_parse(line, len, &c->msg) < 0 || (!c->hello_done && conn_hello_reply(c, &c->msg))) {
         close_fd(fd);
         return 0;

@@ -13,7 +13,7 @@
 #include "proto.h"
 
 /* Gets each parsed reply after the HELLO exchange, with the descriptor its
- * DONE line carried (else -1), which it then owns. Returns non-zero once the
+ * DONE or REPO line carried (else -1), which it then owns. Returns non-zero once the
  * command has every reply it waits for. */
 typedef int (*conn_msg_cb)(void *arg, const proto_msg_t *msg, int fd);
 

@@ -1,6 +1,7 @@
 /* fetch_internal: the state of one `hubctl fetch`, shared by fetch.c (the
  * requests and their replies) and progress.c (what the user sees while
- * they run). Private to those two files. One fetch_t per run, on
+ * they run); hf_download.c keeps one for its progress display too.
+ * Private to those files. One fetch_t per run, on
  * fetch_run's stack; single-threaded. */
 #ifndef HUBCTL_FETCH_INTERNAL_H
 #define HUBCTL_FETCH_INTERNAL_H
@@ -43,6 +44,7 @@ typedef struct req {
     char *code;       /* failure: ERR code, or one of hubctl's own */
     char *msg;        /* failure: text for the user */
     int exit;         /* this URL's exit code */
+    int running;      /* hf download: its FETCH is out (a TTY line of its own) */
 } req_t;
 
 typedef enum {
@@ -62,6 +64,8 @@ typedef struct fetch {
     size_t printed;   /* results written to stdout, in order */
     prog_mode_t prog; /* how progress is shown */
     int drawn;        /* a TTY progress line is on screen, not ended */
+    int per_file;     /* hf download: under the total, a TTY line per running request */
+    int lines;        /* TTY lines on screen (drawn): the cursor is on the last */
     double last_draw; /* when it was last drawn (monotonic s) */
     double t_start;   /* when the fetch began (monotonic s) */
     int to_stdout;    /* -o -: the file's bytes go to stdout */

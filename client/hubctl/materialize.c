@@ -137,10 +137,13 @@ static int copy_rw(int src, int dst, uint64_t size, uint64_t *off, int seq)
 /* Cheapest first: a reflink shares the blocks (btrfs, XFS) and costs nothing;
  * copy_file_range keeps the bytes in the kernel (and may reflink or offload
  * on its own); read/write works everywhere. */
-static int copy_blob(int src, int dst, uint64_t size)
+static int copy_blob(int src, int dst, uint64_t size, int *clone_err)
 {
-    if (ioctl(dst, FICLONE, src) == 0)
+    if (ioctl(dst, FICLONE, src) == 0) {
+        *clone_err = 0;
         return 0;
+    }
+    *clone_err = errno;
     uint64_t off = 0;
     int rc = copy_range(src, dst, size, &off);
     if (rc == FALLBACK)
@@ -182,6 +185,13 @@ int materialize_stream(int src_fd, uint64_t size, int out)
 
 int materialize_file(int src_fd, uint64_t size, const char *dest)
 {
+    int clone_err;
+    return materialize_file_how(src_fd, size, dest, &clone_err);
+}
+
+int materialize_file_how(int src_fd, uint64_t size, const char *dest, int *clone_err)
+{
+    *clone_err = EOPNOTSUPP;
     int rc = check_blob(src_fd, size);
     if (rc)
         return rc;
@@ -190,7 +200,7 @@ int materialize_file(int src_fd, uint64_t size, const char *dest)
     int dst = open_temp(dest, tmp, sizeof tmp);
     if (dst < 0)
         return dst;
-    rc = copy_blob(src_fd, dst, size);
+    rc = copy_blob(src_fd, dst, size, clone_err);
     if (close(dst) < 0 && rc == 0)
         rc = -errno; /* NFS and friends report write errors at close */
     if (rc == 0 && rename(tmp, dest) < 0)

@@ -19,6 +19,11 @@
  * does not match its DONE line). On failure nothing is left behind. */
 int materialize_file(int src_fd, uint64_t size, const char *dest);
 
+/* materialize_file, and *clone_err says how: 0 when the file is a reflink,
+ * else why the reflink could not be made (an errno: EOPNOTSUPP, EXDEV...)
+ * and the bytes were copied. */
+int materialize_file_how(int src_fd, uint64_t size, const char *dest, int *clone_err);
+
 /* Writes the `size` bytes of src_fd to out in order (`-o -`: stdout, a pipe
  * or a terminal), by sendfile(2), else read/write. Returns 0 or a negative
  * errno; -EBADMSG as materialize_file. */

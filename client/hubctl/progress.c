@@ -161,8 +161,20 @@ static void render_all(out_line_t *l, const fetch_t *f, double secs)
         out_line_add(l, "  %zu failed", failed);
 }
 
+#define MAX_FILE_LINES 8 /* running files shown under the total (hf download) */
+
+/* Puts the cursor at the start of the first line drawn. */
+static void cursor_to_top(fetch_t *f)
+{
+    if (f->lines > 1)
+        fprintf(stderr, "\033[%dA", f->lines - 1);
+    fputc('\r', stderr);
+}
+
 /* '\r', the text cut to the terminal width (a wrapped line could not be
- * redrawn), then clear to the end of the line. */
+ * redrawn), then clear to the end of the line; with per_file a line for
+ * each running request below, and the rest of the screen cleared (lines of
+ * files that finished). */
 void progress_draw(fetch_t *f, int force)
 {
     double now = progress_now();
@@ -170,12 +182,26 @@ void progress_draw(fetch_t *f, int force)
         return;
     out_line_t l = {.len = 0};
     size_t width = term_width() - 1;
-    if (f->n == 1)
+    if (f->n == 1 && !f->per_file)
         render_one(&l, &f->req[0], now - f->t_start, width);
     else
         render_all(&l, f, now - f->t_start);
-    fprintf(stderr, "\r%.*s\033[K", (int)(l.len < width ? l.len : width), l.buf);
+    cursor_to_top(f);
+    fprintf(stderr, "%.*s\033[K", (int)(l.len < width ? l.len : width), l.buf);
+    int lines = 1;
+    for (size_t i = 0; f->per_file && i < f->n && lines <= MAX_FILE_LINES; i++) {
+        const req_t *r = &f->req[i];
+        if (!r->running || r->state != REQ_PENDING)
+            continue;
+        out_line_t one = {.len = 0};
+        render_one(&one, r, now - f->t_start, width > 2 ? width - 2 : width);
+        fprintf(stderr, "\n  %.*s\033[K", (int)one.len, one.buf);
+        lines++;
+    }
+    if (f->per_file)
+        fputs("\033[J", stderr);
     f->drawn = 1;
+    f->lines = lines;
     f->last_draw = now;
 }
 
@@ -183,8 +209,10 @@ void progress_clear(fetch_t *f)
 {
     if (!f->drawn)
         return;
-    fputs("\r\033[K", stderr);
+    cursor_to_top(f);
+    fputs(f->per_file ? "\033[J" : "\033[K", stderr);
     f->drawn = 0;
+    f->lines = 0;
 }
 
 /* The plain (non-TTY) line of one URL, at most once per PLAIN_INTERVAL. */
@@ -223,6 +251,7 @@ void progress_settled(fetch_t *f, const req_t *r)
         progress_draw(f, 1);
         fputc('\n', stderr);
         f->drawn = 0;
+        f->lines = 0;
     } else if (f->prog == PROG_TTY) {
         progress_clear(f);
     } else if (f->prog == PROG_PLAIN && r->state == REQ_OK) {

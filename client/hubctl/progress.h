@@ -4,7 +4,8 @@
  * URL's amount, percentage, rate and ETA, or one aggregate for several.
  * With --progress to a file or pipe, a plain line per URL at most once a
  * second, and a final one when it is done. -q shows nothing. Works on the
- * fetch_t of fetch.c (fetch_internal.h); single-threaded. */
+ * fetch_t of fetch.c (fetch_internal.h); single-threaded. hf download sets
+ * per_file: under the total, a line per running file on a terminal. */
 #ifndef HUBCTL_PROGRESS_H
 #define HUBCTL_PROGRESS_H
 

@@ -9,6 +9,9 @@
 //   node tests/js/hubclient.mjs snapshot --hub-url URL --repo R [--revision R] [--token T] --dir DIR
 //   node tests/js/hubclient.mjs info --hub-url URL --repo R [--path P] [--revision R] [--token T]
 //   node tests/js/hubclient.mjs list --hub-url URL --repo R [--path DIR] [--revision R] [--token T]
+//   node tests/js/hubclient.mjs cache-file --hub-url URL --repo R --path P [--path P2]...
+//        [--revision R] [--token T] --dir CACHE_DIR      (downloadFileToCacheDir, each path)
+//   node tests/js/hubclient.mjs scan-cache --dir CACHE_DIR                    (scanCacheDir)
 //
 // The last line of stdout is one JSON object: {"ok": true, ...} or
 // {"ok": false, "error": MESSAGE, "status": HTTP_STATUS_OR_NULL}; the exit
@@ -31,6 +34,8 @@ import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import {
 	downloadFile,
+	downloadFileToCacheDir,
+	scanCacheDir,
 	fileDownloadInfo,
 	listFiles,
 	modelInfo,
@@ -76,7 +81,7 @@ function parseArgs(argv) {
 		if (key === "path") opts.path.push(argv[++i]);
 		else opts[key] = argv[++i];
 	}
-	if (!opts["hub-url"] || !opts.repo) throw new Error("--hub-url and --repo are required");
+	if (!opts.scan && (!opts["hub-url"] || !opts.repo)) throw new Error("--hub-url and --repo are required");
 	return opts;
 }
 
@@ -140,6 +145,33 @@ const commands = {
 		const folder = await snapshotDownload({ ...common(o), cacheDir: o.dir });
 		return { ok: true, folder, files: await walk(folder) };
 	},
+	async "cache-file"(o) {
+		if (!o.path.length || !o.dir) throw new Error("cache-file needs --path and --dir");
+		const files = {};
+		for (const path of o.path) {
+			const file = await downloadFileToCacheDir({ ...common(o), path, cacheDir: o.dir });
+			const st = await stat(file);
+			files[path] = { file, size: st.size, sha256: await sha256File(file) };
+		}
+		return { ok: true, files };
+	},
+	async "scan-cache"(o) {
+		if (!o.dir) throw new Error("scan-cache needs --dir");
+		const info = await scanCacheDir(o.dir);
+		const repos = info.repos.map((r) => ({
+			id: r.id,
+			path: r.path,
+			size: r.size,
+			filesCount: r.filesCount,
+			revisions: r.revisions.map((v) => ({
+				commitOid: v.commitOid,
+				refs: v.refs,
+				size: v.size,
+				files: v.files.map((f) => ({ path: f.path, blob: f.blob.path, size: f.blob.size })),
+			})),
+		}));
+		return { ok: true, size: info.size, repos, warnings: info.warnings.map((w) => String(w?.message ?? w)) };
+	},
 	async info(o) {
 		if (o.path.length) {
 			const info = await fileDownloadInfo({ ...common(o), path: o.path[0] });
@@ -176,7 +208,7 @@ if (!commands[cmd]) {
 }
 let opts;
 try {
-	opts = parseArgs(rest);
+	opts = parseArgs(cmd === "scan-cache" ? ["--scan", "1", ...rest] : rest);
 } catch (e) {
 	process.stderr.write(`hubclient: ${e.message}\n`);
 	process.exit(2);

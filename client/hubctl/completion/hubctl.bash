@@ -10,6 +10,18 @@ _hubctl() {
         COMPREPLY=($(compgen -f -- "$cur"))
         return
         ;;
+    --cache-dir | --local-dir)
+        COMPREPLY=($(compgen -d -- "$cur"))
+        return
+        ;;
+    --repo-type)
+        COMPREPLY=($(compgen -W "model dataset space" -- "$cur"))
+        return
+        ;;
+    --revision | --include | --exclude | --token)
+        COMPREPLY=()
+        return
+        ;;
     -o)
         COMPREPLY=($(compgen -f -- "$cur") $([[ -z $cur || $cur == - ]] && echo -))
         return
@@ -35,12 +47,18 @@ _hubctl() {
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W "--socket --help --version" -- "$cur"))
         else
-            COMPREPLY=($(compgen -W "fetch status stats ls cancel rm pin unpin gc verify start stop doctor" -- "$cur"))
+            COMPREPLY=($(compgen -W "fetch hf status stats ls cancel rm pin unpin gc verify start stop doctor" -- "$cur"))
         fi
         return
     fi
     local opts=""
+    if [[ $cmd == hf && $cur != -* ]]; then
+        # the subcommand, right after hf
+        [[ ${COMP_WORDS[COMP_CWORD - 1]} == hf ]] && COMPREPLY=($(compgen -W "download ls rm" -- "$cur"))
+        return
+    fi
     case $cmd in
+    hf) opts="--repo-type --revision --include --exclude --cache-dir --local-dir --token --warm --json -q --quiet --progress --all --uid" ;;
     fetch) opts="--sha256 -H --header -o -q --json --progress --refresh" ;;
     status | ls | rm | pin | unpin | verify | cancel) opts="--json" ;;
     stats) opts="--json --prometheus" ;;

@@ -1,0 +1,50 @@
+/* hf_cli: `hubctl hf SUBCOMMAND`, the Hugging Face commands.
+ *
+ * hf_run picks the subcommand (download; the holds' ls and rm) and, for
+ * download, turns the command line and the environment into an hf_opts_t
+ * the way the Hub's own clients read them: the token (--token, $HF_TOKEN,
+ * $HF_TOKEN_PATH, $HF_HOME/token) and the cache folder (--cache-dir,
+ * $HF_HUB_CACHE, $HF_HOME/hub, $XDG_CACHE_HOME/huggingface/hub,
+ * ~/.cache/huggingface/hub). Everything is checked before hubd is asked
+ * anything. Single-threaded; the hf_opts_t lives on hf_run's stack. */
+#ifndef HUBCTL_HF_CLI_H
+#define HUBCTL_HF_CLI_H
+
+#include "cli.h"
+
+typedef struct hf_opts {
+    const cli_t *cli;     /* --json, -q, --progress, --socket, --include... */
+    const char *repo;     /* org/name or name */
+    const char *type;     /* model, dataset or space */
+    const char *revision; /* --revision, else "main" */
+    char *token;          /* the Hub token, stripped, or NULL; owned */
+    char *cache_dir;      /* the HF cache folder, absolute; owned (NULL with --warm) */
+    char *local_dir;      /* --local-dir, absolute, or NULL; owned */
+    const char **files;   /* FILE operands: only these, by their repo path */
+    size_t nfiles;        /* entries of files */
+} hf_opts_t;
+
+/* `hubctl hf ...`: the subcommand in c->args[0]. Returns the exit code. */
+int hf_run(const cli_t *c);
+
+/* Were any of hf download's own options given (for the commands that take
+ * none of them)? */
+int hf_options_given(const cli_t *c);
+
+/* A Hub repo id as the Hub accepts it: "name" or "org/name", each part of
+ * letters, digits, '-', '_' and '.', not starting or ending with '-' or
+ * '.', no "--" or "..", at most 96 bytes. */
+int hf_repo_id_ok(const char *repo);
+
+/* The token as the Hub's clients find it: --token, else $HF_TOKEN, else
+ * the file $HF_TOKEN_PATH, else $HF_HOME/token, else
+ * $XDG_CACHE_HOME/huggingface/token, else ~/.cache/huggingface/token;
+ * whitespace stripped; empty is none. Returns a malloc'd token or NULL. */
+char *hf_find_token(const char *given);
+
+/* The HF cache folder: given, else $HF_HUB_CACHE, else $HF_HOME/hub, else
+ * $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub. Malloc'd,
+ * "~" expanded as huggingface_hub does, not yet made absolute. */
+char *hf_find_cache_dir(const char *given);
+
+#endif

@@ -1,0 +1,75 @@
+/* hf_layout: the Hugging Face cache on disk, as huggingface_hub writes it,
+ * and the plain files of --local-dir.
+ *
+ *   {cache}/{type}s--{org}--{name}/refs/{revision}       the commit, no newline
+ *   {cache}/{type}s--{org}--{name}/blobs/{etag}          the file's bytes
+ *   {cache}/{type}s--{org}--{name}/snapshots/{commit}/{path}
+ *                                   -> ../../blobs/{etag} (one ../ more per folder)
+ *   {local}/{path}, {local}/.cache/huggingface/download/{path}.metadata
+ *                                   (commit, etag, UNIX time: three lines)
+ *
+ * etag: the LFS sha256, else the git blob id. Every file is made under a
+ * temp name and renamed, so a reader sees the old or the new, never a half.
+ * A blob is placed by the caller's choice: a symlink into hubd's store (its
+ * read grant already made), or a reflink or copy from hubd's descriptor.
+ * Blocking file-system calls; single-threaded; the hf_layout_t is the
+ * caller's. Returns are 0 or a negative errno unless said. */
+#ifndef HUBCTL_HF_LAYOUT_H
+#define HUBCTL_HF_LAYOUT_H
+
+#include <stdint.h>
+
+typedef struct hf_layout {
+    char *root; /* the repo folder in the cache, or the local dir; owned */
+    int local;  /* --local-dir: plain files and metadata */
+} hf_layout_t;
+
+/* The repo folder of (type, repo) under cache_dir, or local_dir when
+ * given. Nothing is made yet. */
+void hf_layout_init(hf_layout_t *l, const char *cache_dir, const char *local_dir, const char *type,
+                    const char *repo);
+void hf_layout_free(hf_layout_t *l);
+
+/* Is path a safe relative path to place under a folder: no empty, "." or
+ * ".." segment, not absolute, no backslash or control byte? A Hub that
+ * names "../x" must not write outside the snapshot. */
+int hf_path_safe(const char *path);
+
+/* mkdir -p of path's parent folders (path itself not). */
+int hf_mkdirs_for(const char *path);
+
+/* refs/{revision} holds commit, unless revision is the commit itself. */
+int hf_layout_write_ref(const hf_layout_t *l, const char *revision, const char *commit);
+
+/* Malloc'd paths: blobs/{etag}; the file as the user sees it
+ * (snapshots/{commit}/{path}, or {local}/{path}); the snapshot folder (or
+ * the local dir). */
+char *hf_layout_blob(const hf_layout_t *l, const char *etag);
+char *hf_layout_file(const hf_layout_t *l, const char *commit, const char *path);
+char *hf_layout_folder(const hf_layout_t *l, const char *commit);
+
+/* Is the file there already, so that nothing need be fetched? Cache: its
+ * blob exists (a file, or a symlink that resolves to one of size bytes).
+ * Local dir: the file exists, its metadata names commit or etag, and the
+ * file is not newer than the metadata. 1 yes, 0 no. */
+int hf_layout_present(const hf_layout_t *l, const char *commit, const char *path, const char *etag,
+                      uint64_t size);
+
+/* blobs/{etag} as a symlink to target (hubd's store path). */
+int hf_layout_blob_symlink(const hf_layout_t *l, const char *etag, const char *target);
+
+/* blobs/{etag} (cache) or {local}/{path} (local dir) filled from fd's size
+ * bytes: a reflink, else a copy. *clone_err: 0 when it was a reflink, else
+ * why not (an errno). Local: writes its metadata after it. */
+int hf_layout_place_copy(const hf_layout_t *l, const char *commit, const char *path,
+                         const char *etag, int fd, uint64_t size, int *clone_err);
+
+/* snapshots/{commit}/{path} -> ../../blobs/{etag}, unless it is so. */
+int hf_layout_snapshot_link(const hf_layout_t *l, const char *commit, const char *path,
+                            const char *etag);
+
+/* Do fd's size bytes have git blob id blob_hex (SHA-1 of "blob SIZE\0"
+ * and the bytes)? 0 yes, -EBADMSG no, or -errno when unreadable. */
+int hf_git_blob_check(int fd, uint64_t size, const char *blob_hex);
+
+#endif

@@ -1,0 +1,452 @@
+"""`hubctl hf download` (issue 22, points 2, 3, 4 and 6): a repo of the
+stand-in Hub (tests/hubstub.py) through hubd into the HF cache, laid out as
+huggingface_hub documents it, so that the real @huggingface/hub (npm) finds
+every file there and asks the Hub for no file's contents; --local-dir,
+--include/--exclude, the token's discovery order, --json, --warm, and one
+copy on disk.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import unittest
+
+from harness import HUBCTL, HubTestCase, Hubd, free_port, write_config
+from hubstub_fixture import HubStub, file_bytes, git_blob_sha1, start_front
+
+from test_hubstub import HUBCLIENT, JS_DIR
+
+MAIN = "1" * 40
+TAG = "2" * 40
+GATED = "3" * 40
+
+REPOS = {
+    "tokens": {"hf_alice": "alice", "hf_bob": "bob", "hf_carol": "carol"},
+    "repos": [
+        {"id": "org/model", "revisions": {"main": MAIN, "v1.0": TAG},
+         "files": {"config.json": {"text": '{"model_type": "stub"}\n'},
+                   "README.md": {"text": "# a stub\n"},
+                   "tokenizer/vocab.txt": {"text": "a\nb\nc\n"},
+                   "tokenizer/deep/merges.txt": {"text": "a b\n"},
+                   "model.safetensors": {"lfs": {"size": 700000, "seed": 1}},
+                   "shards/part-1.bin": {"lfs": {"size": 200000, "seed": 2}},
+                   "shards/part-2.bin": {"lfs": {"size": 200001, "seed": 3}}}},
+        {"id": "org/gated", "gated": ["alice", "bob"], "revisions": {"main": GATED},
+         "files": {"g.bin": {"lfs": {"size": 300000, "seed": 5}}, "g.json": {"text": "{}\n"}}},
+        {"id": "org/data", "type": "dataset", "files": {"data/train.csv": {"text": "a,b\n1,2\n"}}},
+    ],
+}
+
+
+def setUpModule():
+    if shutil.which("node") is None or not os.path.isdir(
+            os.path.join(JS_DIR, "node_modules", "@huggingface", "hub")):
+        raise RuntimeError("node or tests/js/node_modules missing: run scripts/install-deps.sh")
+
+
+def etag_of(spec):
+    data = file_bytes(spec)
+    return hashlib.sha256(data).hexdigest() if "lfs" in spec else git_blob_sha1(data)
+
+
+def try_to_load_from_cache(cache, repo_id, filename, revision="main", repo_type="model"):
+    """huggingface_hub's try_to_load_from_cache, step by step: the repo
+    folder, refs/{revision} to a commit, snapshots/{commit}/{filename}."""
+    repo_cache = os.path.join(cache, "%ss--%s" % (repo_type, repo_id.replace("/", "--")))
+    if not os.path.isdir(repo_cache):
+        return None
+    refs = os.path.join(repo_cache, "refs", revision)
+    if os.path.isfile(refs):
+        with open(refs) as f:
+            revision = f.read()
+    snapshots = os.path.join(repo_cache, "snapshots")
+    if not os.path.isdir(snapshots) or revision not in os.listdir(snapshots):
+        return None
+    path = os.path.join(snapshots, revision, filename)
+    return path if os.path.isfile(path) else None
+
+
+def allocated(top):
+    """Bytes allocated to the regular files under top (du's count: blocks,
+    not sizes; symlinks and folders left out)."""
+    total = 0
+    for d, _, names in os.walk(top):
+        for n in names:
+            st = os.lstat(os.path.join(d, n))
+            if not os.path.islink(os.path.join(d, n)):
+                total += st.st_blocks * 512
+    return total
+
+
+class HfDownloadTest(HubTestCase):
+    def setUp(self):
+        super().setUp()
+        self.stub = HubStub(os.path.join(self.tmp, "stub"), REPOS, page_size=3)
+        self.addCleanup(self.stub.stop)
+        self.port = start_front(self, self.stub)
+        self.cache = os.path.join(self.tmp, "hf-cache")
+        self.home = os.path.join(self.tmp, "home")
+        os.mkdir(self.home)
+
+    def env(self, **extra):
+        """The environment of a user with no HF settings but ours."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+        env.update(HOME=self.home, XDG_CACHE_HOME=os.path.join(self.home, ".cache"))
+        env.update(extra)
+        return env
+
+    def dl(self, *args, env=None, cache=True):
+        argv = [HUBCTL, "--socket", self.hubd.socket, "hf", "download"] + list(args)
+        if cache and "--local-dir" not in args and "--warm" not in args:
+            argv += ["--cache-dir", self.cache]
+        p = subprocess.run(argv, capture_output=True, env=env or self.env(), timeout=120)
+        return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+    def js(self, cmd, *args, hub=None, repo="org/model"):
+        p = subprocess.run(["node", HUBCLIENT, cmd, "--hub-url", hub or self.stub.hub_url,
+                            "--repo", repo] + list(args), capture_output=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        return json.loads(p.stdout.decode().strip().splitlines()[-1])
+
+    def content_requests(self):
+        """The stand-in's requests for file contents: resolve on the Hub,
+        anything on the CDN."""
+        hub = {p: n for p, n in self.stub.stats("hub")["requests"].items() if "/resolve/" in p}
+        return hub, self.stub.stats("cdn")["requests"]
+
+    def fetches(self):
+        s = self.stats()
+        return s["hits"] + s["misses"] + s["attached"]
+
+    def assert_layout(self, repo_id, commit, paths, revision="main", repo_type="model", cache=None):
+        cache = cache or self.cache
+        spec = next(r for r in REPOS["repos"] if r["id"] == repo_id)["files"]
+        for path in paths:
+            found = try_to_load_from_cache(cache, repo_id, path, revision, repo_type)
+            self.assertIsNotNone(found, path)
+            self.assertTrue(found.endswith("/snapshots/%s/%s" % (commit, path)), found)
+            etag = etag_of(spec[path])
+            self.assertEqual(os.readlink(found), "../" * (path.count("/") + 2) + "blobs/" + etag)
+            with open(found, "rb") as f:
+                self.assertEqual(f.read(), file_bytes(spec[path]), path)
+
+    # ---- the cache layout, and the Hub's own clients in it ---------------
+
+    def test_snapshot_is_huggingface_hubs_layout_and_a_second_run_fetches_nothing(self):
+        rc, out, err = self.dl("org/model")
+        self.assertEqual(rc, 0, err)
+        repo = os.path.join(self.cache, "models--org--model")
+        self.assertEqual(out, os.path.join(repo, "snapshots", MAIN) + "\n")
+        with open(os.path.join(repo, "refs", "main")) as f:
+            self.assertEqual(f.read(), MAIN)  # no newline
+        paths = sorted(REPOS["repos"][0]["files"])
+        self.assert_layout("org/model", MAIN, paths)
+        self.assertEqual(sorted(os.listdir(os.path.join(repo, "blobs"))),
+                         sorted(etag_of(s) for s in REPOS["repos"][0]["files"].values()))
+        # Again: one API question, no FETCH, and it says so.
+        before = self.fetches()
+        self.stub.reset()
+        rc, out2, err = self.dl("org/model")
+        self.assertEqual((rc, out2), (0, out), err)
+        self.assertIn("7 files already in %s" % repo, err)
+        self.assertEqual(self.fetches(), before)
+        self.assertEqual(self.content_requests(), ({}, {}))
+
+    def test_the_hub_clients_find_every_file_and_download_nothing(self):
+        rc, _, err = self.dl("org/model")
+        self.assertEqual(rc, 0, err)
+        paths = sorted(REPOS["repos"][0]["files"])
+        files = REPOS["repos"][0]["files"]
+        for hub in (self.stub.hub_url, "http://127.0.0.1:%d/hf" % self.port):
+            self.stub.reset()
+            snap = self.js("snapshot", "--dir", self.cache, hub=hub)
+            self.assertTrue(snap["ok"], snap)
+            self.assertEqual(snap["folder"], os.path.join(self.cache, "models--org--model",
+                                                          "snapshots", MAIN))
+            self.assertEqual(sorted(snap["files"]), paths)
+            for p in paths:
+                self.assertEqual(snap["files"][p]["sha256"],
+                                 hashlib.sha256(file_bytes(files[p])).hexdigest())
+            one = self.js("cache-file", "--dir", self.cache, hub=hub,
+                          *sum((["--path", p] for p in paths), []))
+            self.assertTrue(one["ok"], one)
+            self.assertEqual(self.content_requests(), ({}, {}), hub)
+        scan = self.js("scan-cache", "--dir", self.cache)
+        self.assertEqual(scan["warnings"], [])
+        [r] = scan["repos"]
+        self.assertEqual(r["id"], {"name": "org/model", "type": "model"})
+        [rev] = r["revisions"]
+        self.assertEqual((rev["commitOid"], rev["refs"]), (MAIN, ["main"]))
+        # scanCacheDir lists a snapshot's top-level files only
+        top = sorted(os.path.basename(f["path"]) for f in rev["files"])
+        self.assertEqual(top, sorted(p for p in paths if "/" not in p))
+        for f in rev["files"]:
+            name = os.path.basename(f["path"])
+            self.assertEqual(f["size"], len(file_bytes(files[name])))
+
+    def test_a_tag_a_dataset_and_named_files(self):
+        rc, out, err = self.dl("org/model", "tokenizer/vocab.txt", "--revision", "v1.0")
+        self.assertEqual(rc, 0, err)
+        repo = os.path.join(self.cache, "models--org--model")
+        self.assertEqual(out, os.path.join(repo, "snapshots", TAG, "tokenizer/vocab.txt") + "\n")
+        with open(os.path.join(repo, "refs", "v1.0")) as f:
+            self.assertEqual(f.read(), TAG)
+        self.assert_layout("org/model", TAG, ["tokenizer/vocab.txt"], revision="v1.0")
+        self.assertFalse(os.path.exists(os.path.join(repo, "snapshots", TAG, "config.json")))
+        # by commit: no ref written
+        rc, out, err = self.dl("org/model", "README.md", "config.json", "--revision", MAIN)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out, os.path.join(repo, "snapshots", MAIN) + "\n")
+        self.assertEqual(os.listdir(os.path.join(repo, "refs")), ["v1.0"])
+        rc, out, err = self.dl("org/data", "--repo-type", "dataset")
+        self.assertEqual(rc, 0, err)
+        data = os.path.join(self.cache, "datasets--org--data")
+        self.assertTrue(out.startswith(os.path.join(data, "snapshots")), out)
+        commit = os.path.basename(out.strip())
+        self.assert_layout("org/data", commit, ["data/train.csv"], repo_type="dataset")
+
+    def test_errors_say_what_was_wrong(self):
+        rc, out, err = self.dl("org/model", "config.json", "nope.bin")
+        self.assertEqual((rc, out), (1, ""))
+        self.assertIn("nope.bin is not a file of model org/model at revision main", err)
+        self.assertEqual(self.content_requests(), ({}, {}))  # nothing fetched
+        rc, out, err = self.dl("org/model", "--revision", "v9")
+        self.assertEqual((rc, out), (1, ""))
+        self.assertIn("RevisionNotFound", err)
+        self.assertIn("v9", err)
+        rc, out, err = self.dl("org/gated")
+        self.assertEqual((rc, out), (1, ""))
+        self.assertIn("GatedRepo: Access to model org/gated is restricted", err)
+        rc, out, err = self.dl("org/gated", "--token", "hf_carol")
+        self.assertEqual(rc, 1)
+        self.assertIn("not in the authorized list", err)
+        rc, _, err = self.dl("org/model", "--repo-type", "kernel")
+        self.assertEqual(rc, 2)
+        self.assertIn("--repo-type", err)
+        self.assertEqual(self.content_requests(), ({}, {}))
+
+    def test_include_and_exclude_as_filter_repo_objects(self):
+        rc, _, err = self.dl("org/model", "--include", "tokenizer/", "--include", "*.json",
+                             "--exclude", "*merges*")
+        self.assertEqual(rc, 0, err)
+        snap = os.path.join(self.cache, "models--org--model", "snapshots", MAIN)
+        got = sorted(os.path.relpath(os.path.join(d, n), snap)
+                     for d, _, ns in os.walk(snap) for n in ns)
+        self.assertEqual(got, ["config.json", "tokenizer/vocab.txt"])
+        self.assertEqual(self.stub.stats("cdn")["requests"], {})  # no LFS file came
+
+    def test_json_gives_one_object_per_file(self):
+        rc, out, err = self.dl("org/model", "--json", "--exclude", "shards/")
+        self.assertEqual(rc, 0, err)
+        objs = [json.loads(l) for l in out.splitlines()]
+        self.assertEqual(sorted(o["path"] for o in objs),
+                         ["README.md", "config.json", "model.safetensors",
+                          "tokenizer/deep/merges.txt", "tokenizer/vocab.txt"])
+        files = REPOS["repos"][0]["files"]
+        for o in objs:
+            self.assertTrue(o["ok"], o)
+            self.assertEqual(o["etag"], etag_of(files[o["path"]]))
+            self.assertEqual(o["size"], len(file_bytes(files[o["path"]])))
+            self.assertEqual(o["file"], try_to_load_from_cache(self.cache, "org/model", o["path"]))
+            self.assertIn(o["source"], ("download", "hit", "attached"))
+            self.assertEqual(o["placed"], "symlink")  # hubd held it
+        rc, out, err = self.dl("org/model", "--json", "--exclude", "shards/")
+        self.assertEqual({json.loads(l)["source"] for l in out.splitlines()}, {"present"})
+
+    # ---- --local-dir -------------------------------------------------------
+
+    def test_local_dir_plain_files_metadata_and_a_no_op_rerun(self):
+        local = os.path.join(self.tmp, "local")
+        rc, out, err = self.dl("org/model", "--local-dir", local, "--exclude", "shards/*")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out, local + "\n")
+        files = REPOS["repos"][0]["files"]
+        paths = [p for p in files if not p.startswith("shards/")]
+        for p in paths:
+            f = os.path.join(local, p)
+            self.assertFalse(os.path.islink(f), p)
+            with open(f, "rb") as fh:
+                self.assertEqual(fh.read(), file_bytes(files[p]))
+            with open(os.path.join(local, ".cache/huggingface/download", p + ".metadata")) as fh:
+                lines = fh.read().splitlines()
+            self.assertEqual(len(lines), 3)
+            self.assertEqual(lines[:2], [MAIN, etag_of(files[p])])
+            self.assertGreaterEqual(float(lines[2]), os.stat(f).st_mtime)
+        with open(os.path.join(local, ".cache/huggingface/.gitignore")) as fh:
+            self.assertEqual(fh.read().strip(), "*")
+        self.assertFalse(os.path.exists(self.cache))
+        before = self.fetches()
+        self.stub.reset()
+        rc, out, err = self.dl("org/model", "--local-dir", local, "--exclude", "shards/*")
+        self.assertEqual((rc, out), (0, local + "\n"), err)
+        self.assertIn("%d files already in %s" % (len(paths), local), err)
+        self.assertEqual(self.fetches(), before)
+        self.assertEqual(self.content_requests(), ({}, {}))
+        # a file changed by hand is fetched again
+        with open(os.path.join(local, "README.md"), "w") as fh:
+            fh.write("mine")
+        rc, _, err = self.dl("org/model", "--local-dir", local, "README.md")
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(local, "README.md"), "rb") as fh:
+            self.assertEqual(fh.read(), file_bytes(files["README.md"]))
+
+    # ---- tokens ------------------------------------------------------------
+
+    def test_token_discovery_order(self):
+        hf_home = os.path.join(self.tmp, "hf-home")
+        os.mkdir(hf_home)
+
+        def token_file(tok, path=os.path.join(hf_home, "token")):
+            with open(path, "w") as f:
+                f.write(tok + "\n")
+
+        def gated_ok(env, *args):
+            shutil.rmtree(self.cache, ignore_errors=True)
+            rc, _, err = self.dl("org/gated", "g.json", *args, env=env)
+            return rc == 0, err
+
+        token_file("hf_carol")
+        # --token first, then HF_TOKEN, then the file
+        self.assertEqual(gated_ok(self.env(HF_HOME=hf_home, HF_TOKEN="hf_carol"),
+                                  "--token", "hf_alice")[0], True)
+        self.assertEqual(gated_ok(self.env(HF_HOME=hf_home, HF_TOKEN="hf_alice"))[0], True)
+        self.assertEqual(gated_ok(self.env(HF_HOME=hf_home))[0], False)
+        token_file("hf_bob")
+        self.assertEqual(gated_ok(self.env(HF_HOME=hf_home))[0], True)
+        self.assertEqual(gated_ok(self.env(HF_HOME=hf_home, HF_TOKEN="hf_carol"))[0], False)
+        # HF_TOKEN_PATH, and the default ~/.cache/huggingface/token
+        other = os.path.join(self.tmp, "tok")
+        token_file("hf_alice", other)
+        self.assertEqual(gated_ok(self.env(HF_TOKEN_PATH=other))[0], True)
+        os.makedirs(os.path.join(self.home, ".cache", "huggingface"))
+        token_file("hf_alice", os.path.join(self.home, ".cache", "huggingface", "token"))
+        ok, err = gated_ok(self.env())
+        self.assertTrue(ok, err)
+        auth = self.stub.stats("hub")["auth"]
+        self.assertIn("Bearer hf_alice", sum(auth.values(), []))
+
+    def test_a_blob_an_admin_removed_is_downloaded_again(self):
+        rc, _, err = self.dl("org/model", "config.json", "model.safetensors")
+        self.assertEqual(rc, 0, err)
+        sha = etag_of(REPOS["repos"][0]["files"]["model.safetensors"])
+        rm = self.hubctl("rm", sha)
+        self.assertEqual(rm.rc, 0, rm)
+        found = try_to_load_from_cache(self.cache, "org/model", "model.safetensors")
+        self.assertIsNone(found)  # a dangling link is not a file
+        self.stub.reset()
+        rc, _, err = self.dl("org/model", "config.json", "model.safetensors")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("1 file already in", err)
+        self.assert_layout("org/model", MAIN, ["config.json", "model.safetensors"])
+        self.assertEqual(list(self.stub.stats("cdn")["bytes"].values()), [700000])
+
+    # ---- --warm, and one copy on disk --------------------------------------
+
+    def test_warm_then_another_granted_token_is_a_hit(self):
+        rc, out, err = self.dl("org/gated", "--warm", "--token", "hf_alice")
+        self.assertEqual((rc, out), (0, ""), err)
+        self.assertIn("2 files", err)
+        self.assertFalse(os.path.exists(self.cache))  # no layout
+        self.assertEqual(self.stub.stats("cdn")["bytes"], {"/cdn/" + etag_of(
+            REPOS["repos"][1]["files"]["g.bin"]): 300000})
+        self.stub.reset()
+        rc, out, err = self.dl("org/gated", "--token", "hf_bob", "--json")
+        self.assertEqual(rc, 0, err)
+        objs = {o["path"]: o for o in map(json.loads, out.splitlines())}
+        self.assertEqual(objs["g.bin"]["source"], "hit")
+        self.assertEqual(self.stub.stats("cdn")["requests"], {})
+        self.assert_layout("org/gated", GATED, ["g.bin", "g.json"])
+        # a token the Hub refuses gets nothing
+        rc, _, err = self.dl("org/gated", "--warm", "--token", "hf_carol")
+        self.assertEqual(rc, 1)
+
+    def test_disk_holds_one_copy(self):
+        rc, _, err = self.dl("org/model")
+        self.assertEqual(rc, 0, err)
+        sizes = sum(len(file_bytes(s)) for s in REPOS["repos"][0]["files"].values())
+        store = os.path.join(self.hubd.cache, "blobs")
+        on_disk = allocated(store) + allocated(self.cache)
+        # blocks round each file up; the HF cache holds refs/main and symlinks
+        self.assertLessEqual(on_disk, 1.01 * sizes + 7 * 4096 + 4096 + 65536,
+                             "hubd %d + HF cache %d for %d bytes" % (
+                                 allocated(store), allocated(self.cache), sizes))
+        self.assertLessEqual(allocated(self.cache), 4096)
+
+
+UID_A, UID_B, UID_C = 1000, 65534, 1001  # users other than hubd's (root)
+
+
+def as_user(uid, argv, env):
+    return subprocess.run(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"]
+                          + argv, capture_output=True, text=True, timeout=120, env=env)
+
+
+class HfDownloadUsersTest(HubTestCase):
+    """Users other than hubd's, each with their own HF cache (the default
+    one, under their HOME) and their own token to one gated repo."""
+
+    def setUp(self):
+        super().setUp()
+        self.stub = HubStub(os.path.join(self.tmp, "stub"), REPOS)
+        self.addCleanup(self.stub.stop)
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "users.conf"), socket_mode="0666",
+                            http_listen="127.0.0.1:%d" % free_port(), hf_upstream=self.stub.hub_url)
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-users"), config=conf)
+        for d in (self.tmp, self.hubd.workdir):
+            os.chmod(d, 0o755)
+        self.homes = {}
+        for uid in (UID_A, UID_B, UID_C):
+            home = os.path.join(self.tmp, "home%d" % uid)
+            os.mkdir(home, 0o700)
+            os.chown(home, uid, uid)
+            self.homes[uid] = home
+
+    def dl(self, uid, token, *args):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "XDG_"))}
+        env.update(HOME=self.homes[uid], HF_TOKEN=token)
+        return as_user(uid, [HUBCTL, "--socket", self.hubd.socket, "hf", "download"] + list(args),
+                       env)
+
+    def test_two_users_share_one_gated_copy_and_a_third_gets_nothing(self):
+        spec = REPOS["repos"][1]["files"]
+        sha = etag_of(spec["g.bin"])
+        for uid, tok in ((UID_A, "hf_alice"), (UID_B, "hf_bob")):
+            r = self.dl(uid, tok, "org/gated")
+            self.assertEqual(r.returncode, 0, r)
+            cache = os.path.join(self.homes[uid], ".cache", "huggingface", "hub")
+            self.assertEqual(r.stdout, os.path.join(cache, "models--org--gated", "snapshots",
+                                                    GATED) + "\n")
+            blob = os.path.join(cache, "models--org--gated", "blobs", sha)
+            self.assertTrue(os.path.islink(blob), "a symlink into hubd's store")
+            got = as_user(uid, ["sha256sum", os.path.join(r.stdout.strip(), "g.bin")], None)
+            self.assertEqual(got.stdout.split()[0], sha, got)
+            js = as_user(uid, ["node", HUBCLIENT, "cache-file", "--hub-url", self.stub.hub_url,
+                               "--repo", "org/gated", "--path", "g.bin", "--token", tok,
+                               "--dir", cache], None)
+            res = json.loads(js.stdout.strip().splitlines()[-1])
+            self.assertEqual(res["files"]["g.bin"]["sha256"], sha, res)
+            self.assertEqual([q for q in res["requests"] if "/resolve/" in q[1]], [])
+            target = os.readlink(blob)
+        # the CDN sent the file once; the disk holds it once
+        self.assertEqual(self.stub.stats("cdn")["bytes"], {"/cdn/" + sha: 300000})
+        size = 300000 + len(file_bytes(spec["g.json"]))
+        store = os.path.join(self.hubd.cache, "blobs")
+        on_disk = allocated(store) + sum(allocated(h) for h in self.homes.values())
+        self.assertLessEqual(on_disk, 1.01 * size + 4 * 4096)
+        # carol's token is refused: no file, and hubd's copy stays unreadable to her
+        r = self.dl(UID_C, "hf_carol", "org/gated")
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn("not in the authorized list", r.stderr)
+        self.assertTrue(target.startswith(store), target)
+        self.assertFalse(self.readable(UID_C, target))
+        self.assertTrue(self.readable(UID_A, target))
+
+    def readable(self, uid, path):
+        return as_user(uid, ["sh", "-c", 'cat "$0" >/dev/null', path], None).returncode == 0
+
+
+if __name__ == "__main__":
+    unittest.main()
