@@ -252,6 +252,13 @@ class PythonHfTest(HubTestCase):
         self.assertEqual(flt([]), [])
         with self.assertRaises(ValueError):
             hubd.snapshot_download("org/data", repo_type="bucket", cache_dir=self.cache)
+        # names that would leave the cache are refused before anything is written
+        for bad in ("../x", "a/../../x", "/etc/passwd", "a//b", "./a", "a\\b"):
+            with self.assertRaises(hubd.HubdError, msg=bad):
+                hubd.hf._safe_rel(bad, "file name")
+        with self.assertRaises(hubd.HubdError):
+            hubd.hf_hub_download("org/data", "../escape", repo_type="dataset",
+                                 cache_dir=self.cache)
 
     def test_local_dir_and_its_noop_rerun(self):
         local = os.path.join(self.tmp, "local")

@@ -5,6 +5,12 @@
     hubd.download_url_to_file(url, "model.pth", hash_prefix="5c106cde")
     hubd.patch_torch_hub()      # torch.hub's loaders now download through hubd
     hubd.cancel(url)            # stop a download of yours (for all its waiters)
+    hubd.hf_hub_download("org/name", "config.json")   # huggingface_hub's, through hubd
+    hubd.snapshot_download("org/name", allow_patterns="*.json")
+
+``hf_hub_download`` and ``snapshot_download`` (in hubd/hf.py, whose module
+doc says how) take huggingface_hub's arguments, return its paths and write
+its cache layout, every byte through hubd; they raise :class:`HubdError` too.
 
 It speaks the line protocol of docs/PROTOCOL.md over hubd's Unix socket: one
 connection per call, ``HELLO``, then one ``FETCH``, then the replies until

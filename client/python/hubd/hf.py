@@ -363,7 +363,7 @@ class _Run:
         if not isinstance(repo_id, str) or not repo_id:
             raise ValueError("repo_id must be a non-empty str")
         self.repo_id, self.repo_type = repo_id, repo_type
-        self.revision = "main" if revision is None else str(revision)
+        self.revision = _safe_rel("main" if revision is None else str(revision), "revision")
         tok = _token(token)
         if tok is not None and any(c in tok for c in "\r\n\0"):
             raise HubdError("bad_request", "the token holds a line break or NUL")
@@ -401,7 +401,7 @@ class _Run:
     def write_ref(self):
         if self.revision == self.commit:
             return
-        ref = os.path.join(self.storage, "refs", *_safe_rel(self.revision, "revision").split("/"))
+        ref = os.path.join(self.storage, "refs", *self.revision.split("/"))
         os.makedirs(os.path.dirname(ref), exist_ok=True)
         try:
             with open(ref) as r:
