@@ -207,7 +207,10 @@ class _Session:
                 if not self.hello:  # HELLO refused: we speak version 1 all the same
                     self.hello = True
                     continue
-                raise HubdError(f.get("code", "protocol"), f.get("msg"))
+                # The answer to the oldest request that hubd could not
+                # read (an older hubd's unknown_verb): the caller's to place.
+                f["id"] = None
+                return verb, f, fd
             if "id" not in f:
                 if fd is not None:
                     os.close(fd)
@@ -240,6 +243,11 @@ def _list_repo(sess, repo_id, repo_type, revision, headers):
     while True:
         verb, f, fd = sess.reply()
         try:
+            if verb == "ERR" and f["id"] is None:
+                msg = f.get("msg") or ""
+                if f.get("code") == "unknown_verb":
+                    msg = "this hubd does not know HFREPO (it is older than the HF functions)"
+                raise HubdError(f.get("code", "protocol"), msg)
             if f["id"] != "r":
                 continue
             if verb == "ERR":
@@ -498,6 +506,10 @@ class _Run:
                     running[rid] = w
                 verb, f, fd = self.sess.reply()
                 rid = f["id"]
+                if rid is None:  # id-less ERR: only a HOLD (an older hubd's) can get one
+                    if not holding:
+                        raise HubdError(f.get("code", "protocol"), f.get("msg"))
+                    rid = next(iter(holding))
                 if rid in running:
                     w = running[rid]
                     if verb == "ERR":
