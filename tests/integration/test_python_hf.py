@@ -214,8 +214,12 @@ class PythonHfTest(HubTestCase):
                                           "sub", "dir", "tok.json"))
         self.assertNotIn("FETCH", verbs)
         check_hf_cache(self, self.cache, "org/public", "model", "v1.0", V1, ["sub/dir/tok.json"])
-        # a commit as the revision: no ref written for it
+        # a commit as the revision: no ref written for it; asked again, no question at all
         hubd.hf_hub_download("org/public", "README.md", revision=V1, cache_dir=self.cache)
+        with self.sent() as verbs:
+            again = hubd.hf_hub_download("org/public", "README.md", revision=V1,
+                                         cache_dir=self.cache)
+        self.assertEqual((verbs, os.path.basename(again)), ([], "README.md"))
         self.assertEqual(sorted(os.listdir(os.path.join(self.cache, "models--org--public", "refs"))),
                          ["main", "v1.0"])
         with self.assertRaises(hubd.HubdError) as cm:

@@ -528,13 +528,16 @@ class _Run:
                     w.fd = fd
                     self.check(w, f)
                     finished += w.file.size
+                    hold = None
                     if self.local_dir is None and not os.path.exists(self.blob_path(w.file)):
                         hid = self.sess.new_id("h")
-                        self.sess.send(_build_line("HOLD", [
+                        hold = _build_line("HOLD", [
                             ("id", hid), ("sha256", f["sha256"].lower()), ("label", self.label),
-                            ("link", os.path.abspath(self.blob_path(w.file)))]))
+                            ("link", os.path.abspath(self.blob_path(w.file)))])
+                    if hold and len(hold) <= LINE_MAX and len(self.label.encode()) <= 512:
+                        self.sess.send(hold)
                         holding[hid] = w
-                    else:
+                    else:  # local_dir, a blob placed meanwhile, or a hold that cannot be asked
                         self.place(w, None)
                 elif rid in holding:
                     if fd is not None:
@@ -636,6 +639,12 @@ def hf_hub_download(repo_id, filename, *, repo_type=None, revision=None, token=N
     ``EntryNotFound`` when the repo has no such file at that revision).
     """
     filename = _safe_rel(os.fspath(filename), "file name")
+    if local_dir is None and revision is not None and _HEX40.match(str(revision)):
+        # As huggingface_hub: a commit's file already in the cache needs no question.
+        known = os.path.join(_cache_dir(cache_dir), _repo_folder(repo_id, repo_type or "model"),
+                             "snapshots", str(revision), *filename.split("/"))
+        if os.path.exists(known):
+            return known
     with _Run(repo_id, repo_type, revision, token, cache_dir, local_dir) as run:
         files = [f for f in run.list() if f.path == filename]
         if not files:
