@@ -172,6 +172,7 @@ static int start_httpd(daemon_state_t *d)
         .quota = session_server_quota(d->server),
         .store = d->store,
         .db = d->db,
+        .hf = session_server_hf(d->server),
     };
     int rc = httpd_new(&deps, &d->httpd);
     if (!rc)

@@ -43,8 +43,8 @@ struct conn {
 
 /* ---- received descriptors ----------------------------------------------- */
 
-/* PROTOCOL.md: only DONE carries a descriptor, so each DONE line takes the
- * oldest one received. */
+/* PROTOCOL.md: only DONE and REPO carry a descriptor, so each such line
+ * takes the oldest one received. */
 static void fds_push(conn_t *c, int fd)
 {
     if (bytebuf_append(&c->fds, &fd, sizeof fd) < 0)
@@ -215,11 +215,12 @@ static ssize_t conn_recv(conn_t *c, char *buf, size_t cap)
 
 /* ---- replies ------------------------------------------------------------ */
 
-/* Does the raw line start with the verb DONE? Checked before parsing so that
- * even a garbled DONE consumes its descriptor and the queue stays in step. */
+/* Does the raw line start with the verb DONE or REPO (the lines that carry
+ * a descriptor)? Checked before parsing so that even a garbled one consumes
+ * its descriptor and the queue stays in step. */
 static int line_is_done(const char *line, size_t len)
 {
-    return len >= 4 && memcmp(line, "DONE", 4) == 0 &&
+    return len >= 4 && (memcmp(line, "DONE", 4) == 0 || memcmp(line, "REPO", 4) == 0) &&
            (len == 4 || line[4] == ' ' || line[4] == '\r');
 }
 

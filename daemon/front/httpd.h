@@ -22,6 +22,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "hf_meta.h"
 #include "db.h"
 #include "store.h"
 #include "job.h"
@@ -40,6 +41,7 @@ typedef struct httpd_deps {
     quota_t *quota;             /* waiting requests per uid */
     store_t *store;             /* to forget a file the Hub's ETag refuses */
     db_t *db;
+    hf_meta_t *hf; /* what the Hub said of files, shared with the socket's FETCH */
 } httpd_deps_t;
 
 /* Counters for STATS. */

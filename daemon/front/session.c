@@ -242,6 +242,7 @@ static void on_connection(void *arg, listener_t *l)
     s->srv = srv;
     list_init(&s->fetches);
     list_init(&s->pending);
+    list_init(&s->hfrepos);
     transport_init(&s->t, srv->loop, &session_transport_ops, s, s->rbuf, sizeof s->rbuf);
     proto_reader_init(&s->reader);
     list_push_front(&srv->sessions, &s->node);
@@ -280,6 +281,7 @@ static void on_listener_closed(void *arg)
     void *cb_arg = srv->close_arg;
     principal_acl_free(&srv->acl);
     quota_free(&srv->quota);
+    hf_meta_free(srv->hf);
     free(srv);
     if (cb)
         cb(cb_arg);
@@ -322,8 +324,14 @@ int session_server_start(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *jobs
     srv->store = store;
     srv->started = uv_hrtime();
     list_init(&srv->sessions);
-    int rc = listener_start(loop, cfg, listen_fd, on_connection, srv, &srv->listener);
+    int rc = hf_meta_new(loop, &srv->hf);
     if (rc) {
+        free(srv);
+        return rc;
+    }
+    rc = listener_start(loop, cfg, listen_fd, on_connection, srv, &srv->listener);
+    if (rc) {
+        hf_meta_free(srv->hf);
         free(srv);
         return rc;
     }
@@ -355,6 +363,11 @@ const principal_acl_t *session_server_acl(const session_server_t *srv)
 quota_t *session_server_quota(session_server_t *srv)
 {
     return &srv->quota;
+}
+
+hf_meta_t *session_server_hf(session_server_t *srv)
+{
+    return srv->hf;
 }
 
 void session_server_set_httpd(session_server_t *srv, const httpd_t *httpd)

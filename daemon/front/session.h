@@ -34,6 +34,9 @@ int session_server_start(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *jobs
  * closed. */
 const principal_acl_t *session_server_acl(const session_server_t *srv);
 quota_t *session_server_quota(session_server_t *srv);
+/* What the Hub said of files (hf_meta.h), asked by the socket's FETCH of a
+ * Hub URL and by the HTTP front's /hf route: one memory for both. */
+hf_meta_t *session_server_hf(session_server_t *srv);
 /* The HTTP front whose counters STATS shows (NULL: none, or closed). */
 void session_server_set_httpd(session_server_t *srv, const httpd_t *httpd);
 

@@ -58,6 +58,7 @@ struct session {
     uint64_t stream_at;    /* its cursor: last job id, or last entry's use sequence */
     uint64_t stream_count; /* lines sent so far */
     listing_page_t *page;  /* a LIST page being read in the pool, or NULL */
+    list_t hfrepos;        /* HFREPO requests in flight (verbs_hf.c) */
 };
 
 struct session_server {
@@ -69,6 +70,7 @@ struct session_server {
     listener_t *listener;
     principal_acl_t acl;  /* loaded at start and on reload */
     quota_t quota;        /* per-uid counters across sessions */
+    hf_meta_t *hf;        /* the Hub's answers about files (hf_meta.h), owned */
     const httpd_t *httpd; /* the HTTP front, for STATS; NULL: none */
     list_t sessions;      /* open sessions (session.node), newest first */
     unsigned nsessions;   /* sessions not yet freed (closing ones too) */

@@ -17,6 +17,8 @@ static void verb_stats(session_t *s, const proto_msg_t *m, const char *id, int a
 static const verb_t verb_table[] = {
     /* Anyone: a download, the handshake, what runs, the counters, what is cached. */
     {"FETCH", verbs_fetch, 0, VERB_ANYONE, FETCH_ID_RULE},
+    /* Anyone: a Hugging Face repo's file list, asked with the client's token. */
+    {"HFREPO", verbs_hfrepo, 0, VERB_ANYONE, "HFREPO needs id= (1 to 64 printable bytes)"},
     {"HELLO", verb_hello, 0, VERB_ANYONE, NULL},
     {"STATUS", verbs_status, 0, VERB_ANYONE, NULL},
     {"STATS", verb_stats, 0, VERB_ANYONE, NULL},
@@ -87,6 +89,7 @@ void verbs_on_written(session_t *s)
 void verbs_session_close(session_t *s)
 {
     verbs_fetch_close(s);
+    verbs_hf_close(s);
     verbs_admin_close(s);
     verbs_list_close(s);
 }

@@ -1,4 +1,13 @@
-/* verbs_fetch: FETCH, and the waiter that answers it as its job goes on. */
+/* verbs_fetch: FETCH, and the waiter that answers it as its job goes on.
+ *
+ * A FETCH of a Hub resolve URL (under hf_upstream) with header= values
+ * first asks the Hub about the file with those headers (hf_meta.h, the
+ * question and memory the HTTP front's /hf route uses): a refusal (4xx)
+ * is the answer, and no byte nor look-up follows; an LFS file's SHA-256
+ * the Hub names to those credentials vouches for this request (job.h) and
+ * is its expected digest; otherwise the fetch goes on as any other, private
+ * to its headers. */
+#include "hf_meta.h"
 #include "log.h"
 #include "sha256.h"
 #include "textnum.h"
@@ -19,7 +28,21 @@ typedef struct fetch {
     list_node_t node; /* in s->fetches */
     int pinned;       /* a hit item is opening its blob: counts as a pinned fd */
     char id[VERB_ID_MAX + 1];
+    /* While the Hub is asked (ask set): what jobs_fetch gets after. */
+    hf_ask_t *ask;                   /* the question in flight, or NULL */
+    char *url;                       /* the FETCH's url= (malloc'd), or NULL */
+    char *headers[CRED_MAX_HEADERS]; /* its header= values (malloc'd) */
+    size_t nheaders;                 /* of them */
+    char sha[65];                    /* its sha256= (lower case), or "" */
 } fetch_t;
+
+static void fetch_free(fetch_t *f)
+{
+    free(f->url);
+    for (size_t i = 0; i < f->nheaders; i++)
+        free(f->headers[i]);
+    free(f);
+}
 
 static void fetch_unlink(fetch_t *f)
 {
@@ -92,7 +115,7 @@ static void fetch_on_finish(job_waiter_t *w, const job_result_t *res)
         if (n)
             transport_send_fd(&s->t, r.buf, n, res->fd);
     }
-    free(f);
+    fetch_free(f);
     session_kick(s);
 }
 
@@ -105,6 +128,138 @@ static int id_in_use(const session_t *s, const char *id)
             return 1;
     }
     return 0;
+}
+
+/* The fetch itself: f is linked and counted; jobs_fetch's callbacks
+ * answer it, or it is answered (and freed) now. */
+static void fetch_start(fetch_t *f, const char *url, const char *const *headers, size_t nheaders)
+{
+    session_t *s = f->s;
+    /* Counted as a hit until on_start says otherwise: a hit item holds the
+     * blob open until its DONE. (f is not touched after jobs_fetch: its
+     * callbacks may have finished it.) */
+    f->pinned = 1;
+    session_pin(s);
+    const char *code, *msg;
+    if (jobs_fetch(s->srv->jobs, url, f->sha[0] ? f->sha : NULL, headers, nheaders, &f->w, &code,
+                   &msg)) {
+        fetch_unlink(f);
+        reply_err(&s->t, f->id, code, msg);
+        fetch_free(f);
+    }
+}
+
+/* f ends before any job: its ERR, and the session may read on. */
+static void fetch_refuse(fetch_t *f, const char *code, const char *msg)
+{
+    session_t *s = f->s;
+    fetch_unlink(f);
+    reply_err(&s->t, f->id, code, msg);
+    fetch_free(f);
+    session_kick(s);
+}
+
+/* The Hub's answer to f's own headers decides (PROTOCOL.md, "FETCH of a
+ * Hub URL"): a refusal ends f, an LFS file's digest vouches for it, and
+ * anything else (a small file, a Hub that did not answer) lets it go on as
+ * a fetch private to its headers: vouching is never the fallback. */
+static void hub_answered(void *arg, const hf_meta_answer_t *a)
+{
+    fetch_t *f = arg;
+    session_t *s = f->s;
+    f->ask = NULL;
+    if (a->kind == HF_META_REFUSED && a->status >= 400 && a->status <= 499) {
+        char code[16], msg[600];
+        snprintf(code, sizeof code, "http_%d", a->status);
+        if (a->error_code || a->error_message)
+            snprintf(msg, sizeof msg, "%s%s%s", a->error_code ? a->error_code : "",
+                     a->error_code && a->error_message ? ": " : "",
+                     a->error_message ? a->error_message : "");
+        else
+            snprintf(msg, sizeof msg, "the Hub answered HTTP %d", a->status);
+        fetch_refuse(f, code, msg);
+        return;
+    }
+    if (a->kind == HF_META_FILE && a->file->lfs) {
+        if (f->sha[0] && strcmp(f->sha, a->file->sha256) != 0) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "the Hub names sha256 %s for this file, the request %s",
+                     a->file->sha256, f->sha);
+            fetch_refuse(f, "hash_mismatch", msg);
+            return;
+        }
+        memcpy(f->sha, a->file->sha256, sizeof f->sha);
+        f->w.vouched = 1;
+    } else if (a->kind != HF_META_FILE) {
+        char why[32];
+        snprintf(why, sizeof why, "HTTP %d", a->status);
+        log_info("session pid %d uid %d: FETCH id %s: the Hub did not answer about the file (%s): "
+                 "fetched as any URL, for these headers only",
+                 (int)s->who.pid, (int)s->who.uid, f->id,
+                 a->kind == HF_META_FAILED ? a->code : why);
+    }
+    char *url = f->url;
+    f->url = NULL; /* f may be freed inside fetch_start */
+    fetch_start(f, url, (const char *const *)f->headers, f->nheaders);
+    free(url);
+    session_kick(s);
+}
+
+/* A FETCH of a Hub resolve URL with headers: the Hub is asked first, with
+ * those headers (or its answer of the last minute to them is taken). 1
+ * when f is f's question's now (answered by hub_answered, perhaps
+ * already), 0 when the URL is not the Hub's (or the question cannot be
+ * asked: then the fetch goes on as any other, private to its headers). */
+static int ask_hub(fetch_t *f, const char *url, const char *const *headers, size_t nheaders)
+{
+    session_t *s = f->s;
+    hf_meta_t *meta = session_server_hf(s->srv);
+    hf_where_t where;
+    char key[512], file_key[1024], tag[65];
+    if (!hf_where_of_url(s->srv->cfg->hf_upstream, url, &where))
+        return 0;
+    hf_where_keys(&where, key, file_key);
+    char *ask_url = NULL;
+    int n = asprintf(&ask_url, "%s/%s%s/resolve/%s/%s", s->srv->cfg->hf_upstream, where.prefix,
+                     where.repo, where.rev, where.path);
+    hf_where_free(&where);
+    if (n < 0)
+        return 0;
+    /* A header jobs_fetch refuses: its ERR says why. */
+    if (jobs_cred_tag(s->srv->jobs, headers, nheaders, tag)) {
+        free(ask_url);
+        return 0;
+    }
+    if (!(f->url = strdup(url))) {
+        free(ask_url);
+        return 0;
+    }
+    for (size_t i = 0; i < nheaders; i++) {
+        if (!(f->headers[i] = strdup(headers[i]))) {
+            free(ask_url);
+            return 0; /* fetch_free frees what was copied */
+        }
+        f->nheaders = i + 1;
+    }
+    const hf_file_t *known = hf_meta_known(meta, tag, file_key);
+    if (known) {
+        free(ask_url);
+        hf_file_t file = *known;
+        hf_meta_answer_t a = {.kind = HF_META_FILE, .file = &file};
+        hub_answered(f, &a);
+        return 1;
+    }
+    const char *why = NULL;
+    int rc = hf_meta_ask(meta, jobs_http(s->srv->jobs), ask_url, tag, file_key, headers, nheaders,
+                         hub_answered, f, &f->ask, &why);
+    free(ask_url);
+    if (rc) {
+        log_info("session pid %d uid %d: FETCH id %s: cannot ask the Hub (%s): fetched as any URL, "
+                 "for these headers only",
+                 (int)s->who.pid, (int)s->who.uid, f->id, why ? why : strerror(-rc));
+        return 0;
+    }
+    return 1;
 }
 
 void verbs_fetch(session_t *s, const proto_msg_t *m, const char *id, int arg)
@@ -166,19 +321,12 @@ void verbs_fetch(session_t *s, const proto_msg_t *m, const char *id, int arg)
     }
     s->nfetches++;
     f->w.uid = s->who.uid;
-    /* Linked before jobs_fetch: on_start may come from inside it. */
     list_push_front(&s->fetches, &f->node);
-    /* Counted as a hit until on_start says otherwise: a hit item holds the
-     * blob open until its DONE. (f is not touched after jobs_fetch: its
-     * callbacks may have finished it.) */
-    f->pinned = 1;
-    session_pin(s);
-    const char *code, *msg;
-    if (jobs_fetch(s->srv->jobs, url, sha ? sha_lc : NULL, headers, nheaders, &f->w, &code, &msg)) {
-        fetch_unlink(f);
-        free(f);
-        reply_err(&s->t, id, code, msg);
-    }
+    if (sha)
+        memcpy(f->sha, sha_lc, sizeof f->sha);
+    if (nheaders && ask_hub(f, url, headers, nheaders))
+        return; /* answered later (hub_answered), or now */
+    fetch_start(f, url, headers, nheaders);
 }
 
 void verbs_fetch_close(session_t *s)
@@ -187,8 +335,11 @@ void verbs_fetch_close(session_t *s)
     while ((n = list_first(&s->fetches))) {
         fetch_t *f = list_entry(n, fetch_t, node);
         fetch_unlink(f);
-        jobs_cancel(&f->w);
-        free(f);
+        if (f->ask) /* still asking the Hub: not in a job yet */
+            hf_meta_abort(f->ask);
+        else
+            jobs_cancel(&f->w);
+        fetch_free(f);
     }
 }
 

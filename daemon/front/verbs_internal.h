@@ -1,5 +1,5 @@
 /* verbs_internal: the handlers of verbs.c's table, one file per family
- * (verbs_fetch.c, verbs_list.c, verbs_admin.c), and what they share.
+ * (verbs_fetch.c, verbs_hf.c, verbs_list.c, verbs_admin.c), and what they share.
  * Private to the verbs; loop thread only. */
 #ifndef HUBD_VERBS_INTERNAL_H
 #define HUBD_VERBS_INTERNAL_H
@@ -12,6 +12,10 @@ void verbs_fetch(session_t *s, const proto_msg_t *m, const char *id, int arg);
 void verbs_fetch_close(session_t *s);
 /* CANCEL id= target=JOB|URL */
 void verbs_cancel(session_t *s, const proto_msg_t *m, const char *id, int arg);
+
+/* verbs_hf.c: HFREPO id= repo= [type=] [revision=] [header=]... */
+void verbs_hfrepo(session_t *s, const proto_msg_t *m, const char *id, int arg);
+void verbs_hf_close(session_t *s);
 
 /* verbs_list.c: STATUS and LIST, streamed a page at a time. */
 void verbs_status(session_t *s, const proto_msg_t *m, const char *id, int arg);

@@ -647,9 +647,9 @@ def _fetch(url, sha256=None, headers=None, progress=True, refresh=False):
             if raw is None:
                 raise HubdError("disconnected", "hubd on %s closed the connection before "
                                 "answering" % conn.path, url)
-            # A DONE line takes the next descriptor even if it does not parse,
-            # so the queue stays in step with the lines.
-            fd = conn.take_fd() if raw.split(b" ", 1)[0] == b"DONE" else None
+            # A DONE (or REPO) line takes the next descriptor even if it does
+            # not parse, so the queue stays in step with the lines.
+            fd = conn.take_fd() if raw.split(b" ", 1)[0] in (b"DONE", b"REPO") else None
             try:
                 try:
                     verb, f = _parse_line(raw)

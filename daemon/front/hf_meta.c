@@ -1,0 +1,456 @@
+/* hf_meta: the Hub's answer about one file, asked with a client's own
+ * credentials, and what the daemon remembers of such answers (hf_meta.h).
+ * Moved out of httpd_hf.c (issue 22) so that the socket's FETCH of a Hub
+ * URL asks the same question, the same way, into the same memory. */
+#include "hf_meta.h"
+#include "http.h"
+#include "url.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The Hub's headers the question keeps (the HTTP client knows none of
+ * them), by their index in hub_wanted. */
+enum { HUB_COMMIT, HUB_LINKED_ETAG, HUB_LINKED_SIZE, HUB_ERROR_CODE, HUB_ERROR_MESSAGE, HUB_N };
+static const http_want_t hub_wanted[HUB_N] = {
+    [HUB_COMMIT] = {"X-Repo-Commit", 0},          [HUB_LINKED_ETAG] = {"X-Linked-Etag", 0},
+    [HUB_LINKED_SIZE] = {"X-Linked-Size", 0},     [HUB_ERROR_CODE] = {"X-Error-Code", 0},
+    [HUB_ERROR_MESSAGE] = {"X-Error-Message", 0},
+};
+
+/* ---- pure helpers ------------------------------------------------------------ */
+
+int hf_where_parse(const char *s, hf_where_t *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *t = s;
+    size_t tl = strcspn(t, "?");
+    const char *pre = "";
+    if (strncmp(t, "datasets/", 9) == 0)
+        pre = "datasets/", t += 9, tl -= 9;
+    else if (strncmp(t, "spaces/", 7) == 0)
+        pre = "spaces/", t += 7, tl -= 7;
+    else if (strncmp(t, "models/", 7) == 0)
+        t += 7, tl -= 7;
+    const char *res = NULL;
+    for (const char *p = t; p + 9 <= t + tl; p++)
+        if (strncmp(p, "/resolve/", 9) == 0) {
+            res = p;
+            break;
+        }
+    if (!res || res == t)
+        return -1;
+    const char *rv = res + 9, *end = t + tl;
+    const char *slash = memchr(rv, '/', (size_t)(end - rv));
+    if (!slash || slash == rv || slash + 1 >= end)
+        return -1;
+    out->prefix = strdup(pre);
+    out->repo = strndup(t, (size_t)(res - t));
+    out->rev = strndup(rv, (size_t)(slash - rv));
+    out->path = strndup(slash + 1, (size_t)(end - slash - 1));
+    if (out->prefix && out->repo && out->rev && out->path)
+        return 0;
+    hf_where_free(out);
+    return -1;
+}
+
+void hf_where_free(hf_where_t *w)
+{
+    free(w->prefix);
+    free(w->repo);
+    free(w->rev);
+    free(w->path);
+    memset(w, 0, sizeof *w);
+}
+
+int hf_where_of_url(const char *upstream, const char *url, hf_where_t *out)
+{
+    url_t up, u;
+    memset(out, 0, sizeof *out);
+    if (!upstream || url_parse(upstream, &up, NULL))
+        return 0;
+    if (url_parse(url, &u, NULL)) {
+        url_free(&up);
+        return 0;
+    }
+    /* The upstream's path ("/" or "/mirror"): the URL's must go on under it. */
+    size_t pl = strcspn(up.target, "?");
+    while (pl && up.target[pl - 1] == '/')
+        pl--;
+    int under =
+        url_same_origin(&up, &u) && strncmp(u.target, up.target, pl) == 0 && u.target[pl] == '/';
+    int rc = under ? hf_where_parse(u.target + pl + 1, out) == 0 : 0;
+    url_free(&up);
+    url_free(&u);
+    return rc;
+}
+
+void hf_where_keys(const hf_where_t *w, char key[512], char file_key[1024])
+{
+    snprintf(key, 512, "%s%s@%s", w->prefix, w->repo, w->rev);
+    if (snprintf(file_key, 1024, "%s/%s", key, w->path) >= 1024)
+        file_key[0] = '\0';
+}
+
+int64_t hf_range_total(const char *cr)
+{
+    const char *slash = cr ? strrchr(cr, '/') : NULL;
+    if (!slash || slash[1] < '0' || slash[1] > '9')
+        return -1;
+    char *end;
+    unsigned long long v = strtoull(slash + 1, &end, 10);
+    return *end ? -1 : (int64_t)v;
+}
+
+int hf_sha256_of_etag(const char *etag, char out[65])
+{
+    if (!etag)
+        return -1;
+    if (strncmp(etag, "W/", 2) == 0)
+        etag += 2;
+    size_t n = strlen(etag);
+    if (n >= 2 && etag[0] == '"' && etag[n - 1] == '"')
+        etag++, n -= 2;
+    if (n != 64)
+        return -1;
+    for (size_t i = 0; i < 64; i++) {
+        char ch = etag[i];
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F')))
+            return -1;
+        out[i] = ch >= 'A' && ch <= 'F' ? (char)(ch + 32) : ch;
+    }
+    out[64] = '\0';
+    return 0;
+}
+
+/* ---- the memory ------------------------------------------------------------ */
+
+/* A revision a HEAD resolved to a commit, for the GET that follows it: a
+ * branch may move between the two, and the client must get the file the
+ * HEAD described. */
+#define HF_REVS 64
+#define HF_REV_TTL_MS 300000
+typedef struct hf_rev {
+    char key[512]; /* "datasets/org/name@rev" */
+    char commit[41];
+    uint64_t until; /* uv_now() when it is forgotten */
+} hf_rev_t;
+
+/* What the Hub said of one file to one credential tag: the GET that
+ * follows a HEAD (huggingface_hub's way) needs no second question, and a
+ * token the Hub accepted stays accepted this long, no longer. */
+#define HF_KNOWN 64
+#define HF_KNOWN_TTL_MS 60000
+typedef struct hf_known {
+    char tag[65];   /* the credential tag ("" without credentials) */
+    char key[1024]; /* "datasets/org/name@rev/path" as the client named it */
+    hf_file_t file;
+    uint64_t until; /* uv_now() when it is forgotten */
+} hf_known_t;
+
+/* Flat, one per daemon: the oldest entry goes first when full. */
+struct hf_meta {
+    uv_loop_t *loop;
+    hf_rev_t revs[HF_REVS];
+    hf_known_t known[HF_KNOWN];
+};
+
+int hf_meta_new(uv_loop_t *loop, hf_meta_t **out)
+{
+    hf_meta_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return -ENOMEM;
+    m->loop = loop;
+    *out = m;
+    return 0;
+}
+
+void hf_meta_free(hf_meta_t *m)
+{
+    free(m);
+}
+
+const char *hf_meta_rev_lookup(hf_meta_t *m, const char *key)
+{
+    uint64_t now = uv_now(m->loop);
+    for (int i = 0; i < HF_REVS; i++)
+        if (m->revs[i].until > now && strcmp(m->revs[i].key, key) == 0)
+            return m->revs[i].commit;
+    return NULL;
+}
+
+void hf_meta_rev_remember(hf_meta_t *m, const char *key, const char *commit)
+{
+    if (strlen(commit) != 40 || strlen(key) >= sizeof m->revs[0].key)
+        return;
+    hf_rev_t *slot = &m->revs[0];
+    for (int i = 0; i < HF_REVS; i++) { /* the same key, else the oldest */
+        if (strcmp(m->revs[i].key, key) == 0) {
+            slot = &m->revs[i];
+            break;
+        }
+        if (m->revs[i].until < slot->until)
+            slot = &m->revs[i];
+    }
+    snprintf(slot->key, sizeof slot->key, "%s", key);
+    memcpy(slot->commit, commit, 41);
+    slot->until = uv_now(m->loop) + HF_REV_TTL_MS;
+}
+
+const hf_file_t *hf_meta_known(hf_meta_t *m, const char *tag, const char *key)
+{
+    if (!key[0])
+        return NULL;
+    uint64_t now = uv_now(m->loop);
+    for (int i = 0; i < HF_KNOWN; i++)
+        if (m->known[i].until > now && strcmp(m->known[i].tag, tag) == 0 &&
+            strcmp(m->known[i].key, key) == 0)
+            return &m->known[i].file;
+    return NULL;
+}
+
+static void known_remember(hf_meta_t *m, const char *tag, const char *key, const hf_file_t *f)
+{
+    if (!key[0] || strlen(key) >= sizeof m->known[0].key)
+        return;
+    hf_known_t *slot = &m->known[0];
+    for (int i = 0; i < HF_KNOWN; i++) { /* the same, else the oldest */
+        if (strcmp(m->known[i].tag, tag) == 0 && strcmp(m->known[i].key, key) == 0) {
+            slot = &m->known[i];
+            break;
+        }
+        if (m->known[i].until < slot->until)
+            slot = &m->known[i];
+    }
+    snprintf(slot->tag, sizeof slot->tag, "%s", tag);
+    snprintf(slot->key, sizeof slot->key, "%s", key);
+    slot->file = *f;
+    slot->until = uv_now(m->loop) + HF_KNOWN_TTL_MS;
+}
+
+/* ---- a question ------------------------------------------------------------ */
+
+struct hf_ask {
+    hf_meta_t *m;
+    struct http_client *http;
+    http_req_t *req; /* the request in flight, or NULL */
+    url_t url;       /* the hop asked */
+    unsigned hops;
+    char *hdrs; /* "Range: bytes=0-0\r\n" and the credential lines */
+    char tag[65];
+    char *file_key;
+    hf_meta_cb cb;
+    void *arg;
+    /* what the last answer said */
+    int status;
+    int64_t content_length;
+    char *location, *etag, *content_range;
+    char *hub[HUB_N]; /* the values of hub_wanted */
+};
+
+static void answer_forget(hf_ask_t *a)
+{
+    free(a->location);
+    free(a->etag);
+    free(a->content_range);
+    a->location = a->etag = a->content_range = NULL;
+    for (int i = 0; i < HUB_N; i++) {
+        free(a->hub[i]);
+        a->hub[i] = NULL;
+    }
+}
+
+static void ask_free(hf_ask_t *a)
+{
+    answer_forget(a);
+    url_free(&a->url);
+    free(a->hdrs);
+    free(a->file_key);
+    free(a);
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static int on_headers(http_req_t *req, const http_response_t *resp, void *data)
+{
+    hf_ask_t *a = data;
+    (void)req;
+    answer_forget(a);
+    a->status = resp->status;
+    a->content_length = resp->content_length;
+    a->location = dup_or_null(resp->location);
+    a->etag = dup_or_null(resp->etag);
+    a->content_range = dup_or_null(resp->content_range);
+    for (int i = 0; i < HUB_N; i++)
+        a->hub[i] = dup_or_null(resp->wanted[i]);
+    return HTTP_BODY_DISCARD; /* one byte, or a redirect's or an error's text */
+}
+
+static void on_body(http_req_t *req, buf_t *buf, const char *p, size_t n, void *data)
+{
+    (void)req, (void)buf, (void)p, (void)n, (void)data;
+}
+
+/* The file's metadata out of the answer: 0, or -1 when it lacks what a
+ * client needs (or a value is too long to keep). */
+static int file_of(const hf_ask_t *a, hf_file_t *f)
+{
+    memset(f, 0, sizeof *f);
+    const char *commit = a->hub[HUB_COMMIT];
+    f->lfs = a->status >= 300 && a->status < 400;
+    const char *lsize = a->hub[HUB_LINKED_SIZE];
+    f->size = f->lfs ? (lsize ? atoll(lsize) : -1)
+                     : (a->status == 206 ? hf_range_total(a->content_range) : a->content_length);
+    if (!commit || strlen(commit) >= sizeof f->commit || f->size < 0 ||
+        (f->lfs && hf_sha256_of_etag(a->hub[HUB_LINKED_ETAG], f->sha256)))
+        return -1;
+    snprintf(f->commit, sizeof f->commit, "%s", commit);
+    if (snprintf(f->etag, sizeof f->etag, "%s", a->etag ? a->etag : "") >= (int)sizeof f->etag)
+        return -1;
+    if (f->lfs) {
+        snprintf(f->linked, sizeof f->linked, "%s", a->hub[HUB_LINKED_ETAG]);
+        if (snprintf(f->linked_size, sizeof f->linked_size, "%s", lsize) >=
+            (int)sizeof f->linked_size)
+            return -1;
+    }
+    return 0;
+}
+
+/* The one end of a question: the asker is told, then the handle goes. */
+static void finish(hf_ask_t *a, const hf_meta_answer_t *ans)
+{
+    a->cb(a->arg, ans);
+    ask_free(a);
+}
+
+static void fail(hf_ask_t *a, const char *code, const char *msg)
+{
+    hf_meta_answer_t ans = {.kind = HF_META_FAILED, .code = code, .msg = msg};
+    finish(a, &ans);
+}
+
+/* The answer names the file: remembered for this credential tag. */
+static void named(hf_ask_t *a)
+{
+    hf_file_t f;
+    if (file_of(a, &f)) {
+        fail(a, "http_parse",
+             "the Hub's answer has no X-Repo-Commit, size or (for an LFS file) X-Linked-Etag");
+        return;
+    }
+    known_remember(a->m, a->tag, a->file_key, &f);
+    hf_meta_answer_t ans = {.kind = HF_META_FILE, .file = &f};
+    finish(a, &ans);
+}
+
+static int send_hop(hf_ask_t *a);
+
+static void on_done(http_req_t *req, const char *code, const char *msg, void *data)
+{
+    hf_ask_t *a = data;
+    (void)req;
+    a->req = NULL;
+    if (code) {
+        fail(a, code, msg ? msg : code);
+        return;
+    }
+    if (a->status >= 300 && a->status < 400 && a->location) {
+        url_t next;
+        char *abs = NULL;
+        int same = url_resolve(&a->url, a->location, &abs) == 0 && url_parse(abs, &next, NULL) == 0;
+        free(abs);
+        if (same && url_same_origin(&a->url, &next)) { /* a renamed repo: follow it here */
+            if (++a->hops > HF_META_MAX_HOPS) {
+                url_free(&next);
+                fail(a, "redirect", "the Hub redirected too many times");
+                return;
+            }
+            url_free(&a->url);
+            a->url = next;
+            int rc = send_hop(a);
+            if (rc)
+                fail(a, rc == -EACCES ? "forbidden" : "internal",
+                     rc == -EACCES ? "the network policy does not allow the Hub's host"
+                                   : "cannot ask the Hub");
+            return;
+        }
+        if (same)
+            url_free(&next);
+        named(a); /* to a CDN: an LFS file */
+        return;
+    }
+    if (a->status == 200 || a->status == 206) {
+        named(a);
+        return;
+    }
+    /* Not the file: a refusal names nothing, whatever it carries. */
+    hf_meta_answer_t ans = {.kind = HF_META_REFUSED,
+                            .status = a->status,
+                            .error_code = a->hub[HUB_ERROR_CODE],
+                            .error_message = a->hub[HUB_ERROR_MESSAGE],
+                            .commit = a->hub[HUB_COMMIT]};
+    finish(a, &ans);
+}
+
+static const http_req_cbs_t meta_cbs = {on_headers, on_body, on_done};
+
+/* The request for the current hop, with the client's credentials (every
+ * hop is the Hub's own origin). */
+static int send_hop(hf_ask_t *a)
+{
+    http_req_opts_t o = {.extra_headers = a->hdrs, .wanted = hub_wanted, .nwanted = HUB_N};
+    int rc = http_request_opts(a->http, &a->url, &o, &meta_cbs, a, &a->req);
+    if (rc)
+        a->req = NULL;
+    return rc == -EACCES ? -EACCES : rc ? -ENOMEM : 0;
+}
+
+int hf_meta_ask(hf_meta_t *m, struct http_client *http, const char *url, const char *tag,
+                const char *file_key, const char *const *cred, size_t ncred, hf_meta_cb cb,
+                void *arg, hf_ask_t **out, const char **why)
+{
+    hf_ask_t *a = calloc(1, sizeof *a);
+    if (!a)
+        return -ENOMEM;
+    a->m = m;
+    a->http = http;
+    a->cb = cb;
+    a->arg = arg;
+    snprintf(a->tag, sizeof a->tag, "%s", tag);
+    a->file_key = strdup(file_key);
+    if (url_parse(url, &a->url, why)) {
+        free(a->file_key);
+        free(a);
+        return -EINVAL;
+    }
+    size_t len = 0;
+    FILE *f = open_memstream(&a->hdrs, &len);
+    if (f) {
+        fputs("Range: bytes=0-0\r\n", f);
+        for (size_t i = 0; i < ncred; i++)
+            fprintf(f, "%s\r\n", cred[i]);
+        if (fclose(f)) {
+            free(a->hdrs);
+            a->hdrs = NULL;
+        }
+    }
+    int rc = !a->hdrs || !a->file_key ? -ENOMEM : send_hop(a);
+    if (rc) {
+        ask_free(a);
+        return rc;
+    }
+    *out = a;
+    return 0;
+}
+
+void hf_meta_abort(hf_ask_t *a)
+{
+    if (a->req)
+        http_req_abort(a->req);
+    ask_free(a);
+}
