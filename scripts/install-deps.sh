@@ -10,7 +10,7 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
       node-llhttp libinih-dev nginx-light curl python3 openssl ca-certificates clang-format
       libsystemd-dev systemd dpkg-dev file groff-base man-db mandoc
       clang libclang-rt-14-dev valgrind faketime squid wget util-linux libjansson-dev aria2
-      lintian debootstrap systemd-container"
+      lintian debootstrap systemd-container libacl1-dev"
 # libsystemd-dev: sd_notify/sd_listen_fds. systemd: systemd-analyze verify of
 # the units. dpkg-dev (dpkg-shlibdeps) and file: cpack -G DEB computing the
 # package's Depends. groff-base, man-db, mandoc: checking the man pages.
@@ -25,6 +25,9 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
 # compare hubd with. lintian: the package test checks the .deb with it.
 # debootstrap, systemd-container (systemd-nspawn): scripts/systemd-test.sh
 # boots a Debian 12 root with the package installed, systemd as its PID 1.
+# libacl1-dev (libacl): hubd grants a user read access to a private blob
+# linked into that user's HF cache (HOLD) by a POSIX ACL entry, so that the
+# link needs no second copy of the bytes.
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,5 +1,6 @@
 /* cache: eviction, verification and removal, in pool threads. */
 #include "cache.h"
+#include "holds.h"
 #include "log.h"
 #include "sha256.h"
 
@@ -112,6 +113,7 @@ static int drop_blob(store_t *store, db_t *db, const char *sha, int unless_pinne
     if (!rc)
         store_unlink_blob(store, sha);
     db_unlock(db);
+    db_holds_refresh(db); /* its holds went with it */
     return rc;
 }
 
@@ -125,6 +127,10 @@ int cache_evict(store_t *store, db_t *db, uint64_t target, const char *keep, uin
 {
     memset(out, 0, sizeof *out);
     int rc = db_total_size(db, fence, &out->size);
+    /* A held blob is not a candidate (db_lru leaves it): first drop the
+     * holds whose links are gone, so that their blobs can go. */
+    if (!rc && out->size > target && holds_prune(store, db, HOLDS_CHECK_MAX) < 0)
+        log_warn("eviction: the holds could not be checked; held blobs stay");
     while (!rc && out->size > target && !atomic_load(&cancelled)) {
         victims_t vs = {.n = 0};
         if ((rc = db_lru(db, EVICT_BATCH, keep, fence, add_victim, &vs)) != 0 || vs.n == 0)
@@ -236,6 +242,7 @@ int cache_quarantine(store_t *store, db_t *db, const char *sha256, const char *w
     if (!rc || rc == -ENOENT)
         quarantine_blob(store, sha256, path);
     db_unlock(db);
+    db_holds_refresh(db);
     log_warn("blob %s: %s: quarantined and forgotten", sha256, why);
     return rc;
 }
@@ -276,6 +283,7 @@ int cache_verify(store_t *store, db_t *db, unsigned *checked, cache_bad_t **bad)
     }
     free(buf);
     free(all.v);
+    db_holds_refresh(db);
     return rc;
 }
 
@@ -350,5 +358,6 @@ int cache_remove(store_t *store, db_t *db, const char *url_or_sha, int *removed_
         *removed_blob = 1;
     }
     db_unlock(db);
+    db_holds_refresh(db);
     return rc;
 }

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DB_SCHEMA_VERSION 5
+#define DB_SCHEMA_VERSION 6
 
 /* Version 1. entries are keyed by (url, cred_tag) so that a response fetched
  * with credentials is only ever served to the same credentials; blobs are
@@ -197,8 +197,10 @@ static int migrate(sqlite3 *h)
         rc = sqlite3_exec(h, schema_v4, NULL, NULL, &msg);
     if (rc == SQLITE_OK && version < 5)
         rc = sqlite3_exec(h, schema_v5, NULL, NULL, &msg);
+    if (rc == SQLITE_OK && version < 6) /* holds (db_holds.c) */
+        rc = sqlite3_exec(h, DB_HOLDS_SCHEMA, NULL, NULL, &msg);
     if (rc == SQLITE_OK)
-        rc = sqlite3_exec(h, "PRAGMA user_version=5; COMMIT", NULL, NULL, &msg);
+        rc = sqlite3_exec(h, "PRAGMA user_version=6; COMMIT", NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
         log_err("sqlite: creating schema: %s", msg ? msg : "?");
         sqlite3_free(msg);
@@ -295,6 +297,7 @@ int db_open(const char *path, db_t **out)
                         " coalesce((SELECT max(seq) FROM entries), 0))",
                         NULL, &last, NULL);
     atomic_store(&db->seq, last);
+    atomic_store(&db->holds_dirty, 1); /* STATS' holds: counted at start-up */
     if (!rc)
         rc = open_conn(path, SQLITE_OPEN_NOMUTEX, 100, &db->rd);
     if (rc)
@@ -586,14 +589,23 @@ int db_forget_blob(db_t *db, const char *sha256, int unless_pinned)
     /* Inside the write transaction a PIN cannot come between the check and
      * the deletes. Entries first: they refer to the blob. */
     uint64_t pinned = 0;
-    rc = query_u64s(h, "SELECT pinned FROM blobs WHERE sha256 = ?1", sha256, &pinned, NULL);
-    if (!rc && unless_pinned && pinned)
+    rc = query_u64s(h,
+                    "SELECT pinned OR EXISTS (SELECT 1 FROM holds WHERE sha256 = ?1)"
+                    " FROM blobs WHERE sha256 = ?1",
+                    sha256, &pinned, NULL);
+    if (!rc && unless_pinned && pinned) /* held in a user's cache: as pinned */
         rc = -EBUSY;
+    int held = 0;
+    if (!rc && !(rc = db_exec(h, "DELETE FROM holds WHERE sha256 = ?1", "t", sha256)))
+        held = sqlite3_changes(h) > 0;
     if (!rc)
         rc = db_exec(h, "DELETE FROM entries WHERE sha256 = ?1", "t", sha256);
     if (!rc)
         rc = db_exec(h, "DELETE FROM blobs WHERE sha256 = ?1", "t", sha256);
-    return db_tx_end(h, rc);
+    rc = db_tx_end(h, rc);
+    if (!rc && held)
+        atomic_store(&db->holds_dirty, 1);
+    return rc;
 }
 
 void db_lock(db_t *db)
@@ -807,7 +819,8 @@ int db_lru(db_t *db, unsigned max, const char *keep, uint64_t fence,
     int rc;
     if (sqlite3_prepare_v2(h,
                            "SELECT sha256, size FROM blobs WHERE pinned = 0 AND sha256 <> ?1"
-                           " AND recorded <= ?3 ORDER BY seq, rowid LIMIT ?2",
+                           " AND recorded <= ?3 AND NOT EXISTS (SELECT 1 FROM holds h"
+                           " WHERE h.sha256 = blobs.sha256) ORDER BY seq, rowid LIMIT ?2",
                            -1, &st, NULL) != SQLITE_OK) {
         rc = db_sq_err(h, "lru");
     } else {
@@ -854,6 +867,9 @@ int db_remove_entry(db_t *db, const char *url, char sha_out[65], int *blob_gone)
     uint64_t left = 0;
     if (!rc)
         rc = query_u64s(h, "SELECT count(*) FROM entries WHERE sha256 = ?1", sha_out, &left, NULL);
+    int held = 0;
+    if (!rc && left == 0 && !(rc = db_exec(h, "DELETE FROM holds WHERE sha256 = ?1", "t", sha_out)))
+        held = sqlite3_changes(h) > 0;
     if (!rc && left == 0) {
         rc = db_exec(h, "DELETE FROM blobs WHERE sha256 = ?1", "t", sha_out);
         *blob_gone = !rc;
@@ -861,5 +877,7 @@ int db_remove_entry(db_t *db, const char *url, char sha_out[65], int *blob_gone)
     rc = db_tx_end(h, rc);
     if (rc)
         *blob_gone = 0;
+    else if (held)
+        atomic_store(&db->holds_dirty, 1);
     return rc;
 }

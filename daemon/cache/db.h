@@ -204,4 +204,52 @@ int db_set_blob_stat(db_t *db, const char *sha256, const db_blob_stat_t *bs);
 int db_next_to_verify(db_t *db, int64_t before, char sha_out[65], uint64_t *size_out);
 int db_set_verified(db_t *db, const char *sha256, int64_t when);
 
+/* ---- holds (db_holds.c) --------------------------------------------------
+ * A hold keeps a blob from eviction while a user's HF cache links to it:
+ * uid holds blob sha256 for label ("models/org/name@main") through the
+ * symlink `link`. Primary key (uid, label, link). Pool threads only (the
+ * writer), except db_holds_stats. */
+typedef struct db_hold {
+    uid_t uid;
+    const char *label;  /* at most DB_HOLD_LABEL_MAX bytes */
+    const char *sha256; /* 64 lowercase hex digits */
+    const char *link;   /* absolute path, at most DB_HOLD_LINK_MAX bytes */
+    int64_t created;    /* unix seconds */
+} db_hold_t;
+#define DB_HOLD_LABEL_MAX 512
+#define DB_HOLD_LINK_MAX 4096
+
+/* Records h (the same uid, label and link again: moved to h's blob, created
+ * renewed). -ENOENT when there is no such blob. */
+int db_hold_add(db_t *db, const db_hold_t *h);
+/* Deletes uid's holds of label; *released gets how many. fn (may be NULL)
+ * gets each blob that uid no longer holds at all, after the transaction. */
+int db_hold_release(db_t *db, uid_t uid, const char *label, unsigned *released,
+                    void (*fn)(void *arg, const char *sha256), void *arg);
+/* Deletes one hold, if it is still the one seen (same created: a HOLD
+ * renewed meanwhile stays). *still_held: uid holds the blob otherwise.
+ * -ENOENT when the row was gone or renewed. */
+int db_hold_drop(db_t *db, const db_hold_t *h, int *still_held);
+/* Up to max holds created at most at created_before (unix seconds), those
+ * of the least recently used blobs first: eviction's candidates, whose links
+ * are checked before it picks. */
+int db_holds_each(db_t *db, unsigned max, int64_t created_before,
+                  void (*fn)(void *arg, const db_hold_t *h), void *arg);
+/* One line of HOLDS: a uid's holds of one label. */
+typedef struct db_hold_sum {
+    uid_t uid;
+    const char *label;
+    uint64_t files; /* holds (links) */
+    uint64_t size;  /* their blobs' bytes, each blob once */
+} db_hold_sum_t;
+/* The sums per (uid, label), by uid then label; uid < 0: every uid. */
+int db_holds_list(db_t *db, int64_t uid, void (*fn)(void *arg, const db_hold_sum_t *s), void *arg);
+/* Pool threads (or start-up): after blobs went with their holds (removal,
+ * quarantine, start-up's checks), recounts what db_holds_stats says; a
+ * no-op when none did. The hold functions above recount themselves. */
+int db_holds_refresh(db_t *db);
+/* Any thread: the hold rows and the bytes of the blobs they hold, as of the
+ * last change (kept in memory: STATS reads them on the loop). */
+void db_holds_stats(db_t *db, uint64_t *holds, uint64_t *held_bytes);
+
 #endif

@@ -1,4 +1,4 @@
-/* db_internal: what db.c and db_partial.c share: the connections, the
+/* db_internal: what db.c, db_partial.c and db_holds.c share: the connections, the
  * prepared statements and the helpers that run statements and
  * transactions. Private to the db module. */
 #ifndef HUBD_DB_INTERNAL_H
@@ -16,7 +16,27 @@ struct db {
     sqlite3_stmt *find_blob;     /* on rd */
     sqlite3_stmt *find_part;     /* on rd */
     sqlite3_stmt *find_blob_for; /* on rd */
+    _Atomic uint64_t holds;      /* hold rows (db_holds.c; read from any thread) */
+    _Atomic uint64_t held_bytes; /* the size of the blobs they hold, each once */
+    _Atomic int holds_dirty;     /* holds deleted with their blob: db_holds_refresh recounts */
 };
+
+/* Version 6. A row per link a user's HF cache has into hubd's store:
+ * (uid, label, link), label being the repo and revision
+ * ("models/org/name@main"). No foreign key to blobs: a blob's removal
+ * (admin RM, quarantine) deletes its holds itself, in the same transaction;
+ * eviction leaves a held blob. holds_sha256 serves both look-ups by blob.
+ * A macro, not a symbol of db_holds.c: db.c migrates, and calls nothing
+ * there. */
+#define DB_HOLDS_SCHEMA                                                                            \
+    "CREATE TABLE holds ("                                                                         \
+    "  uid     INTEGER NOT NULL,"                                                                  \
+    "  label   TEXT NOT NULL,"                                                                     \
+    "  link    TEXT NOT NULL,"                                                                     \
+    "  sha256  TEXT NOT NULL,"                                                                     \
+    "  created INTEGER NOT NULL,"                                                                  \
+    "  PRIMARY KEY (uid, label, link)) WITHOUT ROWID;"                                             \
+    "CREATE INDEX holds_sha256 ON holds(sha256, uid);"
 
 /* Logs a failed statement; a full disk is -ENOSPC (ERR code=no_space),
  * anything else -EIO. */

@@ -392,6 +392,8 @@ int reconcile_cache(store_t *store, db_t *db, reconcile_report_t *rep)
                  rep->rows_forgotten, rep->quarantined, rep->recovered);
     if (!rc)
         rc = reconcile_partials(store, db, rep);
+    if (!rc) /* STATS' holds and held_bytes, after the rows forgotten above */
+        rc = db_holds_refresh(db);
     return rc;
 }
 
@@ -422,8 +424,9 @@ static int rebuild_dir(int dir_fd, const char *aa, found_t *f, unsigned *quarant
         if (!is_blob_name(aa, e->d_name) ||
             fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !is_own_file(&st))
             continue; /* reconcile_cache quarantines it */
-        if (!(st.st_mode & 0044)) {
-            /* Fetched with credentials (store_commit made it 0400): which
+        if (!(st.st_mode & 0004)) {
+            /* Fetched with credentials (store_commit made it 0400, and read
+             * grants may show in its group bits): which
              * credentials may open it was in the lost entries, so no one
              * may; the next fetch with them downloads it again. */
             char rel[96];

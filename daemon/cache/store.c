@@ -1,5 +1,6 @@
 /* store: the layout under cache_dir and the crash-safe commit. */
 #include "store.h"
+#include "grant.h"
 #include "log.h"
 
 #include <dirent.h>
@@ -311,6 +312,17 @@ static int link_unusable(int err)
     return err == EEXIST || err == EPERM || err == ENOTSUP || err == EOPNOTSUPP || err == EMLINK;
 }
 
+/* The ACL entries of the blob named rel onto fd. */
+static int keep_grants(const store_t *s, const char *rel, int fd)
+{
+    int old = openat(s->dir_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (old < 0)
+        return errno == ENOENT ? 0 : -errno;
+    int rc = grant_copy(old, fd);
+    close(old);
+    return rc == -EOPNOTSUPP || rc == -ENOTSUP ? 0 : rc;
+}
+
 int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int private_blob,
                  int *ro_fd, int *created)
 {
@@ -326,13 +338,20 @@ int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int pri
      * fd); unless the same bytes are public already. */
     mode_t mode = 0444;
     struct stat st;
-    if (private_blob &&
-        !(fstatat(s->dir_fd, rel_blob, &st, AT_SYMLINK_NOFOLLOW) == 0 && (st.st_mode & 0044)))
+    /* Public by o+r alone: a private blob with read grants (grant.h) shows
+     * their ACL mask in its group bits. */
+    int had = fstatat(s->dir_fd, rel_blob, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+    if (private_blob && !(had && (st.st_mode & 0004)))
         mode = 0400;
     if (fchmod(fd, mode)) {
         rc = -errno;
         goto fail;
     }
+    /* The same private bytes again replace the file below: the grants of
+     * the users whose HF caches link to it go over to the new one (after
+     * the chmod, which would set the mask to none). */
+    if (mode == 0400 && had && (rc = keep_grants(s, rel_blob, fd)) != 0)
+        goto fail;
     /* The link below goes by name: the name must still be this file, so
      * that only the bytes just hashed can get a blob's name. */
     struct stat fst;

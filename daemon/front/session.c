@@ -243,6 +243,7 @@ static void on_connection(void *arg, listener_t *l)
     list_init(&s->fetches);
     list_init(&s->pending);
     list_init(&s->hfrepos);
+    list_init(&s->holds);
     transport_init(&s->t, srv->loop, &session_transport_ops, s, s->rbuf, sizeof s->rbuf);
     proto_reader_init(&s->reader);
     list_push_front(&srv->sessions, &s->node);

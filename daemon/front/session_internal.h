@@ -11,6 +11,7 @@
 #include "proto.h"
 #include "httpd.h"
 #include "quota.h"
+#include "served.h"
 #include "session.h"
 #include "transport.h"
 
@@ -59,6 +60,7 @@ struct session {
     uint64_t stream_count; /* lines sent so far */
     listing_page_t *page;  /* a LIST page being read in the pool, or NULL */
     list_t hfrepos;        /* HFREPO requests in flight (verbs_hf.c) */
+    list_t holds;          /* HOLD, UNHOLD, HOLDS requests in the pool (verbs_hold.c) */
 };
 
 struct session_server {
@@ -72,6 +74,7 @@ struct session_server {
     quota_t quota;        /* per-uid counters across sessions */
     hf_meta_t *hf;        /* the Hub's answers about files (hf_meta.h), owned */
     const httpd_t *httpd; /* the HTTP front, for STATS; NULL: none */
+    served_t served;      /* (uid, blob) pairs lately answered DONE: HOLD's test */
     list_t sessions;      /* open sessions (session.node), newest first */
     unsigned nsessions;   /* sessions not yet freed (closing ones too) */
     uint64_t started;     /* uv_hrtime() at start: uptime never goes back with the clock */

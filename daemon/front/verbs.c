@@ -12,6 +12,7 @@ static void verb_hello(session_t *s, const proto_msg_t *m, const char *id, int a
 static void verb_stats(session_t *s, const proto_msg_t *m, const char *id, int arg);
 
 #define FETCH_ID_RULE "FETCH needs id= (1 to 64 printable bytes)"
+#define HOLD_ID_RULE "HOLD, UNHOLD and HOLDS need id= (1 to 64 printable bytes)"
 #define ADMIN_ID_RULE "admin requests need id= (1 to 64 printable bytes)"
 
 static const verb_t verb_table[] = {
@@ -25,6 +26,11 @@ static const verb_t verb_table[] = {
     {"LIST", verbs_list, 0, VERB_ANYONE, NULL},
     /* Anyone, for a download of their own (an admin: any). */
     {"CANCEL", verbs_cancel, 0, VERB_ANYONE, "CANCEL needs id= (1 to 64 printable bytes)"},
+    /* Anyone: a blob linked into their HF cache kept from eviction, with a
+     * read grant when private (admins may release or list any uid's). */
+    {"HOLD", verbs_hold, VERB_HOLD, VERB_ANYONE, HOLD_ID_RULE},
+    {"UNHOLD", verbs_hold, VERB_UNHOLD, VERB_ANYONE, HOLD_ID_RULE},
+    {"HOLDS", verbs_hold, VERB_HOLDS, VERB_ANYONE, HOLD_ID_RULE},
     /* Admins: requests that change or walk the whole cache, run in the pool. */
     {"RM", verbs_admin, ADMIN_RM, VERB_ADMIN, ADMIN_ID_RULE},
     {"PIN", verbs_admin, ADMIN_PIN, VERB_ADMIN, ADMIN_ID_RULE},
@@ -92,6 +98,7 @@ void verbs_session_close(session_t *s)
     verbs_hf_close(s);
     verbs_admin_close(s);
     verbs_list_close(s);
+    verbs_hold_close(s);
 }
 
 static void verb_hello(session_t *s, const proto_msg_t *m, const char *id, int arg)
@@ -146,6 +153,10 @@ static void verb_stats(session_t *s, const proto_msg_t *m, const char *id, int a
     proto_add_u64(&r.w, "segment_retries", st.segment_retries);
     proto_add_u64(&r.w, "segment_fallbacks", st.segment_fallbacks);
     proto_add_u64(&r.w, "revalidated", st.revalidated);
+    uint64_t holds = 0, held_bytes = 0; /* in memory: no SQLite on the loop */
+    db_holds_stats(srv->db, &holds, &held_bytes);
+    proto_add_u64(&r.w, "holds", holds);
+    proto_add_u64(&r.w, "held_bytes", held_bytes);
     httpd_stats_t hs = {0};
     if (srv->httpd)
         httpd_get_stats(srv->httpd, &hs);

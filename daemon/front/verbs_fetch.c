@@ -114,6 +114,7 @@ static void fetch_on_finish(job_waiter_t *w, const job_result_t *res)
         size_t n = reply_end(&r);
         if (n)
             transport_send_fd(&s->t, r.buf, n, res->fd);
+        served_note(&s->srv->served, s->who.uid, res->sha256, uv_now(s->srv->loop)); /* HOLD */
     }
     fetch_free(f);
     session_kick(s);

@@ -1,5 +1,5 @@
 /* verbs_internal: the handlers of verbs.c's table, one file per family
- * (verbs_fetch.c, verbs_hf.c, verbs_list.c, verbs_admin.c), and what they share.
+ * (verbs_fetch.c, verbs_hf.c, verbs_list.c, verbs_admin.c, verbs_hold.c), and what they share.
  * Private to the verbs; loop thread only. */
 #ifndef HUBD_VERBS_INTERNAL_H
 #define HUBD_VERBS_INTERNAL_H
@@ -22,6 +22,13 @@ void verbs_status(session_t *s, const proto_msg_t *m, const char *id, int arg);
 void verbs_list(session_t *s, const proto_msg_t *m, const char *id, int arg);
 void verbs_stream_step(session_t *s);
 void verbs_list_close(session_t *s);
+
+/* verbs_hold.c: HOLD, UNHOLD, HOLDS (arg: which), each in the pool. */
+#define VERB_HOLD 0
+#define VERB_UNHOLD 1
+#define VERB_HOLDS 2
+void verbs_hold(session_t *s, const proto_msg_t *m, const char *id, int arg);
+void verbs_hold_close(session_t *s);
 
 /* verbs_admin.c: RM, PIN, UNPIN, GC, VERIFY (arg: the admin_op_t). */
 void verbs_admin(session_t *s, const proto_msg_t *m, const char *id, int arg);

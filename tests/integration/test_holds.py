@@ -1,0 +1,275 @@
+"""Holds and read grants (issue 22 point 4): HOLD, UNHOLD, HOLDS; a
+private blob linked into a user's HF cache is readable by that user alone
+(a POSIX ACL entry), is kept from eviction while the link stands, and goes
+with its holds on an admin's RM. hubd runs as root; the clients as two
+other local users (setpriv)."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import urllib.parse
+
+from harness import Hubd, HubTestCase, write_config
+
+TOKEN_A = "tok-holds-a-4f1e2d3c"
+TOKEN_B = "tok-holds-b-9a8b7c6d"
+UID_A = 1000   # two users other than hubd's (root)
+UID_B = 65534
+
+# A client of the socket, run as another user: sends each request line
+# given (JSON list of lines), reads up to each one's final line (descriptors
+# passed with DONE are closed) and prints every line read, as JSON.
+CLIENT = r'''
+import array, json, os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+buf = b""
+out = []
+def line():
+    global buf
+    while b"\n" not in buf:
+        fds = array.array("i")
+        data, anc, _, _ = s.recvmsg(65536, socket.CMSG_SPACE(16 * fds.itemsize))
+        for lvl, typ, d in anc:
+            if lvl == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                fds.frombytes(d[:len(d) - len(d) % fds.itemsize])
+        for fd in fds:
+            os.close(fd)
+        if not data:
+            raise SystemExit("closed")
+        buf += data
+    l, buf = buf.split(b"\n", 1)
+    return l.decode()
+for req in json.loads(sys.argv[2]):
+    s.sendall(req.encode() + b"\n")
+    while True:
+        l = line()
+        out.append(l)
+        if l.split()[0] in ("DONE", "ERR", "HELD", "OK", "END", "HELLO"):
+            break
+print(json.dumps(out))
+'''
+
+
+def enc(v):
+    return urllib.parse.quote(v, safe="/:")
+
+
+def fields(line):
+    out = {}
+    for w in line.split()[1:]:
+        k, _, v = w.partition("=")
+        out[k] = urllib.parse.unquote(v)
+    return out
+
+
+def needs(token):
+    """The origin's require_auth value for a token (not the token itself)."""
+    return hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
+def as_user(uid, argv, **kw):
+    return subprocess.run(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"]
+                          + argv, capture_output=True, text=True, timeout=60, **kw)
+
+
+class HoldsTest(HubTestCase):
+    def setUp(self):
+        super().setUp()
+        self.restart()
+        os.chmod(self.tmp, 0o755)
+        self.homes = {}
+        for uid in (UID_A, UID_B):  # each user's HF cache, theirs alone
+            home = os.path.join(self.tmp, "home%d" % uid)
+            os.mkdir(home, 0o700)
+            os.chown(home, uid, uid)
+            self.homes[uid] = home
+        self.client = os.path.join(self.tmp, "client.py")
+        with open(self.client, "w") as f:
+            f.write(CLIENT)
+        os.chmod(self.client, 0o644)
+
+    def restart(self, **keys):
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "holds.conf"), socket_mode="0666", **keys)
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-holds"), config=conf)
+        for d in (self.tmp, self.hubd.workdir):
+            os.chmod(d, 0o755)
+
+    def talk(self, uid, *lines):
+        """The lines a user's session read, for each request line sent."""
+        argv = [sys.executable, self.client, self.hubd.socket, json.dumps(list(lines))]
+        r = as_user(uid, argv) if uid else subprocess.run(argv, capture_output=True, text=True,
+                                                          timeout=60)
+        self.assertEqual(r.returncode, 0, r)
+        return json.loads(r.stdout)
+
+    def gated(self, name, token, size=5000, seed=1):
+        digest = self.make_file(name, size, seed=seed)
+        return self.origin.url("/files/%s?require_auth=%s" % (name, needs(token))), digest
+
+    def fetch(self, uid, url, token=None):
+        req = "FETCH id=f url=%s" % enc(url)
+        if token:
+            req += " header=%s" % enc("Authorization: Bearer " + token)
+        last = self.talk(uid, req)[-1]
+        self.assertTrue(last.startswith("DONE"), last)
+        return fields(last)
+
+    def hold(self, uid, sha, label="models/org/m@main", link=None):
+        link = link or os.path.join(self.homes.get(uid, self.tmp), sha)
+        last = self.talk(uid, "HOLD id=h sha256=%s label=%s link=%s" % (sha, enc(label),
+                                                                        enc(link)))[-1]
+        return last, link
+
+    def link_as(self, uid, target, link):
+        r = as_user(uid, ["ln", "-s", target, link])
+        self.assertEqual(r.returncode, 0, r)
+
+    def read_as(self, uid, path):
+        """sha256sum as that user: its output is text, whatever the bytes."""
+        return as_user(uid, ["sha256sum", path])
+
+    def held_private(self, name="g.bin", size=5000):
+        """A gated blob fetched by A with its token, held, linked in A's
+        cache: (digest, store path, link)."""
+        url, digest = self.gated(name, TOKEN_A, size)
+        done = self.fetch(UID_A, url, TOKEN_A)
+        self.assertEqual(done["sha256"], digest)
+        last, link = self.hold(UID_A, digest)
+        self.assertTrue(last.startswith("HELD"), last)
+        f = fields(last)
+        self.assertEqual(f["readable"], "1", last)
+        self.assertEqual(f["path"], done["path"])
+        self.link_as(UID_A, f["path"], link)
+        return digest, f["path"], link
+
+    def age_holds(self):
+        """Holds younger than HOLDS_GRACE (120 s) are not checked: as if made
+        long ago."""
+        import sqlite3
+        con = sqlite3.connect(os.path.join(self.hubd.cache, "hubd.db"), timeout=10)
+        con.execute("UPDATE holds SET created = created - 1000")
+        con.commit()
+        con.close()
+
+    def test_private_hold_grants_read_to_its_user_alone(self):
+        digest, path, link = self.held_private()
+        st = os.stat(path)
+        self.assertEqual(st.st_mode & 0o007, 0, oct(st.st_mode))  # still private
+        self.assertIn("system.posix_acl_access", os.listxattr(path))
+        with open(os.path.join(self.root, "g.bin"), "rb") as f:
+            want = f.read()
+        got = as_user(UID_A, ["sha256sum", link]).stdout.split()[0]
+        self.assertEqual(got, hashlib.sha256(want).hexdigest())
+        r = self.read_as(UID_B, path)
+        self.assertNotEqual(r.returncode, 0, r)
+        self.assertIn("Permission denied", r.stderr)
+        st = self.stats()
+        self.assertEqual(st["holds"], 1)
+        self.assertEqual(st["held_bytes"], 5000)
+        lines = self.talk(UID_A, "HOLDS id=l")
+        self.assertEqual(len(lines), 2, lines)
+        rec = fields(lines[0])
+        self.assertEqual((rec["uid"], rec["label"], rec["files"], rec["size"]),
+                         (str(UID_A), "models/org/m@main", "1", "5000"))
+        # UNHOLD takes the grant away: the mode is 0400 again, no ACL left.
+        last = self.talk(UID_A, "UNHOLD id=u label=models/org/m@main")[-1]
+        self.assertEqual(fields(last)["released"], "1", last)
+        self.assertNotIn("system.posix_acl_access", os.listxattr(path))
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o400)
+        self.assertNotEqual(self.read_as(UID_A, link).returncode, 0)
+        self.assertEqual(self.stats()["holds"], 0)
+
+    def test_hold_needs_a_done_for_a_private_blob(self):
+        url, digest = self.gated("g.bin", TOKEN_A)
+        self.fetch(UID_A, url, TOKEN_A)
+        last, _ = self.hold(UID_B, digest)  # B was never given these bytes
+        self.assertTrue(last.startswith("ERR"), last)
+        self.assertEqual(fields(last)["code"], "permission_denied", last)
+        self.assertEqual(self.stats()["holds"], 0)
+        last, _ = self.hold(UID_A, "ab" * 32)
+        self.assertEqual(fields(last)["code"], "not_found", last)
+        for bad in ("HOLD id=x label=l link=/a", "HOLD id=x sha256=%s label=l link=rel" % digest,
+                    "HOLD id=x sha256=%s link=/a" % digest, "UNHOLD id=x"):
+            last = self.talk(UID_A, bad)[-1]
+            self.assertEqual(fields(last)["code"], "bad_request", (bad, last))
+
+    def test_public_blob_is_held_without_a_grant(self):
+        digest = self.make_file("p.bin", 4000)
+        self.fetch(0, self.origin.url("/files/p.bin"))
+        last, link = self.hold(UID_B, digest)  # public: no DONE needed
+        f = fields(last)
+        self.assertEqual(f["readable"], "1", last)
+        self.assertNotIn("system.posix_acl_access", os.listxattr(f["path"]))
+        self.assertEqual(os.stat(f["path"]).st_mode & 0o777, 0o444)
+        self.assertEqual(self.stats()["holds"], 1)
+
+    def test_gc_keeps_a_held_blob_until_its_link_is_gone(self):
+        digest, path, link = self.held_private()
+        other = self.make_file("o.bin", 3000, seed=2)
+        self.fetch(0, self.origin.url("/files/o.bin"))
+        r = self.hubctl("gc", "--max-size", "0")
+        self.assertEqual(r.rc, 0, r)
+        self.assertTrue(os.path.exists(path))
+        self.assertFalse(any(p.endswith(other) for p in self.hubd.blob_files()))
+        self.age_holds()  # checked now: the link stands
+        self.assertEqual(self.hubctl("gc", "--max-size", "0").rc, 0)
+        self.assertTrue(os.path.exists(path))
+        self.assertEqual(self.stats()["holds"], 1)
+        os.unlink(link)
+        self.assertEqual(self.hubctl("gc", "--max-size", "0").rc, 0)
+        self.assertFalse(os.path.exists(path))
+        self.assertEqual(self.stats()["holds"], 0)
+        self.assertIn("dropped: its link", self.hubd.read_log())
+
+    def test_a_link_elsewhere_or_another_users_drops_the_hold(self):
+        digest, path, link = self.held_private()
+        os.unlink(link)
+        self.link_as(UID_A, "/etc/hostname", link)  # pointing elsewhere
+        self.age_holds()
+        self.assertEqual(self.hubctl("gc", "--max-size", "0").rc, 0)
+        self.assertFalse(os.path.exists(path))
+
+    def test_eviction_by_max_cache_size_keeps_the_held_blob(self):
+        self.restart(max_cache_size="12K")
+        digest, path, link = self.held_private(size=8000)
+        self.make_file("o.bin", 8000, seed=3)
+        self.fetch(0, self.origin.url("/files/o.bin"))
+        self.make_file("o2.bin", 8000, seed=4)
+        self.fetch(0, self.origin.url("/files/o2.bin"))
+        self.assertTrue(os.path.exists(path))
+        self.assertIn("evicted blob", self.hubd.read_log())
+
+    def test_admin_rm_removes_a_held_blob_and_its_holds(self):
+        digest, path, link = self.held_private()
+        r = self.hubctl("rm", digest)
+        self.assertEqual(r.rc, 0, r)
+        self.assertFalse(os.path.exists(path))
+        self.assertEqual(self.stats()["holds"], 0)
+        self.assertEqual(self.hubd.query("SELECT count(*) FROM holds"), [(0,)])
+
+    def test_holds_of_others_are_an_admins(self):
+        self.held_private()
+        last = self.talk(UID_B, "HOLDS id=l uid=%d" % UID_A)[-1]
+        self.assertEqual(fields(last)["code"], "permission_denied", last)
+        self.assertEqual(self.talk(UID_B, "HOLDS id=l"), ["END id=l"])
+        lines = self.talk(0, "HOLDS id=l")  # root: every uid
+        self.assertEqual(fields(lines[0])["uid"], str(UID_A), lines)
+        last = self.talk(UID_B, "UNHOLD id=u label=models/org/m@main uid=%d" % UID_A)[-1]
+        self.assertEqual(fields(last)["code"], "permission_denied", last)
+        last = self.talk(0, "UNHOLD id=u label=models/org/m@main uid=%d" % UID_A)[-1]
+        self.assertEqual(fields(last)["released"], "1", last)
+
+    def test_private_bytes_committed_again_stay_private_and_keep_grants(self):
+        """The same bytes fetched again with other credentials replace the
+        blob's file: a grant's mask in the group bits must not make it public,
+        and the grant goes over to the new file."""
+        digest, path, link = self.held_private()
+        url_b, _ = self.gated("g2.bin", TOKEN_B)  # same bytes (seed 1), B's token
+        self.fetch(UID_B, url_b, TOKEN_B)
+        st = os.stat(path)
+        self.assertEqual(st.st_mode & 0o004, 0, oct(st.st_mode))
+        self.assertEqual(self.read_as(UID_A, link).returncode, 0)

@@ -1,0 +1,207 @@
+/* Unit tests of daemon/cache/db_holds.c: the holds table (schema v6), and
+ * how eviction and removal treat a held blob (db.c's side of it). */
+#include "db_fixture.h"
+
+#include <errno.h>
+
+static void hold(uid_t uid, const char *label, const char *sha, const char *link, int64_t created)
+{
+    db_hold_t h = {uid, label, sha, link, created};
+    ck_assert_int_eq(db_hold_add(db, &h), 0);
+}
+
+static unsigned nlru;
+static void count_lru(void *arg, const char *sha, uint64_t size)
+{
+    (void)arg, (void)sha, (void)size;
+    nlru++;
+}
+
+static char gone_sha[4][65];
+static unsigned ngone;
+static void on_gone(void *arg, const char *sha)
+{
+    (void)arg;
+    if (ngone < 4)
+        memcpy(gone_sha[ngone], sha, 65);
+    ngone++;
+}
+
+START_TEST(db_holds_add_needs_a_blob_and_counts)
+{
+    char a[65], b[65];
+    make_sha(a, 1);
+    make_sha(b, 2);
+    db_hold_t h = {1000, "models/o/m@main", a, "/home/u/x", 5};
+    ck_assert_int_eq(db_hold_add(db, &h), -ENOENT); /* no such blob */
+    record("http://h/a", "", a, 100, NULL, NULL);
+    record("http://h/b", "", b, 50, NULL, NULL);
+    hold(1000, "models/o/m@main", a, "/home/u/x", 5);
+    hold(1000, "models/o/m@main", a, "/home/u/x", 6); /* the same: renewed */
+    hold(1000, "models/o/m@main", b, "/home/u/y", 6);
+    hold(1001, "models/o/m@main", a, "/home/v/x", 6);
+    uint64_t n, bytes;
+    db_holds_stats(db, &n, &bytes);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_uint_eq(bytes, 150); /* a once, though twice held */
+    ck_assert_int_eq(raw_int("SELECT created FROM holds WHERE link = '/home/u/x'"), 6);
+}
+END_TEST
+
+static uint64_t sums[4][3];
+static unsigned nsums;
+static void on_sum(void *arg, const db_hold_sum_t *s)
+{
+    (void)arg;
+    if (nsums < 4) {
+        sums[nsums][0] = s->uid;
+        sums[nsums][1] = s->files;
+        sums[nsums][2] = s->size;
+    }
+    nsums++;
+}
+
+START_TEST(db_holds_list_sums_per_uid_and_label)
+{
+    char a[65], b[65];
+    make_sha(a, 1);
+    make_sha(b, 2);
+    record("http://h/a", "", a, 100, NULL, NULL);
+    record("http://h/b", "", b, 50, NULL, NULL);
+    hold(1000, "L", a, "/u/1", 1);
+    hold(1000, "L", a, "/u/2", 1); /* two links to one blob: its bytes once */
+    hold(1000, "L", b, "/u/3", 1);
+    hold(1001, "L", b, "/v/3", 1);
+    nsums = 0;
+    ck_assert_int_eq(db_holds_list(db, -1, on_sum, NULL), 0);
+    ck_assert_uint_eq(nsums, 2);
+    ck_assert_uint_eq(sums[0][0], 1000);
+    ck_assert_uint_eq(sums[0][1], 3);
+    ck_assert_uint_eq(sums[0][2], 150);
+    ck_assert_uint_eq(sums[1][0], 1001);
+    nsums = 0;
+    ck_assert_int_eq(db_holds_list(db, 1001, on_sum, NULL), 0);
+    ck_assert_uint_eq(nsums, 1);
+    ck_assert_uint_eq(sums[0][2], 50);
+}
+END_TEST
+
+START_TEST(db_holds_release_names_blobs_no_longer_held)
+{
+    char a[65], b[65];
+    make_sha(a, 1);
+    make_sha(b, 2);
+    record("http://h/a", "", a, 100, NULL, NULL);
+    record("http://h/b", "", b, 50, NULL, NULL);
+    hold(1000, "L1", a, "/u/1", 1);
+    hold(1000, "L1", b, "/u/2", 1);
+    hold(1000, "L2", b, "/u/3", 1); /* b stays held by L2 */
+    unsigned released = 0;
+    ngone = 0;
+    ck_assert_int_eq(db_hold_release(db, 1000, "L1", &released, on_gone, NULL), 0);
+    ck_assert_uint_eq(released, 2);
+    ck_assert_uint_eq(ngone, 1);
+    ck_assert_str_eq(gone_sha[0], a);
+    ck_assert_int_eq(db_hold_release(db, 1000, "L1", &released, on_gone, NULL), 0);
+    ck_assert_uint_eq(released, 0);
+    uint64_t n, bytes;
+    db_holds_stats(db, &n, &bytes);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_uint_eq(bytes, 50);
+}
+END_TEST
+
+START_TEST(db_holds_drop_only_the_row_seen)
+{
+    char a[65];
+    make_sha(a, 1);
+    record("http://h/a", "", a, 100, NULL, NULL);
+    hold(1000, "L", a, "/u/1", 10);
+    hold(1000, "L2", a, "/u/2", 10);
+    db_hold_t seen = {1000, "L", a, "/u/1", 9}; /* renewed since it was seen */
+    int still = -1;
+    ck_assert_int_eq(db_hold_drop(db, &seen, &still), -ENOENT);
+    seen.created = 10;
+    ck_assert_int_eq(db_hold_drop(db, &seen, &still), 0);
+    ck_assert_int_eq(still, 1); /* L2 holds it still */
+    db_hold_t other = {1000, "L2", a, "/u/2", 10};
+    ck_assert_int_eq(db_hold_drop(db, &other, &still), 0);
+    ck_assert_int_eq(still, 0);
+}
+END_TEST
+
+static char each_links[4][16];
+static unsigned neach;
+static void on_each(void *arg, const db_hold_t *h)
+{
+    (void)arg;
+    if (neach < 4)
+        snprintf(each_links[neach], sizeof each_links[neach], "%s", h->link);
+    neach++;
+}
+
+START_TEST(db_holds_each_least_recently_used_first_and_not_young)
+{
+    char a[65], b[65];
+    make_sha(a, 1);
+    make_sha(b, 2);
+    record("http://h/a", "", a, 100, NULL, NULL);
+    record("http://h/b", "", b, 50, NULL, NULL);
+    ck_assert_int_eq(db_touch(db, a, NULL, "", 0), 0); /* a used last */
+    hold(1000, "L", a, "/u/a", 10);
+    hold(1000, "L", b, "/u/b", 10);
+    hold(1000, "L", b, "/u/young", 100); /* within the grace: not checked */
+    neach = 0;
+    ck_assert_int_eq(db_holds_each(db, 10, 50, on_each, NULL), 0);
+    ck_assert_uint_eq(neach, 2);
+    ck_assert_str_eq(each_links[0], "/u/b");
+    ck_assert_str_eq(each_links[1], "/u/a");
+    neach = 0;
+    ck_assert_int_eq(db_holds_each(db, 1, 50, on_each, NULL), 0);
+    ck_assert_uint_eq(neach, 1);
+}
+END_TEST
+
+START_TEST(db_holds_keep_a_blob_from_eviction_not_from_removal)
+{
+    char a[65], b[65];
+    make_sha(a, 1);
+    make_sha(b, 2);
+    record("http://h/a", "", a, 100, NULL, NULL);
+    record("http://h/b", "", b, 50, NULL, NULL);
+    hold(1000, "L", a, "/u/a", 10);
+    nlru = 0;
+    ck_assert_int_eq(db_lru(db, 10, NULL, UINT64_MAX, count_lru, NULL), 0);
+    ck_assert_uint_eq(nlru, 1);                         /* b alone is a candidate */
+    ck_assert_int_eq(db_forget_blob(db, a, 1), -EBUSY); /* eviction: as pinned */
+    ck_assert_int_eq(db_forget_blob(db, a, 0), 0);      /* an admin's RM */
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM holds"), 0);
+    ck_assert_int_eq(db_holds_refresh(db), 0);
+    uint64_t n, bytes;
+    db_holds_stats(db, &n, &bytes);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_uint_eq(bytes, 0);
+    /* RM by URL, when it takes the blob, takes its holds too. */
+    hold(1000, "L", b, "/u/b", 10);
+    char sha[65];
+    int blob_gone = 0;
+    ck_assert_int_eq(db_remove_entry(db, "http://h/b", sha, &blob_gone), 0);
+    ck_assert_int_eq(blob_gone, 1);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM holds"), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("db_holds");
+    TCase *tc = tcase_create("holds");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, db_holds_add_needs_a_blob_and_counts);
+    tcase_add_test(tc, db_holds_list_sums_per_uid_and_label);
+    tcase_add_test(tc, db_holds_release_names_blobs_no_longer_held);
+    tcase_add_test(tc, db_holds_drop_only_the_row_seen);
+    tcase_add_test(tc, db_holds_each_least_recently_used_first_and_not_young);
+    tcase_add_test(tc, db_holds_keep_a_blob_from_eviction_not_from_removal);
+    suite_add_tcase(s, tc);
+    return db_fixture_run(s);
+}
