@@ -313,9 +313,19 @@ class PythonHfTest(HubTestCase):
         g_sha = etag_of(gated["g.bin"])
         # $HF_TOKEN
         os.environ["HF_TOKEN"] = "hf_alice"
-        a = hubd.snapshot_download("org/gated", cache_dir=os.path.join(self.tmp, "alice"))
+        hubd.hf._said_copy = False
+        a, err = self.stderr_of(hubd.snapshot_download, "org/gated",
+                                cache_dir=os.path.join(self.tmp, "alice"))
         check_hf_cache(self, os.path.join(self.tmp, "alice"), "org/gated", "model", "main",
                        os.path.basename(a), list(gated))
+        # private blobs: a symlink into hubd's store (a read grant), else a copy said once
+        blobs = os.path.join(self.tmp, "alice", "models--org--gated", "blobs")
+        for name in os.listdir(blobs):
+            blob = os.path.join(blobs, name)
+            if os.path.islink(blob):
+                self.assertTrue(os.readlink(blob).startswith(self.hubd.cache + "/"))
+            else:
+                self.assertEqual(err.count("files are copied into"), 1, err)
         # $HF_HOME/token (stripped)
         del os.environ["HF_TOKEN"]
         os.makedirs(self.home)
