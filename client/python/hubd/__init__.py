@@ -5,6 +5,12 @@
     hubd.download_url_to_file(url, "model.pth", hash_prefix="5c106cde")
     hubd.patch_torch_hub()      # torch.hub's loaders now download through hubd
     hubd.cancel(url)            # stop a download of yours (for all its waiters)
+    hubd.hf_hub_download("org/name", "config.json")   # huggingface_hub's, through hubd
+    hubd.snapshot_download("org/name", allow_patterns="*.json")
+
+``hf_hub_download`` and ``snapshot_download`` (in hubd/hf.py, whose module
+doc says how) take huggingface_hub's arguments, return its paths and write
+its cache layout, every byte through hubd; they raise :class:`HubdError` too.
 
 It speaks the line protocol of docs/PROTOCOL.md over hubd's Unix socket: one
 connection per call, ``HELLO``, then one ``FETCH``, then the replies until
@@ -66,7 +72,7 @@ import uuid
 import warnings
 
 __all__ = ["HubdError", "HubdFallbackWarning", "fetch", "cancel", "download_url_to_file",
-           "patch_torch_hub"]
+           "patch_torch_hub", "hf_hub_download", "snapshot_download"]
 __version__ = "0.1.0"
 
 SYSTEM_SOCKET = "/run/hubd/hubd.sock"
@@ -579,13 +585,13 @@ def _make_bar(url, stream):
 _Done = collections.namedtuple("_Done", "path sha256 size source fd")
 
 
-def _fetch_line(url, sha256, headers, refresh=False):
+def _fetch_line(url, sha256, headers, refresh=False, rid=FETCH_ID):
     if not isinstance(url, str):
         raise TypeError("url must be a str, not %s" % type(url).__name__)
     try:
         if len(url.encode("utf-8", "surrogateescape")) > URL_MAX:
             raise HubdError("bad_request", "the URL is longer than %d bytes" % URL_MAX, url)
-        fields = [("id", FETCH_ID), ("url", url)]
+        fields = [("id", rid), ("url", url)]
         if sha256 is not None:
             if (not isinstance(sha256, str) or len(sha256) != 64
                     or any(c not in "0123456789abcdefABCDEF" for c in sha256)):
@@ -866,3 +872,8 @@ def patch_torch_hub():
         # Kept so the original can be restored by hand if ever needed.
         hub._hubd_original_download_url_to_file = hub.download_url_to_file
         hub.download_url_to_file = download_url_to_file
+
+
+# huggingface_hub's two download functions, through hubd (hubd/hf.py). At the
+# end: hf.py uses the connection and codec above.
+from .hf import hf_hub_download, snapshot_download  # noqa: E402

@@ -1,0 +1,685 @@
+"""huggingface_hub's ``hf_hub_download`` and ``snapshot_download``, through hubd.
+
+    import hubd
+    path = hubd.hf_hub_download("org/name", "config.json")        # .../snapshots/{commit}/config.json
+    folder = hubd.snapshot_download("org/name", allow_patterns="*.json")
+    hubd.snapshot_download("org/data", repo_type="dataset", local_dir="data")
+
+They take huggingface_hub's arguments and return the same paths, and they
+write huggingface_hub's cache (or its ``local_dir`` layout) exactly, so that
+huggingface_hub, transformers and @huggingface/hub find every file there and
+download nothing. Every byte comes through hubd, as ``hubctl hf download``
+does it:
+
+- ``HFREPO`` asks hubd for the repo's file list at the revision (hubd asks
+  the Hub's API with the token); ``REPO`` answers with the commit and a
+  descriptor of one line per file (path, size, git blob id, LFS sha256).
+- The files not already there are fetched with ``FETCH`` of their
+  ``resolve/{commit}/`` URL (the token as ``header=Authorization: Bearer``;
+  the LFS sha256 as ``sha256=``), pipelined on one session, at most 8 at
+  once. A small file's bytes are checked against its git blob id (SHA-1 of
+  ``blob N\\0`` + bytes, read from the passed descriptor by offset) before
+  anything is placed.
+- ``blobs/{etag}`` (etag: the LFS sha256, else the git blob id) is, in this
+  order: kept when it exists; a symlink into hubd's store once ``HOLD``
+  answered ``readable=1`` (the blob is public, or hubd granted this uid a
+  read ACL; while the link stays hubd does not evict the blob); a reflink
+  (FICLONE) from the descriptor; a copy (said once on stderr, with why).
+  ``snapshots/{commit}/{path}`` is a relative symlink to it, and
+  ``refs/{revision}`` holds the commit when the revision is not the commit.
+- With ``local_dir``: plain files (reflink, else copy) and
+  ``{local_dir}/.cache/huggingface/download/{path}.metadata`` (commit, etag,
+  time), as ``hf download --local-dir`` writes them; a re-run with the same
+  commit or etag and a file not modified since is a no-op.
+- A file already in place is not fetched again (``N files already in the
+  cache`` on stderr from snapshot_download).
+
+Where the cache is: ``cache_dir``; else ``$HF_HUB_CACHE``; else
+``$HF_HOME/hub``; else ``$XDG_CACHE_HOME/huggingface/hub``; else
+``~/.cache/huggingface/hub``. The token: ``token`` (a str); else
+``$HF_TOKEN``; else the file ``$HF_TOKEN_PATH``, else ``$HF_HOME/token``
+(default ``~/.cache/huggingface/token``); ``token=False`` sends none.
+
+Errors raise :class:`hubd.HubdError` with hubd's code and message: the
+Hub's refusals as ``http_NNN`` with the Hub's ``X-Error-Code: message``
+(e.g. ``http_403`` ``GatedRepo: Access to model org/x is restricted...``),
+wrong bytes as ``hash_mismatch`` (nothing is placed for that file), a name
+that is not in the repo (hf_hub_download) as ``http_404`` ``EntryNotFound``.
+"""
+
+import fcntl
+import fnmatch
+import hashlib
+import os
+import re
+import sys
+import time
+import urllib.parse
+import uuid
+
+from . import (HubdError, LINE_MAX, __version__, _build_line, _connect, _copy_range,
+               _fetch_line, _make_bar, _parse_line, _why)
+
+__all__ = ["hf_hub_download", "snapshot_download"]
+
+REPO_TYPES = ("model", "dataset", "space")
+MAX_IN_FLIGHT = 8          # FETCHes pipelined on the session at once
+FICLONE = 0x40049409       # _IOW(0x94, 9, int), linux/fs.h
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_CHUNK = 1 << 20
+_said_copy = False         # "blobs are copied" is said once per process
+
+
+# ---- where, and with which token ------------------------------------------
+
+def _hf_home():
+    home = os.environ.get("HF_HOME")
+    if home:
+        return os.path.expanduser(home)
+    xdg = os.environ.get("XDG_CACHE_HOME") or "~/.cache"
+    return os.path.join(os.path.expanduser(xdg), "huggingface")
+
+
+def _cache_dir(cache_dir):
+    if cache_dir is not None:
+        return os.fspath(cache_dir)
+    env = os.environ.get("HF_HUB_CACHE")
+    if env:
+        return os.path.expanduser(env)
+    return os.path.join(_hf_home(), "hub")
+
+
+def _token(token):
+    """The token to send, or None: token=False none; a str as it is;
+    None/True: $HF_TOKEN, else the file $HF_TOKEN_PATH or $HF_HOME/token."""
+    if token is False:
+        return None
+    if isinstance(token, str):
+        return token
+    if token not in (None, True):
+        raise TypeError("token must be a str, True, False or None, not %s" % type(token).__name__)
+    found = (os.environ.get("HF_TOKEN") or "").strip()
+    if not found:
+        path = os.environ.get("HF_TOKEN_PATH") or os.path.join(_hf_home(), "token")
+        try:
+            with open(os.path.expanduser(path), encoding="utf-8", errors="replace") as f:
+                found = f.read().strip()
+        except OSError:
+            found = ""
+    if not found and token is True:
+        raise HubdError("bad_request", "token=True, but no token was found ($HF_TOKEN, "
+                        "$HF_TOKEN_PATH or $HF_HOME/token)")
+    return found or None
+
+
+def _repo_folder(repo_id, repo_type):
+    return "%ss--%s" % (repo_type, repo_id.replace("/", "--"))
+
+
+def _safe_rel(path, what):
+    """A relative path made of plain segments (the Hub's file names, a
+    revision under refs/), or HubdError: nothing may land outside the cache."""
+    segs = path.split("/")
+    if (not path or "\0" in path or "\\" in path
+            or any(s in ("", ".", "..") for s in segs)):
+        raise HubdError("bad_request", "refusing the %s %r (not a plain relative path)" % (what, path))
+    return path
+
+
+def _progress_off():
+    return os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS", "").upper() in ("1", "ON", "YES", "TRUE")
+
+
+def _add_wildcard(pattern):
+    return pattern + "*" if pattern.endswith("/") else pattern
+
+
+def filter_repo_files(paths, allow_patterns=None, ignore_patterns=None):
+    """huggingface_hub's filter_repo_objects: fnmatch (``*`` matches ``/``
+    too), a pattern that ends in ``/`` means everything under it; a str is a
+    list of one."""
+    if isinstance(allow_patterns, str):
+        allow_patterns = [allow_patterns]
+    if isinstance(ignore_patterns, str):
+        ignore_patterns = [ignore_patterns]
+    if allow_patterns is not None:
+        allow_patterns = [_add_wildcard(p) for p in allow_patterns]
+    if ignore_patterns is not None:
+        ignore_patterns = [_add_wildcard(p) for p in ignore_patterns]
+    for p in paths:
+        if allow_patterns is not None and not any(fnmatch.fnmatch(p, a) for a in allow_patterns):
+            continue
+        if ignore_patterns is not None and any(fnmatch.fnmatch(p, i) for i in ignore_patterns):
+            continue
+        yield p
+
+
+# ---- the session ---------------------------------------------------------------
+
+class _File:
+    __slots__ = ("path", "size", "blob", "sha256")
+
+    @property
+    def etag(self):
+        return self.sha256 or self.blob
+
+
+class _Session:
+    """One connection to hubd: HELLO, then requests with ids of our own; the
+    descriptors of DONE and REPO lines taken in order."""
+
+    def __init__(self):
+        self.conn = _connect()
+        self.n = 0
+        self.hello = False
+        self.send(_build_line("HELLO", [("proto", "1"), ("client", "hubd-python/" + __version__)]))
+
+    def new_id(self, prefix):
+        self.n += 1
+        return "%s%d" % (prefix, self.n)
+
+    def send(self, line):
+        if len(line) > LINE_MAX:
+            raise HubdError("bad_request", "the request does not fit on a %d-byte line" % LINE_MAX)
+        try:
+            self.conn.send(line)
+        except OSError as e:
+            raise HubdError("disconnected", "sending to hubd on %s: %s" % (self.conn.path, _why(e)))
+
+    def reply(self):
+        """(verb, fields, fd) of the next line that answers one of ours."""
+        while True:
+            raw = self.conn.readline()
+            if raw is None:
+                raise HubdError("disconnected", "hubd on %s closed the connection" % self.conn.path)
+            fd = self.conn.take_fd() if raw.split(b" ", 1)[0] in (b"DONE", b"REPO") else None
+            try:
+                verb, f = _parse_line(raw)
+            except ValueError as e:
+                if fd is not None:
+                    os.close(fd)
+                raise HubdError("protocol", "unreadable line from hubd (%s): %r" % (e, raw[:200]))
+            if verb == "HELLO" and not self.hello:
+                self.hello = True
+                continue
+            if verb == "ERR" and "id" not in f:
+                if not self.hello:  # HELLO refused: we speak version 1 all the same
+                    self.hello = True
+                    continue
+                # The answer to the oldest request that hubd could not
+                # read (an older hubd's unknown_verb): the caller's to place.
+                f["id"] = None
+                return verb, f, fd
+            if "id" not in f:
+                if fd is not None:
+                    os.close(fd)
+                continue
+            return verb, f, fd
+
+    def close(self):
+        self.conn.close()
+
+
+def _read_all(fd):
+    out, off = [], 0
+    while True:
+        b = os.pread(fd, _CHUNK, off)
+        if not b:
+            return b"".join(out)
+        out.append(b)
+        off += len(b)
+
+
+def _list_repo(sess, repo_id, repo_type, revision, headers):
+    """HFREPO: (commit, [_File])."""
+    fields = [("id", "r"), ("repo", repo_id), ("type", repo_type), ("revision", revision)]
+    fields += [("header", h) for h in headers]
+    try:
+        line = _build_line("HFREPO", fields)
+    except ValueError as e:
+        raise HubdError("bad_request", str(e))
+    sess.send(line)
+    while True:
+        verb, f, fd = sess.reply()
+        try:
+            if verb == "ERR" and f["id"] is None:
+                msg = f.get("msg") or ""
+                if f.get("code") == "unknown_verb":
+                    msg = "this hubd does not know HFREPO (it is older than the HF functions)"
+                raise HubdError(f.get("code", "protocol"), msg)
+            if f["id"] != "r":
+                continue
+            if verb == "ERR":
+                raise HubdError(f.get("code", "protocol"), f.get("msg"))
+            if verb != "REPO":
+                continue  # QUEUED, PROGRESS, later verbs
+            commit = f.get("commit", "")
+            if not _HEX40.match(commit) or fd is None:
+                raise HubdError("protocol", "incomplete REPO line from hubd (commit %r)" % commit)
+            files = []
+            for raw in _read_all(fd).splitlines():
+                if not raw.strip():
+                    continue
+                try:
+                    _, g = _parse_line(b"FILE " + raw)
+                    x = _File()
+                    x.path, x.size, x.blob = g["path"], int(g["size"]), g["blob"].lower()
+                    x.sha256 = g["sha256"].lower() if "sha256" in g else None
+                except (ValueError, KeyError) as e:
+                    raise HubdError("protocol", "unreadable file line from hubd (%s): %r"
+                                    % (e, raw[:200]))
+                if not _HEX40.match(x.blob) or (x.sha256 and not _HEX64.match(x.sha256)):
+                    raise HubdError("protocol", "bad blob id or sha256 in %r" % raw[:200])
+                _safe_rel(x.path, "file name")
+                files.append(x)
+            if "files" in f and f["files"].isdigit() and int(f["files"]) != len(files):
+                raise HubdError("protocol", "REPO said files=%s, its descriptor holds %d"
+                                % (f["files"], len(files)))
+            return commit, files, f.get("resolve", "")
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+
+def _quote_path(path):
+    return "/".join(urllib.parse.quote(s, safe="") for s in path.split("/"))
+
+
+# ---- placing bytes ---------------------------------------------------------------
+
+def _git_blob_sha1(fd, size):
+    h = hashlib.sha1(b"blob %d\0" % size)
+    off = 0
+    while off < size:
+        b = os.pread(fd, min(_CHUNK, size - off), off)
+        if not b:
+            break
+        h.update(b)
+        off += len(b)
+    return h.hexdigest(), off
+
+
+def _tmp_beside(path, suffix=".incomplete"):
+    return "%s.%s%s" % (path, uuid.uuid4().hex[:12], suffix)
+
+
+def _write_from_fd(src, size, dst, tmp_dir=None):
+    """dst gets the bytes of src (a reflink when the file system can, else
+    a copy), through a temp name and a rename. Returns None for a reflink,
+    else why not (text)."""
+    tmp = _tmp_beside(os.path.join(tmp_dir, os.path.basename(dst)) if tmp_dir else dst)
+    why = None
+    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    try:
+        try:
+            try:
+                fcntl.ioctl(out, FICLONE, src)
+            except OSError as e:
+                why = "reflink (FICLONE): %s" % (e.strerror or e)
+                _copy_range(src, out, size)
+        finally:
+            os.close(out)
+        os.rename(tmp, dst)
+        tmp = None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return why
+
+
+def _symlink_over(target, link):
+    tmp = _tmp_beside(link, ".tmp")
+    os.symlink(target, tmp)
+    try:
+        os.rename(tmp, link)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _say_copy(where, why):
+    global _said_copy
+    if not _said_copy:
+        _said_copy = True
+        sys.stderr.write("hubd: files are copied into %s, which takes disk: %s\n" % (where, why))
+
+
+class _Want:
+    """One blob to fetch, and the repo files that have it."""
+
+    def __init__(self, f, url):
+        self.file = f
+        self.files = [f]
+        self.url = url
+        self.fd = None
+        self.done = 0
+        self.rate = 0
+
+
+class _Run:
+    """One call: the listing, what is present, the fetches and the placing."""
+
+    def __init__(self, repo_id, repo_type, revision, token, cache_dir, local_dir):
+        if repo_type is None:
+            repo_type = "model"
+        if repo_type not in REPO_TYPES:
+            raise ValueError("Invalid repo type: %r (one of %s)" % (repo_type, ", ".join(REPO_TYPES)))
+        if not isinstance(repo_id, str) or not repo_id:
+            raise ValueError("repo_id must be a non-empty str")
+        self.repo_id, self.repo_type = repo_id, repo_type
+        self.revision = _safe_rel("main" if revision is None else str(revision), "revision")
+        tok = _token(token)
+        if tok is not None and any(c in tok for c in "\r\n\0"):
+            raise HubdError("bad_request", "the token holds a line break or NUL")
+        self.headers = ["Authorization: Bearer " + tok] if tok else []
+        self.local_dir = os.fspath(local_dir) if local_dir is not None else None
+        self.storage = os.path.join(_cache_dir(cache_dir), _repo_folder(repo_id, repo_type))
+        self.label = "%ss/%s@%s" % (repo_type, repo_id, self.revision)
+        self.present = 0
+        self.sess = None
+
+    def __enter__(self):
+        self.sess = _Session()
+        return self
+
+    def __exit__(self, *exc):
+        self.sess.close()
+
+    def list(self):
+        self.commit, self.files, self.resolve = _list_repo(
+            self.sess, self.repo_id, self.repo_type, self.revision, self.headers)
+        return self.files
+
+    # -- the HF cache --
+    def blob_path(self, f):
+        return os.path.join(self.storage, "blobs", f.etag)
+
+    def snap_path(self, f):
+        return os.path.join(self.storage, "snapshots", self.commit, *f.path.split("/"))
+
+    def link_snapshot(self, f):
+        link = self.snap_path(f)
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        _symlink_over("../" * (2 + f.path.count("/")) + "blobs/" + f.etag, link)
+
+    def write_ref(self):
+        if self.revision == self.commit:
+            return
+        ref = os.path.join(self.storage, "refs", *self.revision.split("/"))
+        os.makedirs(os.path.dirname(ref), exist_ok=True)
+        try:
+            with open(ref) as r:
+                if r.read() == self.commit:
+                    return
+        except OSError:
+            pass
+        tmp = _tmp_beside(ref, ".tmp")
+        with open(tmp, "w") as w:
+            w.write(self.commit)
+        os.rename(tmp, ref)
+
+    # -- local_dir --
+    def local_paths(self, f):
+        rel = os.path.join(*f.path.split("/"))
+        meta_dir = os.path.join(self.local_dir, ".cache", "huggingface")
+        return (os.path.join(self.local_dir, rel),
+                os.path.join(meta_dir, "download", rel + ".metadata"))
+
+    def local_ready(self):
+        hf = os.path.join(self.local_dir, ".cache", "huggingface")
+        os.makedirs(os.path.join(hf, "download"), exist_ok=True)
+        gi = os.path.join(hf, ".gitignore")
+        if not os.path.exists(gi):
+            with open(gi, "w") as w:
+                w.write("*")
+
+    def local_present(self, f):
+        path, meta = self.local_paths(f)
+        try:
+            with open(meta) as m:
+                commit, etag, stamp = m.readline().strip(), m.readline().strip(), float(m.readline())
+            if os.stat(path).st_mtime > stamp:
+                return False
+        except (OSError, ValueError):
+            return False
+        if commit == self.commit:
+            return True
+        if etag == f.etag:
+            self.write_meta(f)  # the same bytes at a new commit
+            return True
+        return False
+
+    def write_meta(self, f):
+        meta = self.local_paths(f)[1]
+        os.makedirs(os.path.dirname(meta), exist_ok=True)
+        with open(meta, "w") as m:
+            m.write("%s\n%s\n%s\n" % (self.commit, f.etag, time.time()))
+
+    # -- what to fetch --
+    def plan(self, files):
+        """The _Wants for the files not already in place (one per etag);
+        files already there are linked or counted."""
+        wants = {}
+        if self.local_dir is not None:
+            self.local_ready()
+        for f in files:
+            if self.local_dir is not None:
+                if self.local_present(f):
+                    self.present += 1
+                    continue
+            elif os.path.exists(self.snap_path(f)):
+                self.present += 1
+                continue
+            elif os.path.exists(self.blob_path(f)):  # another revision's, or an earlier run's
+                self.link_snapshot(f)
+                self.present += 1
+                continue
+            if f.etag in wants:
+                wants[f.etag].files.append(f)
+            else:
+                wants[f.etag] = _Want(f, self.resolve + _quote_path(f.path))
+        return list(wants.values())
+
+    def fetch_all(self, wants):
+        """FETCHes wants, at most MAX_IN_FLIGHT at once, and places each as
+        its DONE (and HELD) come."""
+        queue = list(reversed(wants))
+        running = {}   # id -> _Want waiting for DONE
+        holding = {}   # id -> _Want waiting for HELD
+        total = sum(w.file.size for w in wants)
+        finished = 0
+        bar = None
+        if wants and not _progress_off():
+            bar = _make_bar("hf/" + self.repo_id, sys.stderr)
+        started = time.monotonic()
+        hdrs = dict(h.split(": ", 1) for h in self.headers)
+        try:
+            while queue or running or holding:
+                while queue and len(running) < MAX_IN_FLIGHT:
+                    w = queue.pop()
+                    rid = self.sess.new_id("f")
+                    self.sess.send(_fetch_line(w.url, w.file.sha256, hdrs, rid=rid))
+                    running[rid] = w
+                verb, f, fd = self.sess.reply()
+                rid = f["id"]
+                if rid is None:  # id-less ERR: only a HOLD (an older hubd's) can get one
+                    if not holding:
+                        raise HubdError(f.get("code", "protocol"), f.get("msg"))
+                    rid = next(iter(holding))
+                if rid in running:
+                    w = running[rid]
+                    if verb == "ERR":
+                        if fd is not None:
+                            os.close(fd)
+                        raise HubdError(f.get("code", "protocol"), f.get("msg"), w.url)
+                    if verb == "PROGRESS":
+                        w.done, w.rate = int(f.get("done", 0)), int(f.get("rate", 0))
+                        if bar:
+                            bar.update(finished + sum(x.done for x in running.values()), total,
+                                       sum(x.rate for x in running.values()))
+                        continue
+                    if verb != "DONE":
+                        continue
+                    del running[rid]
+                    w.fd = fd
+                    self.check(w, f)
+                    finished += w.file.size
+                    hold = None
+                    if self.local_dir is None and not os.path.exists(self.blob_path(w.file)):
+                        hid = self.sess.new_id("h")
+                        hold = _build_line("HOLD", [
+                            ("id", hid), ("sha256", f["sha256"].lower()), ("label", self.label),
+                            ("link", os.path.abspath(self.blob_path(w.file)))])
+                    if hold and len(hold) <= LINE_MAX and len(self.label.encode()) <= 512:
+                        self.sess.send(hold)
+                        holding[hid] = w
+                    else:  # local_dir, a blob placed meanwhile, or a hold that cannot be asked
+                        self.place(w, None)
+                elif rid in holding:
+                    if fd is not None:
+                        os.close(fd)
+                    if verb not in ("HELD", "ERR"):
+                        continue
+                    w = holding.pop(rid)
+                    self.place(w, f if verb == "HELD" else dict(f, readable="0", err=True))
+            if bar:
+                bar.finish(total, "download", time.monotonic() - started)
+                bar = None
+        except BaseException:
+            if bar:
+                bar.fail()
+            for w in list(running.values()) + list(holding.values()):
+                if w.fd is not None:
+                    os.close(w.fd)
+                    w.fd = None
+            raise
+
+    def check(self, w, f):
+        """The DONE's blob is the file's bytes, or HubdError (nothing placed)."""
+        x = w.file
+        try:
+            if w.fd is None:
+                raise HubdError("protocol", "hubd sent no descriptor with DONE", w.url)
+            size = int(f.get("size", -1))
+            if size != x.size:
+                raise HubdError("hash_mismatch", "%s: the Hub listed %d bytes, hubd got %d"
+                                % (x.path, x.size, size), w.url)
+            if x.sha256:
+                if f.get("sha256", "").lower() != x.sha256:
+                    raise HubdError("hash_mismatch", "%s: expected sha256 %s, hubd answered %s"
+                                    % (x.path, x.sha256, f.get("sha256")), w.url)
+            else:
+                got, n = _git_blob_sha1(w.fd, size)
+                if n != size or got != x.blob:
+                    raise HubdError("hash_mismatch", "%s: the git blob id of the bytes is %s, the "
+                                    "Hub lists %s" % (x.path, got, x.blob), w.url)
+        except BaseException:
+            if w.fd is not None:
+                os.close(w.fd)
+                w.fd = None
+            raise
+
+    def place(self, w, held):
+        """Puts w's bytes where its files go (held: HOLD's answer, or None)
+        and closes its fd."""
+        try:
+            if self.local_dir is not None:
+                for f in w.files:
+                    path, meta = self.local_paths(f)
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    os.makedirs(os.path.dirname(meta), exist_ok=True)
+                    _write_from_fd(w.fd, f.size, path, os.path.dirname(meta))
+                    self.write_meta(f)
+                return
+            blob = self.blob_path(w.file)
+            os.makedirs(os.path.dirname(blob), exist_ok=True)
+            if not os.path.exists(blob):
+                store = held.get("path") if held else None
+                if held and held.get("readable") == "1" and store and os.access(store, os.R_OK):
+                    _symlink_over(store, blob)
+                else:
+                    why = _write_from_fd(w.fd, w.file.size, blob)
+                    if why:
+                        if held is None or held.get("err"):
+                            grant = "no hold (%s)" % (held.get("msg") or held.get("code")
+                                                       if held else "not asked")
+                        else:
+                            grant = "hubd could grant no read access to its copy (HELD readable=0)"
+                        _say_copy(os.path.dirname(blob), "%s, and %s" % (grant, why))
+            for f in w.files:
+                self.link_snapshot(f)
+        finally:
+            os.close(w.fd)
+            w.fd = None
+
+    def say_present(self):
+        if self.present and not _progress_off():
+            sys.stderr.write("hubd: %d file%s already in the cache\n"
+                             % (self.present, "" if self.present == 1 else "s"))
+
+
+# ---- the two functions ------------------------------------------------------------
+
+def hf_hub_download(repo_id, filename, *, repo_type=None, revision=None, token=None,
+                    cache_dir=None, local_dir=None):
+    """huggingface_hub's ``hf_hub_download`` through hubd.
+
+    Returns the file's path in the HF cache,
+    ``{cache}/{type}s--{org}--{name}/snapshots/{commit}/{filename}`` (a
+    symlink to ``../../blobs/{etag}``), or with ``local_dir`` the plain file
+    ``{local_dir}/{filename}``. ``repo_type``: "model" (default), "dataset"
+    or "space"; ``revision``: a branch, tag, commit or ``refs/pr/N``
+    (default "main"); ``token``: see the module doc; ``cache_dir`` and
+    ``local_dir`` as huggingface_hub's. A file already in place is not
+    fetched again. Raises :class:`hubd.HubdError` (``http_404``
+    ``EntryNotFound`` when the repo has no such file at that revision).
+    """
+    filename = _safe_rel(os.fspath(filename), "file name")
+    if local_dir is None and revision is not None and _HEX40.match(str(revision)):
+        # As huggingface_hub: a commit's file already in the cache needs no question.
+        known = os.path.join(_cache_dir(cache_dir), _repo_folder(repo_id, repo_type or "model"),
+                             "snapshots", str(revision), *filename.split("/"))
+        if os.path.exists(known):
+            return known
+    with _Run(repo_id, repo_type, revision, token, cache_dir, local_dir) as run:
+        files = [f for f in run.list() if f.path == filename]
+        if not files:
+            raise HubdError("http_404", "EntryNotFound: %s does not exist in %s %s at revision %s"
+                            % (filename, repo_type or "model", repo_id, run.revision))
+        run.fetch_all(run.plan(files))
+        if run.local_dir is None:
+            run.write_ref()
+            return run.snap_path(files[0])
+        return os.path.join(run.local_dir, *filename.split("/"))
+
+
+def snapshot_download(repo_id, *, repo_type=None, revision=None, allow_patterns=None,
+                      ignore_patterns=None, token=None, cache_dir=None, local_dir=None):
+    """huggingface_hub's ``snapshot_download`` through hubd.
+
+    Fetches the repo's files at ``revision`` (those that ``allow_patterns``
+    match and ``ignore_patterns`` do not: fnmatch patterns, a str or a list,
+    ``"dir/"`` meaning ``"dir/*"``) into the HF cache and returns the
+    snapshot folder ``{cache}/{type}s--{org}--{name}/snapshots/{commit}``;
+    with ``local_dir``, writes plain files there and returns
+    ``os.path.realpath(local_dir)``. Other arguments as
+    :func:`hf_hub_download`. Files already in place are not fetched again
+    (a re-run sends no FETCH and says on stderr how many were there).
+    Raises :class:`hubd.HubdError`.
+    """
+    with _Run(repo_id, repo_type, revision, token, cache_dir, local_dir) as run:
+        everything = run.list()
+        keep = set(filter_repo_files([f.path for f in everything], allow_patterns, ignore_patterns))
+        files = [f for f in everything if f.path in keep]
+        run.fetch_all(run.plan(files))
+        run.say_present()
+        if run.local_dir is not None:
+            return os.path.realpath(run.local_dir)
+        run.write_ref()
+        folder = os.path.join(run.storage, "snapshots", run.commit)
+        os.makedirs(folder, exist_ok=True)
+        return folder
