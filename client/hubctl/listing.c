@@ -165,6 +165,8 @@ static const struct {
     {"http_bytes", "hubd_http_bytes_total", "counter", "Body bytes the HTTP front sent."},
     {"http_refused", "hubd_http_refused_total", "counter",
      "HTTP front connections refused (user unknown or not allowed, over a limit)."},
+    {"holds", "hubd_holds", "gauge", "Holds of blobs linked into users' HF caches."},
+    {"held_bytes", "hubd_held_bytes", "gauge", "Bytes of the blobs held (each once)."},
     {"uptime", "hubd_uptime_seconds", "gauge", "Seconds since the daemon started."},
 };
 
