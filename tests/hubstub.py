@@ -28,7 +28,7 @@ Repo description (JSON):
                "a.bin": {"b64": "..."},
                "model.safetensors": {"lfs": {"size": N, "seed": S}}}}]}
   An LFS file's bytes are random.Random(seed).randbytes(size) (seed 0 by
-  default); it is LFS because of "lfs", whatever its size, as on the Hub.
+  default; past 64 MiB, such calls of 64 MiB each); it is LFS because of "lfs", whatever its size, as on the Hub.
 
 Hub routes (GET and HEAD unless said):
   /[datasets/|spaces/]{repo}/resolve/{rev}/{path}
@@ -60,6 +60,10 @@ Hub routes (GET and HEAD unless said):
 CDN routes: /cdn/{sha256}?X-Amz-...&Expires=T&X-Amz-Signature=S (signature
 checked, 403 when wrong or expired), ETag = quoted sha256, one Range gives
 206 + Content-Range, an unsatisfiable one 416.
+--cdn-dir DIR --cdn-base URL (the benchmark's): every LFS file is also written
+to DIR/{sha256}, and the Hub redirects to URL/{sha256}?... instead, a real
+server (nginx capping each connection) serving DIR there; the query it
+ignores, and its access log counts the bytes.
 
 Both servers: /stats (JSON: requests, ranges, auth, bytes per path without
 query; not counted), /reset (zero them), and POST /control/corrupt with JSON
@@ -99,6 +103,16 @@ def git_blob_sha1(data):
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
+def lfs_bytes(seed, size):
+    """random.Random(seed)'s bytes, 64 MiB at a time past that (randbytes
+    cannot make more than 256 MiB at once): the same bytes as one call
+    for every size up to 64 MiB."""
+    r, step = random.Random(seed), 1 << 26
+    if size <= step:
+        return r.randbytes(size)
+    return b"".join(r.randbytes(min(step, size - i)) for i in range(0, size, step))
+
+
 def fake_sha(*parts):
     return hashlib.sha1("\0".join(parts).encode()).hexdigest()
 
@@ -108,7 +122,7 @@ class File:
         self.path = path
         self.lfs = "lfs" in spec
         if self.lfs:
-            self.data = random.Random(spec["lfs"].get("seed", 0)).randbytes(spec["lfs"]["size"])
+            self.data = lfs_bytes(spec["lfs"].get("seed", 0), spec["lfs"]["size"])
             self.sha256 = hashlib.sha256(self.data).hexdigest()
             self.pointer = ("version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n"
                             % (self.sha256, len(self.data))).encode()
@@ -162,6 +176,7 @@ class State:
         self.hostile = False  # refusals name the file: /control/hostile
         self.lock = threading.Lock()
         self.hub_base = self.cdn_base = None
+        self.cdn_external = None  # --cdn-base: another server is the CDN
         self.stats = {"hub": self._zero(), "cdn": self._zero()}
 
     @staticmethod
@@ -230,6 +245,8 @@ class State:
             ("response-content-disposition",
              "inline; filename*=UTF-8''%s;" % urllib.parse.quote(f.path.split("/")[-1])),
             ("x-id", "GetObject"), ("Expires", str(expires))])
+        if self.cdn_external:
+            return "%s/%s?%s" % (self.cdn_external, f.sha256, q)
         return "%s/cdn/%s?%s" % (self.cdn_base, f.sha256, q)
 
 
@@ -607,9 +624,21 @@ def main():
     ap.add_argument("--port", type=int, default=0, help="the Hub's port (the CDN's is free)")
     ap.add_argument("--page-size", type=int)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--cdn-dir", help="write each LFS file here as {sha256}")
+    ap.add_argument("--cdn-base", help="redirect LFS files to URL/{sha256} (serving --cdn-dir)")
     a = ap.parse_args()
+    if bool(a.cdn_dir) != bool(a.cdn_base):
+        ap.error("--cdn-dir and --cdn-base go together")
     with open(a.repos) as f:
         state = State(json.load(f), a.page_size)
+    if a.cdn_dir:
+        state.cdn_external = a.cdn_base.rstrip("/")
+        for sha, f in state.blobs.items():
+            path = os.path.join(a.cdn_dir, sha)
+            if not (os.path.exists(path) and os.path.getsize(path) == len(f.data)):
+                with open(path + ".tmp", "wb") as out:
+                    out.write(f.data)
+                os.rename(path + ".tmp", path)
     hub = make_server(state, "hub", a.bind, a.port, a.verbose)
     cdn = make_server(state, "cdn", a.bind, 0, a.verbose)
     host = "[%s]" % a.bind if ":" in a.bind else a.bind
