@@ -3,6 +3,7 @@
 
 #include "hf_download.h"
 #include "hf_holds.h"
+#include "hf_offline.h"
 #include "util.h"
 
 #include <ctype.h>
@@ -192,8 +193,8 @@ static int hf_download_cmd(const cli_t *c)
 {
     hf_opts_t o = {.cli = c};
     int rc = hf_download_plan(c, &o);
-    if (rc == 0)
-        rc = hf_download_run(&o);
+    if (rc == 0) /* HF_HUB_OFFLINE: the cache alone, as the Hub's clients */
+        rc = hf_offline() ? hf_offline_run(&o) : hf_download_run(&o);
     free(o.token);
     free(o.cache_dir);
     free(o.local_dir);

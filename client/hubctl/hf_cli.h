@@ -6,7 +6,8 @@
  * $HF_TOKEN_PATH, $HF_HOME/token) and the cache folder (--cache-dir,
  * $HF_HUB_CACHE, $HF_HOME/hub, $XDG_CACHE_HOME/huggingface/hub,
  * ~/.cache/huggingface/hub). Everything is checked before hubd is asked
- * anything. Single-threaded; the hf_opts_t lives on hf_run's stack. */
+ * anything; with HF_HUB_OFFLINE set, hubd is not asked at all (hf_offline.h).
+ * Single-threaded; the hf_opts_t lives on hf_run's stack. */
 #ifndef HUBCTL_HF_CLI_H
 #define HUBCTL_HF_CLI_H
 

@@ -92,7 +92,8 @@ class HfDownloadTest(HubTestCase):
 
     def env(self, **extra):
         """The environment of a user with no HF settings but ours."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("HF_") and k != "TRANSFORMERS_OFFLINE"}
         env.update(HOME=self.home, XDG_CACHE_HOME=os.path.join(self.home, ".cache"))
         env.update(extra)
         return env
@@ -254,6 +255,85 @@ class HfDownloadTest(HubTestCase):
             self.assertEqual(o["placed"], "symlink")  # hubd held it
         rc, out, err = self.dl("org/model", "--json", "--exclude", "shards/")
         self.assertEqual({json.loads(l)["source"] for l in out.splitlines()}, {"present"})
+
+    # ---- HF_HUB_OFFLINE ----------------------------------------------------
+
+    def test_offline_prints_the_cached_paths_with_hubd_stopped(self):
+        rc, _, err = self.dl("org/model", "--exclude", "shards/")
+        self.assertEqual(rc, 0, err)
+        rc, _, err = self.dl("org/model", "tokenizer/vocab.txt", "--revision", "v1.0")
+        self.assertEqual(rc, 0, err)
+        local = os.path.join(self.tmp, "local")
+        rc, _, err = self.dl("org/model", "README.md", "--local-dir", local)
+        self.assertEqual(rc, 0, err)
+        self.hubd.stop()  # its socket is gone: only the disk can answer
+        self.stub.reset()
+        repo = os.path.join(self.cache, "models--org--model")
+        snap = os.path.join(repo, "snapshots", MAIN)
+        kept = sorted(p for p in REPOS["repos"][0]["files"] if not p.startswith("shards/"))
+        for value in ("1", "TRUE", "Yes", "on"):
+            env = self.env(HF_HUB_OFFLINE=value)
+            self.assertEqual(self.dl("org/model", env=env), (0, snap + "\n", ""))
+            for path in kept:  # the path huggingface_hub's offline lookup finds
+                rc, out, err = self.dl("org/model", path, env=env)
+                self.assertEqual((rc, out), (0, try_to_load_from_cache(self.cache, "org/model",
+                                                                       path) + "\n"), err)
+            self.assertEqual(self.dl("org/model", "README.md", "config.json", env=env),
+                             (0, snap + "\n", ""))
+        env = self.env(HF_HUB_OFFLINE="1")
+        vocab = try_to_load_from_cache(self.cache, "org/model", "tokenizer/vocab.txt", "v1.0")
+        self.assertEqual(self.dl("org/model", "tokenizer/vocab.txt", "--revision", "v1.0",
+                                 env=env), (0, vocab + "\n", ""))
+        self.assertEqual(self.dl("org/model", "config.json", "--revision", MAIN, env=env),
+                         (0, os.path.join(snap, "config.json") + "\n", ""))
+        self.assertEqual(self.dl("org/model", "--revision", "v1.0", env=env),
+                         (0, os.path.join(repo, "snapshots", TAG) + "\n", ""))
+        self.assertEqual(self.dl("org/model", "README.md", "--local-dir", local, env=env),
+                         (0, os.path.join(local, "README.md") + "\n", ""))
+        self.assertEqual(self.dl("org/model", "--local-dir", local, env=env), (0, local + "\n", ""))
+        self.assertEqual(self.dl("org/model", "config.json", env=self.env(
+            TRANSFORMERS_OFFLINE="1")), (0, os.path.join(snap, "config.json") + "\n", ""))
+        rc, out, err = self.dl("org/model", "--json", "--include", "tokenizer/", env=env)
+        self.assertEqual(rc, 0, err)
+        objs = sorted((json.loads(l) for l in out.splitlines()), key=lambda o: o["path"])
+        self.assertEqual([o["path"] for o in objs],
+                         ["tokenizer/deep/merges.txt", "tokenizer/vocab.txt"])
+        for o in objs:
+            self.assertEqual(o["file"], try_to_load_from_cache(self.cache, "org/model", o["path"]))
+            self.assertEqual(o["etag"], etag_of(REPOS["repos"][0]["files"][o["path"]]))
+        self.assert_layout("org/model", MAIN, kept)
+        # not cached: a file (alone, or among cached ones), a revision, a repo
+        missing = "HF_HUB_OFFLINE is set and model org/model shards/part-1.bin at revision main " \
+                  "is not in the cache " + self.cache
+        self.assertIsNone(try_to_load_from_cache(self.cache, "org/model", "shards/part-1.bin"))
+        rc, out, err = self.dl("org/model", "shards/part-1.bin", env=env)
+        self.assertEqual((rc, out), (1, ""))
+        self.assertIn(missing, err)
+        rc, out, err = self.dl("org/model", "config.json", "shards/part-1.bin", env=env)
+        self.assertEqual((rc, out), (1, ""))
+        self.assertIn(missing, err)
+        self.assertNotIn("config.json", err)
+        rc, out, err = self.dl("org/model", "config.json", "--revision", TAG, env=env)
+        self.assertEqual((rc, out), (1, ""))
+        rc, out, err = self.dl("org/model", "--revision", "v9", env=env)
+        self.assertEqual((rc, out), (1, ""))
+        self.assertIn("HF_HUB_OFFLINE is set and model org/model at revision v9 is not in the "
+                      "cache " + self.cache, err)
+        rc, out, err = self.dl("org/data", "--repo-type", "dataset", env=env)
+        self.assertEqual((rc, out), (1, ""))
+        self.assertIn("dataset org/data at revision main is not in the cache", err)
+        rc, out, err = self.dl("org/model", "config.json", "--local-dir", local, env=env)
+        self.assertEqual((rc, out), (1, ""))
+        self.assertIn("is not in the local dir " + local, err)
+        rc, out, err = self.dl("org/model", "--warm", env=env)
+        self.assertEqual((rc, out), (1, ""))
+        self.assertIn("HF_HUB_OFFLINE", err)
+        self.assertEqual(self.stub.stats("hub")["requests"], {})
+        self.assertEqual(self.content_requests(), ({}, {}))
+        # not offline: hubd is asked, and is gone
+        rc, _, err = self.dl("org/model", env=self.env(HF_HUB_OFFLINE="0",
+                                                        TRANSFORMERS_OFFLINE="1"))
+        self.assertEqual(rc, 3, err)
 
     # ---- --local-dir -------------------------------------------------------
 

@@ -53,7 +53,8 @@ REPOS = {
 }
 
 HF_ENV = ("HF_HOME", "HF_HUB_CACHE", "HF_TOKEN", "HF_TOKEN_PATH", "XDG_CACHE_HOME",
-          "HF_HUB_DISABLE_PROGRESS_BARS", "HUGGINGFACE_HUB_CACHE")
+          "HF_HUB_DISABLE_PROGRESS_BARS", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE",
+          "TRANSFORMERS_OFFLINE")
 
 
 def etag_of(spec):
@@ -371,6 +372,87 @@ class PythonHfTest(HubTestCase):
             self.assertEqual(set(tokens), {"Bearer hf_alice"})
         # the JS client reads the gated cache with a granted token: no download
         self.js_snapshot("org/gated", os.path.join(self.tmp, "alice"), "--token", "hf_alice")
+
+    def test_offline_returns_the_cache_and_never_connects(self):
+        """HF_HUB_OFFLINE, as huggingface_hub: no connection to hubd (stopped,
+        its socket gone), the cached paths by refs/ and snapshots/, and
+        offline_not_cached for anything not on disk."""
+        tok = hubd.hf_hub_download("org/public", "sub/dir/tok.json", cache_dir=self.cache)
+        readme = hubd.hf_hub_download("org/public", "README.md", revision="v1.0",
+                                      cache_dir=self.cache)
+        local = os.path.join(self.tmp, "local")
+        train = hubd.hf_hub_download("org/data", "data/train.csv", repo_type="dataset",
+                                     local_dir=local)
+        snap = os.path.join(self.cache, "models--org--public", "snapshots")
+        self.hubd.stop()
+        os.environ["HUBD_SOCKET"] = os.path.join(self.tmp, "nothing.sock")
+        self.stub.reset()
+        connect = mock.patch.object(hubd.hf, "_connect",
+                                    side_effect=AssertionError("offline, yet hubd was asked"))
+
+        def not_cached(fn, *a, **kw):
+            with self.assertRaises(hubd.HubdError) as cm:
+                fn(*a, **kw)
+            self.assertEqual(cm.exception.code, "offline_not_cached")
+            return cm.exception.msg
+        for value in ("1", "True", "yes", "ON"):
+            os.environ["HF_HUB_OFFLINE"] = value
+            with connect:
+                self.assertEqual(hubd.hf_hub_download("org/public", "sub/dir/tok.json",
+                                                      cache_dir=self.cache), tok)
+                self.assertEqual(hubd.hf_hub_download("org/public", "README.md", revision="v1.0",
+                                                      cache_dir=self.cache), readme)
+                self.assertEqual(hubd.hf_hub_download("org/public", "README.md", revision=V1,
+                                                      cache_dir=self.cache), readme)
+                self.assertEqual(hubd.snapshot_download("org/public", cache_dir=self.cache),
+                                 os.path.join(snap, MAIN))
+                self.assertEqual(hubd.snapshot_download("org/public", revision="v1.0",
+                                                        cache_dir=self.cache),
+                                 os.path.join(snap, V1))
+                self.assertEqual(hubd.hf_hub_download("org/data", "data/train.csv",
+                                                      repo_type="dataset", local_dir=local), train)
+                self.assertEqual(hubd.snapshot_download("org/data", repo_type="dataset",
+                                                        local_dir=local), os.path.realpath(local))
+        check_hf_cache(self, self.cache, "org/public", "model", "main", MAIN, ["sub/dir/tok.json"])
+        check_hf_cache(self, self.cache, "org/public", "model", "v1.0", V1, ["README.md"])
+        with connect:
+            # a file of a cached snapshot that is not there, by tag and by commit
+            msg = not_cached(hubd.hf_hub_download, "org/public", "weights/model.safetensors",
+                             cache_dir=self.cache)
+            self.assertEqual(msg, "HF_HUB_OFFLINE is set and model org/public "
+                             "weights/model.safetensors at revision main is not in the cache "
+                             + self.cache)
+            not_cached(hubd.hf_hub_download, "org/public", "config.json", revision=V1,
+                       cache_dir=self.cache)
+            # a revision, a repo, a snapshot not cached
+            self.assertIn("at revision v9 ", not_cached(hubd.hf_hub_download, "org/public",
+                                                        "README.md", revision="v9",
+                                                        cache_dir=self.cache))
+            msg = not_cached(hubd.snapshot_download, "org/gated", cache_dir=self.cache)
+            self.assertIn("model org/gated at revision main is not in the cache", msg)
+            not_cached(hubd.snapshot_download, "org/public", revision="c" * 40,
+                       cache_dir=self.cache)
+            not_cached(hubd.snapshot_download, "org/data", repo_type="dataset",
+                       cache_dir=self.cache)
+            # local_dir: the file must be there; an empty folder is no snapshot
+            msg = not_cached(hubd.hf_hub_download, "org/data", "other/x.txt",
+                             repo_type="dataset", local_dir=local)
+            self.assertIn("is not in the local dir " + local, msg)
+            os.mkdir(os.path.join(self.tmp, "empty"))
+            not_cached(hubd.snapshot_download, "org/data", repo_type="dataset",
+                       local_dir=os.path.join(self.tmp, "empty"))
+            # the legacy name, when HF_HUB_OFFLINE is unset or empty
+            os.environ["HF_HUB_OFFLINE"] = ""
+            os.environ["TRANSFORMERS_OFFLINE"] = "true"
+            self.assertEqual(hubd.hf_hub_download("org/public", "sub/dir/tok.json",
+                                                  cache_dir=self.cache), tok)
+        # not offline ("0" wins over TRANSFORMERS_OFFLINE): hubd is asked, and is gone
+        os.environ["HF_HUB_OFFLINE"] = "0"
+        with self.assertRaises(hubd.HubdError) as cm:
+            hubd.hf_hub_download("org/public", "sub/dir/tok.json", cache_dir=self.cache)
+        self.assertEqual(cm.exception.code, "no_daemon")
+        self.assertEqual(self.stub.stats("hub")["requests"], {})
+        self.assertEqual(self.content_requests(), {})
 
     def test_wrong_bytes_raise_and_place_nothing(self):
         files = REPOS["repos"][0]["files"]

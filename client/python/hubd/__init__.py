@@ -30,6 +30,8 @@ It carries ``.code`` (the protocol's error code, e.g. ``http_404``,
   uses the same code for the same mistakes.
 - ``disconnected``: hubd closed the connection before the final reply.
 - ``protocol``: hubd's reply made no sense to this client.
+- ``offline_not_cached``: ``HF_HUB_OFFLINE`` is set and the file or snapshot
+  asked of ``hf_hub_download`` or ``snapshot_download`` is not on disk.
 
 Which socket (see :func:`_connect`): ``$HUBD_SOCKET`` if set (and nothing
 else); else the system daemon's ``/run/hubd/hubd.sock`` if it answers; else

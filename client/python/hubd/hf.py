@@ -40,6 +40,15 @@ Where the cache is: ``cache_dir``; else ``$HF_HUB_CACHE``; else
 ``$HF_TOKEN``; else the file ``$HF_TOKEN_PATH``, else ``$HF_HOME/token``
 (default ``~/.cache/huggingface/token``); ``token=False`` sends none.
 
+With ``HF_HUB_OFFLINE`` set (``1``, ``on``, ``yes`` or ``true``, any case;
+else ``TRANSFORMERS_OFFLINE``), as huggingface_hub then: no connection to
+hubd at all, only what is on disk. A revision that is a commit is taken as
+it is, else ``refs/{revision}`` names the commit; hf_hub_download returns
+``snapshots/{commit}/{filename}`` if it exists and resolves (with
+``local_dir``: ``{local_dir}/{filename}`` if it is a file), snapshot_download
+the folder ``snapshots/{commit}`` if it exists (with ``local_dir``: that
+folder, if it holds anything); anything else raises ``offline_not_cached``.
+
 Errors raise :class:`hubd.HubdError` with hubd's code and message: the
 Hub's refusals as ``http_NNN`` with the Hub's ``X-Error-Code: message``
 (e.g. ``http_403`` ``GatedRepo: Access to model org/x is restricted...``),
@@ -622,6 +631,55 @@ class _Run:
                              % (self.present, "" if self.present == 1 else "s"))
 
 
+# ---- offline ---------------------------------------------------------------------
+
+def _offline():
+    """huggingface_hub's HF_HUB_OFFLINE (else TRANSFORMERS_OFFLINE): 1, ON,
+    YES or TRUE, any case."""
+    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
+    return value is not None and value.upper() in ("1", "ON", "YES", "TRUE")
+
+
+def _offline_lookup(repo_id, repo_type, revision, cache_dir, local_dir, filename=None):
+    """What huggingface_hub returns offline (try_to_load_from_cache, and
+    snapshot_download's offline branch), found on disk alone: the file
+    (filename), else the snapshot folder. HubdError offline_not_cached when
+    it is not there. hubd is not asked."""
+    repo_type = "model" if repo_type is None else repo_type
+    if repo_type not in REPO_TYPES:
+        raise ValueError("Invalid repo type: %r (one of %s)" % (repo_type, ", ".join(REPO_TYPES)))
+    if not isinstance(repo_id, str) or not repo_id:
+        raise ValueError("repo_id must be a non-empty str")
+    revision = _safe_rel("main" if revision is None else str(revision), "revision")
+    cache = _cache_dir(cache_dir)
+    if local_dir is not None:
+        local = os.fspath(local_dir)
+        where = "local dir " + local
+        if filename is not None:
+            found = os.path.join(local, *filename.split("/"))
+            if os.path.isfile(found):
+                return found
+        elif os.path.isdir(local) and os.listdir(local):
+            return os.path.realpath(local)
+    else:
+        where = "cache " + cache
+        storage = os.path.join(cache, _repo_folder(repo_id, repo_type))
+        commit = revision if _HEX40.match(revision) else None
+        ref = os.path.join(storage, "refs", *revision.split("/"))
+        if commit is None and os.path.isfile(ref):
+            with open(ref) as r:
+                commit = r.read()  # as huggingface_hub: whole, no strip
+        if commit and "/" not in commit and commit not in (".", ".."):
+            found = os.path.join(storage, "snapshots", commit)
+            if filename is not None:
+                found = os.path.join(found, *filename.split("/"))
+            if os.path.exists(found):
+                return found
+    what = repo_id if filename is None else repo_id + " " + filename
+    raise HubdError("offline_not_cached", "HF_HUB_OFFLINE is set and %s %s at revision %s is not "
+                    "in the %s" % (repo_type, what, revision, where))
+
+
 # ---- the two functions ------------------------------------------------------------
 
 def hf_hub_download(repo_id, filename, *, repo_type=None, revision=None, token=None,
@@ -637,8 +695,14 @@ def hf_hub_download(repo_id, filename, *, repo_type=None, revision=None, token=N
     ``local_dir`` as huggingface_hub's. A file already in place is not
     fetched again. Raises :class:`hubd.HubdError` (``http_404``
     ``EntryNotFound`` when the repo has no such file at that revision).
+    With ``HF_HUB_OFFLINE`` set, hubd is not asked: the cached file (found
+    as huggingface_hub's ``try_to_load_from_cache`` finds it: ``refs/``,
+    then ``snapshots/{commit}/{filename}``), or with ``local_dir`` the local
+    file, is returned, else ``offline_not_cached`` is raised.
     """
     filename = _safe_rel(os.fspath(filename), "file name")
+    if _offline():
+        return _offline_lookup(repo_id, repo_type, revision, cache_dir, local_dir, filename)
     if local_dir is None and revision is not None and _HEX40.match(str(revision)):
         # As huggingface_hub: a commit's file already in the cache needs no question.
         known = os.path.join(_cache_dir(cache_dir), _repo_folder(repo_id, repo_type or "model"),
@@ -669,8 +733,13 @@ def snapshot_download(repo_id, *, repo_type=None, revision=None, allow_patterns=
     ``os.path.realpath(local_dir)``. Other arguments as
     :func:`hf_hub_download`. Files already in place are not fetched again
     (a re-run sends no FETCH and says on stderr how many were there).
-    Raises :class:`hubd.HubdError`.
+    Raises :class:`hubd.HubdError`. With ``HF_HUB_OFFLINE`` set, hubd is not
+    asked: the snapshot folder of the revision (``refs/{revision}`` names its
+    commit), or a ``local_dir`` that holds anything, is returned as it is
+    (the patterns are not checked), else ``offline_not_cached`` is raised.
     """
+    if _offline():
+        return _offline_lookup(repo_id, repo_type, revision, cache_dir, local_dir)
     with _Run(repo_id, repo_type, revision, token, cache_dir, local_dir) as run:
         everything = run.list()
         keep = set(filter_repo_files([f.path for f in everything], allow_patterns, ignore_patterns))
