@@ -10,7 +10,7 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
       node-llhttp libinih-dev nginx-light curl python3 openssl ca-certificates clang-format
       libsystemd-dev systemd dpkg-dev file groff-base man-db mandoc
       clang libclang-rt-14-dev valgrind faketime squid wget util-linux libjansson-dev aria2
-      lintian debootstrap systemd-container libacl1-dev"
+      lintian debootstrap systemd-container libacl1-dev xfsprogs btrfs-progs"
 # libsystemd-dev: sd_notify/sd_listen_fds. systemd: systemd-analyze verify of
 # the units. dpkg-dev (dpkg-shlibdeps) and file: cpack -G DEB computing the
 # package's Depends. groff-base, man-db, mandoc: checking the man pages.
@@ -27,7 +27,10 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
 # boots a Debian 12 root with the package installed, systemd as its PID 1.
 # libacl1-dev (libacl): hubd grants a user read access to a private blob
 # linked into that user's HF cache (HOLD) by a POSIX ACL entry, so that the
-# link needs no second copy of the bytes.
+# link needs no second copy of the bytes. xfsprogs, btrfs-progs (mkfs.xfs,
+# mkfs.btrfs): tests/integration/test_hf_filesystems.py makes an XFS and a
+# btrfs file system on a loop device (ext4's mkfs is in e2fsprogs, already
+# there) to measure one copy on disk where reflinks exist and where not.
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -175,12 +175,20 @@ static void item_ok(hf_dl_t *d, size_t i, const char *placed)
 /* ---- placing ------------------------------------------------------------ */
 
 /* Says once why the files are copies: neither a symlink into hubd's store
- * nor a reflink could be made. */
+ * (the HF cache) nor a reflink could be made; with --local-dir, no reflink
+ * (plain files are asked for: a symlink is no choice there). */
 static void tell_copy(hf_dl_t *d, int clone_err)
 {
     if (d->told_copy || d->o->cli->quiet)
         return;
     d->told_copy = 1;
+    if (d->layout.local) {
+        say(d,
+            "note: files are copied into %s, taking their size again: this file system makes "
+            "no reflink (%s)",
+            d->layout.root, strerror(clone_err));
+        return;
+    }
     say(d,
         "note: files are copied into %s, taking their size again: no symlink into hubd's "
         "store (%s) and this file system makes no reflink (%s)",
@@ -218,7 +226,7 @@ static void place_copy(hf_dl_t *d, size_t i)
         item_fail(d, i, EXIT_FAILED, "output", msg);
         return;
     }
-    if (clone_err && !d->layout.local)
+    if (clone_err)
         tell_copy(d, clone_err);
     finish_linked(d, i, clone_err ? "copy" : "reflink");
 }
