@@ -337,9 +337,29 @@ void cache_bad_free(cache_bad_t *bad)
     }
 }
 
-int cache_remove(store_t *store, db_t *db, const char *url_or_sha, int *removed_blob)
+/* An entry (and its blob when it was the last): cache_remove by URL and
+ * cache_forget. */
+static int remove_entry(store_t *store, db_t *db, const char *url, const char *cred_tag,
+                        const char *only_sha, int *removed_blob)
 {
     char sha[65];
+    int gone = 0;
+    *removed_blob = 0;
+    db_lock(db);
+    int rc = db_remove_entry(db, url, cred_tag, only_sha, sha, &gone);
+    if (rc == -ENOSPC && reserve_release(store)) /* a full disk: see drop_blob */
+        rc = db_remove_entry(db, url, cred_tag, only_sha, sha, &gone);
+    if (!rc && gone) {
+        store_unlink_blob(store, sha);
+        *removed_blob = 1;
+    }
+    db_unlock(db);
+    db_holds_refresh(db);
+    return rc;
+}
+
+int cache_remove(store_t *store, db_t *db, const char *url_or_sha, int *removed_blob)
+{
     *removed_blob = 0;
     size_t n = strspn(url_or_sha, "0123456789abcdef");
     if (n == 64 && url_or_sha[64] == '\0') {
@@ -348,16 +368,11 @@ int cache_remove(store_t *store, db_t *db, const char *url_or_sha, int *removed_
             *removed_blob = 1;
         return rc;
     }
-    int gone = 0;
-    db_lock(db);
-    int rc = db_remove_entry(db, url_or_sha, sha, &gone);
-    if (rc == -ENOSPC && reserve_release(store)) /* a full disk: see drop_blob */
-        rc = db_remove_entry(db, url_or_sha, sha, &gone);
-    if (!rc && gone) {
-        store_unlink_blob(store, sha);
-        *removed_blob = 1;
-    }
-    db_unlock(db);
-    db_holds_refresh(db);
-    return rc;
+    return remove_entry(store, db, url_or_sha, "", NULL, removed_blob);
+}
+
+int cache_forget(store_t *store, db_t *db, const char *url, const char *cred_tag,
+                 const char *sha256, int *removed_blob)
+{
+    return remove_entry(store, db, url, cred_tag, sha256, removed_blob);
 }

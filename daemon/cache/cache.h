@@ -74,4 +74,12 @@ void cache_cancel_all(void);
  * blob went. -ENOENT when nothing matched. */
 int cache_remove(store_t *store, db_t *db, const char *url_or_sha, int *removed_blob);
 
+/* Removes url's entry fetched with these credentials (cred_tag, "" for
+ * none) while it still names the blob sha256, and the blob when it was its
+ * last entry (*removed_blob): what a check found wrong in a stored file is
+ * forgotten, and a newer download of the URL is not. -ENOENT when nothing
+ * matched. Pool threads. */
+int cache_forget(store_t *store, db_t *db, const char *url, const char *cred_tag,
+                 const char *sha256, int *removed_blob);
+
 #endif

@@ -845,7 +845,8 @@ int db_set_pinned(db_t *db, const char *sha256, int pinned)
     return rc;
 }
 
-int db_remove_entry(db_t *db, const char *url, char sha_out[65], int *blob_gone)
+int db_remove_entry(db_t *db, const char *url, const char *cred_tag, const char *only_sha,
+                    char sha_out[65], int *blob_gone)
 {
     sqlite3 *h = db->wr;
     *blob_gone = 0;
@@ -853,17 +854,21 @@ int db_remove_entry(db_t *db, const char *url, char sha_out[65], int *blob_gone)
     if (rc)
         return rc;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(h, "SELECT sha256 FROM entries WHERE url = ?1 AND cred_tag = ''", -1,
+    if (sqlite3_prepare_v2(h, "SELECT sha256 FROM entries WHERE url = ?1 AND cred_tag = ?2", -1,
                            &st, NULL) != SQLITE_OK)
         return db_tx_end(h, db_sq_err(h, "remove"));
     sqlite3_bind_text(st, 1, url, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, cred_tag, -1, SQLITE_STATIC);
     const unsigned char *sha = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
     rc = sha && strlen((const char *)sha) == 64 ? 0 : -ENOENT;
+    if (!rc && only_sha && strcmp((const char *)sha, only_sha) != 0)
+        rc = -ENOENT; /* the entry names other bytes now: not the ones refused */
     if (!rc)
         memcpy(sha_out, sha, 65);
     sqlite3_finalize(st);
     if (!rc)
-        rc = db_exec(h, "DELETE FROM entries WHERE url = ?1 AND cred_tag = ''", "t", url);
+        rc =
+            db_exec(h, "DELETE FROM entries WHERE url = ?1 AND cred_tag = ?2", "tt", url, cred_tag);
     uint64_t left = 0;
     if (!rc)
         rc = query_u64s(h, "SELECT count(*) FROM entries WHERE sha256 = ?1", sha_out, &left, NULL);

@@ -184,10 +184,12 @@ int db_lru(db_t *db, unsigned max, const char *keep, uint64_t fence,
            void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg);
 /* Pool threads. -ENOENT when no such blob. */
 int db_set_pinned(db_t *db, const char *sha256, int pinned);
-/* Pool threads. Deletes url's entry (no credentials); when it was the
- * blob's last entry, the blob row too, and *blob_gone says so. sha_out gets
- * the blob's digest. -ENOENT when there is no such entry. */
-int db_remove_entry(db_t *db, const char *url, char sha_out[65], int *blob_gone);
+/* Pool threads. Deletes url's entry of these credentials (cred_tag, ""
+ * for none), only while it names only_sha when that is not NULL; when it
+ * was the blob's last entry, the blob row too, and *blob_gone says so.
+ * sha_out gets the blob's digest. -ENOENT when there is no such entry. */
+int db_remove_entry(db_t *db, const char *url, const char *cred_tag, const char *only_sha,
+                    char sha_out[65], int *blob_gone);
 
 /* Pool threads. Marks a blob (and the entry, when url is given, with uid
  * among its requesters) used now: the next use sequence number. */

@@ -32,21 +32,20 @@
  * HEAD described even if the branch moved.
  *
  * A small (non-LFS) file's ETag is its git blob SHA-1 (sha1("blob <size>\0"
- * + bytes)): the stored file is checked against it in a pool item before
- * any byte goes out (such files are small: they are not streamed).
+ * + bytes)): the stored file is checked against it (git_check.h) before
+ * any byte goes out (such files are small: they are not streamed), and on
+ * a mismatch its entry is forgotten.
  *
  * A route of the front's table (hroute_hf): a request's state is its
  * hf_req_t (the question to the Hub, then the download, httpd_fetch.c). The
  * API routes (/hf/api/...) are httpd_hf_api.c's, a row of their own. */
-#include "admin.h"
+#include "git_check.h"
 #include "hf_meta.h"
 #include "httpd_internal.h"
 #include "log.h"
 #include "url.h"
 
 #include <errno.h>
-#include <mbedtls/sha1.h>
-#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,12 +113,9 @@ static void serve(hconn_t *c, hf_req_t *q, const hf_file_t *f)
         hanswer_add_line(c, "ETag", f->etag);
         r->own_etag = 1;
     }
-    if (!f->lfs && f->etag[0]) { /* a git blob SHA-1: 40 hex digits, quoted */
-        const char *e = strncmp(f->etag, "W/", 2) == 0 ? f->etag + 2 : f->etag;
-        size_t n = strlen(e);
-        if (n == 42 && e[0] == '"' && e[41] == '"' && strspn(e + 1, "0123456789abcdef") == 40)
-            snprintf(q->git_sha1, sizeof q->git_sha1, "%.40s", e + 1);
-    }
+    q->git_sha1[0] = '\0';
+    if (!f->lfs) /* a small file's ETag is its git blob SHA-1: stays "" when not one */
+        git_check_etag(f->etag, q->git_sha1);
     if (f->lfs) {
         hanswer_add_line(c, "X-Linked-Etag", f->linked);
         hanswer_add_line(c, "X-Linked-Size", f->linked_size);
@@ -231,126 +227,50 @@ const hroute_t hroute_hf = {
 
 /* ---- the git blob SHA-1 of a small file ---------------------------------- */
 
-static void on_forgotten(void *arg, const admin_result_t *r)
+/* git_check's answer: the file, or 502 hash_mismatch (the entry forgotten,
+ * so that the next request downloads it again). c was kept from being
+ * freed (item_out) until now. */
+static void on_checked(void *arg, const git_check_result_t *r)
 {
-    char *url = arg;
-    if (r->rc)
-        log_warn("http front: cannot forget %s: %s", url, strerror(-r->rc));
-    free(url);
-}
-
-/* Best effort: the entry whose bytes the Hub's ETag refuses is removed (as
- * `hubctl rm` does), so the next request downloads the file again instead
- * of being refused for ever. While another admin request runs it stays,
- * and is refused again. */
-static void forget(hconn_t *c, const char *url)
-{
-    httpd_t *h = c->srv;
-    char *copy = url ? strdup(url) : NULL;
-    admin_req_t *req;
-    if (!copy || admin_busy() ||
-        admin_start(h->d.loop, jobs_work(h->d.jobs), h->d.store, h->d.db, ADMIN_RM, copy, 0,
-                    on_forgotten, copy, &req)) {
-        log_warn("http front: %s stays in the cache for now (another admin request runs)",
-                 url ? url : "?");
-        free(copy);
-    }
-}
-
-/* A check in the pool: owns what it reads, and keeps its connection from
- * being freed (item_out) until it is back. */
-typedef struct git_check {
-    uv_work_t work;
-    hconn_t *c;
-    job_fd_t *fd; /* the stored file */
-    char *url;    /* its entry's URL (pinned to the commit) */
-    uint64_t size;
-    char sha256[65];
-    char want[41]; /* the Hub's ETag: the SHA-1 the file must have */
-    char got[41];  /* what the file's SHA-1 is ("" on a read error) */
-    fetch_kind_t kind;
-} git_check_t;
-
-static void git_check_free(git_check_t *g)
-{
-    job_fd_unref(g->fd);
-    free(g->url);
-    free(g);
-}
-
-static void git_sha1_work(uv_work_t *w)
-{
-    git_check_t *g = w->data;
-    mbedtls_sha1_context ctx;
-    mbedtls_sha1_init(&ctx);
-    char head[48];
-    int hl = snprintf(head, sizeof head, "blob %llu", (unsigned long long)g->size);
-    unsigned char buf[64 * 1024], out[20];
-    int ok = mbedtls_sha1_starts_ret(&ctx) == 0 &&
-             mbedtls_sha1_update_ret(&ctx, (const unsigned char *)head, (size_t)hl + 1) == 0;
-    for (uint64_t off = 0; ok && off < g->size;) {
-        ssize_t n = pread(g->fd->fd, buf, sizeof buf, (off_t)off);
-        if (n <= 0) {
-            ok = 0;
-            break;
-        }
-        ok = mbedtls_sha1_update_ret(&ctx, buf, (size_t)n) == 0;
-        off += (uint64_t)n;
-    }
-    g->got[0] = '\0';
-    if (ok && mbedtls_sha1_finish_ret(&ctx, out) == 0)
-        for (int i = 0; i < 20; i++)
-            snprintf(g->got + 2 * i, 3, "%02x", out[i]);
-    mbedtls_sha1_free(&ctx);
-}
-
-static void git_sha1_after(uv_work_t *w, int status)
-{
-    git_check_t *g = w->data;
-    hconn_t *c = g->c;
-    int gone = hconn_item_back(c); /* c may be freed: not touched then */
-    if (gone || status) {
-        if (!gone)
-            hconn_close(c); /* cancelled: only at shutdown */
-        git_check_free(g);
+    hconn_t *c = arg;
+    if (hconn_item_back(c)) /* c may be freed: not touched then */
+        return;
+    if (r->status) { /* the item did not run: only at shutdown */
+        hconn_close(c);
         return;
     }
-    if (strcmp(g->got, g->want) != 0) {
-        log_warn("http front: %s: the file's git SHA-1 is %s, the Hub's ETag says %s: refused",
-                 c->req.target, g->got[0] ? g->got : "(unreadable)", g->want);
-        forget(c, g->url);
+    if (!r->match) {
+        log_warn("http front: %s: the file's git SHA-1 is %s, the Hub's ETag says %s: refused, "
+                 "%s",
+                 c->req.target, r->got[0] ? r->got : "(unreadable)", r->want,
+                 r->forgotten ? "its entry forgotten" : "no entry to forget");
         hanswer_text(c, 502, "hash_mismatch",
                      "the file does not match the Hub's ETag (git blob SHA-1)", 0);
-    } else {
-        job_result_t res = {.sha256 = g->sha256, .size = g->size, .fd = g->fd, .kind = g->kind};
-        hanswer_file(c, &res);
+        return;
     }
-    git_check_free(g);
+    hanswer_file(c, r->file);
 }
 
 /* The download's on_file when the Hub's ETag is a git blob SHA-1: the
- * stored file res is checked in a pool item, then answered
+ * stored file res is checked in a pool item (git_check.h), then answered
  * (hanswer_file), or refused (502 hash_mismatch). */
 static void check_git_sha1(hconn_t *c, const job_result_t *res, void *arg)
 {
     hf_req_t *q = arg;
-    git_check_t *g = calloc(1, sizeof *g);
-    if (!g) {
-        hanswer_text(c, 500, "internal", "out of memory", 0);
+    httpd_t *h = c->srv;
+    git_check_env_t env = {h->d.loop, jobs_work(h->d.jobs), h->d.store, h->d.db};
+    git_check_t *g;
+    c->item_out = 1;
+    int rc = git_check_start(&env, res, q->pinned, q->tag, q->git_sha1, on_checked, c, &g);
+    if (rc == 0)
+        return;
+    c->item_out = 0;
+    if (rc == -EFBIG) {
+        log_warn("http front: %s: %llu bytes, too large for its git SHA-1 to be checked: served "
+                 "as its SHA-256 says",
+                 c->req.target, (unsigned long long)res->size);
+        hanswer_file(c, res);
         return;
     }
-    g->c = c;
-    g->fd = job_fd_ref(res->fd);
-    g->url = q->pinned ? strdup(q->pinned) : NULL;
-    g->size = res->size;
-    g->kind = res->kind;
-    snprintf(g->sha256, sizeof g->sha256, "%s", res->sha256);
-    memcpy(g->want, q->git_sha1, sizeof g->want);
-    g->work.data = g;
-    c->item_out = 1;
-    if (uv_queue_work(c->srv->d.loop, &g->work, git_sha1_work, git_sha1_after)) {
-        c->item_out = 0;
-        git_check_free(g);
-        hanswer_text(c, 500, "internal", "cannot queue the check", 0);
-    }
+    hanswer_text(c, 500, "internal", "cannot queue the check", 0);
 }

@@ -6,7 +6,16 @@
  * is the answer, and no byte nor look-up follows; an LFS file's SHA-256
  * the Hub names to those credentials vouches for this request (job.h) and
  * is its expected digest; otherwise the fetch goes on as any other, private
- * to its headers. */
+ * to its headers, and a small file's stored bytes are checked against the
+ * git blob SHA-1 of the Hub's ETag (git_check.h) before DONE: a mismatch
+ * is ERR hash_mismatch, and the entry is forgotten so that the next FETCH
+ * downloads the file again.
+ *
+ * A fetch's states, each with its one way out when the session closes
+ * (verbs_fetch_close): asking the Hub (ask set: aborted), in a job (ask
+ * and check NULL: jobs_cancel), checking the stored file (check set:
+ * cancelled, the pool item frees itself and answers nobody). */
+#include "git_check.h"
 #include "hf_meta.h"
 #include "log.h"
 #include "sha256.h"
@@ -28,12 +37,17 @@ typedef struct fetch {
     list_node_t node; /* in s->fetches */
     int pinned;       /* a hit item is opening its blob: counts as a pinned fd */
     char id[VERB_ID_MAX + 1];
-    /* While the Hub is asked (ask set): what jobs_fetch gets after. */
+    /* A FETCH of a Hub URL: what jobs_fetch gets once the Hub answered. */
     hf_ask_t *ask;                   /* the question in flight, or NULL */
-    char *url;                       /* the FETCH's url= (malloc'd), or NULL */
+    char *url;                       /* the FETCH's url= (malloc'd; the entry a failed
+                                        git SHA-1 check forgets), or NULL */
     char *headers[CRED_MAX_HEADERS]; /* its header= values (malloc'd) */
     size_t nheaders;                 /* of them */
     char sha[65];                    /* its sha256= (lower case), or "" */
+    char tag[65];                    /* its credential tag, once the Hub is asked */
+    /* A small Hub file: its stored bytes are checked before DONE. */
+    char git_sha1[41];  /* the Hub's ETag, a git blob SHA-1 (40 hex digits), or "" */
+    git_check_t *check; /* the check in the pool, or NULL */
 } fetch_t;
 
 static void fetch_free(fetch_t *f)
@@ -95,9 +109,9 @@ static void fetch_on_progress(job_waiter_t *w, const job_progress_t *p)
     reply_send(&s->t, &r);
 }
 
-static void fetch_on_finish(job_waiter_t *w, const job_result_t *res)
+/* f's last line, DONE with the file or ERR; f ends. */
+static void fetch_answer(fetch_t *f, const job_result_t *res)
 {
-    fetch_t *f = (fetch_t *)w;
     session_t *s = f->s;
     fetch_unlink(f);
     if (res->err_code) {
@@ -118,6 +132,59 @@ static void fetch_on_finish(job_waiter_t *w, const job_result_t *res)
     }
     fetch_free(f);
     session_kick(s);
+}
+
+/* git_check's verdict on a small Hub file: DONE, or ERR hash_mismatch
+ * naming both SHA-1s (the entry was forgotten by the check). */
+static void fetch_checked(void *arg, const git_check_result_t *r)
+{
+    fetch_t *f = arg;
+    session_t *s = f->s;
+    f->check = NULL;
+    if (r->match) {
+        fetch_answer(f, r->file);
+        return;
+    }
+    char msg[300];
+    job_result_t err = {.err_code = "hash_mismatch", .err_msg = msg};
+    if (r->status) {
+        err.err_code = "internal";
+        snprintf(msg, sizeof msg, "the check of the file's git SHA-1 did not run (%s)",
+                 uv_strerror(r->status));
+    } else {
+        snprintf(msg, sizeof msg, "the file's git blob SHA-1 is %s, the Hub's ETag names %s: %s",
+                 r->got[0] ? r->got : "(unreadable)", r->want,
+                 r->forgotten ? "its entry is forgotten, a new FETCH downloads it again"
+                              : "not served");
+        log_warn("session pid %d uid %d: FETCH id %s: %s", (int)s->who.pid, (int)s->who.uid, f->id,
+                 msg);
+    }
+    fetch_answer(f, &err);
+}
+
+static void fetch_on_finish(job_waiter_t *w, const job_result_t *res)
+{
+    fetch_t *f = (fetch_t *)w;
+    session_t *s = f->s;
+    if (res->err_code || !f->git_sha1[0]) {
+        fetch_answer(f, res);
+        return;
+    }
+    /* A small Hub file: DONE waits for its git SHA-1 (f stays linked and
+     * counted meanwhile; a hit keeps its pin). */
+    git_check_env_t env = {s->srv->loop, jobs_work(s->srv->jobs), s->srv->store, s->srv->db};
+    int rc = git_check_start(&env, res, f->url, f->tag, f->git_sha1, fetch_checked, f, &f->check);
+    if (rc == 0)
+        return;
+    if (rc == -EFBIG) {
+        log_warn("session pid %d uid %d: FETCH id %s: %llu bytes, too large for its git SHA-1 "
+                 "to be checked: served as its SHA-256 says",
+                 (int)s->who.pid, (int)s->who.uid, f->id, (unsigned long long)res->size);
+        fetch_answer(f, res);
+        return;
+    }
+    job_result_t err = {.err_code = "internal", .err_msg = "cannot check the file's git SHA-1"};
+    fetch_answer(f, &err);
 }
 
 static int id_in_use(const session_t *s, const char *id)
@@ -191,6 +258,8 @@ static void hub_answered(void *arg, const hf_meta_answer_t *a)
         }
         memcpy(f->sha, a->file->sha256, sizeof f->sha);
         f->w.vouched = 1;
+    } else if (a->kind == HF_META_FILE) {
+        git_check_etag(a->file->etag, f->git_sha1); /* stays "" when not a git blob SHA-1 */
     } else if (a->kind != HF_META_FILE) {
         char why[32];
         snprintf(why, sizeof why, "HTTP %d", a->status);
@@ -199,10 +268,9 @@ static void hub_answered(void *arg, const hf_meta_answer_t *a)
                  (int)s->who.pid, (int)s->who.uid, f->id,
                  a->kind == HF_META_FAILED ? a->code : why);
     }
-    char *url = f->url;
-    f->url = NULL; /* f may be freed inside fetch_start */
-    fetch_start(f, url, (const char *const *)f->headers, f->nheaders);
-    free(url);
+    /* f->url stays f's: the entry a failed git SHA-1 check forgets (f is
+     * not touched after fetch_start). */
+    fetch_start(f, f->url, (const char *const *)f->headers, f->nheaders);
     session_kick(s);
 }
 
@@ -231,6 +299,7 @@ static int ask_hub(fetch_t *f, const char *url, const char *const *headers, size
         free(ask_url);
         return 0;
     }
+    memcpy(f->tag, tag, sizeof f->tag);
     if (!(f->url = strdup(url))) {
         free(ask_url);
         return 0;
@@ -338,6 +407,8 @@ void verbs_fetch_close(session_t *s)
         fetch_unlink(f);
         if (f->ask) /* still asking the Hub: not in a job yet */
             hf_meta_abort(f->ask);
+        else if (f->check) /* out of its job: the item frees itself, answering nobody */
+            git_check_cancel(f->check);
         else
             jobs_cancel(&f->w);
         fetch_free(f);

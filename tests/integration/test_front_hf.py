@@ -193,6 +193,20 @@ class HfTest(HubTestCase):
         st, h, body = request(self.resolve("tokenizer/vocab.txt", rev=MAIN))
         self.assertEqual((st, body), (200, data))
 
+    def test_a_private_small_file_refused_is_forgotten_for_its_token(self):
+        """The entry of a file fetched with a token (its credential tag) is
+        the one forgotten."""
+        data = self.stub.file_bytes("org/private", "p.txt")
+        alice = {"Authorization": "Bearer hf_alice"}
+        self.stub.corrupt(git_blob_sha1(data), "flip")
+        st, h, _ = request(self.resolve("p.txt", repo="org/private"), headers=alice)
+        self.assertEqual((st, h["X-Hubd-Error"]), (502, "hash_mismatch"))
+        self.assertEqual(self.hubd.query(
+            "SELECT count(*) FROM entries WHERE url LIKE '%p.txt'")[0][0], 0)
+        self.stub.corrupt(git_blob_sha1(data), None)
+        st, h, body = request(self.resolve("p.txt", repo="org/private"), headers=alice)
+        self.assertEqual((st, body), (200, data))
+
     def test_huggingface_js_downloads_through_the_front(self):
         for path in ("config.json", "model.safetensors"):
             with self.subTest(path=path):

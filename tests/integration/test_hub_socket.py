@@ -12,6 +12,7 @@ CDN bytes serve nobody. The stand-in Hub is tests/hubstub.py.
 import array
 import hashlib
 import os
+import re
 import socket
 import threading
 import time
@@ -346,6 +347,29 @@ class HubSocketTest(HubTestCase):
         self.assertEqual(s.final()[0], "DONE")
         s.send("FETCH", [("id", "r2"), ("url", url), ("header", CAROL)])
         self.assert_refused(s.final(), "http_403")
+
+    def test_wrong_bytes_of_a_small_file_are_refused_and_forgotten(self):
+        """A small file's ETag is its git blob SHA-1: stored bytes that do
+        not match it are ERR hash_mismatch, never DONE, and their entry is
+        forgotten, so that the FETCH after the Hub mends gets the file."""
+        url = self.stub.resolve_url("org/gated", "README.md")
+        data = self.stub.file_bytes("org/gated", "README.md")
+        oid = git_blob_sha1(data)
+        self.stub.corrupt(oid, "flip")
+        for _ in range(2):  # downloaded again each time: the wrong bytes are not kept
+            verb, f, fd, seen = self.fetch(ALICE, url=url)
+            self.assertEqual((verb, f.get("code")), ("ERR", "hash_mismatch"), f)
+            self.assertIsNone(fd)
+            self.assertNotIn("DONE", seen)
+            shas = re.findall(r"\b[0-9a-f]{40}\b", f["msg"])
+            self.assertEqual(len(shas), 2, f["msg"])  # what the bytes are, what the Hub says
+            self.assertEqual(shas[1], oid)
+            self.assertNotEqual(shas[0], oid)
+        self.stub.corrupt(oid, None)
+        verb, f, fd, _ = self.fetch(ALICE, url=url)
+        self.assertEqual(verb, "DONE", f)
+        self.assertEqual(read_fd(fd), data)
+        self.assertEqual(f["source"], "download")
 
 
 if __name__ == "__main__":

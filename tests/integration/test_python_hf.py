@@ -480,3 +480,17 @@ class PythonHfTest(HubTestCase):
         p = hubd.hf_hub_download("org/public", "weights/model.safetensors", cache_dir=self.cache)
         with open(p, "rb") as f:
             self.assertEqual(hashlib.sha256(f.read()).hexdigest(), lfs)
+        # with a token hubd asks the Hub first and checks a small file's git
+        # blob id itself: the wrong bytes are refused and forgotten, so a
+        # retry once the Hub mends gets the file
+        spec = REPOS["repos"][1]["files"]["README.md"]
+        gated = etag_of(spec)
+        self.stub.corrupt(gated, "flip")
+        with self.assertRaises(hubd.HubdError) as cm:
+            hubd.hf_hub_download("org/gated", "README.md", token="hf_alice", cache_dir=self.cache)
+        self.assertEqual(cm.exception.code, "hash_mismatch")
+        self.assertIn(gated, cm.exception.msg)
+        self.stub.corrupt(gated, None)
+        p = hubd.hf_hub_download("org/gated", "README.md", token="hf_alice", cache_dir=self.cache)
+        with open(p, "rb") as f:
+            self.assertEqual(f.read(), file_bytes(spec))

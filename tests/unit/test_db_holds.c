@@ -185,7 +185,7 @@ START_TEST(db_holds_keep_a_blob_from_eviction_not_from_removal)
     hold(1000, "L", b, "/u/b", 10);
     char sha[65];
     int blob_gone = 0;
-    ck_assert_int_eq(db_remove_entry(db, "http://h/b", sha, &blob_gone), 0);
+    ck_assert_int_eq(db_remove_entry(db, "http://h/b", "", NULL, sha, &blob_gone), 0);
     ck_assert_int_eq(blob_gone, 1);
     ck_assert_int_eq(raw_int("SELECT count(*) FROM holds"), 0);
 }
