@@ -74,7 +74,8 @@ length), "short" announces the whole length and closes after half the body.
 POST /control/hold {"user": NAME, "delay": S, "status": 403|null} (user null:
 off): the Hub's resolve requests with that user's token, except a client's
 metadata question (Range: bytes=0-0), wait S seconds, then are refused as a
-gated repo refuses (status) or answered as usual (null).
+gated repo refuses (status) or answered as usual (null). With "api": true,
+that user's API requests also wait S seconds first (status ignored there).
 POST /control/hostile {"on": true}: the Hub's refusals of a resolve (401,
 403, gated or private) carry the file's X-Linked-Etag, X-Linked-Size and
 X-Repo-Commit, as a Hub that leaks them would.
@@ -366,7 +367,8 @@ class Handler(BaseHTTPRequestHandler):
             req = json.loads(self.read_body() or b"{}")
             with self.state.lock:
                 if req.get("user"):
-                    self.state.hold[req["user"]] = (float(req.get("delay", 0)), req.get("status"))
+                    self.state.hold[req["user"]] = (float(req.get("delay", 0)), req.get("status"),
+                                                    bool(req.get("api")))
                 else:
                     self.state.hold.clear()
             return self.send_json({"ok": True})
@@ -500,6 +502,9 @@ class Handler(BaseHTTPRequestHandler):
     def api(self, segs, q):
         if not segs or segs[0] not in ("models", "datasets", "spaces"):
             raise HubError(404, None, "Sorry, we can't find the page you are looking for.")
+        held = self.state.hold.get(self.state.user(self.headers)[1])
+        if held and held[2]:
+            time.sleep(held[0])
         rtype, prefix = segs[0][:-1], "/api/" + segs[0] + "/"
         segs = segs[1:]
         rid, rest = self.split_repo(segs, rtype, ("revision", "tree", "paths-info", "xet-read-token"))

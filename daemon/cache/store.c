@@ -262,6 +262,42 @@ int store_tmp_create(const store_t *s, uint64_t id, int *fd_out)
     return 0;
 }
 
+int store_tmp_unnamed(const store_t *s, int *fd_out)
+{
+    /* O_EXCL: the file can never be given a name (linkat through
+     * /proc/PID/fd), by hubd or by a client that holds a descriptor of it. */
+    int fd = openat(s->dir_fd, "tmp", O_TMPFILE | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)) {
+        if (fd < 0)
+            return -errno;
+        *fd_out = fd;
+        return 0;
+    }
+    /* No O_TMPFILE here: a name of its own, unlinked at once (a crash
+     * between the two leaves a file that start-up removes, as it removes
+     * every file of tmp/ no partial row names). An unlinked file cannot be
+     * linked again either. */
+    static unsigned seq; /* any pool thread: a name taken is tried again */
+    for (int i = 0; i < 16; i++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "tmp/unnamed-%ld-%u", (long)getpid(),
+                 __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
+        fd = openat(s->dir_fd, rel, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && errno == EEXIST)
+            continue;
+        if (fd < 0)
+            return -errno;
+        if (unlinkat(s->dir_fd, rel, 0)) {
+            int e = errno;
+            close(fd);
+            return -e;
+        }
+        *fd_out = fd;
+        return 0;
+    }
+    return -EEXIST;
+}
+
 int store_tmp_reopen(const store_t *s, uint64_t id, uint64_t keep, int *fd_out)
 {
     char rel[64];

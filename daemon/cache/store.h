@@ -6,6 +6,8 @@
  *                                  blobs/ab/ are 0755
  *   <cache_dir>/tmp/<id>.part      being downloaded; never served. id is a job's
  *                                  partial id (the partials row, when recorded)
+ *   <cache_dir>/tmp/ (unnamed)     files with no name (store_tmp_unnamed): an
+ *                                  HFREPO listing, gone with its last descriptor
  *   <cache_dir>/quarantine/        files start-up or verify would not serve
  *   <cache_dir>/hubd.db(-wal,-shm), lock, secret: hubd's alone
  * Every other file is 0600 and every other folder 0700.
@@ -48,6 +50,13 @@ void store_tmp_path(const store_t *s, uint64_t id, char *buf, size_t cap);
  * open read-write (whatever had the name before is unlinked, never written
  * through). */
 int store_tmp_create(const store_t *s, uint64_t id, int *fd_out);
+
+/* Pool thread: a new file in tmp/ that has no name, mode 0600, open
+ * read-write (O_TMPFILE|O_EXCL; where the filesystem has no O_TMPFILE,
+ * created and unlinked at once), never to be linked: its bytes are on the
+ * cache's disk, not in hubd's memory, until the last descriptor goes (an
+ * HFREPO listing passed to a client). */
+int store_tmp_unnamed(const store_t *s, int *fd_out);
 
 /* Pool thread (or start-up): open an existing partial to resume it,
  * read-write, cut to its first `keep` bytes. -ESTALE when it holds fewer

@@ -3,7 +3,7 @@
  * Moved out of httpd_hf.c (issue 22) so that the socket's FETCH of a Hub
  * URL asks the same question, the same way, into the same memory. */
 #include "hf_meta.h"
-#include "http.h"
+#include "hub_req.h"
 #include "url.h"
 
 #include <errno.h>
@@ -234,86 +234,37 @@ static void known_remember(hf_meta_t *m, const char *tag, const char *key, const
 
 struct hf_ask {
     hf_meta_t *m;
-    struct http_client *http;
-    http_req_t *req; /* the request in flight, or NULL */
-    url_t url;       /* the hop asked */
-    unsigned hops;
-    char *hdrs; /* "Range: bytes=0-0\r\n" and the credential lines */
+    hub_req_t *req; /* the request in flight (hub_req.h) */
     char tag[65];
     char *file_key;
     hf_meta_cb cb;
     void *arg;
-    /* what the last answer said */
-    int status;
-    int64_t content_length;
-    char *location, *etag, *content_range;
-    char *hub[HUB_N]; /* the values of hub_wanted */
 };
-
-static void answer_forget(hf_ask_t *a)
-{
-    free(a->location);
-    free(a->etag);
-    free(a->content_range);
-    a->location = a->etag = a->content_range = NULL;
-    for (int i = 0; i < HUB_N; i++) {
-        free(a->hub[i]);
-        a->hub[i] = NULL;
-    }
-}
 
 static void ask_free(hf_ask_t *a)
 {
-    answer_forget(a);
-    url_free(&a->url);
-    free(a->hdrs);
     free(a->file_key);
     free(a);
 }
 
-static char *dup_or_null(const char *s)
-{
-    return s ? strdup(s) : NULL;
-}
-
-static int on_headers(http_req_t *req, const http_response_t *resp, void *data)
-{
-    hf_ask_t *a = data;
-    (void)req;
-    answer_forget(a);
-    a->status = resp->status;
-    a->content_length = resp->content_length;
-    a->location = dup_or_null(resp->location);
-    a->etag = dup_or_null(resp->etag);
-    a->content_range = dup_or_null(resp->content_range);
-    for (int i = 0; i < HUB_N; i++)
-        a->hub[i] = dup_or_null(resp->wanted[i]);
-    return HTTP_BODY_DISCARD; /* one byte, or a redirect's or an error's text */
-}
-
-static void on_body(http_req_t *req, buf_t *buf, const char *p, size_t n, void *data)
-{
-    (void)req, (void)buf, (void)p, (void)n, (void)data;
-}
-
 /* The file's metadata out of the answer: 0, or -1 when it lacks what a
  * client needs (or a value is too long to keep). */
-static int file_of(const hf_ask_t *a, hf_file_t *f)
+static int file_of(const hub_answer_t *a, hf_file_t *f)
 {
     memset(f, 0, sizeof *f);
-    const char *commit = a->hub[HUB_COMMIT];
+    const char *commit = a->wanted[HUB_COMMIT];
     f->lfs = a->status >= 300 && a->status < 400;
-    const char *lsize = a->hub[HUB_LINKED_SIZE];
+    const char *lsize = a->wanted[HUB_LINKED_SIZE];
     f->size = f->lfs ? (lsize ? atoll(lsize) : -1)
                      : (a->status == 206 ? hf_range_total(a->content_range) : a->content_length);
     if (!commit || strlen(commit) >= sizeof f->commit || f->size < 0 ||
-        (f->lfs && hf_sha256_of_etag(a->hub[HUB_LINKED_ETAG], f->sha256)))
+        (f->lfs && hf_sha256_of_etag(a->wanted[HUB_LINKED_ETAG], f->sha256)))
         return -1;
     snprintf(f->commit, sizeof f->commit, "%s", commit);
     if (snprintf(f->etag, sizeof f->etag, "%s", a->etag ? a->etag : "") >= (int)sizeof f->etag)
         return -1;
     if (f->lfs) {
-        snprintf(f->linked, sizeof f->linked, "%s", a->hub[HUB_LINKED_ETAG]);
+        snprintf(f->linked, sizeof f->linked, "%s", a->wanted[HUB_LINKED_ETAG]);
         if (snprintf(f->linked_size, sizeof f->linked_size, "%s", lsize) >=
             (int)sizeof f->linked_size)
             return -1;
@@ -328,86 +279,43 @@ static void finish(hf_ask_t *a, const hf_meta_answer_t *ans)
     ask_free(a);
 }
 
-static void fail(hf_ask_t *a, const char *code, const char *msg)
+/* The Hub's answer (hub_req.h; its same-origin redirects followed): a
+ * redirect elsewhere (an LFS file's CDN), a 200 or a 206 names the file,
+ * which is remembered for this credential tag; anything else is a
+ * refusal, which names nothing, whatever it carries. */
+static void answered(void *arg, const char *code, const char *msg, hub_answer_t *h)
 {
-    hf_meta_answer_t ans = {.kind = HF_META_FAILED, .code = code, .msg = msg};
-    finish(a, &ans);
-}
-
-/* The answer names the file: remembered for this credential tag. */
-static void named(hf_ask_t *a)
-{
+    hf_ask_t *a = arg;
+    a->req = NULL;
+    if (code) {
+        hf_meta_answer_t ans = {.kind = HF_META_FAILED, .code = code, .msg = msg};
+        finish(a, &ans);
+        return;
+    }
+    int names = (h->status >= 300 && h->status < 400 && h->location) || h->status == 200 ||
+                h->status == 206;
+    if (!names) {
+        hf_meta_answer_t ans = {.kind = HF_META_REFUSED,
+                                .status = h->status,
+                                .error_code = h->wanted[HUB_ERROR_CODE],
+                                .error_message = h->wanted[HUB_ERROR_MESSAGE],
+                                .commit = h->wanted[HUB_COMMIT]};
+        finish(a, &ans);
+        return;
+    }
     hf_file_t f;
-    if (file_of(a, &f)) {
-        fail(a, "http_parse",
-             "the Hub's answer has no X-Repo-Commit, size or (for an LFS file) X-Linked-Etag");
+    if (file_of(h, &f)) {
+        hf_meta_answer_t ans = {
+            .kind = HF_META_FAILED,
+            .code = "http_parse",
+            .msg =
+                "the Hub's answer has no X-Repo-Commit, size or (for an LFS file) X-Linked-Etag"};
+        finish(a, &ans);
         return;
     }
     known_remember(a->m, a->tag, a->file_key, &f);
     hf_meta_answer_t ans = {.kind = HF_META_FILE, .file = &f};
     finish(a, &ans);
-}
-
-static int send_hop(hf_ask_t *a);
-
-static void on_done(http_req_t *req, const char *code, const char *msg, void *data)
-{
-    hf_ask_t *a = data;
-    (void)req;
-    a->req = NULL;
-    if (code) {
-        fail(a, code, msg ? msg : code);
-        return;
-    }
-    if (a->status >= 300 && a->status < 400 && a->location) {
-        url_t next;
-        char *abs = NULL;
-        int same = url_resolve(&a->url, a->location, &abs) == 0 && url_parse(abs, &next, NULL) == 0;
-        free(abs);
-        if (same && url_same_origin(&a->url, &next)) { /* a renamed repo: follow it here */
-            if (++a->hops > HF_META_MAX_HOPS) {
-                url_free(&next);
-                fail(a, "redirect", "the Hub redirected too many times");
-                return;
-            }
-            url_free(&a->url);
-            a->url = next;
-            int rc = send_hop(a);
-            if (rc)
-                fail(a, rc == -EACCES ? "forbidden" : "internal",
-                     rc == -EACCES ? "the network policy does not allow the Hub's host"
-                                   : "cannot ask the Hub");
-            return;
-        }
-        if (same)
-            url_free(&next);
-        named(a); /* to a CDN: an LFS file */
-        return;
-    }
-    if (a->status == 200 || a->status == 206) {
-        named(a);
-        return;
-    }
-    /* Not the file: a refusal names nothing, whatever it carries. */
-    hf_meta_answer_t ans = {.kind = HF_META_REFUSED,
-                            .status = a->status,
-                            .error_code = a->hub[HUB_ERROR_CODE],
-                            .error_message = a->hub[HUB_ERROR_MESSAGE],
-                            .commit = a->hub[HUB_COMMIT]};
-    finish(a, &ans);
-}
-
-static const http_req_cbs_t meta_cbs = {on_headers, on_body, on_done};
-
-/* The request for the current hop, with the client's credentials (every
- * hop is the Hub's own origin). */
-static int send_hop(hf_ask_t *a)
-{
-    http_req_opts_t o = {.extra_headers = a->hdrs, .wanted = hub_wanted, .nwanted = HUB_N};
-    int rc = http_request_opts(a->http, &a->url, &o, &meta_cbs, a, &a->req);
-    if (rc)
-        a->req = NULL;
-    return rc == -EACCES ? -EACCES : rc ? -ENOMEM : 0;
 }
 
 int hf_meta_ask(hf_meta_t *m, struct http_client *http, const char *url, const char *tag,
@@ -418,28 +326,31 @@ int hf_meta_ask(hf_meta_t *m, struct http_client *http, const char *url, const c
     if (!a)
         return -ENOMEM;
     a->m = m;
-    a->http = http;
     a->cb = cb;
     a->arg = arg;
     snprintf(a->tag, sizeof a->tag, "%s", tag);
     a->file_key = strdup(file_key);
-    if (url_parse(url, &a->url, why)) {
-        free(a->file_key);
-        free(a);
-        return -EINVAL;
-    }
+    char *hdrs = NULL;
     size_t len = 0;
-    FILE *f = open_memstream(&a->hdrs, &len);
+    FILE *f = open_memstream(&hdrs, &len);
     if (f) {
         fputs("Range: bytes=0-0\r\n", f);
         for (size_t i = 0; i < ncred; i++)
             fprintf(f, "%s\r\n", cred[i]);
         if (fclose(f)) {
-            free(a->hdrs);
-            a->hdrs = NULL;
+            free(hdrs);
+            hdrs = NULL;
         }
     }
-    int rc = !a->hdrs || !a->file_key ? -ENOMEM : send_hop(a);
+    /* One byte, or a redirect's or an error's text: no body is kept. */
+    hub_req_opts_t o = {.headers = hdrs,
+                        .wanted = hub_wanted,
+                        .nwanted = HUB_N,
+                        .max_hops = HUB_REQ_MAX_HOPS,
+                        .keep = HUB_BODY_NONE};
+    int rc =
+        !hdrs || !a->file_key ? -ENOMEM : hub_req_start(http, url, &o, answered, a, &a->req, why);
+    free(hdrs);
     if (rc) {
         ask_free(a);
         return rc;
@@ -450,7 +361,6 @@ int hf_meta_ask(hf_meta_t *m, struct http_client *http, const char *url, const c
 
 void hf_meta_abort(hf_ask_t *a)
 {
-    if (a->req)
-        http_req_abort(a->req);
+    hub_req_abort(a->req);
     ask_free(a);
 }

@@ -4,8 +4,8 @@
  * `Range: bytes=0-0`. A small file answers 206 (or 200) with its length and
  * git ETag; an LFS file 302 to its CDN with X-Linked-Etag (its SHA-256) and
  * X-Linked-Size. Relative redirects (a renamed repo: same origin) are
- * followed here, at most HF_META_MAX_HOPS; a redirect to another origin is
- * the LFS file's. Every answer carries X-Repo-Commit.
+ * followed (hub_req.h, at most HUB_REQ_MAX_HOPS); a redirect to another
+ * origin is the LFS file's. Every answer carries X-Repo-Commit.
  *
  * Two ways in ask it: the HTTP front's /hf route (httpd_hf.c) and a FETCH
  * of a Hub URL with credentials over the socket (verbs_fetch.c). Both share
@@ -30,8 +30,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
-
-#define HF_META_MAX_HOPS 5 /* relative redirects (renamed repos) followed */
 
 struct http_client;
 

@@ -224,11 +224,9 @@ int hanswer_add_line(hconn_t *c, const char *name, const char *value)
 int hanswer_quota_begin(hconn_t *c)
 {
     httpd_t *h = c->srv;
-    unsigned waiting;
-    if (quota_request_begin(h->d.quota, &c->who, h->d.cfg->max_requests_per_user, &waiting)) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "uid %u has %u requests waiting already (max_requests_per_user)",
-                 (unsigned)c->who.uid, waiting);
+    char msg[160];
+    if (quota_request_admit(h->d.quota, &c->who, h->d.cfg->max_requests_per_user, msg,
+                            sizeof msg)) {
         hanswer_text(c, 429, "too_many_requests", msg, 0);
         return -1;
     }

@@ -30,10 +30,9 @@
  * A route of the front's table (hroute_hf_api): a request's state is its
  * hf_api_t. Loop thread, but for the pool item's filter_work. */
 #include "hf_json.h"
-#include "http.h"
 #include "httpd_internal.h"
+#include "hub_req.h"
 #include "log.h"
-#include "url.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -66,7 +65,7 @@ typedef enum {
 typedef struct hf_api {
     hconn_t *c;        /* NULL once the connection left: the pool item's end frees it */
     int quota_counted; /* a waiting request of its uid (quota_request_end) */
-    http_req_t *req;   /* the request to the Hub in flight, or NULL */
+    hub_req_t *req;    /* the request to the Hub in flight (hub_req.h), or NULL */
     bytebuf_t body;    /* the Hub's answer, at most HF_API_BODY_MAX */
     int status;        /* the Hub's */
     char *ctype;       /* its Content-Type, or NULL */
@@ -167,9 +166,9 @@ static void api_abandon(hconn_t *c)
         quota_request_end(c->srv->d.quota, &c->who);
     }
     if (a->req) {
-        http_req_t *req = a->req;
+        hub_req_t *req = a->req;
         a->req = NULL;
-        http_req_abort(req);
+        hub_req_abort(req);
     }
     if (a->work_out) {
         a->c = NULL; /* the item runs on: after_filter frees it */
@@ -268,48 +267,24 @@ static char *dup_or_null(const char *s)
     return s ? strdup(s) : NULL;
 }
 
-static void too_big(hconn_t *c)
+/* The Hub's answer, whatever its status (hub_req.h: no redirect is
+ * followed, a Location passes to the client), goes to the pool to be
+ * filtered. */
+static void api_answered(void *arg, const char *code, const char *msg, hub_answer_t *h)
 {
-    char msg[160];
-    snprintf(msg, sizeof msg, "the Hub's answer is larger than %u MiB", HF_API_BODY_MAX >> 20);
-    api_fail(c, 502, "too_large", msg);
-}
-
-static int on_api_headers(http_req_t *req, const http_response_t *resp, void *data)
-{
-    hf_api_t *a = data;
-    (void)req;
-    a->status = resp->status;
-    a->ctype = dup_or_null(resp->content_type);
-    a->location = dup_or_null(resp->location);
-    for (int i = 0; i < HUB_N; i++)
-        a->hub[i] = dup_or_null(resp->wanted[i]);
-    if (resp->content_length > (int64_t)HF_API_BODY_MAX)
-        too_big(a->c); /* aborts the request: http.c allows it from here */
-    return HTTP_BODY_DELIVER;
-}
-
-static void on_api_body(http_req_t *req, buf_t *buf, const char *p, size_t n, void *data)
-{
-    hf_api_t *a = data;
-    (void)req, (void)buf;
-    int rc = bytebuf_append(&a->body, p, n);
-    if (rc == -ENOBUFS)
-        too_big(a->c); /* a chunked answer that goes on and on */
-    else if (rc)
-        api_fail(a->c, 500, "internal", "out of memory");
-}
-
-static void on_api_done(http_req_t *req, const char *code, const char *msg, void *data)
-{
-    hf_api_t *a = data;
+    hf_api_t *a = arg;
     hconn_t *c = a->c;
-    (void)req;
     a->req = NULL;
     if (code) {
-        api_fail(c, httpd_status_of(code), code, msg ? msg : code);
+        api_fail(c, httpd_status_of(code), code, msg);
         return;
     }
+    a->status = h->status;
+    a->ctype = dup_or_null(h->content_type);
+    a->location = dup_or_null(h->location);
+    for (int i = 0; i < HUB_N; i++)
+        a->hub[i] = dup_or_null(h->wanted[i]);
+    hub_answer_take_body(h, &a->body); /* no budget: each counts as its uid's request */
     a->work.data = a;
     a->work_out = 1;
     if (uv_queue_work(c->srv->d.loop, &a->work, filter_work, after_filter)) {
@@ -317,8 +292,6 @@ static void on_api_done(http_req_t *req, const char *code, const char *msg, void
         api_fail(c, 500, "internal", "cannot queue the Hub's answer for filtering");
     }
 }
-
-static const http_req_cbs_t api_cbs = {on_api_headers, on_api_body, on_api_done};
 
 static int api_match(const char *target)
 {
@@ -386,16 +359,8 @@ static void api_handle(hconn_t *c, void *mem)
     a->quota_counted = 1;
     /* The target after "/hf" is the Hub's path, query and all. */
     char *text = NULL;
-    url_t u;
-    const char *why = "out of memory";
     if (asprintf(&text, "%s%s", h->d.cfg->hf_upstream, r->target + 3) < 0)
         text = NULL;
-    if (!text || url_parse(text, &u, &why)) {
-        free(text);
-        api_fail(c, 400, "bad_url", why);
-        return;
-    }
-    free(text);
     char *hdrs = NULL;
     size_t hl = 0;
     FILE *f = open_memstream(&hdrs, &hl);
@@ -407,29 +372,34 @@ static void api_handle(hconn_t *c, void *mem)
         if (fclose(f))
             hdrs = NULL;
     }
-    if (!hdrs) {
-        url_free(&u);
+    if (!text || !hdrs) {
+        free(text);
+        free(hdrs);
         api_fail(c, 500, "internal", "out of memory");
         return;
     }
     c->state = HC_FETCH;
     /* A POST's body is the client's, possibly empty (Content-Length: 0). */
     const char *body = post ? (bytebuf_len(&r->body) ? bytebuf_data(&r->body) : "") : NULL;
-    http_req_opts_t o = {.method = post ? "POST" : "GET",
-                         .extra_headers = hdrs,
-                         .body = body,
-                         .body_len = post ? bytebuf_len(&r->body) : 0,
-                         .wanted = hub_wanted,
-                         .nwanted = HUB_N};
-    int rc = http_request_opts(jobs_http(h->d.jobs), &u, &o, &api_cbs, a, &a->req);
+    hub_req_opts_t o = {.method = post ? "POST" : "GET",
+                        .headers = hdrs,
+                        .body = body,
+                        .body_len = post ? bytebuf_len(&r->body) : 0,
+                        .wanted = hub_wanted,
+                        .nwanted = HUB_N,
+                        .max_hops = 0, /* a redirect is the client's to follow, through the front */
+                        .keep = HUB_BODY_ANY,
+                        .body_max = HF_API_BODY_MAX};
+    const char *why = "bad URL";
+    int rc = hub_req_start(jobs_http(h->d.jobs), text, &o, api_answered, a, &a->req, &why);
     free(hdrs);
-    url_free(&u);
-    if (rc) {
-        a->req = NULL;
+    free(text);
+    if (rc == -EINVAL)
+        api_fail(c, 400, "bad_url", why);
+    else if (rc)
         api_fail(c, rc == -EACCES ? 403 : 500, rc == -EACCES ? "forbidden" : "internal",
                  rc == -EACCES ? "the network policy does not allow the Hub's host"
                                : "cannot ask the Hub");
-    }
 }
 
 const hroute_t hroute_hf_api = {

@@ -3,11 +3,13 @@
 #include "quota.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 struct quota_user {
     uid_t uid;
     unsigned waiting; /* FETCHes waiting, all sessions (max_requests_per_user) */
+    unsigned hfrepos; /* HFREPOs in flight, all sessions (QUOTA_USER_MAX_HFREPOS) */
     unsigned fds;     /* blob descriptors pinned, all sessions (QUOTA_USER_MAX_FDS) */
 };
 
@@ -56,6 +58,35 @@ void quota_request_end(quota_t *q, const principal_t *p)
     quota_user_t *u = find(q, p->uid);
     if (u && u->waiting)
         u->waiting--;
+}
+
+int quota_request_admit(quota_t *q, const principal_t *p, unsigned max, char *msg, size_t cap)
+{
+    unsigned waiting;
+    int rc = quota_request_begin(q, p, max, &waiting);
+    if (rc)
+        snprintf(msg, cap, "uid %u has %u requests waiting already (max_requests_per_user)",
+                 (unsigned)p->uid, waiting);
+    return rc;
+}
+
+int quota_hfrepo_begin(quota_t *q, const principal_t *p, char *msg, size_t cap)
+{
+    quota_user_t *u = find_or_add(q, p->uid);
+    if (u && u->hfrepos < QUOTA_USER_MAX_HFREPOS) {
+        u->hfrepos++;
+        return 0;
+    }
+    snprintf(msg, cap, "uid %u has %u HFREPO requests in flight already (at most %u at once)",
+             (unsigned)p->uid, u ? u->hfrepos : 0, QUOTA_USER_MAX_HFREPOS);
+    return -EAGAIN;
+}
+
+void quota_hfrepo_end(quota_t *q, const principal_t *p)
+{
+    quota_user_t *u = find(q, p->uid);
+    if (u && u->hfrepos)
+        u->hfrepos--;
 }
 
 void quota_fd_pin(quota_t *q, const principal_t *p)

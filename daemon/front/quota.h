@@ -1,7 +1,9 @@
 /* quota: what each user holds across all its sessions, and its limits.
  *
  * Per uid (a principal's uid, however it was learned): the FETCHes waiting
- * (bounded by max_requests_per_user) and the blob descriptors pinned for it
+ * (bounded by max_requests_per_user), the HFREPOs in flight (bounded by
+ * QUOTA_USER_MAX_HFREPOS: each may hold up to 16 MiB of the Hub's answer,
+ * and a tree of it in the pool) and the blob descriptors pinned for it
  * (bounded by QUOTA_USER_MAX_FDS; while at the bound its sessions parse no
  * more lines). A uid's counters are created on first use and kept.
  *
@@ -17,7 +19,8 @@
 
 #include "principal.h"
 
-#define QUOTA_USER_MAX_FDS 64 /* blob descriptors pinned for one uid, all sessions */
+#define QUOTA_USER_MAX_FDS 64    /* blob descriptors pinned for one uid, all sessions */
+#define QUOTA_USER_MAX_HFREPOS 4 /* HFREPOs in flight for one uid, all sessions */
 
 typedef struct quota_user quota_user_t;
 
@@ -34,6 +37,15 @@ void quota_free(quota_t *q);
 int quota_request_begin(quota_t *q, const principal_t *p, unsigned max, unsigned *waiting);
 /* A FETCH of p waits no more. */
 void quota_request_end(quota_t *q, const principal_t *p);
+/* quota_request_begin for the ways in that refuse in words (the socket's
+ * FETCH and HFREPO, the HTTP front's 429): 0, or -EAGAIN with the one
+ * refusal message of max_requests_per_user in msg. */
+int quota_request_admit(quota_t *q, const principal_t *p, unsigned max, char *msg, size_t cap);
+
+/* One more HFREPO of p in flight: 0, or -EAGAIN with why in msg when its
+ * uid has QUOTA_USER_MAX_HFREPOS already (or no memory to count it). */
+int quota_hfrepo_begin(quota_t *q, const principal_t *p, char *msg, size_t cap);
+void quota_hfrepo_end(quota_t *q, const principal_t *p);
 
 /* One more, or one fewer, blob descriptor pinned for p. quota_fd_unpin
  * returns 1 when the uid was at QUOTA_USER_MAX_FDS: its other sessions may

@@ -17,6 +17,7 @@
  * cancelled, the pool item frees itself and answers nobody). */
 #include "git_check.h"
 #include "hf_meta.h"
+#include "hub_req.h"
 #include "log.h"
 #include "sha256.h"
 #include "textnum.h"
@@ -220,11 +221,8 @@ static void fetch_start(fetch_t *f, const char *url, const char *const *headers,
 /* f ends before any job: its ERR, and the session may read on. */
 static void fetch_refuse(fetch_t *f, const char *code, const char *msg)
 {
-    session_t *s = f->s;
-    fetch_unlink(f);
-    reply_err(&s->t, f->id, code, msg);
-    fetch_free(f);
-    session_kick(s);
+    job_result_t err = {.err_code = code, .err_msg = msg};
+    fetch_answer(f, &err);
 }
 
 /* The Hub's answer to f's own headers decides (PROTOCOL.md, "FETCH of a
@@ -238,13 +236,7 @@ static void hub_answered(void *arg, const hf_meta_answer_t *a)
     f->ask = NULL;
     if (a->kind == HF_META_REFUSED && a->status >= 400 && a->status <= 499) {
         char code[16], msg[600];
-        snprintf(code, sizeof code, "http_%d", a->status);
-        if (a->error_code || a->error_message)
-            snprintf(msg, sizeof msg, "%s%s%s", a->error_code ? a->error_code : "",
-                     a->error_code && a->error_message ? ": " : "",
-                     a->error_message ? a->error_message : "");
-        else
-            snprintf(msg, sizeof msg, "the Hub answered HTTP %d", a->status);
+        hub_refusal(a->status, a->error_code, a->error_message, code, msg, sizeof msg);
         fetch_refuse(f, code, msg);
         return;
     }
@@ -379,13 +371,10 @@ void verbs_fetch(session_t *s, const proto_msg_t *m, const char *id, int arg)
     f->w.refresh = refresh && strcmp(refresh, "1") == 0;
     /* One user cannot fill the daemon with waiting requests. (jobs_fetch
      * bounds the jobs a uid created by the same setting: see quota.h.) */
-    unsigned waiting;
-    if (quota_request_begin(&s->srv->quota, &s->who, s->srv->cfg->max_requests_per_user,
-                            &waiting)) {
+    char msg[160];
+    if (quota_request_admit(&s->srv->quota, &s->who, s->srv->cfg->max_requests_per_user, msg,
+                            sizeof msg)) {
         free(f);
-        char msg[160];
-        snprintf(msg, sizeof msg, "uid %u has %u requests waiting already (max_requests_per_user)",
-                 (unsigned)s->who.uid, waiting);
         reply_err(&s->t, id, "too_many_requests", msg);
         return;
     }

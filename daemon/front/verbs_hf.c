@@ -6,25 +6,38 @@
  *   → REPO id= repo= type= commit= files= size= resolve=   (with an fd)
  *
  * hubd asks `{hf_upstream}/api/{type}s/{repo}/revision/{rev}?blobs=true`
- * through the downloads' HTTP client (proxies, network policy: as the HTTP
- * front's /hf/api routes do), follows a renamed repo's relative redirects
- * (at most HF_REPO_MAX_HOPS), keeps at most HF_REPO_BODY_MAX bytes of the
- * answer, and parses it in a pool item (a big repo's JSON is MBs), which
- * also writes the listing (hf_repo.h) into a memfd: the reply passes a
+ * (hub_req.h: the downloads' HTTP client, proxies, network policy, as the
+ * HTTP front's /hf/api routes), follows a renamed repo's relative
+ * redirects (at most HUB_REQ_MAX_HOPS), keeps at most HF_REPO_BODY_MAX
+ * bytes of the answer, and parses it in a pool item (a big repo's JSON is
+ * MBs), which also writes the listing (hf_repo.h) into a file of the
+ * store's tmp/ that has no name (store_tmp_unnamed): the reply passes a
  * read-only descriptor of it, so that a listing of 100 000 files costs the
- * session one line, not a stream of them. The request counts as one of its
- * uid's waiting requests (max_requests_per_user) and of the session's
- * (SESSION_MAX_FETCHES).
+ * session one line, not a stream of them.
+ *
+ * What HFREPO can make hubd hold (issue 22's review), bounded three ways:
+ * - a uid has at most QUOTA_USER_MAX_HFREPOS in flight, across its
+ *   sessions (more: ERR too_many_requests at once); each also counts as
+ *   one of its waiting requests (max_requests_per_user) and of the
+ *   session's (SESSION_MAX_FETCHES);
+ * - all HFREPOs' answers together hold at most HF_REPO_BUDGET bytes, from
+ *   the first byte read until the pool item has parsed them (the JSON tree
+ *   of an answer is a few times its bytes, and lives within that time):
+ *   past it, ERR busy at once, and the client asks again (hubctl and the
+ *   Python client do not wait on a shared budget they cannot see);
+ * - an answered listing is on the cache's disk, not in hubd's memory (a
+ *   memfd's pages would be hubd's for as long as the client keeps the
+ *   descriptor, and a client may keep thousands): it goes with its last
+ *   descriptor, and nothing can give it a name (O_TMPFILE|O_EXCL).
  *
  * A request's state is its hfrepo_t, in s->hfrepos until answered. One
  * close path: the session's close aborts the request to the Hub; a pool
  * item still out is left to free it (r->s NULL). Loop thread, but for the
  * pool item's listing_work. */
-#include "bytebuf.h"
 #include "hf_repo.h"
-#include "http.h"
+#include "hub_req.h"
 #include "log.h"
-#include "url.h"
+#include "store.h"
 #include "verbs_internal.h"
 
 #include <errno.h>
@@ -32,11 +45,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define HF_REPO_BODY_MAX (16u << 20) /* the Hub's answer, bytes */
-#define HF_REPO_MAX_HOPS 5           /* relative redirects (renamed repos) followed */
+#define HF_REPO_BUDGET (64u << 20)   /* all HFREPOs' answers being read or parsed, bytes */
 
 enum { HUB_ERROR_CODE, HUB_ERROR_MESSAGE, HUB_N };
 static const http_want_t hub_wanted[HUB_N] = {
@@ -44,48 +57,37 @@ static const http_want_t hub_wanted[HUB_N] = {
     [HUB_ERROR_MESSAGE] = {"X-Error-Message", 0},
 };
 
+/* The daemon's one budget of HFREPO answers (loop thread). Not the session
+ * server's: a pool item whose session went may end after the server is
+ * freed, and gives its bytes back then. */
+static hub_budget_t budget = {.max = HF_REPO_BUDGET};
+
 typedef struct hfrepo {
     session_t *s;     /* NULL once the session left: the pool item's end frees it */
     list_node_t node; /* in s->hfrepos, while s is set */
     char id[VERB_ID_MAX + 1];
-    char type[8];    /* "model", "dataset", "space" */
-    char *repo;      /* as asked */
-    char *hdrs;      /* the client's header lines ("Name: value\r\n"...) */
-    http_req_t *req; /* the request to the Hub in flight, or NULL */
-    url_t url;       /* the hop asked */
-    unsigned hops;
-    int status;       /* the Hub's */
-    char *location;   /* its Location, or NULL */
-    char *hub[HUB_N]; /* the values of hub_wanted */
-    bytebuf_t body;   /* its answer, at most HF_REPO_BODY_MAX */
-    uv_work_t work;   /* the listing */
-    int work_out;     /* the pool item is out: only it may free this */
+    char type[8];   /* "model", "dataset", "space" */
+    char *repo;     /* as asked */
+    hub_req_t *req; /* the request to the Hub in flight, or NULL */
+    bytebuf_t body; /* its answer, for the pool item */
+    size_t charged; /* of body, to budget: given back when the pool item is done */
+    store_t *store; /* where the listing's file goes */
+    uv_work_t work; /* the listing */
+    int work_out;   /* the pool item is out: only it may free this */
     /* the pool item's outcome */
     int rc; /* 0, or a negative errno */
     hf_listing_t listing;
     int fd; /* the listing's read-only descriptor, or -1 */
 } hfrepo_t;
 
-static void answer_forget(hfrepo_t *r)
-{
-    free(r->location);
-    r->location = NULL;
-    for (int i = 0; i < HUB_N; i++) {
-        free(r->hub[i]);
-        r->hub[i] = NULL;
-    }
-}
-
 static void hfrepo_free(hfrepo_t *r)
 {
-    answer_forget(r);
-    url_free(&r->url);
     bytebuf_free(&r->body);
+    hub_budget_release(&budget, r->charged);
     hf_listing_free(&r->listing);
     if (r->fd >= 0)
         close(r->fd);
     free(r->repo);
-    free(r->hdrs);
     free(r);
 }
 
@@ -94,6 +96,7 @@ static void hfrepo_unlink(hfrepo_t *r)
 {
     session_t *s = r->s;
     quota_request_end(&s->srv->quota, &s->who);
+    quota_hfrepo_end(&s->srv->quota, &s->who);
     s->nfetches--;
     list_remove(&r->node);
     r->s = NULL;
@@ -112,9 +115,9 @@ static void hfrepo_end(hfrepo_t *r)
 static void hfrepo_fail(hfrepo_t *r, const char *code, const char *msg)
 {
     if (r->req) {
-        http_req_t *req = r->req;
+        hub_req_t *req = r->req;
         r->req = NULL;
-        http_req_abort(req);
+        hub_req_abort(req);
     }
     reply_err(&r->s->t, r->id, code, msg);
     hfrepo_end(r);
@@ -122,13 +125,15 @@ static void hfrepo_fail(hfrepo_t *r, const char *code, const char *msg)
 
 /* ---- the listing, in the pool ---------------------------------------------- */
 
-/* A sealed memfd holding the listing, reopened read-only (through /proc)
- * where it can be: the client can read it, never change it. */
-static int listing_fd(const char *lines, size_t len)
+/* The listing in a file of the store's tmp/ with no name, reopened
+ * read-only (through /proc): the client can read it, never change it, and
+ * its bytes are on disk, not in hubd's memory. 0400, so that not even a
+ * reopen of the client's through its own /proc may write it. */
+static int listing_fd(store_t *store, const char *lines, size_t len)
 {
-    int fd = memfd_create("hubd-hfrepo", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0)
-        return -errno;
+    int fd, rc = store_tmp_unnamed(store, &fd);
+    if (rc)
+        return rc;
     for (size_t off = 0; off < len;) {
         ssize_t n = write(fd, lines + off, len - off);
         if (n < 0) {
@@ -138,24 +143,22 @@ static int listing_fd(const char *lines, size_t len)
         }
         off += (size_t)n;
     }
-    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
     char proc[64];
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    int ro = open(proc, O_RDONLY | O_CLOEXEC);
-    if (ro >= 0) {
-        close(fd);
-        return ro;
-    }
-    return fd; /* sealed: read-only in effect */
+    int ro = fchmod(fd, 0400) ? -1 : open(proc, O_RDONLY | O_CLOEXEC);
+    rc = ro < 0 ? -errno : 0;
+    close(fd);
+    return rc ? rc : ro;
 }
 
 static void listing_work(uv_work_t *w)
 {
     hfrepo_t *r = w->data;
     r->rc = hf_repo_listing(bytebuf_data(&r->body), bytebuf_len(&r->body), &r->listing);
-    bytebuf_free(&r->body); /* done with: the answer may be 16 MiB */
+    bytebuf_free(&r->body); /* done with: the answer may be 16 MiB (still charged) */
     if (!r->rc) {
-        int fd = listing_fd(r->listing.lines ? r->listing.lines : "", r->listing.lines_len);
+        int fd =
+            listing_fd(r->store, r->listing.lines ? r->listing.lines : "", r->listing.lines_len);
         if (fd < 0)
             r->rc = fd;
         else
@@ -168,6 +171,8 @@ static void after_listing(uv_work_t *w, int status)
 {
     hfrepo_t *r = w->data;
     r->work_out = 0;
+    hub_budget_release(&budget, r->charged); /* parsed, and its tree freed */
+    r->charged = 0;
     if (!r->s) { /* the session went meanwhile */
         hfrepo_free(r);
         return;
@@ -222,116 +227,35 @@ static void after_listing(uv_work_t *w, int status)
 
 /* ---- the request to the Hub ------------------------------------------------- */
 
-static char *dup_or_null(const char *v)
+/* The Hub's answer (hub_req.h; same-origin redirects followed): a 200's
+ * body goes to the pool to be parsed; a redirect elsewhere or a refusal
+ * ends r. */
+static void answered(void *arg, const char *code, const char *msg, hub_answer_t *a)
 {
-    return v ? strdup(v) : NULL;
-}
-
-static void too_big(hfrepo_t *r)
-{
-    char msg[160];
-    snprintf(msg, sizeof msg, "the Hub's answer is larger than %u MiB", HF_REPO_BODY_MAX >> 20);
-    hfrepo_fail(r, "too_large", msg);
-}
-
-static int on_headers(http_req_t *req, const http_response_t *resp, void *data)
-{
-    hfrepo_t *r = data;
-    (void)req;
-    answer_forget(r);
-    r->status = resp->status;
-    r->location = dup_or_null(resp->location);
-    for (int i = 0; i < HUB_N; i++)
-        r->hub[i] = dup_or_null(resp->wanted[i]);
-    if (resp->status != 200)
-        return HTTP_BODY_DISCARD; /* a redirect's or an error's text */
-    if (resp->content_length > (int64_t)HF_REPO_BODY_MAX) {
-        too_big(r); /* aborts the request: http.c allows it from here */
-        return HTTP_BODY_DISCARD;
-    }
-    return HTTP_BODY_DELIVER;
-}
-
-static void on_body(http_req_t *req, buf_t *buf, const char *p, size_t n, void *data)
-{
-    hfrepo_t *r = data;
-    (void)req, (void)buf;
-    int rc = bytebuf_append(&r->body, p, n);
-    if (rc == -ENOBUFS)
-        too_big(r); /* a chunked answer that goes on and on */
-    else if (rc)
-        hfrepo_fail(r, "internal", "out of memory");
-}
-
-static int ask(hfrepo_t *r);
-
-/* The Hub's refusal: its status, and its own words. */
-static void refused(hfrepo_t *r)
-{
-    char code[16], msg[600];
-    snprintf(code, sizeof code, "http_%d", r->status);
-    const char *ec = r->hub[HUB_ERROR_CODE], *em = r->hub[HUB_ERROR_MESSAGE];
-    if (ec || em)
-        snprintf(msg, sizeof msg, "%s%s%s", ec ? ec : "", ec && em ? ": " : "", em ? em : "");
-    else
-        snprintf(msg, sizeof msg, "the Hub answered HTTP %d", r->status);
-    hfrepo_fail(r, code, msg);
-}
-
-static void on_done(http_req_t *req, const char *code, const char *msg, void *data)
-{
-    hfrepo_t *r = data;
-    (void)req;
+    hfrepo_t *r = arg;
     r->req = NULL;
     if (code) {
-        hfrepo_fail(r, code, msg ? msg : code);
+        hfrepo_fail(r, code, msg);
         return;
     }
-    if (r->status >= 300 && r->status < 400 && r->location) {
-        url_t next;
-        char *abs = NULL;
-        int ok = url_resolve(&r->url, r->location, &abs) == 0 && url_parse(abs, &next, NULL) == 0;
-        free(abs);
-        if (!ok || !url_same_origin(&r->url, &next)) {
-            if (ok)
-                url_free(&next);
-            hfrepo_fail(r, "redirect", "the Hub redirected the repo's API away from itself");
-            return;
-        }
-        if (++r->hops > HF_REPO_MAX_HOPS) {
-            url_free(&next);
-            hfrepo_fail(r, "redirect", "the Hub redirected too many times");
-            return;
-        }
-        url_free(&r->url);
-        r->url = next;
-        if (ask(r))
-            hfrepo_fail(r, "internal", "cannot ask the Hub");
+    if (a->status >= 300 && a->status < 400 && a->location) {
+        hfrepo_fail(r, "redirect", "the Hub redirected the repo's API away from itself");
         return;
     }
-    if (r->status != 200) {
-        refused(r);
+    if (a->status != 200) {
+        char hcode[16], hmsg[600];
+        hub_refusal(a->status, a->wanted[HUB_ERROR_CODE], a->wanted[HUB_ERROR_MESSAGE], hcode, hmsg,
+                    sizeof hmsg);
+        hfrepo_fail(r, hcode, hmsg);
         return;
     }
+    r->charged = hub_answer_take_body(a, &r->body);
     r->work.data = r;
     r->work_out = 1;
     if (uv_queue_work(r->s->srv->loop, &r->work, listing_work, after_listing)) {
         r->work_out = 0;
         hfrepo_fail(r, "internal", "cannot queue the Hub's answer for parsing");
     }
-}
-
-static const http_req_cbs_t hub_cbs = {on_headers, on_body, on_done};
-
-static int ask(hfrepo_t *r)
-{
-    http_req_opts_t o = {.extra_headers = r->hdrs, .wanted = hub_wanted, .nwanted = HUB_N};
-    bytebuf_free(&r->body);
-    bytebuf_init(&r->body, HF_REPO_BODY_MAX);
-    int rc = http_request_opts(jobs_http(r->s->srv->jobs), &r->url, &o, &hub_cbs, r, &r->req);
-    if (rc)
-        r->req = NULL;
-    return rc;
 }
 
 /* ---- the verb --------------------------------------------------------------- */
@@ -382,49 +306,70 @@ void verbs_hfrepo(session_t *s, const proto_msg_t *m, const char *id, int arg)
         reply_err(&s->t, id, "bad_request", "revision= is at most 256 bytes of one line");
         return;
     }
-    hfrepo_t *r = calloc(1, sizeof *r);
-    if (!r) {
-        reply_err(&s->t, id, "internal", "out of memory");
-        return;
-    }
-    r->fd = -1;
-    bytebuf_init(&r->body, HF_REPO_BODY_MAX);
-    snprintf(r->id, sizeof r->id, "%s", id);
-    snprintf(r->type, sizeof r->type, "%s", type);
-    int rc = header_lines(s, m, &r->hdrs);
+    char *hdrs = NULL;
+    int rc = header_lines(s, m, &hdrs);
     if (rc) {
-        hfrepo_free(r);
+        free(hdrs);
         reply_err(&s->t, id, rc == -ENOMEM ? "internal" : "bad_request",
                   rc == -ENOMEM ? "out of memory" : "a header= is not valid (at most 16)");
         return;
     }
-    char *text = hf_repo_api_url(s->srv->cfg->hf_upstream, type, repo, rev);
-    const char *why = "out of memory";
-    if (!text || !(r->repo = strdup(repo)) || url_parse(text, &r->url, &why)) {
-        free(text);
-        hfrepo_free(r);
-        reply_err(&s->t, id, "bad_request", why);
-        return;
-    }
-    free(text);
-    unsigned waiting;
-    if (quota_request_begin(&s->srv->quota, &s->who, s->srv->cfg->max_requests_per_user,
-                            &waiting)) {
-        hfrepo_free(r);
-        char msg[160];
-        snprintf(msg, sizeof msg, "uid %u has %u requests waiting already (max_requests_per_user)",
-                 (unsigned)s->who.uid, waiting);
+    char msg[160];
+    if (quota_hfrepo_begin(&s->srv->quota, &s->who, msg, sizeof msg)) {
+        free(hdrs);
         reply_err(&s->t, id, "too_many_requests", msg);
         return;
     }
-    r->s = s;
-    s->nfetches++;
-    list_push_front(&s->hfrepos, &r->node);
-    rc = ask(r);
+    if (quota_request_admit(&s->srv->quota, &s->who, s->srv->cfg->max_requests_per_user, msg,
+                            sizeof msg)) {
+        quota_hfrepo_end(&s->srv->quota, &s->who);
+        free(hdrs);
+        reply_err(&s->t, id, "too_many_requests", msg);
+        return;
+    }
+    hfrepo_t *r = calloc(1, sizeof *r);
+    char *url = hf_repo_api_url(s->srv->cfg->hf_upstream, type, repo, rev);
+    if (r) {
+        r->fd = -1;
+        r->store = s->srv->store;
+        snprintf(r->id, sizeof r->id, "%s", id);
+        snprintf(r->type, sizeof r->type, "%s", type);
+        r->repo = strdup(repo);
+        r->s = s; /* counted from here: its end (hfrepo_unlink) gives the counts back */
+        s->nfetches++;
+        list_push_front(&s->hfrepos, &r->node);
+    }
+    if (!r || !url || !r->repo) {
+        free(url);
+        free(hdrs);
+        if (r) {
+            hfrepo_fail(r, "internal", "out of memory");
+            return;
+        }
+        quota_request_end(&s->srv->quota, &s->who);
+        quota_hfrepo_end(&s->srv->quota, &s->who);
+        reply_err(&s->t, id, "internal", "out of memory");
+        return;
+    }
+    hub_req_opts_t o = {.headers = hdrs,
+                        .wanted = hub_wanted,
+                        .nwanted = HUB_N,
+                        .max_hops = HUB_REQ_MAX_HOPS,
+                        .keep = HUB_BODY_OK,
+                        .body_max = HF_REPO_BODY_MAX,
+                        .budget = &budget};
+    const char *why = "bad URL";
+    rc = hub_req_start(jobs_http(s->srv->jobs), url, &o, answered, r, &r->req, &why);
+    free(url);
+    free(hdrs);
     if (rc)
-        hfrepo_fail(r, rc == -EACCES ? "forbidden" : "internal",
-                    rc == -EACCES ? "the network policy does not allow the Hub's host"
-                                  : "cannot ask the Hub");
+        hfrepo_fail(r,
+                    rc == -EINVAL   ? "bad_request"
+                    : rc == -EACCES ? "forbidden"
+                                    : "internal",
+                    rc == -EINVAL   ? why
+                    : rc == -EACCES ? "the network policy does not allow the Hub's host"
+                                    : "cannot ask the Hub");
 }
 
 void verbs_hf_close(session_t *s)
@@ -434,9 +379,9 @@ void verbs_hf_close(session_t *s)
         hfrepo_t *r = list_entry(n, hfrepo_t, node);
         hfrepo_unlink(r);
         if (r->req) {
-            http_req_t *req = r->req;
+            hub_req_t *req = r->req;
             r->req = NULL;
-            http_req_abort(req);
+            hub_req_abort(req);
         }
         if (!r->work_out) /* else the pool item frees it */
             hfrepo_free(r);

@@ -45,6 +45,7 @@ REPOS = {
          "files": {"data/train.csv": {"text": "x,y\n1,2\n"}}},
         {"id": "new-org/model", "renamed_from": "old-org/model",
          "files": {"m.txt": {"text": "renamed\n"}}},
+        {"id": "org/many", "files": {"f%04d.txt" % i: {"text": "%d\n" % i} for i in range(3000)}},
     ],
 }
 
@@ -105,6 +106,14 @@ def parse_fields(words):
         k, _, v = w.partition("=")
         out[k] = urllib.parse.unquote(v)
     return out
+
+
+def vm_rss(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS for pid %d" % pid)
 
 
 def read_fd(fd):
@@ -243,6 +252,61 @@ class HubSocketTest(HubTestCase):
         # the daemon goes on: a new session is answered
         verb, f, _ = self.hfrepo("org/public")
         self.assertEqual(verb, "REPO", f)
+
+    def test_hfrepo_in_flight_per_uid_is_bounded(self):
+        """At most 4 HFREPOs of one uid in flight, across its sessions: the
+        5th is refused at once, the 4 are answered, and then it may ask."""
+        self.stub.control("hold", {"user": "alice", "delay": 2.0, "status": None, "api": True})
+        held = []
+        for i in range(4):
+            s = self.session()
+            s.send("HFREPO", [("id", "h%d" % i), ("repo", "org/gated"), ("header", ALICE)])
+            held.append(s)
+        time.sleep(0.5)  # the four are at the Hub, which holds them
+        s = self.session()
+        t0 = time.monotonic()
+        s.send("HFREPO", [("id", "x"), ("repo", "org/public")])
+        verb, f, _, _ = s.final()
+        self.assertEqual((verb, f.get("code")), ("ERR", "too_many_requests"), f)
+        self.assertIn("4 HFREPO requests in flight", f["msg"])
+        self.assertLess(time.monotonic() - t0, 1.0)
+        for s in held:
+            verb, f, fd, _ = s.final()
+            self.assertEqual(verb, "REPO", f)
+            os.close(fd)
+        verb, f, _ = self.hfrepo("org/public")
+        self.assertEqual(verb, "REPO", f)
+
+    def test_hfrepo_listings_held_open_cost_disk_not_hubds_memory(self):
+        """A listing is a file of the cache's tmp/ with no name (O_TMPFILE),
+        not a memfd whose pages are hubd's as long as a client keeps it:
+        120 of them held open by a client leave hubd's RSS where it was."""
+        s = self.session()
+        pid = self.hubd.proc.pid  # hubd itself, unless under HUBD_WRAPPER
+        fds = []
+
+        def close_all():
+            for fd in fds:
+                os.close(fd)
+        self.addCleanup(close_all)
+        rss0 = None
+        for i in range(120):
+            s.send("HFREPO", [("id", "l%d" % i), ("repo", "org/many")])
+            verb, f, fd, _ = s.final()
+            self.assertEqual((verb, f.get("files")), ("REPO", "3000"), f)
+            fds.append(fd)
+            if i == 9:  # the pool's arenas have grown to what a listing takes
+                rss0 = vm_rss(pid)
+        st = os.fstat(fds[0])
+        self.assertEqual(st.st_nlink, 0)  # no name: gone with the last descriptor
+        self.assertEqual(st.st_dev, os.stat(os.path.join(self.hubd.cache, "tmp")).st_dev)
+        self.assertEqual(st.st_mode & 0o777, 0o400)
+        self.assertFalse(os.readlink("/proc/self/fd/%d" % fds[0]).startswith("/memfd:"))
+        self.assertEqual(self.hubd.tmp_files(), [])
+        held = sum(os.fstat(fd).st_size for fd in fds)
+        self.assertGreater(held, 16 << 20)
+        if not os.environ.get("HUBD_WRAPPER"):
+            self.assertLess(vm_rss(pid) - rss0, 8 << 20, "hubd's RSS grew with the listings held")
 
     # ---- FETCH of a Hub URL with a token ----------------------------------
 
