@@ -28,7 +28,9 @@ typedef struct hubd_config {
     char *allow_groups;
     unsigned max_requests_per_user; /* waiting FETCHes of one uid; 0: no limit */
     unsigned max_jobs_per_user;     /* downloads transferring for one uid at once; 0: no limit */
-    char *cache_dir;                /* root of blobs/, tmp/, hubd.db (malloc'd) */
+    unsigned max_holds_per_user;    /* HOLD rows of one uid; past it HELD readable=0; 0: no limit */
+    uint64_t max_held_bytes_per_user; /* bytes of the blobs one uid holds; 0: half the cache */
+    char *cache_dir;                  /* root of blobs/, tmp/, hubd.db (malloc'd) */
     uint64_t max_cache_size; /* blobs above this are evicted, least recently used first; 0: none */
     uint64_t max_file_size;  /* a download longer than this fails (too_large); 0: none */
     size_t read_buffer_size; /* bytes per pooled socket read buffer */

@@ -733,6 +733,14 @@ static const config_key_t config_keys[] = {
     {"max_jobs_per_user", &types[T_UINT], FIELD(max_jobs_per_user), .def = "8", .min = 0,
      .max = 10000, .flags = RELOAD,
      .help = "downloads one uid may have transferring at once; 0: no limit"},
+    {"max_holds_per_user", &types[T_UINT], FIELD(max_holds_per_user), .def = "100000", .min = 0,
+     .max = 100000000, .flags = RELOAD,
+     .help = "files one uid's HF caches may link into the store (HOLD); more are copied; 0: no "
+             "limit"},
+    {"max_held_bytes_per_user", &types[T_SIZE], FIELD(max_held_bytes_per_user), .def = "0",
+     .min = 0, .max = NOMAX, .flags = RELOAD,
+     .help = "bytes of the blobs one uid may hold linked; more are copied; 0: half of "
+             "max_cache_size (else of the file system)"},
     /* The cache. */
     {"cache_dir", &types[T_STRING], FIELD(cache_dir), .def_fn = default_cache_dir,
      .help = "the root of blobs/, tmp/ and hubd.db"},

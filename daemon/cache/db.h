@@ -222,17 +222,30 @@ typedef struct db_hold {
 /* Records h (the same uid, label and link again: moved to h's blob, created
  * renewed). -ENOENT when there is no such blob. */
 int db_hold_add(db_t *db, const db_hold_t *h);
-/* Deletes uid's holds of label; *released gets how many. fn (may be NULL)
- * gets each blob that uid no longer holds at all, after the transaction. */
-int db_hold_release(db_t *db, uid_t uid, const char *label, unsigned *released,
+/* Whether h fits in uid's bounds (0: no bound): 0 yes; DB_HOLD_OVER_COUNT
+ * when it would be a row past max_holds; DB_HOLD_OVER_BYTES when its blob
+ * would take the bytes uid holds past max_bytes; or a negative errno. A
+ * renewal adds no row, a blob uid holds already no bytes. Call it under
+ * db_lock, which db_hold_add's transaction takes too, so that the answer
+ * still stands when the row is added. */
+int db_hold_fits(db_t *db, const db_hold_t *h, uint64_t max_holds, uint64_t max_bytes);
+#define DB_HOLD_OVER_COUNT 1
+#define DB_HOLD_OVER_BYTES 2
+/* uid's hold rows and the bytes of the blobs it holds (each once). */
+int db_holds_of(db_t *db, uid_t uid, uint64_t *holds, uint64_t *bytes);
+/* Deletes uid's holds of label, or only its hold through link (link not
+ * NULL); *released gets how many. fn (may be NULL) gets each blob that uid
+ * no longer holds at all, after the transaction. */
+int db_hold_release(db_t *db, uid_t uid, const char *label, const char *link, unsigned *released,
                     void (*fn)(void *arg, const char *sha256), void *arg);
 /* Deletes one hold, if it is still the one seen (same created: a HOLD
  * renewed meanwhile stays). *still_held: uid holds the blob otherwise.
  * -ENOENT when the row was gone or renewed. */
 int db_hold_drop(db_t *db, const db_hold_t *h, int *still_held);
 /* Up to max holds created at most at created_before (unix seconds), those
- * of the least recently used blobs first: eviction's candidates, whose links
- * are checked before it picks. */
+ * of the least recently used blobs first (eviction's candidates, whose links
+ * are checked before it picks), resuming after the last hold the previous
+ * call gave and going round: successive calls see every hold in turn. */
 int db_holds_each(db_t *db, unsigned max, int64_t created_before,
                   void (*fn)(void *arg, const db_hold_t *h), void *arg);
 /* One line of HOLDS: a uid's holds of one label. */
@@ -242,11 +255,13 @@ typedef struct db_hold_sum {
     uint64_t files; /* holds (links) */
     uint64_t size;  /* their blobs' bytes, each blob once */
 } db_hold_sum_t;
-/* The sums per (uid, label), by uid then label; uid < 0: every uid. */
-int db_holds_list(db_t *db, int64_t uid, void (*fn)(void *arg, const db_hold_sum_t *s), void *arg);
+/* The first max sums per (uid, label), by uid then label; uid < 0: every
+ * uid. */
+int db_holds_list(db_t *db, int64_t uid, unsigned max,
+                  void (*fn)(void *arg, const db_hold_sum_t *s), void *arg);
 /* Pool threads (or start-up): after blobs went with their holds (removal,
- * quarantine, start-up's checks), recounts what db_holds_stats says; a
- * no-op when none did. The hold functions above recount themselves. */
+ * quarantine, start-up's checks), counts again what db_holds_stats and
+ * db_holds_of say; a no-op when none did. */
 int db_holds_refresh(db_t *db);
 /* Any thread: the hold rows and the bytes of the blobs they hold, as of the
  * last change (kept in memory: STATS reads them on the loop). */

@@ -4,8 +4,19 @@
 #ifndef HUBD_DB_INTERNAL_H
 #define HUBD_DB_INTERNAL_H
 
+#include "db.h"
+
 #include <sqlite3.h>
 #include <stdint.h>
+
+/* Where db_holds_each stopped: the last hold it gave, in its order. */
+typedef struct db_hold_pos {
+    int set;                           /* 0: from the start */
+    int64_t seq, rowid;                /* its blob's */
+    uid_t uid;                         /* the hold's key */
+    char label[DB_HOLD_LABEL_MAX + 1]; /* ...  */
+    char link[DB_HOLD_LINK_MAX + 1];   /* ... */
+} db_hold_pos_t;
 
 struct db {
     sqlite3 *rd;                 /* loop thread only */
@@ -19,6 +30,8 @@ struct db {
     _Atomic uint64_t holds;      /* hold rows (db_holds.c; read from any thread) */
     _Atomic uint64_t held_bytes; /* the size of the blobs they hold, each once */
     _Atomic int holds_dirty;     /* holds deleted with their blob: db_holds_refresh recounts */
+    db_hold_pos_t holds_next;    /* db_holds_each resumes after it (under wr's mutex) */
+    int holds_counted;           /* the TEMP counts by uid are made (db_holds.c; wr's mutex) */
 };
 
 /* Version 6. A row per link a user's HF cache has into hubd's store:

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,42 +64,58 @@ static void ungrant(const store_t *store, db_t *db, uid_t uid, const char *sha)
     close(fd);
 }
 
-int holds_add(store_t *store, db_t *db, uid_t uid, const char *sha256, const char *label,
-              const char *link, int served, int *readable)
+/* The held bytes one uid may have: the setting, else half of what the
+ * cache may hold (max_cache_size, else the file system's size), so that one
+ * user's pins leave at least half of it to everyone's eviction. 0: no
+ * bound (the size could not be told). */
+static uint64_t bytes_bound(const holds_bounds_t *b, int fd)
 {
-    *readable = 0;
+    struct statvfs vfs;
+    if (b->max_bytes)
+        return b->max_bytes;
+    if (b->cache_max)
+        return b->cache_max / 2;
+    return fstatvfs(fd, &vfs) ? 0 : (uint64_t)vfs.f_blocks * vfs.f_frsize / 2;
+}
+
+int holds_add(store_t *store, db_t *db, const holds_bounds_t *b, const db_hold_t *h, int served,
+              int *readable, int *over)
+{
+    *readable = *over = 0;
     db_blob_stat_t rec;
     struct stat st;
     db_lock(db);
-    int rc = db_get_blob_stat(db, sha256, &rec); /* -ENOENT: no such blob */
-    int fd = rc ? rc : open_blob(store, sha256, &st);
+    int rc = db_get_blob_stat(db, h->sha256, &rec); /* -ENOENT: no such blob */
+    int fd = rc ? rc : open_blob(store, h->sha256, &st);
     if (fd < 0) {
         rc = fd == -ENOENT ? -ENOENT : fd;
         goto out;
     }
-    /* Public by o+r alone: a grant's mask shows in the group bits. */
-    if (st.st_mode & 0004) {
+    /* Public or not, only bytes this uid was given: a hold pins them in
+     * the cache, and a pin is for what the user has. */
+    rc = served ? db_hold_fits(db, h, b->max_holds, bytes_bound(b, fd)) : -EPERM;
+    if (rc > 0) { /* past a bound: no row, the client copies */
+        *over = rc;
+        rc = 0;
+    } else if (!rc && (st.st_mode & 0004)) { /* public by o+r alone (a grant's mask shows
+                                                 in the group bits) */
         *readable = 1;
-    } else if (!served) {
-        rc = -EPERM;
-    } else {
-        rc = grant_add(fd, uid, GRANT_MAX_USERS);
+    } else if (!rc) {
+        rc = grant_add(fd, h->uid, GRANT_MAX_USERS);
         if (!rc) {
             *readable = 1;
-            keep_identity(db, sha256, fd, &st);
+            keep_identity(db, h->sha256, fd, &st);
         } else if (rc == -ENOSPC || rc == -EOPNOTSUPP || rc == -ENOTSUP) {
-            log_info("blob %s: no read grant for uid %u (%s): the client copies", sha256,
-                     (unsigned)uid,
+            log_info("blob %s: no read grant for uid %u (%s): the client copies", h->sha256,
+                     (unsigned)h->uid,
                      rc == -ENOSPC ? "it has the most named users already"
                                    : "the file system keeps no ACLs");
             rc = 0;
         }
     }
     close(fd);
-    if (!rc && *readable) {
-        db_hold_t h = {uid, label, sha256, link, (int64_t)time(NULL)};
-        rc = db_hold_add(db, &h);
-    }
+    if (!rc && *readable)
+        rc = db_hold_add(db, h);
 out:
     db_unlock(db);
     return rc;
@@ -116,15 +133,25 @@ static void on_released(void *arg, const char *sha)
     ungrant(c->store, c->db, c->uid, sha);
 }
 
-int holds_release(store_t *store, db_t *db, uid_t uid, const char *label, unsigned *released)
+int holds_release(store_t *store, db_t *db, uid_t uid, const char *label, const char *link,
+                  unsigned *released)
 {
     release_ctx_t c = {store, db, uid};
     db_lock(db);
-    int rc = db_hold_release(db, uid, label, released, on_released, &c);
+    int rc = db_hold_release(db, uid, label, link, released, on_released, &c);
     db_unlock(db);
     return rc;
 }
 
+/* lstat and readlink look at the link itself, never following it; its
+ * parent directories are resolved as any path is, with hubd's rights,
+ * symlinks included. Not narrowed further (openat2's RESOLVE_NO_SYMLINKS,
+ * or a parent owned by uid), on purpose: HF caches often sit behind a
+ * symlinked home or HF_HOME, or in a group's shared folder, and such a check
+ * would drop their holds (and grants) wrongly, while it would keep nothing
+ * from anyone: the row is uid's own, so what a path through hubd's rights
+ * can decide is whether uid keeps its own hold, and what it can learn is
+ * whether a symlink of uid's, to this blob, stands there. */
 int holds_link_stands(const store_t *store, const char *link, uid_t uid, const char *sha256)
 {
     struct stat st;

@@ -63,6 +63,8 @@ struct session {
     list_t holds;          /* HOLD, UNHOLD, HOLDS requests in the pool (verbs_hold.c) */
 };
 
+#define HOLD_TOLD_MAX 64 /* uids remembered as told why their HOLD was refused */
+
 struct session_server {
     uv_loop_t *loop;
     const hubd_config_t *cfg;
@@ -70,14 +72,16 @@ struct session_server {
     db_t *db;
     store_t *store;
     listener_t *listener;
-    principal_acl_t acl;  /* loaded at start and on reload */
-    quota_t quota;        /* per-uid counters across sessions */
-    hf_meta_t *hf;        /* the Hub's answers about files (hf_meta.h), owned */
-    const httpd_t *httpd; /* the HTTP front, for STATS; NULL: none */
-    served_t served;      /* (uid, blob) pairs lately answered DONE: HOLD's test */
-    list_t sessions;      /* open sessions (session.node), newest first */
-    unsigned nsessions;   /* sessions not yet freed (closing ones too) */
-    uint64_t started;     /* uv_hrtime() at start: uptime never goes back with the clock */
+    principal_acl_t acl;            /* loaded at start and on reload */
+    quota_t quota;                  /* per-uid counters across sessions */
+    hf_meta_t *hf;                  /* the Hub's answers about files (hf_meta.h), owned */
+    const httpd_t *httpd;           /* the HTTP front, for STATS; NULL: none */
+    served_t served;                /* (uid, blob) pairs lately answered DONE: HOLD's test */
+    uid_t hold_told[HOLD_TOLD_MAX]; /* uids whose HOLD went past a bound, logged once each */
+    unsigned hold_told_n;           /* uids logged so far: the ring's next slot, mod the size */
+    list_t sessions;                /* open sessions (session.node), newest first */
+    unsigned nsessions;             /* sessions not yet freed (closing ones too) */
+    uint64_t started; /* uv_hrtime() at start: uptime never goes back with the clock */
     int closing;
     void (*close_cb)(void *);
     void *close_arg;

@@ -112,9 +112,12 @@ static void fetch_on_finish(job_waiter_t *w, const job_result_t *res)
         proto_add_u64(&r.w, "size", res->size);
         proto_add(&r.w, "source", sources[res->kind]);
         size_t n = reply_end(&r);
-        if (n)
+        if (n) { /* given the bytes: HOLD may pin them (served.h) */
             transport_send_fd(&s->t, r.buf, n, res->fd);
-        served_note(&s->srv->served, s->who.uid, res->sha256, uv_now(s->srv->loop)); /* HOLD */
+            served_note(&s->srv->served, s->who.uid, res->sha256, uv_now(s->srv->loop));
+        } else { /* no DONE could be made: nothing was given */
+            reply_err(&s->t, f->id, "internal", "the DONE line could not be made");
+        }
     }
     fetch_free(f);
     session_kick(s);

@@ -12,8 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define HOLD_MAX_IN_FLIGHT 64 /* a session's requests in the pool; more: ERR busy */
+#define HOLDS_LINES_MAX 10000 /* HOLDREC lines of one HOLDS; past them END truncated=1 */
 
 typedef enum { OP_HOLD, OP_UNHOLD, OP_HOLDS } hold_op_t;
 
@@ -34,17 +36,19 @@ typedef struct hold_req {
     store_t *store;
     db_t *db;
     hold_op_t op;
-    uid_t uid;      /* whose holds */
-    int64_t of_uid; /* HOLDS: the uid listed, -1 every uid */
-    int served;     /* HOLD: uid was answered DONE for the blob lately */
+    uid_t uid;             /* whose holds */
+    int64_t of_uid;        /* HOLDS: the uid listed, -1 every uid */
+    int served;            /* HOLD: uid was answered DONE for the blob lately */
+    holds_bounds_t bounds; /* HOLD: the settings, as of the request */
     char sha[65];
-    char *label, *link;
+    char *label, *link; /* link: HOLD's, UNHOLD's one (or NULL) */
     /* Results. */
     int rc;
     int readable;
+    int over; /* HOLD past a bound: DB_HOLD_OVER_COUNT or _BYTES, else 0 */
     unsigned released;
     hold_line_t *lines;
-    size_t nlines, cap;
+    size_t nlines, cap; /* HOLDS: at most HOLDS_LINES_MAX + 1 (one more: truncated) */
     char id[VERB_ID_MAX + 1];
 } hold_req_t;
 
@@ -78,15 +82,16 @@ static void hold_work(uv_work_t *w)
 {
     hold_req_t *r = w->data;
     switch (r->op) {
-    case OP_HOLD:
-        r->rc =
-            holds_add(r->store, r->db, r->uid, r->sha, r->label, r->link, r->served, &r->readable);
+    case OP_HOLD: {
+        db_hold_t h = {r->uid, r->label, r->sha, r->link, (int64_t)time(NULL)};
+        r->rc = holds_add(r->store, r->db, &r->bounds, &h, r->served, &r->readable, &r->over);
         break;
+    }
     case OP_UNHOLD:
-        r->rc = holds_release(r->store, r->db, r->uid, r->label, &r->released);
+        r->rc = holds_release(r->store, r->db, r->uid, r->label, r->link, &r->released);
         break;
     case OP_HOLDS: {
-        int rc = db_holds_list(r->db, r->of_uid, collect_sum, r);
+        int rc = db_holds_list(r->db, r->of_uid, HOLDS_LINES_MAX + 1, collect_sum, r);
         if (!r->rc)
             r->rc = rc;
         break;
@@ -103,8 +108,7 @@ static void send_result(session_t *s, hold_req_t *r)
     }
     if (r->rc == -EPERM) {
         reply_err(&s->t, r->id, "permission_denied",
-                  "the blob is private and this uid was not answered DONE for it in the last "
-                  "10 minutes");
+                  "this uid was not answered DONE for the blob in the last 10 minutes");
         return;
     }
     if (r->rc == -ENOSPC) {
@@ -131,7 +135,7 @@ static void send_result(session_t *s, hold_req_t *r)
         proto_add_u64(&rep.w, "released", r->released);
         break;
     case OP_HOLDS:
-        for (size_t i = 0; i < r->nlines; i++) {
+        for (size_t i = 0; i < r->nlines && i < HOLDS_LINES_MAX; i++) {
             reply_t line;
             reply_begin(&line, "HOLDREC");
             proto_add(&line.w, "id", r->id);
@@ -143,9 +147,41 @@ static void send_result(session_t *s, hold_req_t *r)
         }
         reply_begin(&rep, "END");
         proto_add(&rep.w, "id", r->id);
+        if (r->nlines > HOLDS_LINES_MAX)
+            proto_add_u64(&rep.w, "truncated", 1);
         break;
     }
     reply_send(&s->t, &rep);
+}
+
+/* A HOLD past a bound of its uid: said in the log once per uid (the
+ * HOLD_TOLD_MAX latest remembered), not once per file of a repo. */
+static void tell_over(session_server_t *srv, const hold_req_t *r)
+{
+    unsigned n = srv->hold_told_n < HOLD_TOLD_MAX ? srv->hold_told_n : HOLD_TOLD_MAX;
+    for (unsigned i = 0; i < n; i++)
+        if (srv->hold_told[i] == r->uid)
+            return;
+    srv->hold_told[srv->hold_told_n++ % HOLD_TOLD_MAX] = r->uid;
+    if (r->over == DB_HOLD_OVER_COUNT)
+        log_info("uid %u has max_holds_per_user (%llu) holds: its further files are copied, "
+                 "not linked",
+                 (unsigned)r->uid, (unsigned long long)r->bounds.max_holds);
+    else
+        log_info("uid %u: blob %s would take its held bytes past max_held_bytes_per_user "
+                 "(%s): copied, not linked",
+                 (unsigned)r->uid, r->sha,
+                 r->bounds.max_bytes ? "as set" : "half of the cache's size");
+}
+
+static void hold_req_free(hold_req_t *r)
+{
+    for (size_t i = 0; i < r->nlines; i++)
+        free(r->lines[i].label);
+    free(r->lines);
+    free(r->label);
+    free(r->link);
+    free(r);
 }
 
 static void after_hold(uv_work_t *w, int status)
@@ -154,15 +190,12 @@ static void after_hold(uv_work_t *w, int status)
     (void)status;
     if (r->s) {
         list_remove(&r->node);
+        if (r->over)
+            tell_over(r->s->srv, r);
         send_result(r->s, r);
     }
     worktrack_release(r->tracker);
-    for (size_t i = 0; i < r->nlines; i++)
-        free(r->lines[i].label);
-    free(r->lines);
-    free(r->label);
-    free(r->link);
-    free(r);
+    hold_req_free(r);
 }
 
 static int count_in_flight(const session_t *s)
@@ -173,16 +206,29 @@ static int count_in_flight(const session_t *s)
     return n;
 }
 
-/* A label: 1 to DB_HOLD_LABEL_MAX bytes, no control characters. */
-static int valid_label(const char *l)
+/* 1 to max bytes, no control characters (they go into the log). */
+static int valid_text(const char *l, size_t max)
 {
     size_t n = l ? strlen(l) : 0;
-    if (n == 0 || n > DB_HOLD_LABEL_MAX)
+    if (n == 0 || n > max)
         return 0;
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)l[i] < 0x20 || l[i] == 0x7f)
             return 0;
     return 1;
+}
+
+/* A label: 1 to DB_HOLD_LABEL_MAX bytes, no control characters. */
+static int valid_label(const char *l)
+{
+    return valid_text(l, DB_HOLD_LABEL_MAX);
+}
+
+/* A link: an absolute path of at most DB_HOLD_LINK_MAX bytes, no control
+ * characters. */
+static int valid_link(const char *l)
+{
+    return l && l[0] == '/' && valid_text(l, DB_HOLD_LINK_MAX);
 }
 
 /* uid= of UNHOLD and HOLDS: another uid's holds are an admin's business.
@@ -228,14 +274,24 @@ void verbs_hold(session_t *s, const proto_msg_t *m, const char *id, int arg)
         uint8_t raw[32];
         if (!sha || strlen(sha) != 64 || sha256_parse_hex(sha, raw))
             bad = "HOLD needs sha256= (64 hex digits)";
-        else if (!link || link[0] != '/' || strlen(link) > DB_HOLD_LINK_MAX)
-            bad = "HOLD needs link= (an absolute path of at most 4096 bytes)";
+        else if (!valid_link(link))
+            bad = "HOLD needs link= (an absolute path of at most 4096 bytes, no control "
+                  "characters)";
         else if (!(r->link = strdup(link)))
             bad = "out of memory";
         else
             sha256_hex(raw, r->sha);
         r->served =
             !bad && served_recent(&s->srv->served, s->who.uid, r->sha, uv_now(s->srv->loop));
+        const hubd_config_t *cfg = s->srv->cfg;
+        r->bounds = (holds_bounds_t){cfg->max_holds_per_user, cfg->max_held_bytes_per_user,
+                                     cfg->max_cache_size};
+    } else if (op == OP_UNHOLD && proto_get(m, "link")) {
+        const char *link = proto_get(m, "link");
+        if (!valid_link(link))
+            bad = "link= must be an absolute path of at most 4096 bytes, no control characters";
+        else if (!(r->link = strdup(link)))
+            bad = "out of memory";
     }
     if (!bad && op != OP_HOLDS && !valid_label(label))
         bad = "needs label= (1 to 512 bytes, no control characters)";
@@ -259,10 +315,14 @@ void verbs_hold(session_t *s, const proto_msg_t *m, const char *id, int arg)
     r->db = s->srv->db;
     r->tracker = jobs_work(s->srv->jobs);
     snprintf(r->id, sizeof r->id, "%s", id);
-    list_push_front(&s->holds, &r->node);
     r->work.data = r;
-    worktrack_hold(r->tracker); /* a shutdown waits for it */
-    uv_queue_work(s->srv->loop, &r->work, hold_work, after_hold);
+    int qrc = uv_queue_work(s->srv->loop, &r->work, hold_work, after_hold);
+    if (qrc) {
+        reply_err(&s->t, id, "internal", uv_strerror(qrc));
+        goto fail;
+    }
+    worktrack_hold(r->tracker); /* a shutdown waits for it (the pool has not run it yet) */
+    list_push_front(&s->holds, &r->node);
     return;
 fail:
     free(r->label);

@@ -203,13 +203,72 @@ class HoldsTest(HoldsBase):
 
     def test_public_blob_is_held_without_a_grant(self):
         digest = self.make_file("p.bin", 4000)
-        self.fetch(0, self.origin.url("/files/p.bin"))
-        last, link = self.hold(UID_B, digest)  # public: no DONE needed
+        self.fetch(UID_B, self.origin.url("/files/p.bin"))
+        last, link = self.hold(UID_B, digest)
         f = fields(last)
         self.assertEqual(f["readable"], "1", last)
         self.assertNotIn("system.posix_acl_access", os.listxattr(f["path"]))
         self.assertEqual(os.stat(f["path"]).st_mode & 0o777, 0o444)
         self.assertEqual(self.stats()["holds"], 1)
+
+    def test_hold_needs_a_done_for_a_public_blob_too(self):
+        """A hold pins bytes in the cache: only for a uid that was given
+        them, public or not (review of issue 22.4, point 1)."""
+        digest = self.make_file("p.bin", 4000)
+        self.fetch(0, self.origin.url("/files/p.bin"))  # someone else fetched it
+        last, _ = self.hold(UID_B, digest)
+        self.assertEqual(fields(last).get("code"), "permission_denied", last)
+        self.assertEqual(self.hubd.query("SELECT count(*) FROM holds"), [(0,)])
+
+    def test_holds_past_a_bound_of_the_uid_are_copies(self):
+        """max_holds_per_user and max_held_bytes_per_user (0: half of
+        max_cache_size): past one, HELD readable=0 and no row (the client
+        copies), said once per uid in the log."""
+        self.restart(max_cache_size="20K", max_holds_per_user="2")
+        digs = []
+        for k, size in enumerate((8000, 1000, 3000)):
+            digs.append(self.make_file("p%d.bin" % k, size, seed=10 + k))
+            self.fetch(UID_B, self.origin.url("/files/p%d.bin" % k))
+        last, _ = self.hold(UID_B, digs[0], label="x@1", link="/l/0")
+        self.assertEqual(fields(last)["readable"], "1", last)
+        last, _ = self.hold(UID_B, digs[2], label="x@1", link="/l/2")  # 11000 > 10K
+        self.assertEqual(fields(last)["readable"], "0", last)
+        last, _ = self.hold(UID_B, digs[1], label="x@1", link="/l/1")  # 9000: fits
+        self.assertEqual(fields(last)["readable"], "1", last)
+        last, _ = self.hold(UID_B, digs[1], label="x@1", link="/l/1")  # a renewal: no row
+        self.assertEqual(fields(last)["readable"], "1", last)
+        last, _ = self.hold(UID_B, digs[1], label="x@2", link="/l/3")  # a 3rd row
+        self.assertEqual(fields(last)["readable"], "0", last)
+        self.assertEqual(self.hubd.query("SELECT count(*) FROM holds"), [(2,)])
+        log = self.hubd.read_log()
+        self.assertEqual(log.count("uid %d: blob %s would take" % (UID_B, digs[2])), 1, log)
+        self.assertNotIn("has max_holds_per_user", log)  # told once per uid already
+
+    def test_unhold_of_one_link_keeps_the_others(self):
+        """UNHOLD link=: one cache's link goes; the grant stays while another
+        hold of the uid keeps the blob (review of issue 22.4, point 2)."""
+        digest, path, link = self.held_private()
+        link2 = os.path.join(self.homes[UID_A], "second")
+        last, _ = self.hold(UID_A, digest, link=link2)
+        self.assertEqual(fields(last)["readable"], "1", last)
+        last = self.talk(UID_A, "UNHOLD id=u label=models/org/m@main link=%s" % enc(link2))[-1]
+        self.assertEqual(last, "OK id=u released=1")
+        self.assertEqual(self.read_as(UID_A, link).returncode, 0)  # grant kept
+        self.assertEqual(self.stats()["holds"], 1)
+        last = self.talk(UID_A, "UNHOLD id=u label=models/org/m@main link=%s" % enc(link))[-1]
+        self.assertEqual(last, "OK id=u released=1")
+        self.assertNotIn("system.posix_acl_access", os.listxattr(path))
+        last = self.talk(UID_A, "UNHOLD id=u label=models/org/m@main link=rel")[-1]
+        self.assertEqual(fields(last)["code"], "bad_request", last)
+
+    def test_a_link_with_control_bytes_is_refused(self):
+        """link= goes into the log: no control bytes (log forging)."""
+        digest = self.make_file("p.bin", 3000, seed=7)
+        self.fetch(UID_B, self.origin.url("/files/p.bin"))
+        for bad in ("/x\nhubd: FORGED", "/x\x7f", "/x\ty"):
+            last, _ = self.hold(UID_B, digest, link=bad.encode().decode("unicode_escape"))
+            self.assertEqual(fields(last).get("code"), "bad_request", (bad, last))
+        self.assertEqual(self.hubd.query("SELECT count(*) FROM holds"), [(0,)])
 
     def test_gc_keeps_a_held_blob_until_its_link_is_gone(self):
         digest, path, link = self.held_private()
@@ -238,8 +297,10 @@ class HoldsTest(HoldsBase):
         self.assertFalse(os.path.exists(path))
 
     def test_eviction_by_max_cache_size_keeps_the_held_blob(self):
-        self.restart(max_cache_size="12K")
+        self.restart(max_cache_size="20K")  # a user may hold half of it
         digest, path, link = self.held_private(size=8000)
+        self.make_file("o0.bin", 8000, seed=5)
+        self.fetch(0, self.origin.url("/files/o0.bin"))
         self.make_file("o.bin", 8000, seed=3)
         self.fetch(0, self.origin.url("/files/o.bin"))
         self.make_file("o2.bin", 8000, seed=4)

@@ -73,16 +73,124 @@ START_TEST(db_holds_list_sums_per_uid_and_label)
     hold(1000, "L", b, "/u/3", 1);
     hold(1001, "L", b, "/v/3", 1);
     nsums = 0;
-    ck_assert_int_eq(db_holds_list(db, -1, on_sum, NULL), 0);
+    ck_assert_int_eq(db_holds_list(db, -1, 10, on_sum, NULL), 0);
     ck_assert_uint_eq(nsums, 2);
     ck_assert_uint_eq(sums[0][0], 1000);
     ck_assert_uint_eq(sums[0][1], 3);
     ck_assert_uint_eq(sums[0][2], 150);
     ck_assert_uint_eq(sums[1][0], 1001);
     nsums = 0;
-    ck_assert_int_eq(db_holds_list(db, 1001, on_sum, NULL), 0);
+    ck_assert_int_eq(db_holds_list(db, 1001, 10, on_sum, NULL), 0);
     ck_assert_uint_eq(nsums, 1);
     ck_assert_uint_eq(sums[0][2], 50);
+    nsums = 0; /* bounded: HOLDS asks for one more line than it sends */
+    ck_assert_int_eq(db_holds_list(db, -1, 1, on_sum, NULL), 0);
+    ck_assert_uint_eq(nsums, 1);
+}
+END_TEST
+
+static void ck_of(uid_t uid, uint64_t holds, uint64_t bytes)
+{
+    uint64_t n = 99, b = 99;
+    ck_assert_int_eq(db_holds_of(db, uid, &n, &b), 0);
+    ck_assert_uint_eq(n, holds);
+    ck_assert_uint_eq(b, bytes);
+}
+
+/* The counts by uid follow every change without a recount: an add, a
+ * renewal, a move to another blob, UNHOLD of one link, the prune's drop,
+ * an admin's RM; and are rebuilt the same at open. */
+START_TEST(db_holds_counts_by_uid_follow_every_change)
+{
+    char a[65], b[65];
+    make_sha(a, 1);
+    make_sha(b, 2);
+    record("http://h/a", "", a, 100, NULL, NULL);
+    record("http://h/b", "", b, 50, NULL, NULL);
+    hold(1000, "L", a, "/u/1", 1);
+    hold(1000, "L", a, "/u/2", 1); /* a second link: its bytes once */
+    hold(1000, "L", a, "/u/2", 2); /* renewed */
+    hold(1001, "L", a, "/v/1", 1);
+    ck_of(1000, 2, 100);
+    ck_of(1001, 1, 100);
+    uint64_t n, bytes;
+    db_holds_stats(db, &n, &bytes);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_uint_eq(bytes, 100);
+    hold(1000, "L", b, "/u/2", 3); /* moved to b: a still held by /u/1 */
+    ck_of(1000, 2, 150);
+    hold(1000, "L", b, "/u/1", 3); /* a no more */
+    ck_of(1000, 2, 50);
+    db_holds_stats(db, &n, &bytes);
+    ck_assert_uint_eq(bytes, 150);
+    unsigned released = 0;
+    ck_assert_int_eq(db_hold_release(db, 1000, "L", "/u/1", &released, NULL, NULL), 0);
+    ck_assert_uint_eq(released, 1);
+    ck_of(1000, 1, 50);
+    db_hold_t seen = {1000, "L", b, "/u/2", 3};
+    int still = 1;
+    ck_assert_int_eq(db_hold_drop(db, &seen, &still), 0);
+    ck_of(1000, 0, 0);
+    hold(1000, "L", a, "/u/1", 4);
+    ck_assert_int_eq(db_forget_blob(db, a, 0), 0); /* an admin's RM */
+    ck_of(1000, 0, 0);
+    ck_of(1001, 0, 0);
+    ck_assert_int_eq(db_holds_refresh(db), 0); /* as cache.c does after a removal */
+    db_holds_stats(db, &n, &bytes);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_uint_eq(bytes, 0);
+    hold(1001, "L", b, "/v/2", 5);
+    db_close(db); /* rebuilt at open */
+    ck_assert_int_eq(db_open(path, &db), 0);
+    ck_of(1001, 1, 50);
+}
+END_TEST
+
+START_TEST(db_hold_fits_the_bounds_of_its_uid)
+{
+    char a[65], b[65];
+    make_sha(a, 1);
+    make_sha(b, 2);
+    record("http://h/a", "", a, 100, NULL, NULL);
+    record("http://h/b", "", b, 50, NULL, NULL);
+    hold(1000, "L", a, "/u/1", 1);
+    db_hold_t same = {1000, "L", a, "/u/1", 2}, another = {1000, "L", a, "/u/2", 2},
+              other = {1000, "L", b, "/u/3", 2}, them = {1001, "L", a, "/v/1", 2};
+    ck_assert_int_eq(db_hold_fits(db, &same, 1, 100), 0); /* a renewal adds nothing */
+    ck_assert_int_eq(db_hold_fits(db, &another, 1, 0), DB_HOLD_OVER_COUNT);
+    ck_assert_int_eq(db_hold_fits(db, &another, 2, 100), 0); /* a's bytes counted already */
+    ck_assert_int_eq(db_hold_fits(db, &other, 0, 149), DB_HOLD_OVER_BYTES);
+    ck_assert_int_eq(db_hold_fits(db, &other, 0, 150), 0);
+    ck_assert_int_eq(db_hold_fits(db, &other, 0, 0), 0);  /* 0: no bound */
+    ck_assert_int_eq(db_hold_fits(db, &them, 1, 100), 0); /* another uid's own count */
+    ck_assert_int_eq(db_hold_fits(db, &them, 1, 99), DB_HOLD_OVER_BYTES);
+}
+END_TEST
+
+/* UNHOLD link=: one link goes; the blob is named (its grant goes) only when
+ * no other hold of the uid keeps it, in this label or another. */
+START_TEST(db_holds_release_of_one_link)
+{
+    char a[65], b[65];
+    make_sha(a, 1);
+    make_sha(b, 2);
+    record("http://h/a", "", a, 100, NULL, NULL);
+    record("http://h/b", "", b, 50, NULL, NULL);
+    hold(1000, "L", a, "/c1/a", 1);
+    hold(1000, "L", a, "/c2/a", 1); /* a second cache, same label */
+    hold(1000, "L", b, "/c1/b", 1);
+    unsigned released = 0;
+    ngone = 0;
+    ck_assert_int_eq(db_hold_release(db, 1000, "L", "/c2/a", &released, on_gone, NULL), 0);
+    ck_assert_uint_eq(released, 1);
+    ck_assert_uint_eq(ngone, 0); /* /c1/a keeps a */
+    ck_assert_int_eq(db_hold_release(db, 1000, "L", "/c1/a", &released, on_gone, NULL), 0);
+    ck_assert_uint_eq(released, 1);
+    ck_assert_uint_eq(ngone, 1);
+    ck_assert_str_eq(gone_sha[0], a);
+    ck_assert_int_eq(db_hold_release(db, 1000, "L", "/nope", &released, on_gone, NULL), 0);
+    ck_assert_uint_eq(released, 0);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM holds"), 1);
 }
 END_TEST
 
@@ -98,11 +206,11 @@ START_TEST(db_holds_release_names_blobs_no_longer_held)
     hold(1000, "L2", b, "/u/3", 1); /* b stays held by L2 */
     unsigned released = 0;
     ngone = 0;
-    ck_assert_int_eq(db_hold_release(db, 1000, "L1", &released, on_gone, NULL), 0);
+    ck_assert_int_eq(db_hold_release(db, 1000, "L1", NULL, &released, on_gone, NULL), 0);
     ck_assert_uint_eq(released, 2);
     ck_assert_uint_eq(ngone, 1);
     ck_assert_str_eq(gone_sha[0], a);
-    ck_assert_int_eq(db_hold_release(db, 1000, "L1", &released, on_gone, NULL), 0);
+    ck_assert_int_eq(db_hold_release(db, 1000, "L1", NULL, &released, on_gone, NULL), 0);
     ck_assert_uint_eq(released, 0);
     uint64_t n, bytes;
     db_holds_stats(db, &n, &bytes);
@@ -156,9 +264,35 @@ START_TEST(db_holds_each_least_recently_used_first_and_not_young)
     ck_assert_uint_eq(neach, 2);
     ck_assert_str_eq(each_links[0], "/u/b");
     ck_assert_str_eq(each_links[1], "/u/a");
-    neach = 0;
-    ck_assert_int_eq(db_holds_each(db, 1, 50, on_each, NULL), 0);
-    ck_assert_uint_eq(neach, 1);
+}
+END_TEST
+
+/* A run checks at most max holds; the next goes on after them and round,
+ * so that max links that stand cannot hide the rest from every run. */
+START_TEST(db_holds_each_goes_on_where_the_last_call_stopped)
+{
+    char a[65], b[65];
+    make_sha(a, 1);
+    make_sha(b, 2);
+    record("http://h/a", "", a, 100, NULL, NULL);
+    record("http://h/b", "", b, 50, NULL, NULL);
+    ck_assert_int_eq(db_touch(db, a, NULL, "", 0), 0); /* a used last */
+    hold(1000, "L", a, "/u/a", 10);
+    hold(1000, "L", b, "/u/b1", 10);
+    hold(1000, "L", b, "/u/b2", 10);
+    const char *want[] = {"/u/b1", "/u/b2", "/u/a", "/u/b1"};
+    for (unsigned i = 0; i < 4; i++) {
+        neach = 0;
+        ck_assert_int_eq(db_holds_each(db, 1, 50, on_each, NULL), 0);
+        ck_assert_uint_eq(neach, 1);
+        ck_assert_str_eq(each_links[0], want[i]);
+    }
+    neach = 0; /* two after /u/b1: round to the start, none twice */
+    ck_assert_int_eq(db_holds_each(db, 5, 50, on_each, NULL), 0);
+    ck_assert_uint_eq(neach, 3);
+    ck_assert_str_eq(each_links[0], "/u/b2");
+    ck_assert_str_eq(each_links[1], "/u/a");
+    ck_assert_str_eq(each_links[2], "/u/b1");
 }
 END_TEST
 
@@ -201,6 +335,10 @@ int main(void)
     tcase_add_test(tc, db_holds_release_names_blobs_no_longer_held);
     tcase_add_test(tc, db_holds_drop_only_the_row_seen);
     tcase_add_test(tc, db_holds_each_least_recently_used_first_and_not_young);
+    tcase_add_test(tc, db_holds_each_goes_on_where_the_last_call_stopped);
+    tcase_add_test(tc, db_holds_counts_by_uid_follow_every_change);
+    tcase_add_test(tc, db_hold_fits_the_bounds_of_its_uid);
+    tcase_add_test(tc, db_holds_release_of_one_link);
     tcase_add_test(tc, db_holds_keep_a_blob_from_eviction_not_from_removal);
     suite_add_tcase(s, tc);
     return db_fixture_run(s);
