@@ -660,6 +660,11 @@ class HfDownloadUsersTest(HubTestCase):
         self.assertFalse(self.readable(UID_C, target))
         self.assertTrue(self.readable(UID_A, target))
 
+    def rm(self, uid, *args):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "XDG_"))}
+        env.update(HOME=self.homes[uid])
+        return as_user(uid, [HUBCTL, "--socket", self.hubd.socket, "hf", "rm"] + list(args), env)
+
     def unhold(self, uid, label):
         """UNHOLD of a whole label, as an older hubctl's hf rm sent it."""
         code = ("import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n"
@@ -667,6 +672,20 @@ class HfDownloadUsersTest(HubTestCase):
                 "print(s.recv(4096).decode())")
         r = as_user(uid, [sys.executable, "-c", code, self.hubd.socket, label], None)
         self.assertIn("OK id=u", r.stdout, r)
+
+    def test_hf_rm_of_one_cache_keeps_the_other_caches_grant(self):
+        c2 = os.path.join(self.homes[UID_A], "c2")
+        r = self.dl(UID_A, "hf_alice", "org/gated")
+        self.assertEqual(r.returncode, 0, r)
+        g = os.path.join(r.stdout.strip(), "g.bin")
+        r = self.dl(UID_A, "hf_alice", "org/gated", "--cache-dir", c2)
+        self.assertEqual(r.returncode, 0, r)
+        holds = self.stats()["holds"]
+        r = self.rm(UID_A, "org/gated", "--cache-dir", c2)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertFalse(os.path.exists(os.path.join(c2, "models--org--gated")))
+        self.assertTrue(self.readable(UID_A, g), "the default cache's link keeps its grant")
+        self.assertEqual(self.stats()["holds"], holds // 2, "c2's holds, not the default's")
 
     def test_a_blob_link_that_cannot_be_read_is_fetched_and_held_again(self):
         """Both clients take a blob they cannot read (its grant gone) for
