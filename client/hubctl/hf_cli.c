@@ -86,16 +86,6 @@ static char *hf_home_join(const char *tail)
     return expand_home(buf);
 }
 
-char *hf_find_cache_dir(const char *given)
-{
-    const char *env = getenv("HF_HUB_CACHE");
-    if (given)
-        return expand_home(given);
-    if (env && *env)
-        return expand_home(env);
-    return hf_home_join("/hub");
-}
-
 /* The token in s, stripped of surrounding white space; NULL when empty.
  * Malloc'd. */
 static char *strip_token(const char *s)
@@ -155,6 +145,15 @@ static char *absolute(const char *dir)
     return out;
 }
 
+char *hf_find_cache_dir(const char *given)
+{
+    const char *env = getenv("HF_HUB_CACHE");
+    char *dir = given ? expand_home(given) : env && *env ? expand_home(env) : hf_home_join("/hub");
+    char *abs = absolute(dir);
+    free(dir);
+    return abs;
+}
+
 /* Checks hf download's command line into o. Returns 0 or EXIT_USAGE. */
 static int hf_download_plan(const cli_t *c, hf_opts_t *o)
 {
@@ -181,11 +180,8 @@ static int hf_download_plan(const cli_t *c, hf_opts_t *o)
     o->token = hf_find_token(c->token);
     if (c->local_dir)
         o->local_dir = absolute(c->local_dir);
-    if (!c->warm) {
-        char *dir = hf_find_cache_dir(c->cache_dir);
-        o->cache_dir = absolute(dir);
-        free(dir);
-    }
+    if (!c->warm)
+        o->cache_dir = hf_find_cache_dir(c->cache_dir);
     return 0;
 }
 

@@ -45,7 +45,8 @@ char *hf_find_token(const char *given);
 
 /* The HF cache folder: given, else $HF_HUB_CACHE, else $HF_HOME/hub, else
  * $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub. Malloc'd,
- * "~" expanded as huggingface_hub does, not yet made absolute. */
+ * "~" expanded as huggingface_hub does, made absolute against the working
+ * directory (the links HOLD names are absolute). hf download and hf rm. */
 char *hf_find_cache_dir(const char *given);
 
 #endif

@@ -42,6 +42,7 @@ typedef struct hf_item {
     char *sha256;          /* DONE's digest */
     char *source;          /* DONE's source (hit, download, attached), or "present" */
     const char *placed;    /* symlink, reflink, copy, present, or NULL (--warm) */
+    size_t hold_seq;       /* HF_HOLDING: its HOLD was the hold_seq'th sent */
     int exit;              /* EXIT_OK or why it failed */
 } hf_item_t;
 
@@ -60,6 +61,7 @@ typedef struct hf_dl {
     size_t in_flight;      /* FETCHes out */
     size_t max_in_flight;  /* at most HF_MAX_IN_FLIGHT; lower after too_many_requests */
     size_t open;           /* items not yet OK or FAILED */
+    size_t holds_sent;     /* HOLDs sent so far */
     int listed;            /* REPO (or its ERR) came */
     int stop;              /* the listing failed: nothing more to wait for */
     int exit;              /* the run's exit code so far */
@@ -266,6 +268,7 @@ static void place(hf_dl_t *d, size_t i)
         return;
     }
     it->state = HF_HOLDING;
+    it->hold_seq = d->holds_sent++;
     queue_more(d);
 }
 
@@ -472,9 +475,18 @@ static int select_files(hf_dl_t *d)
         if (hf_list_wanted(d->list.files[j].path, c->include, c->ninclude, c->exclude, c->nexclude))
             d->items[d->n++].file = &d->list.files[j];
     for (size_t i = 0; i < d->n; i++) {
-        if (!hf_path_safe(d->items[i].file->path)) {
-            say(d, "the Hub names a file '%s' that cannot be placed safely",
-                d->items[i].file->path);
+        const char *path = d->items[i].file->path;
+        if (!hf_path_safe(path)) {
+            char *clean = out_clean_copy(path);
+            say(d, "the Hub names a file '%s' that cannot be placed safely", clean);
+            free(clean);
+            return EXIT_FAILED;
+        }
+        if (d->layout.local && hf_path_is_meta(path)) {
+            say(d,
+                "the Hub names a file '%s' in .cache/huggingface, where --local-dir keeps its "
+                "metadata: leave it out (--exclude '.cache/*')",
+                path);
             return EXIT_FAILED;
         }
     }
@@ -602,6 +614,30 @@ static void on_repo_err(hf_dl_t *d, const proto_msg_t *m)
     worst(d, EXIT_FAILED);
 }
 
+/* An ERR without id: a hubd older than a verb answers it so, in order. It
+ * is HFREPO's while the listing has not come, else the oldest HOLD's (the
+ * blob is then reflinked or copied); else it is only said. */
+static void on_idless_err(hf_dl_t *d, const proto_msg_t *m)
+{
+    size_t oldest = d->n;
+    if (!d->listed) {
+        on_repo_err(d, m);
+        return;
+    }
+    for (size_t i = 0; i < d->n; i++)
+        if (d->items[i].state == HF_HOLDING &&
+            (oldest == d->n || d->items[i].hold_seq < d->items[oldest].hold_seq))
+            oldest = i;
+    if (oldest < d->n) {
+        on_hold_reply(d, oldest, m);
+    } else if (!d->o->cli->quiet) {
+        const char *code = proto_get(m, "code"), *msg = proto_get(m, "msg");
+        progress_clear(&d->prog);
+        fputs("hubctl: hubd: ", stderr);
+        out_reason(stderr, code ? code : "error", msg ? msg : "");
+    }
+}
+
 static int dl_on_msg(void *arg, const proto_msg_t *m, int fd)
 {
     hf_dl_t *d = arg;
@@ -618,12 +654,8 @@ static int dl_on_msg(void *arg, const proto_msg_t *m, int fd)
         on_item_msg(d, (size_t)i, id[0], m, fd);
     } else {
         close_fd(fd);
-        if (str_eq(m->verb, "ERR") && !id && !d->o->cli->quiet) {
-            const char *code = proto_get(m, "code"), *msg = proto_get(m, "msg");
-            progress_clear(&d->prog);
-            fputs("hubctl: hubd: ", stderr);
-            out_reason(stderr, code ? code : "error", msg ? msg : "");
-        }
+        if (str_eq(m->verb, "ERR") && !id)
+            on_idless_err(d, m);
     }
     return d->stop || (d->listed && d->open == 0);
 }

@@ -2,6 +2,8 @@
 #include "hf_holds.h"
 
 #include "conn.h"
+#include "hf_cli.h"
+#include "hf_layout.h"
 #include "json.h"
 #include "out.h"
 #include "textnum.h"
@@ -134,26 +136,6 @@ int hf_ls_main(int argc, char **argv)
 
 /* ---- hf rm ---------------------------------------------------------------- */
 
-/* The HF cache folder, as huggingface_hub finds it (hf-spec.md). */
-static int cache_dir(const char *given, char *out, size_t cap)
-{
-    const char *v;
-    int n;
-    if (given)
-        n = snprintf(out, cap, "%s", given);
-    else if ((v = getenv("HF_HUB_CACHE")) && *v)
-        n = snprintf(out, cap, "%s", v);
-    else if ((v = getenv("HF_HOME")) && *v)
-        n = snprintf(out, cap, "%s/hub", v);
-    else if ((v = getenv("XDG_CACHE_HOME")) && *v)
-        n = snprintf(out, cap, "%s/huggingface/hub", v);
-    else if ((v = getenv("HOME")) && *v)
-        n = snprintf(out, cap, "%s/.cache/huggingface/hub", v);
-    else
-        return -ENOENT;
-    return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
-}
-
 typedef struct rm_stats {
     uint64_t files;      /* snapshot links removed */
     uint64_t blobs;      /* blobs/ names removed */
@@ -259,38 +241,200 @@ static void list_refs(int at, const char *rel, const char *prefix, char ***names
     closedir(d);
 }
 
-static int unhold_on_msg(void *arg, const proto_msg_t *m, int fd)
+/* Adds a copy of s to a list unless it is in it. */
+static void add_once(char ***list, size_t *n, const char *s)
 {
-    unsigned *pending = arg;
-    close_fd(fd);
-    if (str_eq(m->verb, "ERR"))
-        fprintf(stderr, "hubctl: hf rm: UNHOLD: %s\n", out_get_or(m, "msg", "?"));
-    return (str_eq(m->verb, "OK") || str_eq(m->verb, "ERR")) && --*pending == 0;
+    for (size_t i = 0; i < *n; i++)
+        if (str_eq((*list)[i], s))
+            return;
+    *list = xrealloc(*list, (*n + 1) * sizeof **list);
+    (*list)[(*n)++] = xstrdup(s);
 }
 
-/* UNHOLD each label; a daemon that cannot be reached is said, not fatal:
- * the holds go anyway once hubd finds the links gone. */
-static void unhold(const char *sock, char **labels, size_t n)
+static void free_list(char **list, size_t n)
 {
-    if (!n)
-        return;
-    unsigned pending = (unsigned)n;
-    conn_t *conn = conn_new(sock, 0, 1, unhold_on_msg, &pending);
-    char line[PROTO_MAX_LINE];
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
+        free(list[i]);
+    free(list);
+}
+
+/* The UNHOLDs of the blob links removed: each (label, link) pair, at most
+ * UNHOLD_WINDOW out at once (hubd's pool takes 64 a session). */
+#define UNHOLD_WINDOW 32
+
+typedef struct unhold {
+    conn_t *conn;
+    char **labels, **links;
+    size_t nlabels, nlinks;
+    size_t next, answered, total; /* pairs sent, answered, in all */
+    uint64_t released;            /* OK's released= summed */
+    int told;                     /* an ERR was said */
+} unhold_t;
+
+static void unhold_send(unhold_t *u)
+{
+    char line[PROTO_MAX_LINE], id[24];
+    for (; u->next < u->total && u->next - u->answered < UNHOLD_WINDOW; u->next++) {
         proto_writer_t w;
-        char id[24];
-        snprintf(id, sizeof id, "%zu", i + 1);
+        snprintf(id, sizeof id, "%zu", u->next);
         proto_begin(&w, line, sizeof line, "UNHOLD");
         proto_add(&w, "id", id);
-        proto_add(&w, "label", labels[i]);
-        conn_queue_line(conn, &w);
+        proto_add(&w, "label", u->labels[u->next / u->nlinks]);
+        proto_add(&w, "link", u->links[u->next % u->nlinks]);
+        if (conn_queue_line(u->conn, &w) < 0)
+            u->answered++; /* too long for a line: no hold can name it */
     }
-    if (conn_open(conn) == 0 && conn_run(conn) < 0)
+}
+
+static int unhold_on_msg(void *arg, const proto_msg_t *m, int fd)
+{
+    unhold_t *u = arg;
+    uint64_t n;
+    close_fd(fd);
+    if (!str_eq(m->verb, "OK") && !str_eq(m->verb, "ERR"))
+        return 0;
+    if (str_eq(m->verb, "OK") && parse_u64(proto_get(m, "released"), &n) == 0)
+        u->released += n;
+    if (str_eq(m->verb, "ERR") && !u->told++) {
+        fputs("hubctl: hf rm: UNHOLD: ", stderr);
+        out_reason(stderr, out_get_or(m, "code", "error"), out_get_or(m, "msg", ""));
+    }
+    u->answered++;
+    unhold_send(u);
+    return u->answered >= u->total;
+}
+
+/* Releases the holds of the blob links removed, whatever label of the repo
+ * they were made for: `UNHOLD label= link=` touches no other link's hold
+ * (another HF cache's, or a blob link that stays). A daemon that cannot be
+ * reached is said, not fatal: the holds go once hubd finds the links gone. */
+static void unhold(const char *sock, char **labels, size_t nlabels, char **links, size_t nlinks)
+{
+    unhold_t u = {.labels = labels, .links = links, .nlabels = nlabels, .nlinks = nlinks};
+    u.total = nlabels * nlinks;
+    if (!u.total)
+        return;
+    u.conn = conn_new(sock, 0, 1, unhold_on_msg, &u);
+    unhold_send(&u);
+    if (u.answered < u.total && conn_open(u.conn) == 0 && conn_run(u.conn) < 0)
         fputs("hubctl: hf rm: hubd did not answer UNHOLD: its holds go when it finds the links "
               "gone\n",
               stderr);
-    conn_free(conn);
+    conn_free(u.conn);
+}
+
+/* The label HOLD gave a revision: {type}s/{repo}@{rev}. Malloc'd. */
+static char *label_of(const char *type, const char *repo, const char *rev)
+{
+    char *l = xcalloc(1, strlen(type) + strlen(repo) + strlen(rev) + 4);
+    sprintf(l, "%ss/%s@%s", type, repo, rev);
+    return l;
+}
+
+/* Removes from folder (the repo's, in the HF cache root) the snapshots of
+ * rev (NULL: all), the refs naming them and the blobs no snapshot left
+ * links to; then UNHOLDs the blob links removed. Returns the exit code. */
+static int rm_repo(const char *sock, const char *root, const char *folder, const char *type,
+                   const char *repo, const char *rev)
+{
+    int repofd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (repofd < 0) {
+        fprintf(stderr, "hubctl: hf rm: %s: %s\n", folder, strerror(errno));
+        return EXIT_FAILED;
+    }
+    /* Which commits go, and the refs naming them. Every ref and snapshot
+     * names a label a blob link may be held for. */
+    char **refs = NULL, **labels = NULL, **links = NULL, **used = NULL;
+    size_t nrefs = 0, nlabels = 0, nlinks = 0, nused = 0, ngone = 0, nrefs_gone = 0;
+    list_refs(repofd, "refs", "", &refs, &nrefs);
+    char commit[64] = "";
+    if (rev && read_ref(repofd, rev, commit) != 0)
+        snprintf(commit, sizeof commit, "%s", rev); /* a commit itself */
+    for (size_t i = 0; i < nrefs; i++) {
+        char c[64], *l = label_of(type, repo, refs[i]);
+        add_once(&labels, &nlabels, l);
+        free(l);
+        if (read_ref(repofd, refs[i], c) || (rev && !str_eq(c, commit)))
+            continue;
+        char rel[PATH_MAX];
+        snprintf(rel, sizeof rel, "refs/%s", refs[i]);
+        if (unlinkat(repofd, rel, 0) == 0)
+            nrefs_gone++;
+    }
+    rm_stats_t st = {0};
+    int snapfd = openat(repofd, "snapshots", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = snapfd >= 0 ? fdopendir(snapfd) : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (str_eq(e->d_name, ".") || str_eq(e->d_name, ".."))
+            continue;
+        char *l = label_of(type, repo, e->d_name);
+        add_once(&labels, &nlabels, l);
+        free(l);
+        if (rev && !str_eq(e->d_name, commit)) {
+            mark_used(dirfd(d), e->d_name, &used, &nused); /* stays */
+            continue;
+        }
+        rm_tree(dirfd(d), e->d_name, &st);
+        ngone++;
+    }
+    if (d)
+        closedir(d);
+    else if (snapfd >= 0)
+        close(snapfd);
+    /* Blobs no remaining snapshot links to. */
+    int blobfd = openat(repofd, "blobs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    d = blobfd >= 0 ? fdopendir(blobfd) : NULL;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.' || is_used(used, nused, e->d_name))
+            continue;
+        struct stat ls, fs;
+        if (fstatat(dirfd(d), e->d_name, &ls, AT_SYMLINK_NOFOLLOW))
+            continue;
+        int link = S_ISLNK(ls.st_mode);
+        if (link) { /* into hubd's store: its bytes are hubd's */
+            if (fstatat(dirfd(d), e->d_name, &fs, 0) == 0)
+                st.held_bytes += (uint64_t)fs.st_size;
+        } else {
+            st.own_bytes += (uint64_t)ls.st_blocks * 512;
+        }
+        if (unlinkat(dirfd(d), e->d_name, 0) < 0)
+            continue;
+        st.blobs++;
+        if (link) { /* the link a hold names */
+            links = xrealloc(links, (nlinks + 1) * sizeof *links);
+            links[nlinks] = xcalloc(1, strlen(folder) + strlen(e->d_name) + 8);
+            sprintf(links[nlinks++], "%s/blobs/%s", folder, e->d_name);
+        }
+    }
+    if (d)
+        closedir(d);
+    else if (blobfd >= 0)
+        close(blobfd);
+    if (ngone &&
+        (!rev || nused == 0)) { /* nothing left: the repo's folder goes, as hf cache rm does */
+        close(repofd);
+        repofd = -1;
+        int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0) {
+            rm_stats_t none = {0};
+            rm_tree(fd, strrchr(folder, '/') + 1, &none);
+            close(fd);
+        }
+    }
+    if (repofd >= 0)
+        close(repofd);
+    unhold(sock, labels, nlabels, links, nlinks);
+    char b1[32], b2[32];
+    printf("removed %zu snapshot(s) of %s (%llu file(s), %llu blob(s)): %s freed in your cache, "
+           "%s of hubd's store released\n",
+           ngone, repo, (unsigned long long)st.files, (unsigned long long)st.blobs,
+           out_bytes(st.own_bytes, b1, sizeof b1), out_bytes(st.held_bytes, b2, sizeof b2));
+    free_list(refs, nrefs);
+    free_list(labels, nlabels);
+    free_list(links, nlinks);
+    free_list(used, nused);
+    return ngone || nrefs_gone ? EXIT_OK : EXIT_FAILED;
 }
 
 int hf_rm_main(int argc, char **argv)
@@ -314,113 +458,15 @@ int hf_rm_main(int argc, char **argv)
             return usage("hf rm takes REPO [--repo-type T] [--revision R] [--cache-dir DIR]",
                          argv[i]);
     }
-    if (!repo || !*repo || strstr(repo, "..") || repo[0] == '/')
-        return usage("hf rm needs a repo id (org/name)", repo);
+    if (!repo || !hf_repo_id_ok(repo))
+        return usage("hf rm needs a Hub repo id (org/name or name)", repo);
     if (!str_eq(type, "model") && !str_eq(type, "dataset") && !str_eq(type, "space"))
         return usage("--repo-type is model, dataset or space", type);
-    char root[PATH_MAX], folder[PATH_MAX];
-    if (cache_dir(given, root, sizeof root))
-        return usage("cannot tell the HF cache folder (no HOME)", NULL);
-    size_t k = (size_t)snprintf(folder, sizeof folder, "%s/%ss--", root, type);
-    for (const char *p = repo; *p && k + 3 < sizeof folder; p++)
-        k += (size_t)snprintf(folder + k, sizeof folder - k, *p == '/' ? "--" : "%c", *p);
-    int repofd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (repofd < 0) {
-        fprintf(stderr, "hubctl: hf rm: %s: %s\n", folder, strerror(errno));
-        return EXIT_FAILED;
-    }
-    /* Which commits go, and the refs naming them. */
-    char **refs = NULL, **labels = NULL, **gone = NULL, **used = NULL;
-    size_t nrefs = 0, nlabels = 0, ngone = 0, nused = 0;
-    list_refs(repofd, "refs", "", &refs, &nrefs);
-    char commit[64] = "";
-    if (rev && read_ref(repofd, rev, commit) != 0)
-        snprintf(commit, sizeof commit, "%s", rev); /* a commit itself */
-    for (size_t i = 0; i < nrefs; i++) {
-        char c[64];
-        if (read_ref(repofd, refs[i], c) || (rev && !str_eq(c, commit)))
-            continue;
-        char rel[PATH_MAX];
-        snprintf(rel, sizeof rel, "refs/%s", refs[i]);
-        unlinkat(repofd, rel, 0);
-        labels = xrealloc(labels, (nlabels + 1) * sizeof *labels);
-        labels[nlabels] = xcalloc(1, strlen(type) + strlen(repo) + strlen(refs[i]) + 4);
-        sprintf(labels[nlabels++], "%ss/%s@%s", type, repo, refs[i]);
-    }
-    rm_stats_t st = {0};
-    int snapfd = openat(repofd, "snapshots", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = snapfd >= 0 ? fdopendir(snapfd) : NULL;
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (str_eq(e->d_name, ".") || str_eq(e->d_name, ".."))
-            continue;
-        if (rev && !str_eq(e->d_name, commit)) {
-            mark_used(dirfd(d), e->d_name, &used, &nused); /* stays */
-            continue;
-        }
-        rm_tree(dirfd(d), e->d_name, &st);
-        gone = xrealloc(gone, (ngone + 1) * sizeof *gone);
-        gone[ngone++] = xstrdup(e->d_name);
-        labels = xrealloc(labels, (nlabels + 1) * sizeof *labels);
-        labels[nlabels] = xcalloc(1, strlen(type) + strlen(repo) + strlen(e->d_name) + 4);
-        sprintf(labels[nlabels++], "%ss/%s@%s", type, repo, e->d_name);
-    }
-    if (d)
-        closedir(d);
-    else if (snapfd >= 0)
-        close(snapfd);
-    /* Blobs no remaining snapshot links to. */
-    int blobfd = openat(repofd, "blobs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    d = blobfd >= 0 ? fdopendir(blobfd) : NULL;
-    while (d && (e = readdir(d))) {
-        if (e->d_name[0] == '.' || is_used(used, nused, e->d_name))
-            continue;
-        struct stat ls, fs;
-        if (fstatat(dirfd(d), e->d_name, &ls, AT_SYMLINK_NOFOLLOW))
-            continue;
-        if (S_ISLNK(ls.st_mode)) { /* into hubd's store: its bytes are hubd's */
-            if (fstatat(dirfd(d), e->d_name, &fs, 0) == 0)
-                st.held_bytes += (uint64_t)fs.st_size;
-        } else {
-            st.own_bytes += (uint64_t)ls.st_blocks * 512;
-        }
-        if (unlinkat(dirfd(d), e->d_name, 0) == 0)
-            st.blobs++;
-    }
-    if (d)
-        closedir(d);
-    else if (blobfd >= 0)
-        close(blobfd);
-    if (ngone &&
-        (!rev || nused == 0)) { /* nothing left: the repo's folder goes, as hf cache rm does */
-        close(repofd);
-        repofd = -1;
-        int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd >= 0) {
-            rm_stats_t none = {0};
-            rm_tree(fd, strrchr(folder, '/') + 1, &none);
-            close(fd);
-        }
-    }
-    if (repofd >= 0)
-        close(repofd);
-    unhold(sock, labels, nlabels);
-    char b1[32], b2[32];
-    printf("removed %zu snapshot(s) of %s (%llu file(s), %llu blob(s)): %s freed in your cache, "
-           "%s of hubd's store released\n",
-           ngone, repo, (unsigned long long)st.files, (unsigned long long)st.blobs,
-           out_bytes(st.own_bytes, b1, sizeof b1), out_bytes(st.held_bytes, b2, sizeof b2));
-    for (size_t i = 0; i < nrefs; i++)
-        free(refs[i]);
-    for (size_t i = 0; i < nlabels; i++)
-        free(labels[i]);
-    for (size_t i = 0; i < ngone; i++)
-        free(gone[i]);
-    for (size_t i = 0; i < nused; i++)
-        free(used[i]);
-    free(refs);
-    free(labels);
-    free(gone);
-    free(used);
-    return ngone || nlabels ? EXIT_OK : EXIT_FAILED;
+    char *root = hf_find_cache_dir(given);
+    hf_layout_t layout;
+    hf_layout_init(&layout, root, NULL, type, repo);
+    int rc = rm_repo(sock, root, layout.root, type, repo, rev);
+    hf_layout_free(&layout);
+    free(root);
+    return rc;
 }

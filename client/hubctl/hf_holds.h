@@ -17,8 +17,11 @@ int hf_ls_main(int argc, char **argv);
  * [--cache-dir DIR] [--socket PATH]: removes from the caller's HF cache
  * the repo's snapshot of revision R (default: every snapshot): its
  * snapshot links, the refs naming it and the blobs no snapshot left uses;
- * then releases its holds (UNHOLD), so that hubd may evict what nobody
- * else holds. Prints what it freed. */
+ * then releases the holds of exactly the blob links it removed (UNHOLD
+ * label= link=, for each label of the repo: its refs and snapshots), so
+ * that hubd may evict what nobody else holds, and the same repo linked
+ * from another cache folder keeps its holds and grants. The folder is
+ * hf download's (hf_find_cache_dir). Prints what it freed. */
 int hf_rm_main(int argc, char **argv);
 
 #endif

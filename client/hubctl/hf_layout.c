@@ -78,6 +78,13 @@ int hf_path_safe(const char *path)
     }
 }
 
+int hf_path_is_meta(const char *path)
+{
+    static const char meta[] = ".cache/huggingface";
+    size_t n = sizeof meta - 1;
+    return strncmp(path, meta, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
 int hf_mkdirs_for(const char *path)
 {
     char buf[PATH_MAX];
@@ -232,8 +239,13 @@ int hf_layout_present(const hf_layout_t *l, const char *commit, const char *path
                       uint64_t size)
 {
     char *file = l->local ? hf_layout_file(l, commit, path) : hf_layout_blob(l, etag);
+    /* opened, not stat'ed: a link into hubd's store whose grant is gone
+     * (EACCES) is not there for its user; fetched and held again, it is */
     struct stat st;
-    int there = stat(file, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == size;
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int there =
+        fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == size;
+    close_fd(fd);
     free(file);
     if (!there || !l->local)
         return there;

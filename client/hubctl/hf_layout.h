@@ -35,6 +35,10 @@ void hf_layout_free(hf_layout_t *l);
  * names "../x" must not write outside the snapshot. */
 int hf_path_safe(const char *path);
 
+/* Is path (a Hub file's) .cache/huggingface or under it, where --local-dir
+ * keeps its metadata? Such a file would overwrite another's: refused there. */
+int hf_path_is_meta(const char *path);
+
 /* mkdir -p of path's parent folders (path itself not). */
 int hf_mkdirs_for(const char *path);
 
@@ -49,7 +53,8 @@ char *hf_layout_file(const hf_layout_t *l, const char *commit, const char *path)
 char *hf_layout_folder(const hf_layout_t *l, const char *commit);
 
 /* Is the file there already, so that nothing need be fetched? Cache: its
- * blob exists (a file, or a symlink that resolves to one of size bytes).
+ * blob opens for reading (a file, or a symlink into hubd's store that
+ * resolves to one of size bytes; a link whose read grant is gone is not).
  * Local dir: the file exists, its metadata names commit or etag, and the
  * file is not newer than the metadata. 1 yes, 0 no. */
 int hf_layout_present(const hf_layout_t *l, const char *commit, const char *path, const char *etag,

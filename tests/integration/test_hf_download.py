@@ -10,14 +10,19 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
+import sys
+import threading
 import unittest
+import urllib.parse
 
-from harness import HUBCTL, HubTestCase, Hubd, free_port, write_config
+from harness import HERE, HUBCTL, HubTestCase, Hubd, free_port, write_config
 from hubstub_fixture import HubStub, file_bytes, git_blob_sha1, start_front
 
 from test_hubstub import HUBCLIENT, JS_DIR
 
+PYTHON_CLIENT = os.path.join(HERE, "..", "..", "client", "python")
 MAIN = "1" * 40
 TAG = "2" * 40
 GATED = "3" * 40
@@ -78,6 +83,137 @@ def allocated(top):
             if not os.path.islink(os.path.join(d, n)):
                 total += st.st_blocks * 512
     return total
+
+
+class FakeHubd:
+    """An older hubd on a socket of its own: HELLO, and of the other verbs
+    only those in `known` (HFREPO lists `files`, {path: bytes}; FETCH sends
+    a file's bytes in a memfd); any other verb gets `ERR code=unknown_verb`
+    without id, as a hubd older than the verb answers it."""
+
+    COMMIT = "4" * 40
+
+    def __init__(self, path, known=(), files=None):
+        self.path, self.known, self.files = path, set(known), files or {}
+        self.verbs = []
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        self.sock.listen(8)
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def stop(self):
+        self.sock.close()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.session, args=(c,), daemon=True).start()
+
+    def session(self, c):
+        buf = b""
+        with c:
+            while True:
+                try:
+                    data = c.recv(65536)
+                except OSError:
+                    return
+                if not data:
+                    return
+                buf += data
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    self.answer(c, line.decode())
+
+    @staticmethod
+    def memfd(data):
+        fd = os.memfd_create("fake")
+        os.write(fd, data)
+        return fd
+
+    def send(self, c, line, data=None):
+        if data is None:
+            c.sendall(line.encode() + b"\n")
+            return
+        fd = self.memfd(data)
+        socket.send_fds(c, [line.encode() + b"\n"], [fd])
+        os.close(fd)
+
+    def answer(self, c, line):
+        verb = line.split(" ")[0]
+        f = {k: urllib.parse.unquote(v) for k, _, v in
+             (w.partition("=") for w in line.split(" ")[1:])}
+        self.verbs.append(verb)
+        q = lambda v: urllib.parse.quote(v, safe="/")
+        resolve = "http://fake.invalid/org/old/resolve/%s/" % self.COMMIT
+        if verb == "HELLO":
+            self.send(c, "HELLO proto=1 server=hubd/0.9")
+        elif verb not in self.known:
+            self.send(c, "ERR code=unknown_verb msg=%s" % verb)
+        elif verb == "HFREPO":
+            listing = "".join("path=%s size=%d blob=%s\n" % (q(p), len(b), git_blob_sha1(b))
+                              for p, b in self.files.items())
+            self.send(c, "REPO id=%s repo=org/old type=model commit=%s files=%d size=%d "
+                      "resolve=%s" % (f["id"], self.COMMIT, len(self.files),
+                                      sum(map(len, self.files.values())), q(resolve)),
+                      listing.encode())
+        elif verb == "FETCH":
+            data = self.files[urllib.parse.unquote(f["url"][len(resolve):])]
+            sha = hashlib.sha256(data).hexdigest()
+            self.send(c, "DONE id=%s path=/nonexistent/%s sha256=%s size=%d source=download"
+                      % (f["id"], sha, sha, len(data)), data)
+
+
+class OldHubdTest(unittest.TestCase):
+    """hubctl hf download against a hubd that knows no HFREPO, or no HOLD:
+    said, or copied; never a hang."""
+
+    def setUp(self):
+        import tempfile
+        self.tmp = tempfile.mkdtemp(prefix="hf-old-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.files = {"a.txt": b"alpha\n", "sub/b.txt": b"beta\n"}
+
+    def fake(self, known, files=None):
+        f = FakeHubd(os.path.join(self.tmp, "sock"), known, files or self.files)
+        self.addCleanup(f.stop)
+        return f
+
+    def dl(self, fake, *args):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+        p = subprocess.run([HUBCTL, "--socket", fake.path, "hf", "download", "org/old"]
+                           + list(args), capture_output=True, text=True, timeout=20, env=env)
+        return p
+
+    def test_no_hfrepo_says_update_hubd(self):
+        r = self.dl(self.fake(()), "--cache-dir", os.path.join(self.tmp, "c"))
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn("update hubd", r.stderr)
+
+    def test_no_hold_copies_the_blobs(self):
+        fake = self.fake(("HFREPO", "FETCH"))
+        cache = os.path.join(self.tmp, "c")
+        r = self.dl(fake, "--cache-dir", cache)
+        self.assertEqual(r.returncode, 0, r)
+        snap = os.path.join(cache, "models--org--old", "snapshots", FakeHubd.COMMIT)
+        self.assertEqual(r.stdout, snap + "\n")
+        for path, data in self.files.items():
+            blob = os.path.join(cache, "models--org--old", "blobs", git_blob_sha1(data))
+            self.assertFalse(os.path.islink(blob), "a copy: no hold, no link")
+            with open(os.path.join(snap, path), "rb") as f:
+                self.assertEqual(f.read(), data)
+        self.assertEqual(fake.verbs.count("HOLD"), 2)
+
+    def test_hub_paths_that_would_be_metadata_or_unsafe_are_refused(self):
+        local = os.path.join(self.tmp, "local")
+        bad = dict(self.files)
+        bad[".cache/huggingface/download/a.txt.metadata"] = b"%s\nx\n9e99\n" % b"0" * 40
+        r = self.dl(self.fake(("HFREPO", "FETCH"), bad), "--local-dir", local)
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn(".cache/huggingface", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(local, "a.txt")))
 
 
 class HfDownloadTest(HubTestCase):
@@ -523,6 +659,55 @@ class HfDownloadUsersTest(HubTestCase):
         self.assertTrue(target.startswith(store), target)
         self.assertFalse(self.readable(UID_C, target))
         self.assertTrue(self.readable(UID_A, target))
+
+    def rm(self, uid, *args):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "XDG_"))}
+        env.update(HOME=self.homes[uid])
+        return as_user(uid, [HUBCTL, "--socket", self.hubd.socket, "hf", "rm"] + list(args), env)
+
+    def unhold(self, uid, label):
+        """UNHOLD of a whole label, as an older hubctl's hf rm sent it."""
+        code = ("import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n"
+                "s.sendall(b'UNHOLD id=u label=' + sys.argv[2].encode() + b'\\n')\n"
+                "print(s.recv(4096).decode())")
+        r = as_user(uid, [sys.executable, "-c", code, self.hubd.socket, label], None)
+        self.assertIn("OK id=u", r.stdout, r)
+
+    def test_hf_rm_of_one_cache_keeps_the_other_caches_grant(self):
+        c2 = os.path.join(self.homes[UID_A], "c2")
+        r = self.dl(UID_A, "hf_alice", "org/gated")
+        self.assertEqual(r.returncode, 0, r)
+        g = os.path.join(r.stdout.strip(), "g.bin")
+        r = self.dl(UID_A, "hf_alice", "org/gated", "--cache-dir", c2)
+        self.assertEqual(r.returncode, 0, r)
+        holds = self.stats()["holds"]
+        r = self.rm(UID_A, "org/gated", "--cache-dir", c2)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertFalse(os.path.exists(os.path.join(c2, "models--org--gated")))
+        self.assertTrue(self.readable(UID_A, g), "the default cache's link keeps its grant")
+        self.assertEqual(self.stats()["holds"], holds // 2, "c2's holds, not the default's")
+
+    def test_a_blob_link_that_cannot_be_read_is_fetched_and_held_again(self):
+        """Both clients take a blob they cannot read (its grant gone) for
+        absent: fetched, held, readable again."""
+        r = self.dl(UID_A, "hf_alice", "org/gated")
+        self.assertEqual(r.returncode, 0, r)
+        g = os.path.join(r.stdout.strip(), "g.bin")
+        self.unhold(UID_A, "models/org/gated@main")
+        self.assertFalse(self.readable(UID_A, g))
+        r = self.dl(UID_A, "hf_alice", "org/gated")
+        self.assertEqual(r.returncode, 0, r)
+        self.assertTrue(self.readable(UID_A, g), r)
+        self.unhold(UID_A, "models/org/gated@main")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "XDG_"))}
+        env.update(HOME=self.homes[UID_A], HF_TOKEN="hf_alice", HUBD_SOCKET=self.hubd.socket,
+                   PYTHONPATH=PYTHON_CLIENT, HF_HUB_DISABLE_PROGRESS_BARS="1")
+        py = ("import hubd\nprint(hubd.hf_hub_download('org/gated', 'g.bin'))\n"
+              "print(hubd.snapshot_download('org/gated'))")
+        r = as_user(UID_A, [sys.executable, "-c", py], env)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertEqual(r.stdout.splitlines()[0], g)
+        self.assertTrue(self.readable(UID_A, g), r)
 
     def readable(self, uid, path):
         return as_user(uid, ["sh", "-c", 'cat "$0" >/dev/null', path], None).returncode == 0

@@ -396,3 +396,19 @@ class HfHoldsCliTest(HoldsBase):
         self.assertFalse(os.path.exists(os.path.join(repo, "refs", "main")))
         self.assertFalse(os.path.exists(os.path.join(repo, "snapshots", "c" * 40)))
         self.assertTrue(os.path.islink(os.path.join(repo, "blobs", digest)))  # d... uses it
+        # its hold and read grant stay with it: nothing of the link was released
+        r = self.read_as(UID_A, os.path.join(other, "w.bin"))
+        self.assertEqual(r.returncode, 0, r)
+
+    def test_hf_rm_finds_the_cache_as_download_does(self):
+        """HF_HUB_CACHE=~/hub: ~ expanded, as hf download and the Hub's
+        clients do; a repo id the Hub refuses is refused."""
+        url, digest = self.gated("w.bin", TOKEN_A)
+        done = self.fetch(UID_A, url, TOKEN_A)
+        hub, repo = self.layout(UID_A, digest, done["path"])
+        env = dict(os.environ, HOME=self.homes[UID_A], HF_HUB_CACHE="~/hub")
+        r = as_user(UID_A, self.hubctl_args("hf", "rm", "org/m"), env=env)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertFalse(os.path.exists(repo))
+        r = as_user(UID_A, self.hubctl_args("hf", "rm", "org/-m"), env=env)
+        self.assertEqual(r.returncode, 2, r)

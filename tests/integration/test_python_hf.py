@@ -309,6 +309,49 @@ class PythonHfTest(HubTestCase):
         with open(changed, "rb") as f:
             self.assertEqual(f.read(), file_bytes(files["config.json"]))
 
+    def old_hubd(self, files, known=("HFREPO", "FETCH")):
+        """A stand-in hubd on a socket of its own (test_hf_download.FakeHubd):
+        HOLD unknown to it; files: {path: bytes}."""
+        from test_hf_download import FakeHubd
+        fake = FakeHubd(os.path.join(self.tmp, "old%d.sock" % len(files)), known, files)
+        self.addCleanup(fake.stop)
+        os.environ["HUBD_SOCKET"] = fake.path
+        return fake
+
+    def test_local_dir_writes_follow_no_planted_symlink(self):
+        self.old_hubd({"a.txt": b"alpha\n"})
+        local = os.path.join(self.tmp, "local")
+        hf = os.path.join(local, ".cache", "huggingface")
+        os.makedirs(os.path.join(hf, "download"))
+        victim, elsewhere = os.path.join(self.tmp, "victim"), os.path.join(self.tmp, "new")
+        with open(victim, "w") as f:
+            f.write("precious")
+        os.symlink(elsewhere, os.path.join(hf, ".gitignore"))  # dangling: made by open()
+        os.symlink(victim, os.path.join(hf, "download", "a.txt.metadata"))
+        hubd.snapshot_download("org/old", local_dir=local)
+        self.assertFalse(os.path.lexists(elsewhere))
+        with open(victim) as f:
+            self.assertEqual(f.read(), "precious")
+        for p in (".gitignore", os.path.join("download", "a.txt.metadata")):
+            self.assertFalse(os.path.islink(os.path.join(hf, p)), p)
+        with open(os.path.join(local, "a.txt"), "rb") as f:
+            self.assertEqual(f.read(), b"alpha\n")
+
+    def test_hub_names_that_are_unsafe_or_metadata_are_refused(self):
+        self.old_hubd({"a.txt": b"alpha\n", ".cache/huggingface/download/a.txt.metadata": b"x\n"})
+        local = os.path.join(self.tmp, "local")
+        with self.assertRaises(hubd.HubdError) as e:
+            hubd.snapshot_download("org/old", local_dir=local)
+        self.assertIn(".cache/huggingface", str(e.exception))
+        self.assertFalse(os.path.exists(os.path.join(local, "a.txt")))
+        self.old_hubd({"a\nb.txt": b"x\n"})
+        with self.assertRaises(hubd.HubdError) as e:
+            hubd.snapshot_download("org/old", cache_dir=self.cache)
+        self.assertEqual(e.exception.code, "bad_request")
+        for bad in ("a\x01b", "a\x7fb", "a\rb"):
+            with self.assertRaises(hubd.HubdError):
+                hubd.hf._safe_rel(bad, "file name")
+
     def test_gated_token_discovery_and_refusals(self):
         gated = REPOS["repos"][1]["files"]
         g_sha = etag_of(gated["g.bin"])

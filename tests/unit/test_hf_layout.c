@@ -61,13 +61,34 @@ END_TEST
 
 START_TEST(hf_layout_unsafe_paths)
 {
-    static const char *const bad[] = {"",   "/etc/passwd", "../x", "a/../../x", "a//b", "a/./b",
-                                      "a/", "..",          ".",    "a\\b",      "a\nb"};
+    static const char *const bad[] = {"",
+                                      "/etc/passwd",
+                                      "../x",
+                                      "a/../../x",
+                                      "a//b",
+                                      "a/./b",
+                                      "a/",
+                                      "..",
+                                      ".",
+                                      "a\\b",
+                                      "a\nb",
+                                      "a\rb",
+                                      "a\x01"
+                                      "b",
+                                      "a\x7f"
+                                      "b"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         ck_assert_msg(!hf_path_safe(bad[i]), "'%s' taken", bad[i]);
     ck_assert(hf_path_safe("config.json"));
     ck_assert(hf_path_safe("a/b/.hidden"));
     ck_assert(hf_path_safe("a/..b/c.."));
+    /* --local-dir's metadata folder: a Hub file there is refused */
+    ck_assert(hf_path_is_meta(".cache/huggingface"));
+    ck_assert(hf_path_is_meta(".cache/huggingface/download/a.metadata"));
+    ck_assert(hf_path_is_meta(".cache/huggingface/.gitignore"));
+    ck_assert(!hf_path_is_meta(".cache/huggingfaces/x"));
+    ck_assert(!hf_path_is_meta("a/.cache/huggingface/x"));
+    ck_assert(!hf_path_is_meta(".cache/x"));
 }
 END_TEST
 

@@ -21,7 +21,8 @@ does it:
   ``blob N\\0`` + bytes, read from the passed descriptor by offset) before
   anything is placed.
 - ``blobs/{etag}`` (etag: the LFS sha256, else the git blob id) is, in this
-  order: kept when it exists; a symlink into hubd's store once ``HOLD``
+  order: kept when it opens for reading (a link whose read grant is gone
+  is fetched and held again); a symlink into hubd's store once ``HOLD``
   answered ``readable=1`` (the blob is public, or hubd granted this uid a
   read ACL; while the link stays hubd does not evict the blob); a reflink
   (FICLONE) from the descriptor; a copy (said once on stderr, with why).
@@ -29,8 +30,11 @@ does it:
   ``refs/{revision}`` holds the commit when the revision is not the commit.
 - With ``local_dir``: plain files (reflink, else copy) and
   ``{local_dir}/.cache/huggingface/download/{path}.metadata`` (commit, etag,
-  time), as ``hf download --local-dir`` writes them; a re-run with the same
-  commit or etag and a file not modified since is a no-op.
+  time), as ``hf download --local-dir`` writes them, each under an O_EXCL
+  temp name then renamed; a re-run with the same commit or etag and a file
+  not modified since is a no-op. A Hub file under ``.cache/huggingface/``
+  is refused there (``bad_request``), as is, anywhere, a name with a
+  control byte, a backslash or an empty, ``.`` or ``..`` part.
 - A file already in place is not fetched again (``N files already in the
   cache`` on stderr from snapshot_download).
 
@@ -77,6 +81,7 @@ FICLONE = 0x40049409       # _IOW(0x94, 9, int), linux/fs.h
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1 << 20
+_META = ".cache/huggingface"  # local_dir's metadata folder
 _said_copy = False         # "blobs are copied" is said once per process
 
 
@@ -122,18 +127,63 @@ def _token(token):
     return found or None
 
 
+def _repo_args(repo_id, repo_type, revision):
+    """(repo_type, revision) with their defaults, checked; ValueError or
+    HubdError bad_request."""
+    repo_type = "model" if repo_type is None else repo_type
+    if repo_type not in REPO_TYPES:
+        raise ValueError("Invalid repo type: %r (one of %s)" % (repo_type, ", ".join(REPO_TYPES)))
+    if not isinstance(repo_id, str) or not repo_id:
+        raise ValueError("repo_id must be a non-empty str")
+    return repo_type, _safe_rel("main" if revision is None else str(revision), "revision")
+
+
 def _repo_folder(repo_id, repo_type):
     return "%ss--%s" % (repo_type, repo_id.replace("/", "--"))
 
 
 def _safe_rel(path, what):
     """A relative path made of plain segments (the Hub's file names, a
-    revision under refs/), or HubdError: nothing may land outside the cache."""
+    revision under refs/), or HubdError: nothing may land outside the cache.
+    The rule of hubctl's hf_path_safe: no control byte or backslash."""
     segs = path.split("/")
-    if (not path or "\0" in path or "\\" in path
+    if (not path or "\\" in path or any(ord(c) < 0x20 or c == "\x7f" for c in path)
             or any(s in ("", ".", "..") for s in segs)):
         raise HubdError("bad_request", "refusing the %s %r (not a plain relative path)" % (what, path))
     return path
+
+
+def _is_meta(path):
+    """Is a Hub file's path .cache/huggingface or under it, where local_dir
+    keeps its metadata (another file's would be overwritten)?"""
+    return path == _META or path.startswith(_META + "/")
+
+
+def _readable(path):
+    """Opens path for reading: a blob link into hubd's store whose grant is
+    gone (EACCES) is not there for its user, and is fetched and held again."""
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK))
+        return os.path.isfile(path)
+    except OSError:
+        return False
+
+
+def _write_atomic(path, text):
+    """path gets text through a temp name (O_EXCL: no planted link is
+    followed) and a rename over whatever was there."""
+    tmp = _tmp_beside(path, ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        with os.fdopen(fd, "w") as w:
+            w.write(text)
+        os.rename(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _progress_off():
@@ -373,14 +423,8 @@ class _Run:
     """One call: the listing, what is present, the fetches and the placing."""
 
     def __init__(self, repo_id, repo_type, revision, token, cache_dir, local_dir):
-        if repo_type is None:
-            repo_type = "model"
-        if repo_type not in REPO_TYPES:
-            raise ValueError("Invalid repo type: %r (one of %s)" % (repo_type, ", ".join(REPO_TYPES)))
-        if not isinstance(repo_id, str) or not repo_id:
-            raise ValueError("repo_id must be a non-empty str")
+        repo_type, self.revision = _repo_args(repo_id, repo_type, revision)
         self.repo_id, self.repo_type = repo_id, repo_type
-        self.revision = _safe_rel("main" if revision is None else str(revision), "revision")
         tok = _token(token)
         if tok is not None and any(c in tok for c in "\r\n\0"):
             raise HubdError("bad_request", "the token holds a line break or NUL")
@@ -426,10 +470,7 @@ class _Run:
                     return
         except OSError:
             pass
-        tmp = _tmp_beside(ref, ".tmp")
-        with open(tmp, "w") as w:
-            w.write(self.commit)
-        os.rename(tmp, ref)
+        _write_atomic(ref, self.commit)
 
     # -- local_dir --
     def local_paths(self, f):
@@ -442,9 +483,8 @@ class _Run:
         hf = os.path.join(self.local_dir, ".cache", "huggingface")
         os.makedirs(os.path.join(hf, "download"), exist_ok=True)
         gi = os.path.join(hf, ".gitignore")
-        if not os.path.exists(gi):
-            with open(gi, "w") as w:
-                w.write("*")
+        if not os.path.isfile(gi):
+            _write_atomic(gi, "*")
 
     def local_present(self, f):
         path, meta = self.local_paths(f)
@@ -465,8 +505,7 @@ class _Run:
     def write_meta(self, f):
         meta = self.local_paths(f)[1]
         os.makedirs(os.path.dirname(meta), exist_ok=True)
-        with open(meta, "w") as m:
-            m.write("%s\n%s\n%s\n" % (self.commit, f.etag, time.time()))
+        _write_atomic(meta, "%s\n%s\n%s\n" % (self.commit, f.etag, time.time()))
 
     # -- what to fetch --
     def plan(self, files):
@@ -474,16 +513,21 @@ class _Run:
         files already there are linked or counted."""
         wants = {}
         if self.local_dir is not None:
+            for f in files:
+                if _is_meta(f.path):
+                    raise HubdError("bad_request", "the Hub names a file %r in %s, where local_dir "
+                                    "keeps its metadata: leave it out (ignore_patterns=\".cache/*\")"
+                                    % (f.path, _META))
             self.local_ready()
         for f in files:
             if self.local_dir is not None:
                 if self.local_present(f):
                     self.present += 1
                     continue
-            elif os.path.exists(self.snap_path(f)):
+            elif _readable(self.snap_path(f)):
                 self.present += 1
                 continue
-            elif os.path.exists(self.blob_path(f)):  # another revision's, or an earlier run's
+            elif _readable(self.blob_path(f)):  # another revision's, or an earlier run's
                 self.link_snapshot(f)
                 self.present += 1
                 continue
@@ -538,7 +582,7 @@ class _Run:
                     self.check(w, f)
                     finished += w.file.size
                     hold = None
-                    if self.local_dir is None and not os.path.exists(self.blob_path(w.file)):
+                    if self.local_dir is None and not _readable(self.blob_path(w.file)):
                         hid = self.sess.new_id("h")
                         hold = _build_line("HOLD", [
                             ("id", hid), ("sha256", f["sha256"].lower()), ("label", self.label),
@@ -606,7 +650,7 @@ class _Run:
                 return
             blob = self.blob_path(w.file)
             os.makedirs(os.path.dirname(blob), exist_ok=True)
-            if not os.path.exists(blob):
+            if not _readable(blob):
                 store = held.get("path") if held else None
                 if held and held.get("readable") == "1" and store and os.access(store, os.R_OK):
                     _symlink_over(store, blob)
@@ -645,12 +689,7 @@ def _offline_lookup(repo_id, repo_type, revision, cache_dir, local_dir, filename
     snapshot_download's offline branch), found on disk alone: the file
     (filename), else the snapshot folder. HubdError offline_not_cached when
     it is not there. hubd is not asked."""
-    repo_type = "model" if repo_type is None else repo_type
-    if repo_type not in REPO_TYPES:
-        raise ValueError("Invalid repo type: %r (one of %s)" % (repo_type, ", ".join(REPO_TYPES)))
-    if not isinstance(repo_id, str) or not repo_id:
-        raise ValueError("repo_id must be a non-empty str")
-    revision = _safe_rel("main" if revision is None else str(revision), "revision")
+    repo_type, revision = _repo_args(repo_id, repo_type, revision)
     cache = _cache_dir(cache_dir)
     if local_dir is not None:
         local = os.fspath(local_dir)
@@ -707,7 +746,7 @@ def hf_hub_download(repo_id, filename, *, repo_type=None, revision=None, token=N
         # As huggingface_hub: a commit's file already in the cache needs no question.
         known = os.path.join(_cache_dir(cache_dir), _repo_folder(repo_id, repo_type or "model"),
                              "snapshots", str(revision), *filename.split("/"))
-        if os.path.exists(known):
+        if _readable(known):
             return known
     with _Run(repo_id, repo_type, revision, token, cache_dir, local_dir) as run:
         files = [f for f in run.list() if f.path == filename]
