@@ -645,7 +645,9 @@ class _Run:
                     path, meta = self.local_paths(f)
                     os.makedirs(os.path.dirname(path), exist_ok=True)
                     os.makedirs(os.path.dirname(meta), exist_ok=True)
-                    _write_from_fd(w.fd, f.size, path, os.path.dirname(meta))
+                    why = _write_from_fd(w.fd, f.size, path, os.path.dirname(meta))
+                    if why:  # as hubctl says it: local_dir files are plain
+                        _say_copy(self.local_dir, "this file system makes no " + why)
                     self.write_meta(f)
                 return
             blob = self.blob_path(w.file)
