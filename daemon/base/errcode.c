@@ -30,9 +30,11 @@ static const errcode_t rows[EC_COUNT] = {
     {EC_IO, "io", EC_FINAL, 500, 0, 0, 0, "io"},
     {EC_NO_SPACE, "no_space", EC_FINAL, 507, 0, 0, 0, "no_space"},
     {EC_FORBIDDEN, "forbidden", EC_FINAL, 403, 0, 0, 0, "forbidden"},
-    /* A busy or restarting proxy; proxy_auth (407) would fail again. */
+    /* A busy or restarting proxy; proxy_auth (407) would fail again, and so
+     * would proxy_refused, its other 4xx to CONNECT: its rules said no. */
     {EC_PROXY, "proxy", EC_TRANSIENT, 502, 0, 0, 0, "other"},
     {EC_PROXY_AUTH, "proxy_auth", EC_FINAL, 502, 0, 0, 0, "other"},
+    {EC_PROXY_REFUSED, "proxy_refused", EC_FINAL, 502, 0, 0, 0, "other"},
     {EC_TOO_LARGE, "too_large", EC_FINAL, 502, 0, 0, 0, "too_large"},
     {EC_TOO_MANY_REQUESTS, "too_many_requests", EC_FINAL, 429, 0, 0, 0, "other"},
     /* Stopped, not broken: what is on disk is good to resume from. */

@@ -265,16 +265,34 @@ static int embedded_v4(const uint8_t a[16], uint8_t out[16])
     return 0;
 }
 
+/* The address check, on 16 bytes (IPv4 as IPv4-mapped): deny_networks
+ * with allow_networks as exceptions, and an IPv6 form that carries an IPv4
+ * address judged as that address too. */
+static int addr16_ok(const netpolicy_t *p, const uint8_t a[16])
+{
+    uint8_t v4[16];
+    if (denied(p, a))
+        return 0;
+    return !(embedded_v4(a, v4) && denied(p, v4));
+}
+
 int netpolicy_addr_ok(const netpolicy_t *p, const struct sockaddr *sa)
 {
-    uint8_t a[16], v4[16];
+    uint8_t a[16];
     if (sa->sa_family == AF_INET)
         map_v4((const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr, a);
     else if (sa->sa_family == AF_INET6)
         memcpy(a, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16); /* mapped stays mapped */
     else
         return 0;
-    if (denied(p, a))
+    return addr16_ok(p, a);
+}
+
+int netpolicy_literal_ok(const netpolicy_t *p, const char *host)
+{
+    uint8_t a[16];
+    int ip = url_host_addr(host, strlen(host), a);
+    if (ip < 0) /* no URL has this host: url_parse refuses it */
         return 0;
-    return !(embedded_v4(a, v4) && denied(p, v4));
+    return ip == 0 || addr16_ok(p, a); /* a name: checked after DNS, by whoever resolves it */
 }

@@ -48,5 +48,13 @@ void netpolicy_free(netpolicy_t *p);
 int netpolicy_host_ok(const netpolicy_t *p, const char *host);
 /* 1 when a connection to sa (AF_INET or AF_INET6) may be made. */
 int netpolicy_addr_ok(const netpolicy_t *p, const struct sockaddr *sa);
+/* 1 when host (a URL's host) is a name, or an IP address in any spelling
+ * url_parse reads that netpolicy_addr_ok admits (the same check: an
+ * IPv4-mapped or other IPv6 form of an IPv4 address is judged as that
+ * address too). For a request that goes through a forward proxy, where
+ * hubd connects to the proxy's address, never the origin's: a literal
+ * needs no DNS, so its address is known and checked before the proxy is
+ * asked. A name stays the proxy's to resolve. */
+int netpolicy_literal_ok(const netpolicy_t *p, const char *host);
 
 #endif

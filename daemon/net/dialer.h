@@ -10,7 +10,8 @@
  *     origin's name, whatever carries it.
  * The steps after the TCP connect run under the connect timeout of the
  * address that answered. What goes wrong on the way to a proxy is a
- * "proxy" error (or "proxy_auth" for a 407), apart from the origin's.
+ * "proxy" error (or "proxy_auth" for a 407, "proxy_refused" for another
+ * 4xx to CONNECT), apart from the origin's.
  *
  * The caller owns the dialer and ends it with dialer_close, also after the
  * result (the stream is the caller's from then on). Loop thread only. */

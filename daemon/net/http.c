@@ -575,12 +575,24 @@ int http_request_opts(http_client_t *c, const url_t *u, const http_req_opts_t *o
     }
 
     *out = req;
-    req->starting = 1;                               /* no on_done from inside this call */
-    pool_entry_t *e = pool_take(&c->idle, req->key); /* most recently used first */
-    if (e)
-        conn_start_request(list_entry(e, http_conn_t, pooled), req);
-    else
-        req_connect_new(req);
+    req->starting = 1; /* no on_done from inside this call */
+    if (px && c->policy && !netpolicy_literal_ok(c->policy, u->host)) {
+        /* Through a proxy hubd connects to the proxy's address only, so the
+         * connector never sees this one: a literal needs no DNS and is
+         * checked here, before the proxy is asked (on every hop). */
+        char msg[400];
+        snprintf(msg, sizeof msg,
+                 "the network policy denies the address %s (deny_networks); the proxy %s was "
+                 "not asked",
+                 u->host, px->label);
+        req_finish(req, "forbidden", msg);
+    } else {
+        pool_entry_t *e = pool_take(&c->idle, req->key); /* most recently used first */
+        if (e)
+            conn_start_request(list_entry(e, http_conn_t, pooled), req);
+        else
+            req_connect_new(req);
+    }
     req->starting = 0;
     return 0;
 nomem:

@@ -106,6 +106,13 @@ static void open_answered(stream_tunnel_t *t, size_t beyond)
                   what);
         return;
     }
+    if (status >= 400 && status <= 499) {
+        /* The proxy's rules say no to this destination (Squid's 403): the
+         * same CONNECT would be refused again, so it is not retried. Its
+         * 5xx (an upstream it could not reach, an overload) may pass. */
+        open_fail(t, "proxy_refused", "the proxy %s refused the tunnel: %s (CONNECT %s)", what);
+        return;
+    }
     if (status < 200 || status > 299) {
         open_fail(t, "proxy", "the proxy %s refused the tunnel: %s (CONNECT %s)", what);
         return;

@@ -16,8 +16,9 @@
 #include "stream.h"
 
 /* The end of opening: code NULL when the tunnel is open, else "proxy_auth"
- * (a 407) or "proxy" (any other answer, a bad one, or none) and a message
- * that names the proxy and quotes its status line. */
+ * (a 407), "proxy_refused" (another 4xx: final) or "proxy" (any other
+ * answer, a bad one, or none) and a message that names the proxy and
+ * quotes its status line. */
 typedef void (*stream_tunnel_open_cb)(stream_t *s, const char *code, const char *msg);
 
 /* A tunnel to authority ("host:port", IPv6 in brackets) through the proxy

@@ -11,8 +11,12 @@ What the spec promises and these tests hold hubd to:
   TLS to the origin inside, verified against the origin's name.
 - The proxy's password goes only to the proxy (Proxy-Authorization), never
   to an origin, never into hubd's log, --check-config or hubctl's output.
-- 407: ERR code=proxy_auth; a proxy that cannot be reached or refuses the
-  tunnel: ERR code=proxy with the address and the status.
+- 407: ERR code=proxy_auth; another 4xx to CONNECT: proxy_refused, tried
+  once; a proxy that cannot be reached or answers 5xx: ERR code=proxy with
+  the address and the status, retried.
+- A host that is an IP literal in deny_networks (any spelling, metadata
+  addresses by default) is refused forbidden before the proxy is asked,
+  on every redirect hop (issue 25.3).
 - Each redirect hop decides proxy or direct anew; an origin's credentials
   reach the first origin only, and through CONNECT the proxy never sees them.
 
@@ -27,6 +31,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import urllib.parse
 
 from harness import (TestCerts, HUBCTL, HUBD, Hubd, HubTestCase, Origin, sha256_file, stop_pid,
@@ -488,18 +493,103 @@ class AuthProxyTest(ProxyTestCase):
         self.assertEqual(self.origin.requests_for("/files/u.bin"), 0)
 
     def test_connect_refused_by_the_proxy(self):
+        # A 4xx to CONNECT is the proxy's rules saying no: proxy_refused,
+        # tried once (issue 25.3: a 403 was tried six times). A 5xx is its
+        # trouble: proxy, retried. retries = 5: six attempts at most.
         self.make_file("x.bin", 1000)
-        for status in (403, 502):
+        for status, code, connects in ((403, "proxy_refused", 1), (400, "proxy_refused", 1),
+                                       (502, "proxy", 6)):
             with self.subTest(status=status):
                 proxy = self.start_authproxy(refuse_connect=status)
-                self.restart_hubd(proxy=proxy.url())
+                self.restart_hubd(proxy=proxy.url(), retries=5, retry_delay="20ms",
+                                  retry_max_delay="100ms")
                 r, res = self.fetch_json(self.https("/files/x.bin"))
                 self.assertEqual(r.rc, 1, r)
-                self.assertEqual(res["error"]["code"], "proxy", res)
+                self.assertEqual(res["error"]["code"], code, res)
                 self.assertIn(str(status), r.out)
                 self.assertIn(proxy.address, r.out)
-                self.assertEqual([e["method"] for e in proxy.requests()], ["CONNECT"])
+                self.assertEqual([e["method"] for e in proxy.requests()], ["CONNECT"] * connects)
         self.assertEqual(self.tls_origin.requests_for("/files/x.bin"), 0)
+
+
+# The issue's list: what hubd handed a proxy before it checked literals.
+METADATA_URLS = (
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[fe80::1]/x",
+    "http://[::ffff:169.254.169.254]/x",
+    "http://2852039166/x",  # 169.254.169.254
+    "http://100.100.100.200/x",  # Alibaba's metadata service
+    "https://169.254.169.254/latest/meta-data/",  # was CONNECT 169.254.169.254:443, six times
+)
+
+
+class ProxyNetworkPolicyTest(ProxyTestCase):
+    """Through a proxy hubd resolves nothing, but a host that is an IP
+    literal needs no DNS: its address is checked against deny_networks and
+    allow_networks (the default denies link-local and metadata) before the
+    proxy is asked, on every redirect hop (issue 25.3). authproxy records
+    every request as it arrives (and would refuse these destinations
+    itself: nothing leaves loopback). Retries are on, so a refusal that
+    were retried would show."""
+
+    def restart_with_proxy(self, proxy, **config):
+        self.restart_hubd(proxy=proxy.url(), retries=5, retry_delay="1s", **config)
+
+    def assert_forbidden(self, url, where):
+        t0 = time.monotonic()
+        r, res = self.fetch_json(url)
+        elapsed = time.monotonic() - t0
+        self.assertEqual(r.rc, 1, r)
+        self.assertEqual(res["error"]["code"], "forbidden", res)
+        self.assertIn("deny_networks", res["error"]["message"])
+        self.assertIn(where, res["error"]["message"])
+        self.assertLess(elapsed, 0.9, "retried? %.2fs" % elapsed)  # retry_delay 1s
+
+    def test_metadata_literals_never_reach_the_proxy(self):
+        proxy = self.start_authproxy()
+        self.restart_with_proxy(proxy)
+        for url in METADATA_URLS:
+            with self.subTest(url=url):
+                where = urllib.parse.urlsplit(url).hostname
+                self.assert_forbidden(url, "169.254.169.254" if where == "2852039166" else where)
+        seen = [(e["method"], e["target"]) for e in proxy.requests()]
+        self.assertEqual(seen, [],
+                         "%d requests for the metadata list reached the proxy" % len(seen))
+
+    def test_allow_networks_admits_a_literal_through_the_proxy(self):
+        # The same check as a direct connection's: allow_networks is its
+        # exception. authproxy then refuses the destination itself (403).
+        proxy = self.start_authproxy()
+        self.restart_with_proxy(proxy, allow_networks="169.254.169.254/32")
+        r, res = self.fetch_json("http://2852039166/x")
+        self.assertEqual(r.rc, 1, r)
+        self.assertEqual(res["error"]["code"], "http_403", res)
+        self.assertEqual([e["target"] for e in proxy.requests()], ["http://169.254.169.254/x"])
+
+    def test_an_admins_deny_networks_holds_through_the_proxy(self):
+        # Not only the defaults: an admin's deny_networks (here 127.0.0.2,
+        # while the proxy itself stays reachable on 127.0.0.1) holds for a
+        # literal in any spelling, http and https alike.
+        proxy = self.start_authproxy()
+        self.restart_with_proxy(proxy, deny_networks="127.0.0.2/32")
+        self.assert_forbidden("http://2130706434:%d/files/l.bin" % self.origin.port, "127.0.0.2")
+        self.assert_forbidden(self.https("/files/l.bin", host="127.0.0.2"), "127.0.0.2")
+        self.assertEqual(proxy.requests(), [])
+
+    def test_redirect_to_metadata_through_the_proxy_is_refused(self):
+        # The first hop (an allowed origin) goes through the proxy; the
+        # redirect's target, a metadata literal, never does.
+        proxy = self.start_authproxy()
+        self.restart_with_proxy(proxy)
+        for target in ("http://169.254.169.254/latest/meta-data/", "http://2852039166/x",
+                       "http://[::ffff:169.254.169.254]/x"):
+            with self.subTest(target=target):
+                before = len(proxy.requests())
+                self.assert_forbidden(self.origin.url("/redirect-to?url=" + quote(target)),
+                                      "169.254.169.254")
+                hops = [e["target"] for e in proxy.requests()[before:]]
+                self.assertEqual(len(hops), 1, hops)
+                self.assertIn("/redirect-to?", hops[0])
 
 
 if __name__ == "__main__":

@@ -90,10 +90,10 @@ START_TEST(errcode_transient_codes)
 {
     static const char *const yes[] = {"connect",  "timeout",  "truncated", "tls",      "http_408",
                                       "http_429", "http_500", "http_502",  "http_503", "proxy"};
-    static const char *const no[] = {"dns",           "tls_verify", "http_parse", "redirect",
-                                     "http_403",      "http_404",   "http_410",   "http_400",
-                                     "hash_mismatch", "io",         "no_space",   "forbidden",
-                                     "proxy_auth",    "too_large",  "internal",   "bad_url"};
+    static const char *const no[] = {
+        "dns",        "tls_verify", "http_parse",    "redirect", "http_403",     "http_404",
+        "http_410",   "http_400",   "hash_mismatch", "io",       "no_space",     "forbidden",
+        "proxy_auth", "too_large",  "internal",      "bad_url",  "proxy_refused"};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
         ck_assert_msg(errcode_is_transient(yes[i]), "%s", yes[i]);
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
@@ -136,6 +136,7 @@ START_TEST(errcode_front_statuses)
         {"connect", 502},
         {"hash_mismatch", 502},
         {"proxy", 502},
+        {"proxy_refused", 502},
         {"tls_verify", 502},
         {"something new", 502},
     };

@@ -190,6 +190,48 @@ END_TEST
 
 /* Items no URL's host can be are refused, so a typo is not a silent
  * never-match (config_set can check deny_hosts and allow_hosts with it). */
+/* Through a proxy hubd resolves nothing: a literal host is judged by the
+ * address check itself, in every spelling url_parse reads (issue 25.3:
+ * each of these reached the proxy). */
+START_TEST(literals_are_checked_as_addresses)
+{
+    netpolicy_t *p = policy(NULL, NULL, NULL, NULL);
+    static const char *const denied[] = {
+        "169.254.169.254",
+        "2852039166",
+        "0xa9fea9fe",
+        "169.254.43518",
+        "fe80::1",
+        "[fe80::1]",
+        "::ffff:169.254.169.254",
+        "[::ffff:a9fe:a9fe]",
+        "64:ff9b::a9fe:a9fe",
+        "100.100.100.200",
+        "0.0.0.0",
+        "0",
+        "fd00:ec2::254",
+    };
+    for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++)
+        ck_assert_msg(netpolicy_literal_ok(p, denied[i]) == 0, "%s", denied[i]);
+    static const char *const allowed[] = {"127.0.0.1",
+                                          "127.1",
+                                          "::1",
+                                          "10.0.0.1",
+                                          "100.64.0.1",
+                                          "example.org",
+                                          "metadata.google.internal"};
+    for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
+        ck_assert_msg(netpolicy_literal_ok(p, allowed[i]) == 1, "%s", allowed[i]);
+    ck_assert_int_eq(netpolicy_literal_ok(p, "1.2.3.256"), 0); /* no URL's host */
+    netpolicy_free(p);
+    /* allow_networks makes its exceptions for literals too. */
+    p = policy(NULL, "169.254.169.254/32", NULL, NULL);
+    ck_assert_int_eq(netpolicy_literal_ok(p, "2852039166"), 1);
+    ck_assert_int_eq(netpolicy_literal_ok(p, "169.254.0.1"), 0);
+    netpolicy_free(p);
+}
+END_TEST
+
 START_TEST(bad_host_lists_are_refused)
 {
     static const char *const bad[] = {"10.0.0.256",   "*.0.0.1", "models.example, a.1",
@@ -224,6 +266,7 @@ int main(void)
     tcase_add_test(tc, host_lists);
     tcase_add_test(tc, host_lists_compare_addresses_as_addresses);
     tcase_add_test(tc, allow_hosts_compare_addresses_as_addresses);
+    tcase_add_test(tc, literals_are_checked_as_addresses);
     tcase_add_test(tc, bad_host_lists_are_refused);
     tcase_add_test(tc, bad_lists_are_refused);
     suite_add_tcase(s, tc);

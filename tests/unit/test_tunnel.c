@@ -195,14 +195,28 @@ START_TEST(tunnel_407_is_proxy_auth)
 }
 END_TEST
 
-START_TEST(tunnel_refused_is_proxy_with_the_status)
+/* A 4xx is the proxy's rules saying no: proxy_refused, final (issue 25.3:
+ * a refused CONNECT was tried six times). */
+START_TEST(tunnel_refused_is_proxy_refused_with_the_status)
 {
     fake_stream_t *f = start(NULL);
     answer(f, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n", (size_t)_i);
     ck_assert_int_eq(op.calls, 1);
-    ck_assert_str_eq(op.code, "proxy");
+    ck_assert_str_eq(op.code, "proxy_refused");
     ck_assert_ptr_nonnull(strstr(op.msg, "refused the tunnel: 403 Forbidden"));
     ck_assert_ptr_nonnull(strstr(op.msg, "127.0.0.1:443"));
+    finish();
+}
+END_TEST
+
+/* A 5xx is the proxy's trouble (its upstream, its load): proxy, transient. */
+START_TEST(tunnel_5xx_is_proxy_with_the_status)
+{
+    fake_stream_t *f = start(NULL);
+    answer(f, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n", (size_t)_i);
+    ck_assert_int_eq(op.calls, 1);
+    ck_assert_str_eq(op.code, "proxy");
+    ck_assert_ptr_nonnull(strstr(op.msg, "refused the tunnel: 502 Bad Gateway"));
     finish();
 }
 END_TEST
@@ -299,7 +313,8 @@ int main(void)
     tcase_add_loop_test(tc, tunnel_opens_on_200_split_anywhere, 0, (int)sizeof established - 1);
     tcase_add_test(tc, tunnel_read_started_early_starts_once_open);
     tcase_add_loop_test(tc, tunnel_407_is_proxy_auth, 0, 60);
-    tcase_add_loop_test(tc, tunnel_refused_is_proxy_with_the_status, 0, 30);
+    tcase_add_loop_test(tc, tunnel_refused_is_proxy_refused_with_the_status, 0, 30);
+    tcase_add_loop_test(tc, tunnel_5xx_is_proxy_with_the_status, 0, 30);
     tcase_add_test(tc, tunnel_end_before_the_answer_is_proxy);
     tcase_add_test(tc, tunnel_bytes_after_the_answer_are_refused);
     tcase_add_test(tc, tunnel_endless_headers_are_cut);
