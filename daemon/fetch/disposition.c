@@ -134,6 +134,27 @@ void disposition_of(const disp_head_t *h, const disp_request_t *r, disposition_t
     d->new_validators = 1;
 }
 
+const char *disposition_length(uint64_t length, int announced, const disp_room_t *room, char *msg,
+                               size_t len)
+{
+    const char *how = announced ? "the origin announced" : "the download reached";
+    if (room->max_file_size && length > room->max_file_size) {
+        snprintf(msg, len, "the file is larger than max_file_size (%llu bytes): %s %llu bytes",
+                 (unsigned long long)room->max_file_size, how, (unsigned long long)length);
+        return "too_large";
+    }
+    /* Both sides bounded by the file system's size: no overflow. */
+    if (room->fs_size && (length > room->fs_size || room->fs_size - length < room->floor)) {
+        snprintf(msg, len,
+                 "%s %llu bytes, more than the cache's file system can hold (%llu bytes, "
+                 "%llu of them kept free by min_free_space)",
+                 how, (unsigned long long)length, (unsigned long long)room->fs_size,
+                 (unsigned long long)room->floor);
+        return "no_space";
+    }
+    return NULL;
+}
+
 void disposition_clear(disposition_t *d)
 {
     free(d->location);

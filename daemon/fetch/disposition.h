@@ -67,6 +67,24 @@ typedef struct disposition {
  * drained. */
 void disposition_of(const disp_head_t *h, const disp_request_t *r, disposition_t *out);
 
+/* Where a download's length may go: what it is judged against. */
+typedef struct disp_room {
+    uint64_t max_file_size; /* 0: no limit */
+    uint64_t fs_size;       /* the cache's file system's size in bytes, 0: unknown */
+    uint64_t floor;         /* bytes kept free there (min_free_space, or its share) */
+} disp_room_t;
+
+/* Whether a download of `length` bytes may go on: a length its origin
+ * announced (announced: a Content-Length or a Content-Range total), judged
+ * before anything is sized by it, or the bytes a body has reached. NULL
+ * when it may; "too_large" above max_file_size; "no_space" when it is
+ * larger than the cache's whole file system less the floor, which no
+ * eviction can make room for (smaller, it waits for the write item's
+ * check of the free space, pipeline.h). msg (len bytes) then says why,
+ * naming the length. */
+const char *disposition_length(uint64_t length, int announced, const disp_room_t *room, char *msg,
+                               size_t len);
+
 /* Frees what a disposition holds and makes it DISP_NONE. */
 void disposition_clear(disposition_t *d);
 

@@ -23,8 +23,10 @@ static void evict_work(uv_work_t *req)
     uint64_t target = js->evict_target, total;
     struct statvfs v;
     js->evict_lack = 0;
+    js->evict_fs_size = 0;
     if (statvfs(store_dir(js->store), &v) == 0) {
         uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
+        js->evict_fs_size = (uint64_t)v.f_blocks * v.f_frsize;
         uint64_t need =
             pipeline_space_floor(&v, js->evict_floor, js->evict_floor_pct) + js->evict_remaining;
         if (avail < need && db_total_size(js->db, js->evict_fence, &total) == 0) {
@@ -100,6 +102,8 @@ static void after_evict(uv_work_t *req, int status)
     (void)status;
     js->evict_busy = 0;
     js->evict_runs++;
+    if (js->evict_fs_size) /* a file system grown (or shrunk) since start-up */
+        js->fs_size = js->evict_fs_size;
     js->stats.evicted += js->evict_res.evicted;
     js->stats.evicted_bytes += js->evict_res.freed;
     if (js->evict_rc)
@@ -190,4 +194,21 @@ void jobs_evict_run(jobs_t *js, const char *keep, int force)
 void jobs_evict(jobs_t *js, const char *keep)
 {
     jobs_evict_run(js, keep, 0);
+}
+
+void jobs_fs_size_init(jobs_t *js)
+{
+    struct statvfs v;
+    js->fs_size = statvfs(store_dir(js->store), &v) == 0 ? (uint64_t)v.f_blocks * v.f_frsize : 0;
+}
+
+const char *jobs_length_refused(const jobs_t *js, uint64_t length, int announced, char *msg,
+                                size_t len)
+{
+    const hubd_config_t *cfg = js->cfg;
+    disp_room_t room = {.max_file_size = cfg->max_file_size, .fs_size = js->fs_size};
+    /* The floor as pipeline_space_floor has it, from the size alone. */
+    room.floor =
+        cfg->min_free_percent ? js->fs_size / 100 * cfg->min_free_percent : cfg->min_free_space;
+    return disposition_length(length, announced, &room, msg, len);
 }

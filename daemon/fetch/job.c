@@ -82,18 +82,18 @@ static void seal_main(job_t *job)
     pipeline_seal(&job->pipe, &job->pipe.main);
 }
 
-/* max_file_size: a length announced (or reached) above it fails the job
- * before it fills the disk. Returns 1 when it did. */
-static int job_too_large(job_t *job, int64_t size)
+/* A length announced (before anything is sized by it), or reached, above
+ * max_file_size or more than the file system can hold fails the job
+ * (too_large, no_space) before it fills the disk or memory. Returns 1
+ * when it did. */
+static int job_refuse_length(job_t *job, int64_t size, int announced)
 {
-    uint64_t max = job->js->cfg->max_file_size;
-    if (!max || size < 0 || (uint64_t)size <= max)
-        return 0;
-    char msg[160];
-    snprintf(msg, sizeof msg, "the file is larger than max_file_size (%llu bytes)",
-             (unsigned long long)max);
-    job_fail(job, "too_large", msg);
-    return 1;
+    char msg[300];
+    const char *code =
+        size < 0 ? NULL : jobs_length_refused(job->js, (uint64_t)size, announced, msg, sizeof msg);
+    if (code)
+        job_fail(job, code, msg);
+    return code != NULL;
 }
 
 /* ---- failure and restart ------------------------------------------------- */
@@ -384,7 +384,7 @@ static int take_head(job_t *job, int64_t total, int new_validators, const char *
         job->file.etag = etag ? strdup(etag) : NULL;
         job->file.last_modified = last_modified ? strdup(last_modified) : NULL;
     }
-    if (job_too_large(job, job->file.total))
+    if (job_refuse_length(job, job->file.total, 1)) /* before eviction or segments count on it */
         return -1;
     jobs_evict(job->js, NULL); /* make room before writing, not after */
     if (job->xfer.offset == 0 && job->xfer.end && segs_begin(job, &job_segs_ops) == 0 && job->seg) {
@@ -436,7 +436,7 @@ static void xfer_body(transfer_t *t, buf_t *buf, const char *p, size_t n)
 {
     job_t *job = t->owner;
     segs_main_body(job, n);
-    if (job_too_large(job, (int64_t)(job->pipe.received + n))) /* chunked, or a lying length */
+    if (job_refuse_length(job, (int64_t)(job->pipe.received + n), 0)) /* chunked, or a lie */
         return;
     if (pipeline_append(&job->pipe, &job->pipe.main, 0, buf, p, n)) {
         job_fail(job, "internal", "out of memory");

@@ -124,6 +124,8 @@ struct jobs {
     uint64_t lack_logged;     /* uv_now of the last warning about it */
     uint64_t evict_floor;     /* and the free-space floor */
     unsigned evict_floor_pct;
+    uint64_t evict_fs_size; /* the item's finding: the file system's size (0: unknown) */
+    uint64_t fs_size;       /* the cache's file system's size: at start-up, then each run's */
     char evict_keep[65], next_keep[65];
     cache_evict_result_t evict_res;
     int evict_rc;
@@ -309,5 +311,13 @@ void job_park_queue(job_t *job, uv_after_work_cb after);
 /* evict.c: the eviction coordinator (reports through js->after_evict) */
 void jobs_drop_oversized(jobs_t *js, const char *sha, uint64_t size);
 void jobs_evict_run(jobs_t *js, const char *keep, int force);
+/* The cache's file system's size, for jobs_length_refused: at start-up
+ * (the loop does not run yet), then from each eviction run. */
+void jobs_fs_size_init(jobs_t *js);
+/* disposition_length against max_file_size, the file system's size and
+ * the floor kept free there: NULL, or the code with msg set. No I/O: the
+ * loop judges a length the moment a head announces it. */
+const char *jobs_length_refused(const jobs_t *js, uint64_t length, int announced, char *msg,
+                                size_t len);
 
 #endif

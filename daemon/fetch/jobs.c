@@ -590,7 +590,9 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
         js->verifier = NULL; /* only this feature is lost: said so, and hubd serves */
         log_err("background verification not started: %s", strerror(-rc));
     }
-    int r = cache_reserve_make(store); /* start-up: the loop does not run yet */
+    /* Start-up: the loop does not run yet, the disk may be asked. */
+    jobs_fs_size_init(js);
+    int r = cache_reserve_make(store);
     if (r)
         log_warn("cannot keep room for removals on a full disk (%s/reserve): %s", store_dir(store),
                  strerror(-r));

@@ -34,8 +34,11 @@ typedef struct seg_lane {
 } seg_lane_t;
 
 struct segs {
-    seg_chunk_t **chunks; /* sorted by start, covering [0, total) without overlap */
+    seg_chunk_t **chunks; /* sorted by start, covering [0, tail) without overlap */
     size_t n, cap;
+    uint64_t tail;  /* [tail, total) is not cut yet: cut as lanes take it (segplan_tail_cut) */
+    uint64_t total; /* the file's length */
+    uint64_t chunk; /* the size of the chunks cut from the tail */
     seg_lane_t *lanes[SEG_MAX_LANES];
     unsigned nlanes;
     seg_growth_t grow;        /* connections wanted, and since when (uv_now) */
@@ -109,9 +112,12 @@ static void segs_free_table(segs_t *s)
     free(s);
 }
 
-/* Chunks of at most `chunk` bytes for [from, to), appended. */
+/* Chunks of at most `chunk` bytes for [from, to), appended: a resumed
+ * partial's gap, at most SEG_SPAN_MAX of them. */
 static int add_span(segs_t *s, uint64_t from, uint64_t to, uint64_t chunk)
 {
+    if (to > from && (to - from - 1) / chunk >= SEG_SPAN_MAX)
+        return -E2BIG;
     for (uint64_t at = from; at < to; at += chunk)
         if (chunk_insert(s, s->n, at, to - at > chunk ? at + chunk : to))
             return -ENOMEM;
@@ -128,10 +134,14 @@ static int add_done(segs_t *s, uint64_t from, uint64_t to)
     return 0;
 }
 
-static void segs_start(job_t *job, segs_t *s, const segs_ops_t *ops)
+/* The rest of the file, from tail, is cut as lanes take it. */
+static void segs_start(job_t *job, segs_t *s, uint64_t tail, const segs_ops_t *ops)
 {
     s->ops = ops;
     const hubd_config_t *cfg = job->js->cfg;
+    s->tail = tail;
+    s->total = (uint64_t)job->file.total;
+    s->chunk = cfg->segment_chunk_size;
     s->t_rate = uv_now(job->js->loop);
     segplan_grow_start(&s->grow, cfg->max_connections_per_download, s->t_rate);
     s->at_rate = job->pipe.received;
@@ -151,17 +161,18 @@ int segs_begin(job_t *job, const segs_ops_t *ops)
         free(s);
         return -ENOMEM;
     }
-    uint64_t total = (uint64_t)size;
-    if (add_span(s, 0, total, chunk)) {
+    /* The first chunk only (the main transfer's): the rest is cut as
+     * lanes take it, so the announced length sizes nothing. */
+    if (chunk_insert(s, 0, 0, chunk)) {
         segs_free_table(s);
         return -ENOMEM;
     }
     s->main = s->chunks[0];
-    segs_start(job, s, ops);
+    segs_start(job, s, chunk, ops);
     pipeline_segmented(&job->pipe, s->main); /* the main cursor's bytes are its chunk's */
-    log_info("job %llu: %llu bytes in %zu chunks of %llu over up to %u connections",
-             (unsigned long long)job->id, (unsigned long long)total, s->n,
-             (unsigned long long)chunk, cfg->max_connections_per_download);
+    log_info("job %llu: %llu bytes in chunks of %llu over up to %u connections",
+             (unsigned long long)job->id, (unsigned long long)size, (unsigned long long)chunk,
+             cfg->max_connections_per_download);
     return 0;
 }
 
@@ -186,15 +197,13 @@ int segs_resume(job_t *job, const char *ranges, const segs_ops_t *ops)
         extra += b - a;
         at = b;
     }
-    if (!rc)
-        rc = add_span(s, at, total, cfg->segment_chunk_size);
     if (rc) {
         log_warn("job %llu: the recorded ranges of %s do not fit: resuming as one stream",
                  (unsigned long long)job->id, job->key);
         segs_free_table(s);
         return 0;
     }
-    segs_start(job, s, ops);
+    segs_start(job, s, at, ops); /* from the last range on: cut as lanes take it */
     pipeline_segmented(&job->pipe, NULL);
     pipeline_resumed_ranges(&job->pipe, extra, segs_prefix(job));
     log_info("job %llu: resuming %s over several connections: %llu bytes of %llu on disk",
@@ -248,7 +257,7 @@ uint64_t segs_prefix(const job_t *job)
     for (size_t i = 0; i < s->n; i++)
         if (s->chunks[i]->written < len_of(s->chunks[i]))
             return s->chunks[i]->start + s->chunks[i]->written;
-    return (uint64_t)job->file.total;
+    return s->tail; /* the file's end once all is cut */
 }
 
 uint64_t segs_written_sum(const job_t *job)
@@ -302,6 +311,8 @@ void segs_chunk_written(void *tag, uint64_t bytes)
 int segs_received_all(const job_t *job)
 {
     const segs_t *s = job->seg;
+    if (s->tail < s->total)
+        return 0;
     for (size_t i = 0; i < s->n; i++)
         if (s->chunks[i]->got < len_of(s->chunks[i]))
             return 0;
@@ -587,13 +598,20 @@ static void lanes_view(const segs_t *s, seg_lane_view_t *v)
 }
 
 /* The first chunk nobody fetches, within the budget beyond the hashed
- * prefix (segplan_next_chunk); NULL when none. */
-static seg_chunk_t *next_chunk(const job_t *job)
+ * prefix (segplan_next_chunk), or else a new one cut from the tail
+ * (segplan_tail_cut); NULL when none. */
+static seg_chunk_t *next_chunk(job_t *job)
 {
-    const segs_t *s = job->seg;
+    segs_t *s = job->seg;
     uint64_t limit = job->pipe.hashed + job->js->cfg->segment_budget;
     long i = segplan_next_chunk(s->chunks, s->n, s->main, limit);
-    return i < 0 ? NULL : s->chunks[i];
+    if (i >= 0)
+        return s->chunks[i];
+    uint64_t end = segplan_tail_cut(s->tail, s->total, s->chunk, limit);
+    if (!end || chunk_insert(s, s->n, s->tail, end))
+        return NULL;
+    s->tail = end;
+    return s->chunks[s->n - 1];
 }
 
 /* Near the end: the lane fetching the most halves it, and the second half

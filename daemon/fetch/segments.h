@@ -3,9 +3,11 @@
  * A download asks first for its first chunk (`Range: bytes=0-(chunk-1)`):
  * size and validator in one round trip. When the answer says the file is
  * longer than segment_min_size and has a validator, the rest is cut into
- * chunks of segment_chunk_size and fetched by lanes: each a transfer of
- * its own (its own connection, kept alive from chunk to chunk), asking for
- * one chunk at a time in ascending order with If-Range. The job's own
+ * chunks of segment_chunk_size, one at a time as lanes take them (so the
+ * length announced, checked first by the job, sizes nothing), and fetched
+ * by lanes: each a transfer of its own (its own connection, kept alive
+ * from chunk to chunk), asking for one chunk at a time in ascending order
+ * with If-Range. The job's own
  * (main) transfer goes on with the first chunk, hashed from memory as
  * always; the lanes' bytes are written at their offsets and hashed later
  * from the page cache, as the contiguous written prefix grows

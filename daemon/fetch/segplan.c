@@ -23,6 +23,13 @@ long segplan_next_chunk(seg_chunk_t *const *chunks, size_t n, const seg_chunk_t 
     return -1;
 }
 
+uint64_t segplan_tail_cut(uint64_t tail, uint64_t total, uint64_t chunk, uint64_t limit)
+{
+    if (tail >= total || tail >= limit || !chunk)
+        return 0;
+    return total - tail > chunk ? tail + chunk : total; /* no overflow near UINT64_MAX */
+}
+
 int segplan_split(seg_chunk_t *const *chunks, size_t n, const seg_lane_view_t *lanes,
                   seg_split_t *out)
 {

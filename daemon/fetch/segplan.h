@@ -52,6 +52,21 @@ typedef struct seg_lane_view {
 long segplan_next_chunk(seg_chunk_t *const *chunks, size_t n, const seg_chunk_t *main,
                         uint64_t limit);
 
+/* The chunk table is cut lazily: it covers [0, tail) of the file, and the
+ * rest is cut into chunks of `chunk` bytes only as lanes take them, so a
+ * length the origin announces (a Content-Range total of 2^63-1) sizes
+ * nothing: the table grows with the bytes that come, within the budget.
+ * The end of the next chunk to cut at tail, when segplan_next_chunk found
+ * none in the table: tail + chunk, or total for the last one; 0 when none
+ * is to be cut (all cut, or tail at or past `limit`, the same budget as
+ * segplan_next_chunk's). */
+uint64_t segplan_tail_cut(uint64_t tail, uint64_t total, uint64_t chunk, uint64_t limit);
+
+/* The most chunks one span of a resumed partial (a gap between its
+ * recorded ranges) is cut into at once: ranges are recorded within the
+ * budget of the prefix, so more means a record not to be trusted. */
+#define SEG_SPAN_MAX 65536
+
 /* A split: chunk `at` ends at `mid` from now on; [mid, its old end) is a
  * new chunk, inserted after it by the caller. */
 typedef struct seg_split {

@@ -1,18 +1,24 @@
 """Origins that lie or crawl in their response heads (issue 10, points 6, 7
 and 12): headers dripped a byte at a time, endless informational (1xx)
 responses, 1xx headers taken for the final response's, transfer codings
-hubd would store undecoded. Each origin here is a ScriptedServer: raw bytes
-on a timetable, from a thread, on 127.0.0.1."""
+hubd would store undecoded; and lengths no disk holds, announced to size
+hubd's memory (issue 25, point 2). Each origin here is a ScriptedServer:
+raw bytes on a timetable, from a thread, on 127.0.0.1."""
 
 import json
 import os
+import re
+import resource
 import socket
 import subprocess
 import threading
+import sys
 import time
 import unittest
 
-from harness import Hubd, HubTestCase, stop_pid, write_config
+from harness import WRAPPER, Hubd, HubTestCase, stop_pid, write_config
+
+MiB = 1 << 20
 
 
 class ScriptedServer:
@@ -298,6 +304,201 @@ class OriginFaultTest(HubTestCase):
             self.assertEqual(res["size"], len(body))
             with open(res["path"], "rb") as f:
                 self.assertEqual(f.read(), body)
+
+
+# ---- lying lengths (issue 25, point 2) ----------------------------------------------
+
+
+class Lying206:
+    """A script: the range each request asks for (1 MiB at most) as part of
+    a file of `total` zero bytes, paced, then the connection held. It reads
+    the request from its server (`srv`, set once that is made)."""
+
+    def __init__(self, total, hold=30):
+        self.total, self.hold, self.srv = total, hold, None
+
+    def __call__(self, n):
+        m = re.search(r"range: bytes=(\d+)-(\d*)", self.srv.requests[n].lower())
+        start = int(m.group(1)) if m else 0
+        end = int(m.group(2)) + 1 if m and m.group(2) else start + MiB
+        end = min(end, start + MiB)
+        yield (b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %d-%d/%d\r\n"
+               b"Content-Length: %d\r\nETag: \"lie\"\r\n\r\n"
+               % (start, end - 1, self.total, end - start)), 0
+        for _ in range((end - start) // (64 << 10)):
+            yield b"\0" * (64 << 10), 0.005
+        yield b"", self.hold
+
+
+def lying_200(total, hold=30):
+    """A script: a 200 announcing `total` bytes, 1 MiB of them, then held."""
+    def script(n):
+        yield (b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nETag: \"lie\"\r\n\r\n"
+               % total), 0
+        for _ in range(16):
+            yield b"\0" * (64 << 10), 0.005
+        yield b"", hold
+    return script
+
+
+def proc_kib(pid, key):
+    """VmRSS, VmHWM... of a process, in KiB (0 once it is gone)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class StatsPoller:
+    """Another client: STATS over a connection of its own every 10 ms, from
+    a thread, while the test runs; each answer's latency kept (s). A
+    daemon gone (or silent for 10 s) counts as an answer of 10 s."""
+
+    def __init__(self, test, path):
+        self.path = path
+        self.latencies = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+        test.addCleanup(self.stop)
+
+    def ask(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        t = time.monotonic()
+        try:
+            s.connect(self.path)
+            s.sendall(b"STATS\n")
+            line = b""
+            while not line.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    return 10.0
+                line += chunk
+            return time.monotonic() - t
+        except OSError:
+            return 10.0
+        finally:
+            s.close()
+
+    def run(self):
+        while not self.stopping.wait(0.01):
+            self.latencies.append(self.ask())
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(15)
+        return max(self.latencies or [0.0])
+
+
+class LyingLengthTest(HubTestCase):
+    """A length an origin announces (a first 206's Content-Range total, a
+    200's Content-Length) is judged against max_file_size and the file
+    system before anything is sized by it; the chunk table is cut as lanes
+    take it. Before: a total of 10^15 made segs_begin calloc a chunk per
+    MiB on the loop thread until the OOM killer came (issue 25, point 2)."""
+
+    CAP = 3000000000  # RLIMIT_AS for hubd: a regression fails here, not the machine
+
+    def restart(self, **keys):
+        self.hubd.stop()
+        keys = dict(dict(segment_min_size="2M", segment_chunk_size="1M", idle_timeout="10s"),
+                    **keys)
+        cap = None
+        if not WRAPPER and os.environ.get("HUBD_SANITIZED") != "1":  # ASan reserves TiBs
+            def cap():
+                resource.setrlimit(resource.RLIMIT_AS, (self.CAP, self.CAP))
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-lie%d" % len(os.listdir(self.tmp))),
+                         config=write_config(os.path.join(self.tmp, "lie.conf"), **keys),
+                         preexec_fn=cap)
+
+    def fetch(self, url, limit=20):
+        """(exit status, the error's JSON, seconds taken); a fetch still
+        running after `limit` seconds is stopped: (None, {}, limit)."""
+        t = time.monotonic()
+        p = subprocess.Popen(self.hubctl_args("fetch", "--json", url), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        try:
+            out, err = p.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            stop_pid(p)
+            return None, {}, limit
+        res = json.loads(out) if out.strip() else {"stderr": err.decode()}
+        return p.returncode, res.get("error", res), time.monotonic() - t
+
+    def lies(self, cases, code, named=True, at_once=1.0):
+        """Each (script, total, what) fails with `code` within `at_once`
+        seconds, its message naming the total (named); meanwhile hubd's
+        peak RSS does not grow by more than a few MiB, and another
+        client's STATS is answered within 50 ms throughout. The figures go
+        to stderr before anything is asserted (the closing note's)."""
+        pid = self.hubd.proc.pid
+        self.stats()  # warm: a session served once
+        rss0, hwm0 = proc_kib(pid, "VmRSS"), proc_kib(pid, "VmHWM")
+        poller = StatsPoller(self, self.hubd.socket)
+        time.sleep(0.1)
+        got = []
+        for i, (script, total, what) in enumerate(cases):
+            srv = ScriptedServer(self, script)
+            script.srv = srv  # a Lying206 reads the requests
+            rc, err, took = self.fetch(srv.url("/lie%d" % i))
+            got.append((what, total, rc, err, took))
+            if self.hubd.proc.poll() is not None:
+                break
+        time.sleep(0.1)
+        worst = poller.stop()
+        grew = (proc_kib(pid, "VmRSS") - rss0, proc_kib(pid, "VmHWM") - hwm0)
+        print("\n" + "\n".join("  %s: %s in %.3f s" % (w, e.get("code"), t)
+                                for w, _, _, e, t in got) +
+              "\n  hubd %s; RSS %+d KiB, peak RSS %+d KiB; STATS at worst %.1f ms (%d asked)" %
+              ("alive" if self.hubd.proc.poll() is None else "DEAD", grew[0], grew[1],
+               worst * 1000, len(poller.latencies)), file=sys.stderr)
+        self.assertIsNone(self.hubd.proc.poll(), "hubd died")
+        self.assertEqual(len(got), len(cases))
+        for what, total, rc, err, took in got:
+            self.assertEqual((rc, err.get("code")), (1, code), (what, err))
+            if named:
+                self.assertIn("announced %d bytes" % total, err.get("message", ""), what)
+            self.assertLess(took, at_once, what)
+        self.assertLess(worst, 0.050, "another client's STATS (s)")
+        self.assertLess(grew[1], 8 << 10, "hubd's peak RSS grew (KiB)")
+        self.assertEqual(self.hubd.blob_files(), [])
+
+    @staticmethod
+    def lying_cases(totals):
+        out = []
+        for total in totals:
+            out.append((Lying206(total), total, "206 bytes 0-1048575/%d" % total))
+            out.append((lying_200(total), total, "200 Content-Length %d" % total))
+        return out
+
+    def test_a_lying_total_is_refused_before_it_sizes_anything(self):
+        # No max_file_size, a large free disk: the file system's size alone
+        # refuses 10^15 bytes and 2^63-1, at the head, before segments
+        # start. Before: a calloc per MiB of the total on the loop thread.
+        self.restart()
+        self.lies(self.lying_cases((10 ** 15, 2 ** 63 - 1)), "no_space")
+
+    def test_a_lying_total_over_max_file_size_is_too_large(self):
+        self.restart(max_file_size="1G")
+        self.lies(self.lying_cases((10 ** 15, 2 ** 63 - 1)), "too_large")
+
+    def test_a_total_that_fits_the_disk_but_not_its_free_space(self):
+        # Not refused at the head (eviction might make room): the write
+        # item's check of the free space fails it after its first batch,
+        # and meanwhile the chunk table holds the chunks taken, not one
+        # per MiB of the total (before: a quarter of a million for this).
+        v = os.statvfs(self.tmp)
+        total = v.f_blocks * v.f_frsize - 64 * MiB
+        if v.f_bavail * v.f_frsize >= total - 64 * MiB:
+            self.skipTest("the file system is nearly empty: the total would fit")
+        self.restart()
+        self.lies([(Lying206(total), total, "206 bytes 0-1048575/%d" % total)], "no_space",
+                  named=False, at_once=5.0)
 
 
 if __name__ == "__main__":

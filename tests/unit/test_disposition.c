@@ -522,6 +522,42 @@ START_TEST(disposition_retry_fails_both_when_shutting_down)
 }
 END_TEST
 
+/* ---- an announced length ------------------------------------------------- */
+
+START_TEST(disposition_length_refuses_what_cannot_be_kept)
+{
+    char msg[300];
+    const uint64_t G = (uint64_t)1 << 30;
+    disp_room_t room = {.max_file_size = 0, .fs_size = 250 * G, .floor = G};
+    /* No max_file_size: what fits the file system less its floor goes on
+     * (its free space is the write item's to judge). */
+    ck_assert_ptr_null(disposition_length(100 * G, 1, &room, msg, sizeof msg));
+    ck_assert_ptr_null(disposition_length(249 * G, 1, &room, msg, sizeof msg));
+    ck_assert_ptr_null(disposition_length(0, 1, &room, msg, sizeof msg));
+    /* A total no eviction can make room for: no_space, named. */
+    ck_assert_str_eq(disposition_length(249 * G + 1, 1, &room, msg, sizeof msg), "no_space");
+    ck_assert_str_eq(disposition_length(1000000000000000ull, 1, &room, msg, sizeof msg),
+                     "no_space");
+    ck_assert_ptr_nonnull(strstr(msg, "the origin announced 1000000000000000 bytes"));
+    ck_assert_str_eq(disposition_length(INT64_MAX, 1, &room, msg, sizeof msg), "no_space");
+    ck_assert_ptr_nonnull(strstr(msg, "9223372036854775807 bytes"));
+    ck_assert_str_eq(disposition_length(UINT64_MAX, 0, &room, msg, sizeof msg), "no_space");
+    ck_assert_ptr_nonnull(strstr(msg, "the download reached"));
+    /* max_file_size first: too_large, naming both. */
+    room.max_file_size = G;
+    ck_assert_ptr_null(disposition_length(G, 1, &room, msg, sizeof msg));
+    ck_assert_str_eq(disposition_length(INT64_MAX, 1, &room, msg, sizeof msg), "too_large");
+    ck_assert_ptr_nonnull(strstr(msg, "max_file_size (1073741824 bytes)"));
+    ck_assert_ptr_nonnull(strstr(msg, "announced 9223372036854775807 bytes"));
+    /* The file system's size unknown: only max_file_size judges. */
+    room = (disp_room_t){.floor = G};
+    ck_assert_ptr_null(disposition_length(INT64_MAX, 1, &room, msg, sizeof msg));
+    /* A floor as large as the file system: nothing fits. */
+    room = (disp_room_t){.fs_size = G, .floor = 2 * G};
+    ck_assert_str_eq(disposition_length(1, 1, &room, msg, sizeof msg), "no_space");
+}
+END_TEST
+
 static Suite *disposition_suite(void)
 {
     Suite *s = suite_create("disposition");
@@ -537,6 +573,7 @@ static Suite *disposition_suite(void)
     tcase_add_test(head_tc, disposition_follows_redirects_within_the_rules);
     tcase_add_test(head_tc, disposition_refuses_a_downgrade);
     tcase_add_test(head_tc, disposition_reads_retry_after);
+    tcase_add_test(head_tc, disposition_length_refuses_what_cannot_be_kept);
     suite_add_tcase(s, head_tc);
 
     tcase_add_test(retry, disposition_says_which_failures_retry);

@@ -313,6 +313,43 @@ START_TEST(segplan_grow_respects_max_and_pause)
 }
 END_TEST
 
+/* ---- the tail, cut as lanes take it ----------------------------------------- */
+
+START_TEST(segplan_tail_cut_cuts_one_chunk_within_the_budget)
+{
+    /* The next chunk from the tail, the last one shorter. */
+    ck_assert_uint_eq(segplan_tail_cut(MiB, 10 * MiB, MiB, UINT64_MAX), 2 * MiB);
+    ck_assert_uint_eq(segplan_tail_cut(9 * MiB, 10 * MiB - 1, MiB, UINT64_MAX), 10 * MiB - 1);
+    /* Nothing left to cut, or the tail is at or past the budget's limit. */
+    ck_assert_uint_eq(segplan_tail_cut(10 * MiB, 10 * MiB, MiB, UINT64_MAX), 0);
+    ck_assert_uint_eq(segplan_tail_cut(4 * MiB, 10 * MiB, MiB, 4 * MiB), 0);
+    ck_assert_uint_eq(segplan_tail_cut(4 * MiB, 10 * MiB, MiB, 4 * MiB + 1), 5 * MiB);
+    ck_assert_uint_eq(segplan_tail_cut(0, 10 * MiB, 0, UINT64_MAX), 0); /* no size: no cut */
+}
+END_TEST
+
+START_TEST(segplan_tail_cut_of_a_huge_total_is_one_chunk)
+{
+    /* A total of 2^63-1 or near UINT64_MAX: one chunk, no overflow; the
+     * table grows by one entry per chunk taken, never by the total. */
+    uint64_t lie = INT64_MAX;
+    ck_assert_uint_eq(segplan_tail_cut(MiB, lie, MiB, 2 * MiB), 2 * MiB);
+    ck_assert_uint_eq(segplan_tail_cut(lie - 5, lie, MiB, UINT64_MAX), lie);
+    ck_assert_uint_eq(segplan_tail_cut(UINT64_MAX - MiB, UINT64_MAX, 16 * MiB, UINT64_MAX),
+                      UINT64_MAX);
+    /* Cut to the budget and no further: 256 MiB of budget, 16 MiB chunks. */
+    uint64_t tail = 16 * MiB, end;
+    size_t cuts = 0;
+    while ((end = segplan_tail_cut(tail, lie, 16 * MiB, 256 * MiB)) != 0) {
+        ck_assert_uint_eq(end, tail + 16 * MiB);
+        tail = end;
+        cuts++;
+    }
+    ck_assert_uint_eq(cuts, 15);
+    ck_assert_uint_eq(tail, 256 * MiB);
+}
+END_TEST
+
 static Suite *segplan_suite(void)
 {
     Suite *s = suite_create("segplan");
@@ -325,6 +362,8 @@ static Suite *segplan_suite(void)
     tcase_add_test(chunks, segplan_split_picks_the_chunk_with_most_left);
     tcase_add_test(chunks, segplan_split_refuses_a_small_or_quick_rest);
     tcase_add_test(chunks, segplan_split_cuts_aligned_inside_the_rest);
+    tcase_add_test(chunks, segplan_tail_cut_cuts_one_chunk_within_the_budget);
+    tcase_add_test(chunks, segplan_tail_cut_of_a_huge_total_is_one_chunk);
     suite_add_tcase(s, chunks);
 
     tcase_add_test(slow, segplan_far_slower_needs_two_others);
