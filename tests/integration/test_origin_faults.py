@@ -19,6 +19,10 @@ import unittest
 from harness import WRAPPER, Hubd, HubTestCase, stop_pid, write_config
 
 MiB = 1 << 20
+# hubd under valgrind (HUBD_WRAPPER) or built with the sanitizers: its
+# latency and memory say nothing of the code's (slowdown, shadow memory,
+# ASan's quarantine), so bounds on them are not asserted.
+SLOWED = bool(WRAPPER) or os.environ.get("HUBD_SANITIZED") == "1"
 
 
 class ScriptedServer:
@@ -409,7 +413,7 @@ class LyingLengthTest(HubTestCase):
         keys = dict(dict(segment_min_size="2M", segment_chunk_size="1M", idle_timeout="10s"),
                     **keys)
         cap = None
-        if not WRAPPER and os.environ.get("HUBD_SANITIZED") != "1":  # ASan reserves TiBs
+        if not SLOWED:  # ASan reserves TiBs
             def cap():
                 resource.setrlimit(resource.RLIMIT_AS, (self.CAP, self.CAP))
         self.hubd = Hubd(os.path.join(self.tmp, "hub-lie%d" % len(os.listdir(self.tmp))),
@@ -463,9 +467,10 @@ class LyingLengthTest(HubTestCase):
             self.assertEqual((rc, err.get("code")), (1, code), (what, err))
             if named:
                 self.assertIn("announced %d bytes" % total, err.get("message", ""), what)
-            self.assertLess(took, at_once, what)
-        self.assertLess(worst, 0.050, "another client's STATS (s)")
-        self.assertLess(grew[1], 8 << 10, "hubd's peak RSS grew (KiB)")
+            self.assertLess(took, at_once * (10 if SLOWED else 1), what)
+        if not SLOWED:  # valgrind's slowdown, the sanitizers' shadow and quarantine
+            self.assertLess(worst, 0.050, "another client's STATS (s)")
+            self.assertLess(grew[1], 8 << 10, "hubd's peak RSS grew (KiB)")
         self.assertEqual(self.hubd.blob_files(), [])
 
     @staticmethod
