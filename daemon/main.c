@@ -157,8 +157,14 @@ static int start_http(daemon_state_t *d, const int *fds, size_t nfds)
                  d->cfg.http_listen);
     if (!nfds && !d->cfg.nhttp_addrs)
         return 0;
-    return tcp_listener_start(d->loop, d->cfg.http_addrs, d->cfg.nhttp_addrs, fds, nfds,
-                              on_http_client, d, &d->http);
+    int rc = tcp_listener_start(d->loop, d->cfg.http_addrs, d->cfg.nhttp_addrs, fds, nfds,
+                                on_http_client, d, &d->http);
+    if (rc)
+        return rc;
+    /* Fetches never go back into the front (netpolicy_set_self). */
+    struct sockaddr_storage own[HOSTPORT_MAX_ADDRS];
+    netpolicy_set_self(d->policy, own, tcp_listener_addrs(d->http, own, HOSTPORT_MAX_ADDRS));
+    return 0;
 }
 
 /* The HTTP front's server, sharing the sessions' access lists and quota. */

@@ -20,9 +20,19 @@ typedef struct cidr_list {
     size_t n;
 } cidr_list_t;
 
+#define SELF_MAX 16 /* listening sockets of the HTTP front remembered */
+
+/* One of hubd's own listening sockets (netpolicy_set_self). */
+typedef struct self_addr {
+    uint8_t addr[16]; /* IPv4 as IPv4-mapped IPv6 */
+    uint16_t port;    /* host order */
+} self_addr_t;
+
 struct netpolicy {
     cidr_list_t deny, allow;
     char *allow_hosts, *deny_hosts; /* copies of the config lists, or NULL */
+    self_addr_t self[SELF_MAX];     /* the HTTP front's listening addresses */
+    size_t nself;
 };
 
 static void map_v4(const uint8_t v4[4], uint8_t out[16])
@@ -295,4 +305,98 @@ int netpolicy_literal_ok(const netpolicy_t *p, const char *host)
     if (ip < 0) /* no URL has this host: url_parse refuses it */
         return 0;
     return ip == 0 || addr16_ok(p, a); /* a name: checked after DNS, by whoever resolves it */
+}
+
+/* ---- hubd's own HTTP front ---------------------------------------------------- */
+
+void netpolicy_set_self(netpolicy_t *p, const struct sockaddr_storage *addrs, size_t n)
+{
+    p->nself = 0;
+    for (size_t i = 0; i < n && p->nself < SELF_MAX; i++) {
+        const struct sockaddr *sa = (const struct sockaddr *)&addrs[i];
+        self_addr_t *s = &p->self[p->nself];
+        if (sa->sa_family == AF_INET) {
+            const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+            map_v4((const uint8_t *)&in->sin_addr, s->addr);
+            s->port = ntohs(in->sin_port);
+        } else if (sa->sa_family == AF_INET6) {
+            const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+            memcpy(s->addr, &in6->sin6_addr, 16);
+            s->port = ntohs(in6->sin6_port);
+        } else {
+            continue;
+        }
+        p->nself++;
+    }
+}
+
+static int is_v4mapped(const uint8_t a[16])
+{
+    static const uint8_t prefix[12] = {[10] = 0xff, [11] = 0xff};
+    return memcmp(a, prefix, 12) == 0;
+}
+
+/* Whether a connection to a (16 bytes, IPv4 as IPv4-mapped) lands on this
+ * machine's loopback: 127/8, ::1, and the unspecified addresses 0.0.0.0
+ * and ::, which connect(2) takes as this host. An IPv6 form that carries
+ * an IPv4 address (embedded_v4) is judged as that address. */
+static int local_loopback(const uint8_t a[16])
+{
+    static const uint8_t any6[16] = {0}, one6[16] = {[15] = 1};
+    uint8_t v4[16];
+    if (memcmp(a, any6, 16) == 0 || memcmp(a, one6, 16) == 0)
+        return 1;
+    if (!is_v4mapped(a) && embedded_v4(a, v4))
+        a = v4;
+    if (!is_v4mapped(a))
+        return 0;
+    return a[12] == 127 || (a[12] == 0 && a[13] == 0 && a[14] == 0 && a[15] == 0);
+}
+
+/* A listener on a loopback (or wildcard) address answers on every
+ * loopback address of its port as far as this check goes: 127.0.0.2:8399
+ * does not reach a socket bound to 127.0.0.1, but it is nothing hubd needs
+ * to fetch from, and one rule for all of 127/8 leaves no spelling to find. */
+static int self16(const netpolicy_t *p, const uint8_t a[16], unsigned port)
+{
+    for (size_t i = 0; i < p->nself; i++) {
+        const self_addr_t *s = &p->self[i];
+        if (s->port != port)
+            continue;
+        if (memcmp(s->addr, a, 16) == 0 || (local_loopback(s->addr) && local_loopback(a)))
+            return 1;
+    }
+    return 0;
+}
+
+int netpolicy_is_self(const netpolicy_t *p, const struct sockaddr *sa)
+{
+    uint8_t a[16];
+    unsigned port;
+    if (sa->sa_family == AF_INET) {
+        map_v4((const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr, a);
+        port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
+    } else if (sa->sa_family == AF_INET6) {
+        memcpy(a, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+        port = ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+    } else {
+        return 0;
+    }
+    return self16(p, a, port);
+}
+
+int netpolicy_host_is_self(const netpolicy_t *p, const char *host, unsigned port)
+{
+    static const uint8_t loop4[16] = {[10] = 0xff, [11] = 0xff, [12] = 127, [15] = 1};
+    uint8_t a[16];
+    size_t n = strlen(host);
+    int ip = url_host_addr(host, n, a);
+    if (ip > 0)
+        return self16(p, a, port);
+    /* "localhost" and its subdomains are loopback by definition (RFC 6761),
+     * whatever /etc/hosts says; other names are checked after DNS. */
+    if (ip == 0 && (strcasecmp(host, "localhost") == 0 ||
+                    (n > 10 && strcasecmp(host + n - 10, ".localhost") == 0)))
+        return self16(p, loop4, port);
+    return 0;
 }

@@ -57,4 +57,21 @@ int netpolicy_addr_ok(const netpolicy_t *p, const struct sockaddr *sa);
  * asked. A name stays the proxy's to resolve. */
 int netpolicy_literal_ok(const netpolicy_t *p, const char *host);
 
+/* The addresses the HTTP front listens on (as bound: getsockname), n of
+ * them, replacing any set before. hubd never fetches from itself: a fetch
+ * whose target is its own front (nested as /http://127.0.0.1:8399/http://…)
+ * would hold a download slot while the inner fetch waits for one. */
+void netpolicy_set_self(netpolicy_t *p, const struct sockaddr_storage *addrs, size_t n);
+/* 1 when a connection to sa (address and port) would reach one of those
+ * listeners: the same address, or any loopback address (127/8, ::1, the
+ * unspecified 0.0.0.0 and ::, and their IPv4-mapped and other IPv6 forms)
+ * when the listener is on loopback, on the listener's port. For every
+ * address a connection is attempted to, after DNS. */
+int netpolicy_is_self(const netpolicy_t *p, const struct sockaddr *sa);
+/* The same for a URL's host (as url_parse gives it) and port, before any
+ * DNS: an IP literal in any spelling, or "localhost" and *.localhost. Any
+ * other name is judged by netpolicy_is_self once resolved. For every
+ * request and redirect hop, a proxy's too. */
+int netpolicy_host_is_self(const netpolicy_t *p, const char *host, unsigned port);
+
 #endif

@@ -41,6 +41,15 @@ static void peer_work(uv_work_t *w)
                                   &ino, &how);
     if (c->item_err)
         return;
+    /* hubd's own fetch, come back through its front (a target naming the
+     * front, a name resolving to it: netpolicy refuses both, this is the
+     * last line). Not "its uid": hubd's user may be its clients' too (a
+     * per-user daemon, root in tests). The peer's socket is: if its inode
+     * is open in this process, hubd is the client. Only hubd's uid can own
+     * such a socket, so others' lookups skip the scan. */
+    c->peer_self = uid == geteuid() && peeruid_is_own(ino) == 1;
+    if (c->peer_self)
+        return;
     peeruid_groups(uid, gids, PRINCIPAL_MAX_GIDS, &ngids);
     principal_from_tcp(&c->who, uid, gids, ngids);
 }
@@ -94,6 +103,13 @@ static void after_peer(uv_work_t *w, int status)
                 status ? "cancelled" : strerror(c->item_err));
         refuse(c, 403, "permission_denied",
                "hubd cannot tell which local user this connection belongs to");
+    } else if (c->peer_self) {
+        log_warn("http front: refused a connection from hubd itself (pid %ld): a fetch "
+                 "named the front",
+                 (long)getpid());
+        refuse(c, 403, "forbidden",
+               "this connection comes from hubd itself: the HTTP front never serves hubd's own "
+               "fetches");
     } else if (!principal_may_use_front(h->d.acl, &c->who)) {
         refuse_unknown_user(c);
     } else if (uid_conns(h, c->who.uid) >= HTTPD_MAX_CONNS_PER_UID) {

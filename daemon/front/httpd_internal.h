@@ -89,7 +89,8 @@ struct hconn {
     uv_work_t work;          /* the peer lookup's and the sendfile items' */
     struct sockaddr_storage local, peer;
     principal_t who;
-    int counted; /* counted in its uid's connections */
+    int peer_self; /* the peer's socket is hubd's own (peeruid_is_own): refused */
+    int counted;   /* counted in its uid's connections */
     /* A refusal decided before the request was read (who it is, limits):
      * answered once its head is in, so the client reads an answer, not a
      * reset. */

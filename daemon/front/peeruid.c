@@ -1,6 +1,7 @@
 /* peeruid: the owner of a loopback TCP peer, from the kernel's socket table. */
 #include "peeruid.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <grp.h>
 #include <netinet/in.h>
@@ -327,6 +328,31 @@ int peeruid_lookup(const struct sockaddr *local, const struct sockaddr *peer, ui
      * tcp_diag also answers -ENOENT, and a closed peer is the rare case. */
     *how = "proc";
     return lookup_proc(&t, uid, inode);
+}
+
+/* ---- our own sockets ---------------------------------------------------------- */
+
+int peeruid_is_own(ino_t inode)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -errno;
+    char want[64];
+    snprintf(want, sizeof want, "socket:[%lu]", (unsigned long)inode);
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char link[64];
+        ssize_t n = readlinkat(dirfd(d), e->d_name, link, sizeof link - 1);
+        if (n <= 0)
+            continue; /* closed meanwhile, or not ours to read */
+        link[n] = '\0';
+        found = strcmp(link, want) == 0;
+    }
+    closedir(d);
+    return found;
 }
 
 /* ---- groups --------------------------------------------------------------------- */

@@ -40,6 +40,14 @@
 int peeruid_lookup(const struct sockaddr *local, const struct sockaddr *peer, uid_t *uid,
                    ino_t *inode, const char **how);
 
+/* Whether the socket of that inode (peeruid_lookup's) is open in this
+ * process: 1, 0, or a negative errno when /proc/self/fd cannot be read.
+ * The exact test that a loopback peer is hubd itself (a fetch of its own
+ * front): a uid says which user, and hubd's user may also be the one that
+ * runs its clients; an inode names one socket, and our descriptor table
+ * (all threads') says whether we hold it. Reads the table: a pool thread. */
+int peeruid_is_own(ino_t inode);
+
 /* The groups of uid for access control: its primary gid first, then its
  * supplementary groups (getpwuid_r + getgrouplist; NSS may block). A uid
  * with no passwd entry has no groups: *n = 0 and 0 is returned, as it may

@@ -129,6 +129,17 @@ int tcp_listener_start(uv_loop_t *loop, const struct sockaddr_storage *addrs, si
     return 0;
 }
 
+size_t tcp_listener_addrs(const tcp_listener_t *l, struct sockaddr_storage *out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < l->n && n < cap; i++) {
+        int len = sizeof out[n];
+        if (uv_tcp_getsockname(&l->tcp[i], (struct sockaddr *)&out[n], &len) == 0)
+            n++;
+    }
+    return n;
+}
+
 static void free_listener(tcp_listener_t *l)
 {
     void (*done)(void *) = l->done;

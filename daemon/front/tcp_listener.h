@@ -43,6 +43,10 @@ int tcp_listener_start(uv_loop_t *loop, const struct sockaddr_storage *addrs, si
  * caller closes client. */
 int tcp_listener_accept(tcp_listener_t *l, uv_tcp_t *client);
 
+/* The addresses the sockets are bound to, as the kernel says (a passed
+ * socket's, a port 0 made real), at most cap of them into out: how many. */
+size_t tcp_listener_addrs(const tcp_listener_t *l, struct sockaddr_storage *out, size_t cap);
+
 /* Closes every socket and frees the listener, then calls done(arg) (may be
  * NULL). Passed sockets are closed too: systemd keeps its own copies. */
 void tcp_listener_close(tcp_listener_t *l, void (*done)(void *arg), void *arg);

@@ -26,6 +26,7 @@ struct connector {
     int last_err;            /* last connect error (libuv code) for the message */
     int denied;              /* resolved addresses the network policy refused */
     char denied_addr[64];    /* the first of them, for the message */
+    int self;                /* of those, how many are hubd's own HTTP front */
     uint64_t deadline;       /* see connector_deadline */
     int done;                /* the result was given: no more callbacks */
     int closing;             /* connector_close called */
@@ -130,11 +131,25 @@ static void connector_try_next(connector_t *c)
     c->ai_cur = c->ai_cur ? c->ai_cur->ai_next : c->ai;
     /* Every address we would connect to is checked, after DNS: a name
      * that resolves to a denied address is refused like the address. */
+    /* hubd's own HTTP front is one of them, whatever name led there: a
+     * fetch from it would wait on hubd's own queue (netpolicy.h). */
     while (c->ai_cur && (!addr_is_ip(c->ai_cur) ||
-                         (c->policy && !netpolicy_addr_ok(c->policy, c->ai_cur->ai_addr)))) {
+                         (c->policy && (!netpolicy_addr_ok(c->policy, c->ai_cur->ai_addr) ||
+                                        netpolicy_is_self(c->policy, c->ai_cur->ai_addr))))) {
         if (addr_is_ip(c->ai_cur) && c->denied++ == 0)
             uv_ip_name(c->ai_cur->ai_addr, c->denied_addr, sizeof c->denied_addr);
+        if (addr_is_ip(c->ai_cur) && c->policy && netpolicy_is_self(c->policy, c->ai_cur->ai_addr))
+            c->self++;
         c->ai_cur = c->ai_cur->ai_next;
+    }
+    if (!c->ai_cur && c->self && !c->last_err) {
+        char msg[400];
+        snprintf(msg, sizeof msg,
+                 "%s resolves to hubd's own HTTP front (%s, http_listen): hubd never fetches "
+                 "from itself",
+                 c->host, c->denied_addr);
+        connector_finish(c, NULL, "forbidden", msg);
+        return;
     }
     if (!c->ai_cur && c->denied && !c->last_err) {
         char msg[400];

@@ -576,7 +576,17 @@ int http_request_opts(http_client_t *c, const url_t *u, const http_req_opts_t *o
 
     *out = req;
     req->starting = 1; /* no on_done from inside this call */
-    if (px && c->policy && !netpolicy_literal_ok(c->policy, u->host)) {
+    if (c->policy && netpolicy_host_is_self(c->policy, u->host, u->port)) {
+        /* hubd's own HTTP front, by an address or localhost: a fetch that
+         * went back in would hold a download slot while the one it asks
+         * for waits for another (issue 25). Refused on every hop, through
+         * a proxy too; a name is checked again once resolved (connector). */
+        char msg[400];
+        snprintf(msg, sizeof msg,
+                 "%s:%u is hubd's own HTTP front (http_listen): hubd never fetches from itself",
+                 u->host, (unsigned)u->port);
+        req_finish(req, "forbidden", msg);
+    } else if (px && c->policy && !netpolicy_literal_ok(c->policy, u->host)) {
         /* Through a proxy hubd connects to the proxy's address only, so the
          * connector never sees this one: a literal needs no DNS and is
          * checked here, before the proxy is asked (on every hop). */

@@ -93,7 +93,8 @@ void http_client_set_proxies(http_client_t *c, const proxy_settings_t *proxies);
  * -EACCES when the policy forbids u's host (no callback then); an address
  * the policy forbids fails the request with code "forbidden": an address
  * connected to, or, through a proxy, a host that is an IP literal
- * (netpolicy_literal_ok), before the proxy is asked. */
+ * (netpolicy_literal_ok), before the proxy is asked; and any hop whose
+ * host and port name hubd's own HTTP front (netpolicy_host_is_self). */
 int http_request(http_client_t *c, const url_t *u, const char *extra_headers,
                  const http_req_cbs_t *cbs, void *data, http_req_t **out);
 

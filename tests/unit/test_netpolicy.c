@@ -232,6 +232,63 @@ START_TEST(literals_are_checked_as_addresses)
 }
 END_TEST
 
+static void sa4(struct sockaddr_storage *ss, const char *a, unsigned port)
+{
+    struct sockaddr_in *in = (struct sockaddr_in *)ss;
+    memset(ss, 0, sizeof *ss);
+    in->sin_family = AF_INET;
+    in->sin_port = htons((uint16_t)port);
+    ck_assert_int_eq(inet_pton(AF_INET, a, &in->sin_addr), 1);
+}
+
+static void sa6(struct sockaddr_storage *ss, const char *a, unsigned port)
+{
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+    memset(ss, 0, sizeof *ss);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons((uint16_t)port);
+    ck_assert_int_eq(inet_pton(AF_INET6, a, &in6->sin6_addr), 1);
+}
+
+START_TEST(own_listeners_are_refused_in_every_spelling)
+{
+    netpolicy_t *p = policy(NULL, NULL, NULL, NULL);
+    ck_assert_int_eq(netpolicy_host_is_self(p, "127.0.0.1", 8399), 0); /* none set yet */
+    struct sockaddr_storage own[2];
+    sa4(&own[0], "127.0.0.1", 8399);
+    sa6(&own[1], "::1", 8400);
+    netpolicy_set_self(p, own, 2);
+    static const char *const self[] = {"127.0.0.1",    "127.1",   "2130706433",       "0x7f.1",
+                                       "127.0.0.2",    "0.0.0.0", "::ffff:127.0.0.1", "::1",
+                                       "[::1]",        "::",      "localhost",        "LocalHost",
+                                       "a.b.localhost"};
+    for (size_t i = 0; i < sizeof self / sizeof self[0]; i++) {
+        ck_assert_msg(netpolicy_host_is_self(p, self[i], 8399) == 1, "%s", self[i]);
+        ck_assert_msg(netpolicy_host_is_self(p, self[i], 8400) == 1, "%s", self[i]);
+        ck_assert_msg(netpolicy_host_is_self(p, self[i], 8401) == 0, "%s", self[i]);
+    }
+    static const char *const other[] = {"10.0.0.1", "example.org", "localhost.example", "::2",
+                                        "192.0.2.1"};
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
+        ck_assert_msg(netpolicy_host_is_self(p, other[i], 8399) == 0, "%s", other[i]);
+    /* After DNS: the address connected to, with its port. */
+    struct sockaddr_storage ss;
+    sa4(&ss, "127.0.0.1", 8399);
+    ck_assert_int_eq(netpolicy_is_self(p, (struct sockaddr *)&ss), 1);
+    sa4(&ss, "127.0.1.1", 8400);
+    ck_assert_int_eq(netpolicy_is_self(p, (struct sockaddr *)&ss), 1);
+    sa6(&ss, "::ffff:127.0.0.1", 8399);
+    ck_assert_int_eq(netpolicy_is_self(p, (struct sockaddr *)&ss), 1);
+    sa6(&ss, "::1", 8399);
+    ck_assert_int_eq(netpolicy_is_self(p, (struct sockaddr *)&ss), 1);
+    sa4(&ss, "127.0.0.1", 80);
+    ck_assert_int_eq(netpolicy_is_self(p, (struct sockaddr *)&ss), 0);
+    sa4(&ss, "192.0.2.1", 8399);
+    ck_assert_int_eq(netpolicy_is_self(p, (struct sockaddr *)&ss), 0);
+    netpolicy_free(p);
+}
+END_TEST
+
 START_TEST(bad_host_lists_are_refused)
 {
     static const char *const bad[] = {"10.0.0.256",   "*.0.0.1", "models.example, a.1",
@@ -267,6 +324,7 @@ int main(void)
     tcase_add_test(tc, host_lists_compare_addresses_as_addresses);
     tcase_add_test(tc, allow_hosts_compare_addresses_as_addresses);
     tcase_add_test(tc, literals_are_checked_as_addresses);
+    tcase_add_test(tc, own_listeners_are_refused_in_every_spelling);
     tcase_add_test(tc, bad_host_lists_are_refused);
     tcase_add_test(tc, bad_lists_are_refused);
     suite_add_tcase(s, tc);

@@ -164,6 +164,8 @@ static int check_self(int lfamily, const char *laddr, int cfamily, const char *c
     names_t n;
     int sfd = accept_names(lfd, &n);
     expect_owner(&n, geteuid(), inode_of(cfd));
+    /* The peer's socket is open here: hubd would know itself. */
+    ck_assert_int_eq(peeruid_is_own(inode_of(cfd)), 1);
     close(sfd);
     close(cfd);
     close(lfd);
@@ -246,6 +248,9 @@ START_TEST(peeruid_peer_of_another_uid)
      * stays root's although nobody's process holds it. */
     expect_owner(&root, 0, inodes[0]);
     expect_owner(&nobody, NOBODY, inodes[1]);
+    /* Another process's sockets, root's one too, are not ours. */
+    ck_assert_int_eq(peeruid_is_own(inodes[0]), 0);
+    ck_assert_int_eq(peeruid_is_own(inodes[1]), 0);
     close(hold[1]);
     int status;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
