@@ -870,11 +870,9 @@ static void segs_all_in(job_t *job)
     job_step(job);
 }
 
-static int segs_host_room(job_t *job)
+static void segs_host_load(job_t *job, unsigned *conns, unsigned *waiting)
 {
-    jobs_t *js = job->js;
-    return jobs_host_connections(js, job->host_key) + jobs_host_queued(js, job->host_key) <
-           js->cfg->max_per_host;
+    jobs_host_load(job->js, job->host_key, conns, waiting);
 }
 
 static void segs_released(job_t *job)
@@ -884,5 +882,5 @@ static void segs_released(job_t *job)
 
 static const segs_ops_t job_segs_ops = {
     job_fail,       job_restart_from_zero, take_rate,         segs_all_in,
-    segs_host_room, segs_released,         job_handle_closed,
+    segs_host_load, segs_released,         job_handle_closed,
 };

@@ -237,7 +237,9 @@ static inline const char *job_validator(const job_t *job)
 /* sched.c: the queue and the global, per-host and per-uid limits. A layer
  * below job.c: it reports up only through jobs_t's callbacks. */
 unsigned jobs_host_connections(jobs_t *js, const char *host_key);
-unsigned jobs_host_queued(jobs_t *js, const char *host_key);
+/* Every download's connections to host_key, and the queued downloads that
+ * wait for nothing but a connection to it (segplan_may_connect). */
+void jobs_host_load(jobs_t *js, const char *host_key, unsigned *conns, unsigned *waiting);
 void job_unlist(job_t *job);
 /* The oldest queued job the global, per-host and per-user limits let
  * start now, taken off the queue; NULL when none. */

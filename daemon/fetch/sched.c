@@ -27,15 +27,6 @@ void job_unlist(job_t *job)
     }
 }
 
-/* Downloads queued for host_key. */
-unsigned jobs_host_queued(jobs_t *js, const char *host_key)
-{
-    unsigned n = 0;
-    for (list_node_t *p = list_first(&js->queue); p; p = list_next(&js->queue, p))
-        n += strcmp(list_entry(p, job_t, node)->host_key, host_key) == 0;
-    return n;
-}
-
 /* Connections to host_key of the active downloads: one each, or as many
  * as a segmented one has open (at least one: it is about to ask). */
 unsigned jobs_host_connections(jobs_t *js, const char *host_key)
@@ -57,6 +48,27 @@ static unsigned active_for_owner(jobs_t *js, uid_t uid)
     for (list_node_t *p = list_first(&js->active); p; p = list_next(&js->active, p))
         n += list_entry(p, job_t, node)->owner == uid;
     return n;
+}
+
+/* Whether a queued job waits for something other than a connection to its
+ * host: a download slot (max_downloads), or its user's max_jobs_per_user.
+ * Such a job has no claim on the host's connections yet. */
+static int held_elsewhere(jobs_t *js, const job_t *job)
+{
+    unsigned per_user = js->cfg->max_jobs_per_user;
+    return js->stats.active >= js->cfg->max_downloads || js->shutting_down ||
+           (per_user && active_for_owner(js, job->owner) >= per_user);
+}
+
+void jobs_host_load(jobs_t *js, const char *host_key, unsigned *conns, unsigned *waiting)
+{
+    unsigned n = 0;
+    for (list_node_t *p = list_first(&js->queue); p; p = list_next(&js->queue, p)) {
+        job_t *j = list_entry(p, job_t, node);
+        n += strcmp(j->host_key, host_key) == 0 && !held_elsewhere(js, j);
+    }
+    *conns = jobs_host_connections(js, host_key);
+    *waiting = n;
 }
 
 void jobs_mark_active(job_t *job)

@@ -578,12 +578,16 @@ static void lane_assign(seg_lane_t *l, seg_chunk_t *c)
     lane_start(l);
 }
 
-/* Whether the download may open (or keep busy) one more connection: fewer
- * than it wants, and the host has room left after the downloads queued
- * for it (a large file must not keep a small one waiting). */
+/* Whether the download may open (or keep busy) one more connection
+ * (segplan_may_connect): its first always; else fewer than it wants, and
+ * the host has room left after the downloads waiting for a connection to
+ * it (a large file must not keep a small one, another user's, waiting). */
 static int room_for_more(job_t *job)
 {
-    return segs_connections(job) < job->seg->grow.want && job->seg->ops->host_room(job);
+    unsigned host_conns = 0, waiting = 0;
+    job->seg->ops->host_load(job, &host_conns, &waiting);
+    return segplan_may_connect(segs_connections(job), job->seg->grow.want, host_conns, waiting,
+                               job->js->cfg->max_per_host);
 }
 
 /* What segplan's decisions read of each lane, as it is now (a request
@@ -658,7 +662,7 @@ void segs_pump(job_t *job)
         if (l->chunk || l->waiting)
             continue;
         seg_chunk_t *c = NULL;
-        if (!segs_connections(job) || room_for_more(job)) /* at least one connection, always */
+        if (room_for_more(job)) /* at least one connection, always */
             if (!(c = next_chunk(job)))
                 c = split_chunk(job);
         if (c)
@@ -666,7 +670,10 @@ void segs_pump(job_t *job)
         else
             idle = 1;
     }
-    if (idle && job->js->stats.queued) /* idle lanes gave connections back: others may start */
+    /* Idle lanes (or the main transfer, its first chunk done) gave
+     * connections back: a download waiting for one starts before this one
+     * adds a lane. */
+    if (job->js->stats.queued && (idle || segs_connections(job) < s->grow.want))
         s->ops->released(job);
     while (room_for_more(job) && s->nlanes < cfg->max_connections_per_download) {
         seg_chunk_t *c = next_chunk(job);

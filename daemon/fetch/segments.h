@@ -17,7 +17,11 @@
  * How many: 4 connections at first, one more each second while the total
  * rate still grows by a tenth, up to max_connections_per_download and
  * max_per_host (every download's connections to the host); one fewer on a
- * 429 or 503 (after its Retry-After). New chunks are handed out only
+ * 429 or 503 (after its Retry-After). The host's connections are shared
+ * fairly: while another download (another user's, say) waits for one, no
+ * lane is added and a lane that ends its chunk takes no other, so the
+ * waiting one starts within about one chunk's round trip (issue 25.4;
+ * segplan_may_connect). A lane is never cut mid-chunk. New chunks are handed out only
  * within segment_budget bytes of the hashed prefix; with none left an idle
  * lane splits the largest chunk still being fetched. The lane on the
  * chunk the hash waits for, silent for segment_stall_timeout, is dropped
@@ -57,9 +61,9 @@ typedef struct segs_ops {
     void (*took)(struct job *job, size_t n);
     /* Every byte came (the lanes' sealed): the body is done. */
     void (*received_all)(struct job *job);
-    /* Whether the host takes one more connection after the downloads
-     * queued for it (max_per_host). */
-    int (*host_room)(struct job *job);
+    /* The host's load: every download's connections to it, and the
+     * downloads waiting for a first one (max_per_host, segplan_may_connect). */
+    void (*host_load)(struct job *job, unsigned *conns, unsigned *waiting);
     /* Idle lanes gave connections back: queued downloads may start. */
     void (*released)(struct job *job);
     /* One of the job's handles (a lane's timer) is closed. */

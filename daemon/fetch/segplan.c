@@ -101,3 +101,11 @@ void segplan_grow(seg_growth_t *g, uint64_t rate, uint64_t now, unsigned connect
     g->rate_at_grow = rate;
     g->t_grow = now;
 }
+
+int segplan_may_connect(unsigned conns, unsigned want, unsigned host_conns, unsigned host_waiting,
+                        unsigned max_per_host)
+{
+    if (!conns) /* its first (or only) one: it waited its turn for it */
+        return 1;
+    return conns < want && (uint64_t)host_conns + host_waiting < max_per_host;
+}

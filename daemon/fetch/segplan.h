@@ -119,4 +119,17 @@ void segplan_grow_start(seg_growth_t *g, unsigned max, uint64_t now);
 void segplan_grow(seg_growth_t *g, uint64_t rate, uint64_t now, unsigned connections, unsigned max,
                   int paused);
 
+/* Fair shares of a host (issue 25.4): whether a download may give one of
+ * its lanes a chunk (keep that connection busy, or open one more). conns:
+ * the download's connections now; want: as many as it wants; host_conns:
+ * every download's connections to the host; host_waiting: the downloads
+ * waiting for a first connection to it (queued, held by nothing else).
+ * A download always keeps one connection (conns 0: yes); beyond that, only
+ * below want and while the host has room after those waiting. So a
+ * waiting download, whoever's it is, gets the connection that the next
+ * lane to end its chunk gives back: no lane is added before it, and no
+ * lane is cut mid-chunk (the bytes in flight would be fetched twice). */
+int segplan_may_connect(unsigned conns, unsigned want, unsigned host_conns, unsigned host_waiting,
+                        unsigned max_per_host);
+
 #endif

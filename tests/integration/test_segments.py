@@ -237,6 +237,43 @@ class SegmentTest(HubTestCase):
         self.assertEqual(sha256_file(out), digest)
         self.assertEqual(self.stats()["segmented"], 1)
 
+    def test_another_users_fetch_gets_a_connection_within_a_chunk(self):
+        # Issue 25.4: one user's 4 segmented downloads fill the host's 16
+        # connections (4 each from the start), each held at 512 KiB/s: a
+        # chunk of 1 MiB takes 2 s, a download of 24 MiB 12 s. Another
+        # user's 100 KB fetch from that host gets a connection once a lane
+        # of theirs ends its chunk (a lane is never cut mid-chunk), not
+        # when a whole download ends.
+        self.restart_with(socket_mode="0666", max_connections_per_download="4")
+        for d in (self.tmp, self.hubd.workdir):  # let another user reach the socket
+            os.chmod(d, 0o755)
+        bps = MiB // 2
+        chunk_s = MiB / bps
+        big = [self.make_file("fair%d.bin" % k, 24 * MiB, seed=k + 1) for k in range(4)]
+        small = self.make_file("small.bin", 100 * 1000, seed=9)
+        procs = [self.hubctl_bg("fetch", "--json", "--sha256", digest,
+                                self.origin.url("/files/fair%d.bin?bps=%d" % (k, bps)))
+                 for k, digest in enumerate(big)]
+
+        def full():
+            rows = json.loads(self.hubctl("status", "--json").out)
+            return sum(int(r.get("connections", 0)) for r in rows) >= 16
+        wait_for(full, timeout=30, what="the host's 16 connections taken")
+        t = time.monotonic()
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+                           + self.hubctl_args("fetch", "--json", "--sha256", small,
+                                              self.origin.url("/files/small.bin")),
+                           capture_output=True, text=True, timeout=120)
+        took = time.monotonic() - t
+        self.assertEqual(r.returncode, 0, r)
+        busy = [p.poll() is None for p in procs]
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            self.assertEqual(p.returncode, 0, err)
+        print("\nanother user's 100 KB fetch under the jam: %.2f s" % took)
+        self.assertLess(took, 3 * chunk_s)  # about one chunk's round trip
+        self.assertTrue(all(busy), "the small fetch waited for the big ones")
+
 
 if __name__ == "__main__":
     unittest.main()

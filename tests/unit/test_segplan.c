@@ -313,6 +313,42 @@ START_TEST(segplan_grow_respects_max_and_pause)
 }
 END_TEST
 
+/* ---- fair shares of a host ---------------------------------------------------- */
+
+START_TEST(segplan_may_connect_keeps_one_always)
+{
+    /* Its only connection: kept, however full the host and whoever waits. */
+    ck_assert_int_eq(segplan_may_connect(0, 4, 16, 5, 16), 1);
+    ck_assert_int_eq(segplan_may_connect(0, 1, 40, 0, 16), 1);
+}
+END_TEST
+
+START_TEST(segplan_may_connect_yields_to_a_waiting_download)
+{
+    /* Issue 25.4: 4 downloads of 4 fill the host's 16; a lane of one ends
+     * its chunk (15 left): with nobody waiting it takes the next... */
+    ck_assert_int_eq(segplan_may_connect(3, 4, 15, 0, 16), 1);
+    /* ...with another download waiting it does not: the connection is the
+     * waiting one's. */
+    ck_assert_int_eq(segplan_may_connect(3, 4, 15, 1, 16), 0);
+    /* Nor is a lane added while one waits, with room for the one only. */
+    ck_assert_int_eq(segplan_may_connect(4, 8, 14, 1, 16), 1);
+    ck_assert_int_eq(segplan_may_connect(4, 8, 15, 1, 16), 0);
+    ck_assert_int_eq(segplan_may_connect(4, 8, 12, 4, 16), 0);
+    /* Two waiting: the next two connections given back are theirs. */
+    ck_assert_int_eq(segplan_may_connect(3, 4, 14, 2, 16), 0);
+}
+END_TEST
+
+START_TEST(segplan_may_connect_stays_below_want_and_max)
+{
+    ck_assert_int_eq(segplan_may_connect(4, 4, 4, 0, 16), 0);  /* as many as it wants */
+    ck_assert_int_eq(segplan_may_connect(3, 8, 16, 0, 16), 0); /* the host is full */
+    ck_assert_int_eq(segplan_may_connect(3, 8, 20, 0, 16), 0); /* over (a SIGHUP lowered it) */
+    ck_assert_int_eq(segplan_may_connect(1, 2, 0xffffffffu, 1, 16), 0); /* no wrap */
+}
+END_TEST
+
 /* ---- the tail, cut as lanes take it ----------------------------------------- */
 
 START_TEST(segplan_tail_cut_cuts_one_chunk_within_the_budget)
@@ -376,6 +412,9 @@ static Suite *segplan_suite(void)
     tcase_add_test(grow, segplan_grow_adds_one_while_the_rate_grows);
     tcase_add_test(grow, segplan_grow_stops_when_the_rate_does_not);
     tcase_add_test(grow, segplan_grow_respects_max_and_pause);
+    tcase_add_test(grow, segplan_may_connect_keeps_one_always);
+    tcase_add_test(grow, segplan_may_connect_yields_to_a_waiting_download);
+    tcase_add_test(grow, segplan_may_connect_stays_below_want_and_max);
     suite_add_tcase(s, grow);
     return s;
 }
