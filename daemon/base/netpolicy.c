@@ -394,9 +394,12 @@ int netpolicy_host_is_self(const netpolicy_t *p, const char *host, unsigned port
     if (ip > 0)
         return self16(p, a, port);
     /* "localhost" and its subdomains are loopback by definition (RFC 6761),
-     * whatever /etc/hosts says; other names are checked after DNS. */
-    if (ip == 0 && (strcasecmp(host, "localhost") == 0 ||
-                    (n > 10 && strcasecmp(host + n - 10, ".localhost") == 0)))
+     * whatever /etc/hosts says; other names are checked after DNS. One
+     * final dot is the same name (fully qualified): "localhost." too. */
+    if (ip == 0 && n > 1 && host[n - 1] == '.')
+        n--;
+    if (ip == 0 && ((n == 9 && strncasecmp(host, "localhost", 9) == 0) ||
+                    (n > 10 && strncasecmp(host + n - 10, ".localhost", 10) == 0)))
         return self16(p, loop4, port);
     return 0;
 }

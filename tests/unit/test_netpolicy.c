@@ -258,17 +258,17 @@ START_TEST(own_listeners_are_refused_in_every_spelling)
     sa4(&own[0], "127.0.0.1", 8399);
     sa6(&own[1], "::1", 8400);
     netpolicy_set_self(p, own, 2);
-    static const char *const self[] = {"127.0.0.1",    "127.1",   "2130706433",       "0x7f.1",
-                                       "127.0.0.2",    "0.0.0.0", "::ffff:127.0.0.1", "::1",
-                                       "[::1]",        "::",      "localhost",        "LocalHost",
-                                       "a.b.localhost"};
+    static const char *const self[] = {
+        "127.0.0.1",        "127.1",      "2130706433",  "0x7f.1", "127.0.0.2", "0.0.0.0",
+        "::ffff:127.0.0.1", "::1",        "[::1]",       "::",     "localhost", "LocalHost",
+        "a.b.localhost",    "localhost.", "a.localhost."};
     for (size_t i = 0; i < sizeof self / sizeof self[0]; i++) {
         ck_assert_msg(netpolicy_host_is_self(p, self[i], 8399) == 1, "%s", self[i]);
         ck_assert_msg(netpolicy_host_is_self(p, self[i], 8400) == 1, "%s", self[i]);
         ck_assert_msg(netpolicy_host_is_self(p, self[i], 8401) == 0, "%s", self[i]);
     }
-    static const char *const other[] = {"10.0.0.1", "example.org", "localhost.example", "::2",
-                                        "192.0.2.1"};
+    static const char *const other[] = {
+        "10.0.0.1", "example.org", "localhost.example", "::2", "192.0.2.1", "localhost..", "."};
     for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
         ck_assert_msg(netpolicy_host_is_self(p, other[i], 8399) == 0, "%s", other[i]);
     /* After DNS: the address connected to, with its port. */
