@@ -16,13 +16,9 @@ import sys
 import time
 import unittest
 
-from harness import WRAPPER, Hubd, HubTestCase, stop_pid, write_config
+from harness import SLOW, SLOWED, Hubd, HubTestCase, stop_pid, write_config
 
 MiB = 1 << 20
-# hubd under valgrind (HUBD_WRAPPER) or built with the sanitizers: its
-# latency and memory say nothing of the code's (slowdown, shadow memory,
-# ASan's quarantine), so bounds on them are not asserted.
-SLOWED = bool(WRAPPER) or os.environ.get("HUBD_SANITIZED") == "1"
 
 
 class ScriptedServer:
@@ -467,7 +463,7 @@ class LyingLengthTest(HubTestCase):
             self.assertEqual((rc, err.get("code")), (1, code), (what, err))
             if named:
                 self.assertIn("announced %d bytes" % total, err.get("message", ""), what)
-            self.assertLess(took, at_once * (10 if SLOWED else 1), what)
+            self.assertLess(took, at_once * SLOW, what)
         if not SLOWED:  # valgrind's slowdown, the sanitizers' shadow and quarantine
             self.assertLess(worst, 0.050, "another client's STATS (s)")
             self.assertLess(grew[1], 8 << 10, "hubd's peak RSS grew (KiB)")
