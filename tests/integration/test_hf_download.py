@@ -147,7 +147,7 @@ class FakeHubd:
              (w.partition("=") for w in line.split(" ")[1:])}
         self.verbs.append(verb)
         q = lambda v: urllib.parse.quote(v, safe="/")
-        resolve = "http://fake.invalid/org/old/resolve/%s/" % self.COMMIT
+        resolve = "http://127.0.0.1:9/org/old/resolve/%s/" % self.COMMIT
         if verb == "HELLO":
             self.send(c, "HELLO proto=1 server=hubd/0.9")
         elif verb not in self.known:

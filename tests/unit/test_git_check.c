@@ -8,7 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 
-#define URL "https://hub.test/org/m/resolve/main/README.md"
+#define URL "https://127.0.0.1:9/org/m/resolve/main/README.md"
 #define TAG "aa" /* a credential tag (any text to the db) */
 #define HELLO_SHA1 "ce013625030ba8dba906f756967f9e9ca394464a" /* git hash-object of "hello\n" */
 

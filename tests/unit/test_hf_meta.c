@@ -43,16 +43,16 @@ START_TEST(hf_meta_where_of_url_only_under_the_upstream)
         hf_where_of_url("http://127.0.0.1:8080", "http://127.0.0.1:8080/org/n/resolve/c/f", &w), 1);
     ck_assert_str_eq(w.repo, "org/n");
     hf_where_free(&w);
-    ck_assert_int_eq(
-        hf_where_of_url("https://hub.local/mirror", "https://hub.local/mirror/o/n/resolve/r/f", &w),
-        1);
+    ck_assert_int_eq(hf_where_of_url("https://127.0.0.1:9/mirror",
+                                     "https://127.0.0.1:9/mirror/o/n/resolve/r/f", &w),
+                     1);
     ck_assert_str_eq(w.repo, "o/n");
     hf_where_free(&w);
     /* another origin, another path, not a resolve URL */
     ck_assert_int_eq(
         hf_where_of_url("http://127.0.0.1:8080", "http://127.0.0.1:8081/org/n/resolve/c/f", &w), 0);
-    ck_assert_int_eq(hf_where_of_url("https://hub.local/mirror",
-                                     "https://hub.local/mirrorx/o/n/resolve/r/f", &w),
+    ck_assert_int_eq(hf_where_of_url("https://127.0.0.1:9/mirror",
+                                     "https://127.0.0.1:9/mirrorx/o/n/resolve/r/f", &w),
                      0);
     ck_assert_int_eq(hf_where_of_url("http://127.0.0.1:8080", "http://127.0.0.1:8080/api/x", &w),
                      0);
