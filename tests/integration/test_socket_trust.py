@@ -4,6 +4,7 @@ a hostile daemon answering the Python client."""
 
 import os
 import signal
+import socket
 import subprocess
 import time
 import unittest
@@ -417,6 +418,40 @@ class HostileDaemonPythonTest(PlantCase):
         self.assertEqual(e.code, "no_daemon", e)
         self.assertIn("took the connection but did not answer within 1 s", str(e))
         self.assertLess(took, 10 * SLOW)
+
+    def test_hf_refuses_a_fifo_for_a_listing_or_a_file(self):
+        from test_hf_download import FakeHubd
+        hubd = self.hubd_mod
+        fifo = os.path.join(self.tmp, "fifo")
+        os.mkfifo(fifo)
+
+        class OddFd(FakeHubd):
+            """Passes the FIFO instead of the bytes with the verb `odd`."""
+            odd = None
+
+            def send(self, c, line, data=None):
+                if data is None or not line.startswith(self.odd):
+                    return FakeHubd.send(self, c, line, data)
+                fd = os.open(fifo, os.O_RDWR)
+                socket.send_fds(c, [line.encode() + b"\n"], [fd])
+                os.close(fd)
+
+        for odd, what in (("REPO", "a REPO descriptor that is not a regular file"),
+                          ("DONE", "a descriptor that is not a regular file")):
+            fake = OddFd(os.path.join(self.tmp, "hf-%s.sock" % odd), ("HFREPO", "FETCH"),
+                         {"a.txt": b"alpha\n"})
+            fake.odd = odd
+            self.addCleanup(fake.stop)
+            cache = os.path.join(self.tmp, "hf-cache-" + odd)
+            t0 = time.monotonic()
+            with mock.patch.dict(os.environ, {"HUBD_SOCKET": fake.path}):
+                with self.assertRaises(hubd.HubdError) as cm:
+                    hubd.snapshot_download("org/old", cache_dir=cache)
+            self.assertEqual(cm.exception.code, "protocol", cm.exception)
+            self.assertIn("hubd passed " + what, str(cm.exception))
+            self.assertLess(time.monotonic() - t0, 10 * SLOW)
+            blobs = os.path.join(cache, "models--org--old", "blobs")
+            self.assertEqual(os.listdir(blobs) if os.path.isdir(blobs) else [], [])
 
     def test_a_socket_path_that_is_no_socket(self):
         hubd = self.hubd_mod
