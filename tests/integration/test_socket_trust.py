@@ -136,7 +136,6 @@ class UserEnvCase(HubTestCase):
                               text=True, timeout=120 * SLOW)
 
 
-
 class UserDaemonTest(UserEnvCase):
     """Per-user daemons that hubctls start and stop at the same time."""
 
