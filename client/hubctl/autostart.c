@@ -37,9 +37,16 @@ static int probe(const char *path)
     return 0;
 }
 
-static int answers(const char *path)
+/* Whether a daemon answers on the per-user socket: 1, 0, or -EPERM (said)
+ * when it is another user's (autostart_check_peer). */
+static int answers_ours(const char *path)
 {
-    return probe(path) == 0;
+    int fd = unixsock_connect(path, 0);
+    if (fd < 0)
+        return 0;
+    int rc = autostart_check_peer(fd, path);
+    close(fd);
+    return rc ? rc : 1;
 }
 
 void autostart_refused_hint(const char *path)
@@ -89,29 +96,85 @@ static void say_turned_off(const char *why)
     fprintf(stderr, "hubctl: no per-user hubd either: it is turned off (%s)\n", why);
 }
 
-/* The per-user socket. Without XDG_RUNTIME_DIR (a private 0700 folder
- * systemd makes) it lives in /tmp/hubd-UID, which anyone could have made
- * first to put their own daemon there: it must be a real folder of ours,
- * 0700. Returns 0, or -EPERM after saying why. */
+/* Whether dir may hold this user's socket: a folder that no one else can
+ * write into, so that no one else could have put a socket, or a symlink to
+ * theirs, in it. var: the variable that named it ($XDG_RUNTIME_DIR: after
+ * symlinks, the user's or root's, no group or other write); NULL for
+ * /tmp/hubd-UID, which hubctl makes itself (the user's alone, 0700, st from
+ * lstat). Returns 0, or -EPERM after saying what was wrong and what to do. */
+static int private_dir_ok(const char *dir, const struct stat *st, const char *var)
+{
+    uid_t me = getuid();
+    int ok =
+        var ? S_ISDIR(st->st_mode) && (st->st_uid == me || st->st_uid == 0) && !(st->st_mode & 022)
+            : S_ISDIR(st->st_mode) && st->st_uid == me && !(st->st_mode & 077);
+    if (ok)
+        return 0;
+    fprintf(stderr,
+            "hubctl: %s%s%s is not a private folder of yours (%s, owner uid %u, mode %04o; you "
+            "are uid %u): refusing to use or start a daemon there; %s\n",
+            var ? var : "", var ? "=" : "", dir,
+            S_ISDIR(st->st_mode)   ? "a folder"
+            : S_ISLNK(st->st_mode) ? "a symlink"
+                                   : "not a folder",
+            (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777), (unsigned)me,
+            var ? "point it at a folder of your own (mode 0700), or unset it"
+                : "remove it, or set XDG_RUNTIME_DIR");
+    return -EPERM;
+}
+
+/* The per-user daemon's folder: $XDG_RUNTIME_DIR, else /tmp/hubd-UID. */
+static void user_dir(char *dir, size_t cap)
+{
+    const char *run = getenv("XDG_RUNTIME_DIR");
+    if (run && *run)
+        snprintf(dir, cap, "%s", run);
+    else
+        snprintf(dir, cap, "/tmp/hubd-%u", (unsigned)getuid());
+}
+
+int autostart_check_peer(int fd, const char *path)
+{
+    char mine[PATH_MAX + 16];
+    user_dir(mine, PATH_MAX);
+    strcat(mine, "/hubd.sock");
+    if (strcmp(path, mine) != 0)
+        return 0; /* chosen by path: the system socket, --socket, $HUBD_SOCKET */
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
+        int rc = -errno;
+        fprintf(stderr, "hubctl: cannot tell who runs the hubd on %s: %s\n", path, strerror(errno));
+        return rc;
+    }
+    if (cred.uid == getuid() || cred.uid == 0)
+        return 0;
+    fprintf(stderr,
+            "hubctl: the hubd on %s is run by uid %u (pid %d), not by you (uid %u): refusing "
+            "to send it anything; remove that socket, or ask root who planted it\n",
+            path, (unsigned)cred.uid, (int)cred.pid, (unsigned)getuid());
+    return -EPERM;
+}
+
+/* The per-user socket, in $XDG_RUNTIME_DIR (a private 0700 folder systemd
+ * makes; but su and sudo -E pass the first user's on) or else in
+ * /tmp/hubd-UID, which anyone could have made first to put their own
+ * daemon there. Either is made 0700 when missing, then checked. Returns 0,
+ * or -errno after saying why not. */
 static int user_socket(char *out, size_t cap)
 {
     const char *run = getenv("XDG_RUNTIME_DIR");
-    if (run && *run) {
-        snprintf(out, cap, "%s/hubd.sock", run);
-        return 0;
-    }
-    char dir[64];
+    char dir[PATH_MAX];
     struct stat st;
-    snprintf(dir, sizeof dir, "/tmp/hubd-%u", (unsigned)getuid());
-    if (mkdir(dir, 0700) && errno != EEXIST)
-        return -errno;
-    if (lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077)) {
-        fprintf(stderr,
-                "hubctl: %s is not a private folder of yours (owner, mode 0700): "
-                "refusing to use a daemon there; remove it or set XDG_RUNTIME_DIR\n",
-                dir);
-        return -EPERM;
+    user_dir(dir, sizeof dir);
+    if ((mkdir(dir, 0700) && errno != EEXIST) || (run && *run ? stat(dir, &st) : lstat(dir, &st))) {
+        int rc = -errno;
+        fprintf(stderr, "hubctl: cannot make the per-user daemon's folder %s: %s\n", dir,
+                strerror(errno));
+        return rc;
     }
+    if (private_dir_ok(dir, &st, run && *run ? "XDG_RUNTIME_DIR" : NULL))
+        return -EPERM;
     snprintf(out, cap, "%s/hubd.sock", dir);
     return 0;
 }
@@ -208,8 +271,9 @@ static int spawn_daemon(const char *sock, int quiet)
         fprintf(stderr, "hubctl: started a per-user hubd (pid %d) on %s\n", (int)pid, sock);
     int status = 0, exited = 0;
     for (int waited = 0; waited < START_WAIT_MS; waited += 20) {
-        if (answers(sock))
-            return 0; /* ours, or one another hubctl started at the same time */
+        int up = answers_ours(sock);
+        if (up)
+            return up < 0 ? up : 0; /* ours, or one another hubctl started at the same time */
         if (!exited && waitpid(pid, &status, WNOHANG) == pid)
             exited = 1; /* it lost the race for the cache, or failed: see below */
         sleep_ms(20);
@@ -264,8 +328,10 @@ int autostart_socket(const char *explicit_path, int may_start, int quiet, char *
     if (sys == -EACCES && !quiet && may_start)
         fprintf(stderr, "hubctl: meanwhile, a per-user hubd with its own cache\n");
     int rc = user_socket(out, cap);
-    if (rc || answers(out))
-        return rc;
+    if (!rc)
+        rc = answers_ours(out);
+    if (rc)
+        return rc < 0 ? rc : 0;
     /* The machine has a system hubd, and it does not answer: it failed (a
      * bad hubd.conf leaves systemd's socket failed and gone) or an admin
      * stopped it. A per-user daemon in its place would fill the home
@@ -303,8 +369,10 @@ int autostart_start(int quiet, char *out, size_t cap)
         return -ECANCELED;
     }
     int rc = user_socket(out, cap);
-    if (rc || answers(out))
-        return rc;
+    if (!rc)
+        rc = answers_ours(out);
+    if (rc)
+        return rc < 0 ? rc : 0;
     return spawn_daemon(out, quiet);
 }
 

@@ -36,6 +36,15 @@ void autostart_service_hint(const char *path);
  * path refused them (EACCES): the `adduser` of the socket's group. */
 void autostart_refused_hint(const char *path);
 
+/* Whom hubctl may send requests to, on fd, a connection to path. On the
+ * per-user socket (the path autostart_socket would pick), only a daemon of
+ * the user's own, or root's (SO_PEERCRED): a folder another user could
+ * write into is refused before that, so this holds even if one slipped
+ * through. A path chosen by name (the system socket, --socket or
+ * $HUBD_SOCKET naming another) is the caller's choice: 0. Returns 0, or
+ * -EPERM / -errno after saying on stderr who answers and what to do. */
+int autostart_check_peer(int fd, const char *path);
+
 /* `hubctl start`: the per-user daemon runs afterwards; out gets its socket.
  * -ECANCELED (said) when it is turned off. */
 int autostart_start(int quiet, char *out, size_t cap);

@@ -102,8 +102,9 @@ conn_t *conn_new(const char *socket_path, int may_start, int quiet, conn_msg_cb 
     int rc = autostart_socket(socket_path, may_start, quiet, buf, sizeof buf);
     if (rc < 0 && !buf[0])
         snprintf(buf, sizeof buf, "/run/hubd/hubd.sock");
-    /* Said so: conn_open adds nothing. */
-    c->none = (rc == -ENOENT && !may_start) || rc == -ECANCELED;
+    /* Said so: conn_open adds nothing (-EPERM: the per-user folder or its
+     * daemon is another user's; no other socket is tried in its place). */
+    c->none = (rc == -ENOENT && !may_start) || rc == -ECANCELED || rc == -EPERM;
     const char *t = getenv("HUBD_ANSWER_TIMEOUT");
     c->answer_ms = (t && atoi(t) > 0 ? atoi(t) : ANSWER_TIMEOUT_S) * 1000;
     snprintf(c->path, sizeof c->path, "%s", buf);
@@ -157,6 +158,10 @@ int conn_open(conn_t *c)
     if (c->none)
         return EXIT_UNREACHABLE;
     int fd = unixsock_connect(c->path, CONNECT_TIMEOUT_MS);
+    if (fd >= 0 && autostart_check_peer(fd, c->path)) {
+        close(fd); /* another user's daemon: nothing of ours goes to it */
+        return EXIT_UNREACHABLE;
+    }
     if (fd >= 0) {
         c->fd = fd;
         return 0;

@@ -44,7 +44,11 @@ fallback, as hubctl does. The fallback is turned off by
 ``HUBD_NO_USER_DAEMON=1`` in the environment or ``user_daemon = no`` in
 ``/etc/hubd/client.conf`` (``$HUBD_CLIENT_CONF``), the file hubctl reads:
 then ``no_daemon`` is raised instead, and nothing is written to the home
-folder.
+folder. As hubctl, the client sends nothing to a per-user socket whose
+folder, or whose daemon (``SO_PEERCRED``), is another user's (root's
+counts as the user's): ``no_daemon`` says who owns what (hubd/_trust.py).
+A descriptor passed with ``DONE`` must be a regular file of the announced
+size, else ``protocol``.
 
 Time: the daemon's first answer must come within ``$HUBD_ANSWER_TIMEOUT``
 seconds (default 30): a system daemon that systemd cannot start leaves the
@@ -72,6 +76,8 @@ import time
 import urllib.parse
 import uuid
 import warnings
+
+from . import _trust
 
 __all__ = ["HubdError", "HubdFallbackWarning", "fetch", "cancel", "download_url_to_file",
            "patch_torch_hub", "hf_hub_download", "snapshot_download"]
@@ -279,20 +285,21 @@ def _user_socket():
     return "/tmp/hubd-%d/hubd.sock" % os.getuid()
 
 
-def _private_dir_ok(path):
-    """Whether the folder of a per-user socket is really the user's: in
-    /tmp anyone could have made /tmp/hubd-<uid> first, with their own daemon
-    in it. True also when it does not exist yet (hubctl start makes it)."""
-    import stat
-    d = os.path.dirname(path)
-    if os.environ.get("XDG_RUNTIME_DIR") and d == os.environ["XDG_RUNTIME_DIR"]:
-        return True
-    try:
-        st = os.lstat(d)
-    except FileNotFoundError:
-        return True
-    return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
-            and not st.st_mode & 0o077)
+def _open_conn(sock, path):
+    """A _Conn over sock, once its peer may get our requests (else closed,
+    HubdError no_daemon; _trust.py has the rule)."""
+    why = _trust.peer_refusal(sock, path, _user_socket())
+    if why:
+        sock.close()
+        raise HubdError("no_daemon", why)
+    return _Conn(sock, path)
+
+
+def _check_blob_fd(fd, size, url):
+    """HubdError protocol unless fd is a regular file of size bytes."""
+    why = _trust.blob_fd_refusal(fd, size)
+    if why:
+        raise HubdError("protocol", why, url)
 
 
 def _try_connect(path):
@@ -433,7 +440,7 @@ def _connect():
         s = _try_connect(env)
         if isinstance(s, OSError):
             raise HubdError("no_daemon", "no hubd answers on %s ($HUBD_SOCKET): %s" % (env, _why(s)))
-        return _Conn(s, env)
+        return _open_conn(s, env)
     tried = []
     system = _system_socket()
     s = _try_connect(system)
@@ -454,12 +461,12 @@ def _connect():
         warnings.warn(refused + "; meanwhile, a per-user hubd with its own cache",
                       HubdFallbackWarning, stacklevel=4)
     path = _user_socket()
-    if not _private_dir_ok(path):
-        raise HubdError("no_daemon", "%s is not a private folder of yours (owner, mode "
-                        "0700): refusing to use a daemon there" % os.path.dirname(path))
+    why = _trust.dir_refusal(os.path.dirname(path), os.environ.get("XDG_RUNTIME_DIR"))
+    if why:
+        raise HubdError("no_daemon", why)
     s = _try_connect(path)
     if not isinstance(s, OSError):
-        return _Conn(s, path)
+        return _open_conn(s, path)
     tried.append("%s (%s)" % (path, _why(s)))
     prefix = "no hubd answers on " + ", ".join(tried)
     if not refused and _system_unit_installed():
@@ -477,7 +484,7 @@ def _connect():
     if isinstance(s, OSError):
         raise HubdError("no_daemon", "%s; hubctl start said %s, which does not answer either: %s"
                         % (prefix, path, _why(s)))
-    return _Conn(s, path)
+    return _open_conn(s, path)
 
 
 # ---- progress ----------------------------------------------------------------
@@ -687,6 +694,8 @@ def _fetch(url, sha256=None, headers=None, progress=True, refresh=False):
                     if sha256 is not None and done.sha256 != sha256.lower():
                         raise HubdError("protocol", "asked for sha256 %s, hubd answered %s"
                                         % (sha256.lower(), done.sha256), url)
+                    if fd is not None:
+                        _check_blob_fd(fd, done.size, url)
                     fd = None  # handed over to the caller
                     if bar:
                         bar.finish(done.size, done.source, time.monotonic() - started,

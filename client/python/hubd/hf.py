@@ -64,14 +64,15 @@ import fcntl
 import fnmatch
 import hashlib
 import os
+import stat
 import re
 import sys
 import time
 import urllib.parse
 import uuid
 
-from . import (HubdError, LINE_MAX, __version__, _build_line, _connect, _copy_range,
-               _fetch_line, _make_bar, _parse_line, _why)
+from . import (HubdError, LINE_MAX, __version__, _build_line, _check_blob_fd, _connect,
+               _copy_range, _fetch_line, _make_bar, _parse_line, _why)
 
 __all__ = ["hf_hub_download", "snapshot_download"]
 
@@ -281,6 +282,10 @@ class _Session:
 
 
 def _read_all(fd):
+    """The whole of REPO's listing: a regular file (a FIFO or a socket a
+    hostile daemon passed would block the read)."""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        raise HubdError("protocol", "hubd passed a REPO descriptor that is not a regular file")
     out, off = [], 0
     while True:
         b = os.pread(fd, _CHUNK, off)
@@ -621,6 +626,7 @@ class _Run:
             if size != x.size:
                 raise HubdError("hash_mismatch", "%s: the Hub listed %d bytes, hubd got %d"
                                 % (x.path, x.size, size), w.url)
+            _check_blob_fd(w.fd, size, w.url)
             if x.sha256:
                 if f.get("sha256", "").lower() != x.sha256:
                     raise HubdError("hash_mismatch", "%s: expected sha256 %s, hubd answered %s"

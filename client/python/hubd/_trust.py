@@ -1,0 +1,69 @@
+"""Whom the Python client trusts, by hubctl's rules (docs/PROTOCOL.md):
+the per-user socket's folder, the daemon answering on the per-user socket,
+and the descriptor a DONE line passes. Each check returns why not (text for
+the user: what is wrong and what to do), or None."""
+
+import os
+import socket
+import stat
+import struct
+
+
+def dir_refusal(d, xdg_run):
+    """Whether d, the folder of the per-user socket, is really the user's.
+    In /tmp anyone could have made /tmp/hubd-<uid> first, with their own
+    daemon in it: it must be the user's alone, mode 0700, not a symlink.
+    $XDG_RUNTIME_DIR (xdg_run), which su and sudo -E pass on from the first
+    user, must be the user's or root's and writable by no one else. None
+    also when d does not exist yet (hubctl start makes it, and checks)."""
+    xdg = bool(xdg_run) and d == xdg_run
+    try:
+        st = os.stat(d) if xdg else os.lstat(d)
+    except FileNotFoundError:
+        return None
+    me = os.getuid()
+    if xdg:
+        ok = stat.S_ISDIR(st.st_mode) and st.st_uid in (me, 0) and not st.st_mode & 0o022
+    else:
+        ok = stat.S_ISDIR(st.st_mode) and st.st_uid == me and not st.st_mode & 0o077
+    if ok:
+        return None
+    kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a symlink" if stat.S_ISLNK(st.st_mode)
+            else "not a folder")
+    return ("%s%s is not a private folder of yours (%s, owner uid %d, mode %04o; you are uid "
+            "%d): refusing to use or start a daemon there; %s"
+            % ("XDG_RUNTIME_DIR=" if xdg else "", d, kind, st.st_uid, st.st_mode & 0o7777, me,
+               "point it at a folder of your own (mode 0700), or unset it" if xdg
+               else "remove it, or set XDG_RUNTIME_DIR"))
+
+
+def peer_refusal(sock, path, user_path):
+    """On the per-user socket (user_path, whichever way it was named), only
+    a daemon run by the user or root (SO_PEERCRED) gets a request; another
+    path (the system socket, or $HUBD_SOCKET naming another) is the
+    caller's choice."""
+    if path != user_path:
+        return None
+    try:
+        pid, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                          struct.calcsize("3i")))
+    except OSError as e:
+        return "cannot tell who runs the hubd on %s: %s" % (path, e.strerror or e)
+    if uid in (os.getuid(), 0):
+        return None
+    return ("the hubd on %s is run by uid %d (pid %d), not by you (uid %d): refusing to send it "
+            "anything; remove that socket, or ask root who planted it"
+            % (path, uid, pid, os.getuid()))
+
+
+def blob_fd_refusal(fd, size):
+    """A descriptor passed with DONE must be a regular file of the size the
+    line announced: anything else (a FIFO or a socket that blocks a read, a
+    directory, a file cut short or grown) is refused before a byte is read
+    from it, or a path is returned for it."""
+    st = os.fstat(fd)
+    if stat.S_ISREG(st.st_mode) and st.st_size == size:
+        return None
+    return ("hubd passed a descriptor that is %s of %d bytes, not the announced %d-byte file"
+            % ("a regular file" if stat.S_ISREG(st.st_mode) else "not a regular file",
+               st.st_size, size))
