@@ -202,11 +202,11 @@ void jobs_fs_size_init(jobs_t *js)
     js->fs_size = statvfs(store_dir(js->store), &v) == 0 ? (uint64_t)v.f_blocks * v.f_frsize : 0;
 }
 
-const char *jobs_length_refused(const jobs_t *js, uint64_t length, int announced, char *msg,
-                                size_t len)
+const char *jobs_length_refused(const jobs_t *js, uint64_t max_file_size, uint64_t length,
+                                int announced, char *msg, size_t len)
 {
     const hubd_config_t *cfg = js->cfg;
-    disp_room_t room = {.max_file_size = cfg->max_file_size, .fs_size = js->fs_size};
+    disp_room_t room = {.max_file_size = max_file_size, .fs_size = js->fs_size};
     /* The floor as pipeline_space_floor has it, from the size alone. */
     room.floor =
         cfg->min_free_percent ? js->fs_size / 100 * cfg->min_free_percent : cfg->min_free_space;

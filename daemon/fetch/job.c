@@ -89,8 +89,9 @@ static void seal_main(job_t *job)
 static int job_refuse_length(job_t *job, int64_t size, int announced)
 {
     char msg[300];
-    const char *code =
-        size < 0 ? NULL : jobs_length_refused(job->js, (uint64_t)size, announced, msg, sizeof msg);
+    const char *code = size < 0 ? NULL
+                                : jobs_length_refused(job->js, job->max_file_size, (uint64_t)size,
+                                                      announced, msg, sizeof msg);
     if (code)
         job_fail(job, code, msg);
     return code != NULL;
@@ -198,13 +199,12 @@ static void seal_stale(job_t *job, uint64_t now)
 static void job_on_progress_tick(uv_timer_t *t)
 {
     job_t *job = t->data;
-    const hubd_config_t *cfg = job->js->cfg;
     uint64_t now = uv_now(job->js->loop);
-    if (cfg->deadline_ms && job->state != JOB_COMMITTING &&
-        now - job->t_start >= cfg->deadline_ms) {
+    if (job->deadline_ms && job->state != JOB_COMMITTING &&
+        now - job->t_start >= job->deadline_ms) {
         char msg[100];
         snprintf(msg, sizeof msg, "the deadline of %u ms for the whole fetch passed",
-                 cfg->deadline_ms);
+                 job->deadline_ms);
         job_fail(job, "timeout", msg);
         return;
     }
@@ -284,6 +284,8 @@ static void job_activate(job_t *job)
     jobs_mark_active(job);
     uv_timer_start(&job->timer, job_on_progress_tick, PROGRESS_INTERVAL_MS, PROGRESS_INTERVAL_MS);
     job->t_start = uv_now(js->loop);
+    job->max_file_size = js->cfg->max_file_size;
+    job->deadline_ms = js->cfg->deadline_ms;
     pipeline_clock(&job->pipe, job->t_start); /* checkpoints count from now */
     if (job->resume_len || job->resume_ranges)
         start_rehash(job);
@@ -544,7 +546,7 @@ static void xfer_failure(transfer_t *t, const char *code, const char *msg)
         .max_ms = cfg->retry_max_delay_ms,
         .rnd = (uint64_t)random(),
         .elapsed_ms = now - job->t_start,
-        .deadline_ms = cfg->deadline_ms,
+        .deadline_ms = job->deadline_ms,
     };
     retry_out_t out;
     retry_decide(&in, &out);

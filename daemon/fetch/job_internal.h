@@ -201,7 +201,13 @@ struct job {
 
     /* Progress and timing (uv_now milliseconds). */
     uint64_t t_start; /* the request started */
-    uint64_t t_body;  /* the last body byte arrived */
+    /* The limits a reload could lower, as they were when it went active:
+     * a SIGHUP applies them to downloads that start after it, never kills
+     * one already running (a lowered max_file_size would fail it at its
+     * next body byte, a shorter deadline at its next tick). */
+    uint64_t max_file_size;
+    unsigned deadline_ms;
+    uint64_t t_body; /* the last body byte arrived */
     uv_timer_t timer;
     uint64_t last_done;
     uint64_t rate;
@@ -316,10 +322,10 @@ void jobs_evict_run(jobs_t *js, const char *keep, int force);
 /* The cache's file system's size, for jobs_length_refused: at start-up
  * (the loop does not run yet), then from each eviction run. */
 void jobs_fs_size_init(jobs_t *js);
-/* disposition_length against max_file_size, the file system's size and
- * the floor kept free there: NULL, or the code with msg set. No I/O: the
- * loop judges a length the moment a head announces it. */
-const char *jobs_length_refused(const jobs_t *js, uint64_t length, int announced, char *msg,
-                                size_t len);
+/* disposition_length against max_file_size (the job's: job_t), the file
+ * system's size and the floor kept free there: NULL, or the code with msg
+ * set. No I/O: the loop judges a length the moment a head announces it. */
+const char *jobs_length_refused(const jobs_t *js, uint64_t max_file_size, uint64_t length,
+                                int announced, char *msg, size_t len);
 
 #endif

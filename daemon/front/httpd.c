@@ -64,7 +64,7 @@ static void refuse(hconn_t *c, int status, const char *code, const char *msg)
 }
 
 /* A user the front does not serve: why, and who decides. */
-static void refuse_unknown_user(hconn_t *c)
+void hconn_refuse_unknown_user(hconn_t *c)
 {
     const principal_acl_t *acl = c->srv->d.acl;
     char msg[300];
@@ -111,7 +111,7 @@ static void after_peer(uv_work_t *w, int status)
                "this connection comes from hubd itself: the HTTP front never serves hubd's own "
                "fetches");
     } else if (!principal_may_use_front(h->d.acl, &c->who)) {
-        refuse_unknown_user(c);
+        hconn_refuse_unknown_user(c);
     } else if (uid_conns(h, c->who.uid) >= HTTPD_MAX_CONNS_PER_UID) {
         char msg[160];
         snprintf(msg, sizeof msg, "uid %u has %d connections to the HTTP front already",

@@ -181,6 +181,9 @@ void hconn_read_start(hconn_t *c, unsigned ms);
 void hconn_send(hconn_t *c);
 /* The one close path: idempotent, safe inside any callback. */
 void hconn_close(hconn_t *c);
+/* c's user is not one the front serves (principal_may_use_front): the
+ * refusal (403 permission_denied, the reason) answers its request. */
+void hconn_refuse_unknown_user(hconn_t *c);
 /* body_limit grew: sending goes on if it had caught up. */
 void hconn_more_body(hconn_t *c);
 /* A pool item of c's is back (c->item_out was set): 1 when c is closing

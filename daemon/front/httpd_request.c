@@ -255,6 +255,11 @@ static void hreq_handle(hconn_t *c)
 {
     hreq_t *r = &c->req;
     c->keep_alive = llhttp_should_keep_alive(&c->parser) && (!r->has_body || r->body_done);
+    /* The user was judged when the connection came; a reload since may
+     * have taken it out of allow_users or allow_groups (or the socket's
+     * group): a kept-alive connection must not keep what a new one loses. */
+    if (!c->refuse_status && !principal_may_use_front(c->srv->d.acl, &c->who))
+        hconn_refuse_unknown_user(c);
     if (c->refuse_status) {
         hanswer_text(c, c->refuse_status, c->refuse_code, c->refuse_msg, 1);
         return;

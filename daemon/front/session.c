@@ -15,7 +15,9 @@
 #define DRAIN_MS 1000            /* shutdown: time a client gets to read its replies */
 #define MAX_DISCARDED (1u << 20) /* bytes of one overlong line before the client is cut off */
 #define MAX_LONG_LINES 16        /* overlong lines a session may send */
-#define LINE_PAUSE 2             /* on_line: parsing stops here (backpressure), not closing */
+#define NOT_ALLOWED_MSG                                                                            \
+    "this hubd serves only the users and groups it is configured for (allow_users, allow_groups)"
+#define LINE_PAUSE 2 /* on_line: parsing stops here (backpressure), not closing */
 
 static void session_close(void *arg);
 
@@ -104,6 +106,15 @@ static int on_line(void *arg, const char *line, size_t len, int err)
     }
     if (!s->announced)
         announce(s, &m);
+    if (!principal_may_connect(&s->srv->acl, &s->who)) {
+        /* allow_users or allow_groups changed by a reload since the session
+         * was accepted: a revoked user's open session must not keep the
+         * access a new one is refused. What it asked before goes on. */
+        const char *id = proto_get(&m, "id");
+        reply_err(&s->t, id && verbs_valid_id(id) ? id : NULL, "permission_denied",
+                  NOT_ALLOWED_MSG);
+        return line_result(s);
+    }
     verbs_dispatch(s, &m, session_is_admin(s)); /* the lists of now: a reload applies */
     return line_result(s);
 }
@@ -260,9 +271,7 @@ static void on_connection(void *arg, listener_t *l)
     if (!principal_may_connect(&srv->acl, &s->who)) {
         log_warn("session pid %d uid %d: refused (not in allow_users or allow_groups)",
                  (int)s->who.pid, (int)s->who.uid);
-        reply_err(&s->t, NULL, "permission_denied",
-                  "this hubd serves only the users and groups "
-                  "it is configured for (allow_users, allow_groups)");
+        reply_err(&s->t, NULL, "permission_denied", NOT_ALLOWED_MSG);
         session_drain(s);
         return;
     }

@@ -246,6 +246,15 @@ static void conn_arm_response_timer(http_conn_t *conn, unsigned ms)
     timer_arm(conn, ms);
 }
 
+/* Made before the CA bundle was last reloaded: its server was verified
+ * against a bundle no longer in force (a CA taken out of it must not stay
+ * trusted on the connections it let in), so it serves no other request. */
+static int conn_outdated(const http_conn_t *conn)
+{
+    const http_client_t *c = conn->client;
+    return c->tls && conn->tls_generation != tls_ctx_generation(c->tls);
+}
+
 /* Keep-alive: back to the pool with a fresh parser, the oldest idle
  * connection closed if the pool is full. */
 static void conn_make_idle(http_conn_t *conn)
@@ -273,6 +282,7 @@ static http_conn_t *conn_new(http_client_t *c, const char *key)
     c->nconns++;
     conn->client = c;
     pool_entry_init(&conn->pooled, key);
+    conn->tls_generation = c->tls ? tls_ctx_generation(c->tls) : 0;
     uv_timer_init(c->loop, &conn->timer);
     conn->timer.data = conn;
     llhttp_init(&conn->parser, HTTP_RESPONSE, &c->settings);
@@ -293,7 +303,7 @@ static void conn_message_done(http_conn_t *conn, int keep)
     /* Bytes beyond the response, or a write still out, mean a connection
      * that is not reused (a confused server, or a half-sent request). */
     if (keep && stream_reusable(conn->stream) && llhttp_should_keep_alive(&conn->parser) &&
-        !conn->client->closing)
+        !conn->client->closing && !conn_outdated(conn))
         conn_make_idle(conn);
     else
         conn_close(conn);
@@ -597,7 +607,10 @@ int http_request_opts(http_client_t *c, const url_t *u, const http_req_opts_t *o
                  u->host, px->label);
         req_finish(req, "forbidden", msg);
     } else {
-        pool_entry_t *e = pool_take(&c->idle, req->key); /* most recently used first */
+        pool_entry_t *e; /* most recently used first */
+        while ((e = pool_take(&c->idle, req->key)) &&
+               conn_outdated(list_entry(e, http_conn_t, pooled)))
+            conn_close(list_entry(e, http_conn_t, pooled));
         if (e)
             conn_start_request(list_entry(e, http_conn_t, pooled), req);
         else

@@ -47,11 +47,12 @@ struct http_conn {
     stream_t *stream;        /* once connected; owned */
     unsigned closes_pending; /* close callbacks of the timer, connector, stream to come */
     llhttp_t parser;
-    http_req_t *req;       /* the request this connection serves, or NULL */
-    buf_t *rbuf;           /* the read buffer being parsed (the stream's reference) */
-    int in_execute;        /* inside llhttp_execute: defer teardown */
-    int reused;            /* came from the pool: may be stale */
-    const char *fail_code; /* set by a parser callback that stopped the parse */
+    http_req_t *req;         /* the request this connection serves, or NULL */
+    buf_t *rbuf;             /* the read buffer being parsed (the stream's reference) */
+    int in_execute;          /* inside llhttp_execute: defer teardown */
+    int reused;              /* came from the pool: may be stale */
+    unsigned tls_generation; /* the CA bundle's when made (tls_ctx_generation) */
+    const char *fail_code;   /* set by a parser callback that stopped the parse */
     const char *fail_msg;
 };
 

@@ -44,6 +44,7 @@ struct tls_ctx {
     char bundle[300];            /* what was loaded, for messages: "FILE", "PATH" or both */
     session_slot_t slots[TLS_SESSION_SLOTS];
     unsigned long tick;
+    unsigned generation; /* CA reloads so far (tls_ctx_generation) */
 };
 
 struct tls_conn {
@@ -62,6 +63,7 @@ struct tls_conn {
     int offered;     /* a cached session was offered */
     long long offered_start; /* its creation time: kept by a resumption */
     int resumed;
+    unsigned generation; /* ctx's when made: an older one's session is not kept */
 };
 
 /* ---- errors --------------------------------------------------------- */
@@ -268,11 +270,25 @@ static session_slot_t *slot_find(tls_ctx_t *ctx, const char *origin)
     return NULL;
 }
 
+/* Every remembered session goes (a CA reload, the end). */
+static void sessions_forget(tls_ctx_t *ctx)
+{
+    for (int i = 0; i < TLS_SESSION_SLOTS; i++) {
+        if (ctx->slots[i].origin) {
+            free(ctx->slots[i].origin);
+            ctx->slots[i].origin = NULL;
+            mbedtls_ssl_session_free(&ctx->slots[i].session);
+        }
+    }
+}
+
 /* Keeps the session of a completed handshake for the next connection to the
  * same origin (session ticket or session id, whichever the server gave). */
 static void session_store(tls_conn_t *c)
 {
     tls_ctx_t *ctx = c->ctx;
+    if (c->generation != ctx->generation) /* verified (or resumed) under the old bundle */
+        return;
     session_slot_t *s = slot_find(ctx, c->origin);
     if (!s) {
         s = &ctx->slots[0];
@@ -326,6 +342,7 @@ int tls_conn_new(tls_ctx_t *ctx, const char *host, const char *origin, tls_conn_
     if (!c)
         return -ENOMEM;
     c->ctx = ctx;
+    c->generation = ctx->generation;
     mbedtls_ssl_init(&c->ssl);
     c->origin = strdup(origin);
     c->host = strdup(host);
@@ -663,19 +680,24 @@ int tls_ctx_reload_ca(tls_ctx_t *ctx, const hubd_config_t *cfg, char *err, size_
     mbedtls_x509_crt_free(&old);
     ctx->have_ca = have;
     memcpy(ctx->bundle, bundle, sizeof bundle);
+    /* A resumed session skips verification: one made under the old bundle
+     * would go on trusting a CA just taken out of it. They go, and the
+     * pools stop reusing the connections made before (tls_ctx_generation). */
+    sessions_forget(ctx);
+    ctx->generation++;
     return 0;
+}
+
+unsigned tls_ctx_generation(const tls_ctx_t *ctx)
+{
+    return ctx->generation;
 }
 
 void tls_ctx_free(tls_ctx_t *ctx)
 {
     if (!ctx)
         return;
-    for (int i = 0; i < TLS_SESSION_SLOTS; i++) {
-        if (ctx->slots[i].origin) {
-            free(ctx->slots[i].origin);
-            mbedtls_ssl_session_free(&ctx->slots[i].session);
-        }
-    }
+    sessions_forget(ctx);
     for (char **h = ctx->insecure_hosts; h && *h; h++)
         free(*h);
     free(ctx->insecure_hosts);

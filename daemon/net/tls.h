@@ -39,6 +39,12 @@ void tls_ctx_free(tls_ctx_t *ctx);
  * not load changes nothing: -EINVAL with err set. Loop thread. */
 int tls_ctx_reload_ca(tls_ctx_t *ctx, const hubd_config_t *cfg, char *err, size_t errlen);
 
+/* How many times the CA bundle was reloaded. The remembered sessions go
+ * with each reload; a connection made before one (the HTTP client's pool
+ * compares) was verified against a bundle no longer in force and is not
+ * used for another request. */
+unsigned tls_ctx_generation(const tls_ctx_t *ctx);
+
 /* A client connection to host (a DNS name, or an IP literal without
  * brackets); origin names its session-cache slot ("https://host:port"). */
 int tls_conn_new(tls_ctx_t *ctx, const char *host, const char *origin, tls_conn_t **out);

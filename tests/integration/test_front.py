@@ -340,6 +340,41 @@ class FrontSecurityTest(FrontTestCase):
         r = self.curl("-i", url)  # root always may
         self.assertEqual(self.head_of(r.stdout)[0], 200)
 
+    def test_a_user_taken_out_by_a_reload_is_refused_on_a_kept_alive_connection(self):
+        # The user was judged when the connection came only: one taken out
+        # of allow_users (and SIGHUP) went on fetching through a kept-alive
+        # connection for as long as it kept sending requests.
+        import signal
+        import sys
+        for name in "ab":
+            self.make_file(name, 1000, seed=ord(name))
+        self.restart_front(allow_users="nobody", socket_mode="0666")
+        code = ("import http.client, sys\n"
+                "c = http.client.HTTPConnection('127.0.0.1', int(sys.argv[1]), timeout=30)\n"
+                "for u in sys.argv[2:]:\n"
+                "    c.request('GET', '/' + u)\n"
+                "    r = c.getresponse()\n"
+                "    r.read()\n"
+                "    print(r.status, r.getheader('X-Hubd-Error'), flush=True)\n"
+                "    sys.stdin.readline()\n")
+        p = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                              sys.executable, "-c", code, str(self.port),
+                              self.origin.url("/files/a"), self.origin.url("/files/b")],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.addCleanup(p.kill)
+        self.assertEqual(p.stdout.readline().split(), ["200", "None"])
+        write_config(self.hubd.config, allow_users="root", socket_mode="0666",
+                     http_listen="127.0.0.1:%d" % self.port)
+        self.hubd.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "configuration reloaded" in self.hubd.read_log(), what="the reload")
+        p.stdin.write("\n")
+        p.stdin.flush()
+        self.assertEqual(p.stdout.readline().split(), ["403", "permission_denied"])
+        p.stdin.write("\n")
+        p.stdin.flush()
+        p.wait(30)
+        self.assertEqual(self.origin.requests_for("/files/b"), 0)
+
     def test_a_head_that_drips_ends_at_http_header_timeout(self):
         self.restart_front(http_header_timeout="1500ms")
         with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:

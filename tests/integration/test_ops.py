@@ -11,7 +11,7 @@ import subprocess
 import time
 import unittest
 
-from harness import (HUBCTL, HUBD, Hubd, HubTestCase, sha256_file, stop_pid, wait_for,
+from harness import (HUBCTL, HUBD, SLOW, Hubd, HubTestCase, sha256_file, stop_pid, wait_for,
                      write_config)
 
 KiB = 1024
@@ -289,6 +289,114 @@ class OpsTest(HubTestCase):
         self.assertEqual(self.stats()["max_cache_size"], MiB)
         self.fetch("c")
 
+
+    def reload(self, **keys):
+        """Rewrites the config (atomically, as an editor saving it does: a
+        half-written file would be read as it is) and sends SIGHUP; waits
+        for the reload to be logged."""
+        before = self.hubd.read_log().count("configuration reloaded")
+        write_config(self.conf + ".new", **keys)
+        os.rename(self.conf + ".new", self.conf)
+        os.kill(self.hubd.proc.pid, signal.SIGHUP)
+        wait_for(lambda: self.hubd.read_log().count("configuration reloaded") > before,
+                 what="the reload")
+
+    def test_a_lowered_limit_spares_the_running_download(self):
+        # A reload that lowers max_file_size and deadline below what a
+        # running download has reached applies to downloads that start after
+        # it: the running one is not failed (it was failed at its next body
+        # byte, too_large, and at its next tick, timeout).
+        base = dict(low_speed_limit="0")
+        self.restart_with(**base)
+        digest = self.make_file("big", 4 * MiB, seed=5)
+        self.make_file("next", 4 * MiB, seed=6)
+        out = os.path.join(self.tmp, "big.out")
+        p = self.hubctl_bg("fetch", "-o", out, self.origin.url("/files/big?bps=1000000"))
+        self.addCleanup(p.kill)
+        wait_for(lambda: self.origin.stats()["bytes"].get("/files/big", 0) > MiB,
+                 timeout=30, what="the download to be under way")
+        self.reload(max_file_size="1M", deadline="1s", **base)
+        _, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(sha256_file(out), digest)
+        self.assertEqual(self.origin.requests_for("/files/big"), 1)
+        # The new limit holds for the next download.
+        r = self.hubctl("fetch", self.origin.url("/files/next"))
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("too_large", r.err)
+
+    def test_a_burst_of_reloads_under_load_fails_no_download(self):
+        # Downloads of every kind in flight (one stream, segmented, with a
+        # credential, many small ones committing), then SIGHUP once and 50
+        # times at once, with settings that change, one that needs a
+        # restart and a file that does not parse between them: every file
+        # comes whole and right, none starts again from byte 0, STATS keeps
+        # answering, and the daemon exits cleanly (under ASan: no
+        # use-after-free of the settings a job reads).
+        base = dict(low_speed_limit="0", segment_min_size="2M", segment_chunk_size="1M",
+                    max_connections_per_download="3")
+        self.restart_with(**base)
+        digests = {n: self.make_file(n, 6 * MiB, seed=i + 1)
+                   for i, n in enumerate(("plain", "seg", "cred"))}
+        smalls = {"s%d" % i: self.make_file("s%d" % i, 3000 + i, seed=100 + i) for i in range(120)}
+        out = {n: os.path.join(self.tmp, n + ".out") for n in digests}
+        u = lambda n, q="": self.origin.url("/files/%s%s" % (n, q))
+        procs = {
+            "plain": self.hubctl_bg("fetch", "-o", out["plain"], u("plain", "?bps=1000000")),
+            "seg": self.hubctl_bg("fetch", "-o", out["seg"], u("seg", "?bps=400000")),
+            "cred": self.hubctl_bg("fetch", "-H", "Authorization: Bearer s3cret", "-o", out["cred"],
+                                   u("cred", "?bps=1000000")),
+        }
+        names = sorted(smalls)
+        for k in range(3):
+            procs["small%d" % k] = self.hubctl_bg("fetch", "--json", *[u(n) for n in names[k::3]])
+        for p in procs.values():
+            self.addCleanup(p.kill)
+        wait_for(lambda: self.origin.stats()["bytes"].get("/files/plain", 0) > 512 * KiB,
+                 timeout=30, what="the downloads to be under way")
+        variants = [dict(max_downloads="1"), dict(max_rate="300K"), dict(max_jobs_per_user="1"),
+                    dict(max_file_size="1M", deadline="1s"), dict(max_cache_size="4M"),
+                    dict(deny_networks="10.0.0.0/8"), dict(allow_users="root"),
+                    dict(segment_chunk_size="2M", max_connections_per_download="1")]
+        pid = self.hubd.proc.pid
+        os.kill(pid, signal.SIGHUP)
+        slowest = 0.0
+        for i in range(50):
+            if i % 9 == 4:
+                with open(self.conf, "w") as f:
+                    f.write("[hubd]\nretries = lots\n")
+            else:
+                write_config(self.conf + ".new", **dict(base, **variants[i % len(variants)]))
+                os.rename(self.conf + ".new", self.conf)
+            os.kill(pid, signal.SIGHUP)
+            time.sleep(0.02)  # some settings stay in force while bytes come
+            if i % 10 == 0:
+                t = time.monotonic()
+                self.stats()
+                slowest = max(slowest, time.monotonic() - t)
+        for _ in range(50):
+            os.kill(pid, signal.SIGHUP)
+        write_config(self.conf, **base)
+        os.kill(pid, signal.SIGHUP)
+        for name, p in procs.items():
+            so, se = p.communicate(timeout=120)
+            self.assertEqual(p.returncode, 0, "%s: %s" % (name, se.decode()))
+            if name.startswith("small"):
+                lines = so.decode().splitlines()  # one JSON object per file
+                self.assertEqual(len(lines), len(names[int(name[-1])::3]))
+                for item in map(json.loads, lines):
+                    self.assertEqual(item["sha256"], smalls[item["url"].rsplit("/", 1)[1]])
+        for name, digest in digests.items():
+            self.assertEqual(sha256_file(out[name]), digest, name)
+            # Never asked again from byte 0: the requests other than the
+            # segments' (ranges from further in) are the first one alone.
+            path = "/files/" + name
+            self.assertEqual(self.origin.requests_for(path) - len(self.origin.resume_starts(path)),
+                             1, name)
+        self.assertLess(slowest, 2.0 * SLOW)
+        log = self.hubd.read_log()
+        self.assertIn("reload refused, settings unchanged", log)
+        self.assertNotIn("restarting", log)
 
 class ServiceTest(HubTestCase):
     """hubd under systemd's protocols, with the real tools: socket activation

@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import random
+import signal
 import socket
 import subprocess
 import time
@@ -344,6 +345,47 @@ class AccessTest(HubTestCase):
         self.restart_with(allow_users="65534")
         r = self.as_nobody("fetch", self.origin.url("/files/a"))
         self.assertEqual(r.returncode, 0, r)
+
+    def test_a_user_taken_out_of_allow_users_is_refused_on_an_open_session(self):
+        # allow_users was checked when a session was accepted only: a user
+        # taken out of it (and SIGHUP) who kept a session open went on
+        # fetching through it for as long as it stayed open.
+        from harness import write_config
+        for name in "ab":
+            self.make_file(name, 1000, seed=ord(name))
+        self.restart_with(allow_users="nobody")
+        code = (
+            "import socket, sys\n"
+            "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+            "buf = b''\n"
+            "def ask(i, u):\n"
+            "    global buf\n"
+            "    s.sendall(b'FETCH id=%d url=%s\\n' % (i, u.encode()))\n"
+            "    while True:\n"
+            "        while b'\\n' not in buf:\n"
+            "            buf += s.recv(65536)\n"
+            "        line, buf = buf.split(b'\\n', 1)\n"
+            "        if line.startswith((b'DONE', b'ERR')):\n"
+            "            return line.decode()\n"
+            "print(ask(1, sys.argv[2]), flush=True)\n"
+            "sys.stdin.readline()\n"
+            "print(ask(2, sys.argv[3]), flush=True)\n")
+        p = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                              "python3", "-c", code, self.hubd.socket,
+                              self.origin.url("/files/a"), self.origin.url("/files/b")],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.addCleanup(p.kill)
+        self.assertTrue(p.stdout.readline().startswith("DONE id=1 "))
+        write_config(os.path.join(self.tmp, "acc.conf"), socket_mode="0666", allow_users="root")
+        self.hubd.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "configuration reloaded" in self.hubd.read_log(), what="the reload")
+        p.stdin.write("\n")
+        p.stdin.flush()
+        line = p.stdout.readline()
+        self.assertTrue(line.startswith("ERR id=2 code=permission_denied "), line)
+        self.assertIn("allow_users", urllib.parse.unquote(line))
+        p.wait(30)
+        self.assertEqual(self.origin.requests_for("/files/b"), 0)
 
     def test_per_user_limits(self):
         self.restart_with(max_requests_per_user="2", max_jobs_per_user="1")

@@ -206,6 +206,50 @@ class BadCertTest(HubTestCase):
         r = self.hubctl("fetch", "https://localhost:%d/files/x.bin" % self.origin_port)
         self.assertEqual(r.rc, 0, r)
 
+    def distrust_after_reuse(self, keepalive):
+        # A CA taken out of the bundle (compromised, or trusted by mistake)
+        # and a reload: the origin it vouched for is refused at once, on a
+        # pooled connection (keepalive) and on a new one that would resume
+        # the TLS session (resumption skips the certificate check). Both
+        # went on trusting it until the daemon restarted.
+        bundle = os.path.join(self.tmp, "bundle.pem")
+        shutil.copy(CERTS.path("ca.crt"), bundle)
+        origin = Origin(self.root, tls=cert("server"), name=".distrust-port")
+        self.addCleanup(origin.stop)
+        self.origin_port = origin.port
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "ca.conf"), ca_file=bundle,
+                            keepalive_timeout=keepalive)
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-distrust"), config=conf)
+        for name in "abc":
+            self.make_file(name, 1000, seed=ord(name))
+        url = "https://localhost:%d/files/" % origin.port
+        for name in "ab":
+            r = self.hubctl("fetch", url + name)
+            self.assertEqual(r.rc, 0, r)
+        st = origin.stats()
+        connects, resumed = st["connections"], st["resumed"]
+        with open(bundle, "w") as f, open(CERTS.path("other-ca.crt")) as o:
+            f.write(o.read())
+        self.hubd.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "configuration reloaded" in self.hubd.read_log(), what="the reload")
+        r = self.hubctl("fetch", url + "c")
+        self.assert_refused_after(r)
+        return connects, resumed
+
+    def assert_refused_after(self, r):
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("tls_verify", r.err)
+        self.assertIn("unknown CA", r.err)
+
+    def test_a_ca_taken_out_is_distrusted_on_pooled_connections(self):
+        connects, _ = self.distrust_after_reuse("30s")
+        self.assertEqual(connects, 1)  # b came on a's connection: the pool was used
+
+    def test_a_ca_taken_out_is_distrusted_on_resumed_sessions(self):
+        _, resumed = self.distrust_after_reuse("0")
+        self.assertEqual(resumed, 1)  # b resumed a's session: resumption was used
+
     def test_expired(self):
         self.assert_refused(self.fetch_with("expired"), "expired")
 

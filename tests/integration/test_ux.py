@@ -9,7 +9,7 @@ import subprocess
 import time
 import unittest
 
-from harness import HUBCTL, HUBD, Hubd, HubTestCase, write_config
+from harness import HUBCTL, HUBD, SLOW, Hubd, HubTestCase, wait_for, write_config
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
@@ -386,6 +386,52 @@ class FreshnessTest(HubTestCase):
         self.assertEqual(json.loads(b.out)["error"]["code"], "hash_mismatch", b)
         out, _ = a.communicate(timeout=30)
         self.assertEqual(json.loads(out)["sha256"], v1)
+
+    def test_a_flood_of_refreshes_shares_the_running_revalidation(self):
+        # Refreshes that come while the URL's revalidation runs join it:
+        # the origin is asked once however many ask (each one that comes
+        # after it ended asks again, as it should: the file may have changed
+        # since), and plain hits of the URL are served meanwhile.
+        v1 = self.make_file("fl.bin", 50000)
+        url = self.origin.url("/files/fl.bin?delay_ms=1500")
+        self.fetch_json(url)
+        first = self.hubctl_bg("fetch", "--json", "--refresh", url)
+        self.addCleanup(first.kill)
+        wait_for(lambda: self.origin.requests_for("/files/fl.bin") == 2, what="the revalidation")
+        flood = [self.hubctl_bg("fetch", "--json", "--refresh", url) for _ in range(40)]
+        for p in flood:
+            self.addCleanup(p.kill)
+        t = time.monotonic()
+        self.assertEqual(self.fetch_json(url)["source"], "hit")  # not held up by the flood
+        self.assertLess(time.monotonic() - t, 1.0 * SLOW)
+        import json
+        for p in [first] + flood:
+            out, err = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 0, err)
+            self.assertEqual((json.loads(out)["sha256"], json.loads(out)["source"]), (v1, "hit"))
+        self.assertEqual(self.origin.requests_for("/files/fl.bin"), 2)  # the download, one 304
+        self.assertEqual(self.stats()["revalidated"], 1)
+
+    def test_a_refresh_joins_a_running_download_and_restarts_nothing(self):
+        # A download others wait on is running: refreshes of its URL join it
+        # (it is fresher than any cached copy) and neither restart nor fail
+        # it; every waiter gets the whole file, asked from the origin once.
+        v1 = self.make_file("run.bin", 2 * 1024 * 1024)
+        url = self.origin.url("/files/run.bin?bps=1000000")
+        other = self.hubctl_bg("fetch", "--json", url)
+        self.addCleanup(other.kill)
+        wait_for(lambda: self.origin.stats()["bytes"].get("/files/run.bin", 0) > 200000,
+                 what="the download to be under way")
+        refreshers = [self.hubctl_bg("fetch", "--json", "--refresh", url) for _ in range(20)]
+        import json
+        for p in [other] + refreshers:
+            self.addCleanup(p.kill)
+            out, err = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 0, err)
+            self.assertEqual(json.loads(out)["sha256"], v1)
+        self.assertEqual(self.origin.requests_for("/files/run.bin"), 1)
+        self.assertEqual(self.origin.resume_starts("/files/run.bin"), [])  # nothing asked again
+        self.assertEqual(self.stats()["attached"], 20)
 
     def test_a_digest_the_cache_has_never_needs_the_network(self):
         v1 = self.make_file("d.bin", 2000)
