@@ -23,8 +23,11 @@ import os
 import socket
 import threading
 import time
+import urllib.error
+import urllib.request
 
-from harness import SLOW, TestCerts, Hubd, HubTestCase, Origin, wait_for, write_config
+from harness import (SLOW, SLOWED, TestCerts, Hubd, HubTestCase, Origin, free_port, wait_for,
+                     write_config)
 
 CERTS = None
 TOKEN = "origin-token-5e1d77"  # an origin credential (hubctl --header)
@@ -272,13 +275,14 @@ class HostileProxyTest(HubTestCase):
         # an HTTP response of its own (or a redirect, or at once without
         # waiting for it). Was "TLS handshake with 127.0.0.1: SSL - An
         # invalid SSL record was received (-0x7200)", no proxy named.
-        redirect = b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/x\r\nContent-Length: 0\r\n\r\n"
+        redirect = (b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/x\r\n"
+                    b"Content-Length: 0\r\n\r\n")
         for answer, eager in ((PLAIN_OK, False), (redirect, False), (PLAIN_OK, True)):
             with self.subTest(answer=answer[:12], eager=eager):
                 def behave(p, conn, rec):
                     if eager:
                         conn.sendall(ESTABLISHED)
-                        time.sleep(0.05)  # its own packet, not bytes after the 200
+                        time.sleep(0.3 * SLOW)  # its own read, not bytes after the 200
                     else:
                         conn.sendall(ESTABLISHED)
                         rec += conn.recv(65536)  # the ClientHello
@@ -289,6 +293,21 @@ class HostileProxyTest(HubTestCase):
                 self.assert_refused(proxy, self.url(self.origin.port), "tls", "not TLS",
                                     'begins "%s"' % answer.split(b"\r\n")[0].decode())
         self.assertEqual(self.origin.requests_for("/files/x.bin"), 0)
+
+    def test_the_record_would_show_a_leak(self):
+        # The check above is not blind: over plain http the request goes
+        # to the proxy in absolute form, the token in it (inherent in http,
+        # the spec promises nothing more), and assert_nothing_readable says
+        # so.
+        def behave(p, conn, rec):
+            conn.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+        proxy = self.start_proxy(behave)
+        self.restart_hubd(proxy)
+        r, res, _ = self.fetch(self.origin.url("/files/x.bin"))
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn(b"Authorization: Bearer " + TOKEN.encode(), proxy.heads[0])
+        with self.assertRaises(AssertionError):
+            self.assert_nothing_readable(proxy)
 
     def test_another_hosts_certificate_is_tls_verify(self):
         # The proxy relays to a real TLS server: one with a valid certificate
@@ -333,6 +352,37 @@ class HostileProxyTest(HubTestCase):
         targets = [h.split(b" ")[1].decode() for h in proxy.heads]
         self.assertIn("127.0.0.1:%d" % self.origin.port, targets)  # the mirror, tunnelled
 
+    def test_http_front_goes_through_the_same_tunnel(self):
+        # The HTTP front's Hugging Face routes ask hf_upstream through the
+        # same dialer: the client's token goes inside TLS or nowhere, and
+        # the front's error names the proxy.
+        def behave(p, conn, rec):
+            conn.sendall(ESTABLISHED)
+            rec += conn.recv(65536)
+            conn.sendall(PLAIN_OK)
+            p.drain(conn, rec)
+        proxy = self.start_proxy(behave)
+        port = free_port()
+        self.restart_hubd(proxy, http_listen="127.0.0.1:%d" % port,
+                          hf_upstream="https://127.0.0.1:%d" % self.origin.port)
+        for path in ("/hf/api/models/org/model/revision/main",
+                     "/hf/org/model/resolve/main/config.json"):
+            with self.subTest(path=path):
+                req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
+                                             headers={"Authorization": "Bearer " + TOKEN})
+                with self.assertRaises(urllib.error.HTTPError) as cm:
+                    urllib.request.urlopen(req, timeout=30)
+                body = cm.exception.read().decode(errors="replace")
+                self.assertEqual(cm.exception.code, 502, body)
+                self.assertEqual(cm.exception.headers["X-Hubd-Error"], "tls")
+                self.assertIn("through the proxy " + proxy.url, body)
+                self.assertIn('not TLS but begins "HTTP/1.1 200 OK"', body)
+                self.assertNotIn("proxy bytes", body)
+        self.assertEqual(self.hubd.blob_files(), [])
+        self.assert_nothing_readable(proxy)
+        targets = [h.split(b" ")[1].decode() for h in proxy.heads]
+        self.assertIn("127.0.0.1:%d" % self.origin.port, targets)
+
     # ---- the answer to CONNECT itself ----------------------------------------
 
     def test_malformed_answers_to_connect(self):
@@ -362,7 +412,8 @@ class HostileProxyTest(HubTestCase):
              "proxy", ("more than 16 KiB of headers",)),
             ("endless 1xx", send(b"HTTP/1.1 100 Continue\r\n\r\n" * 2000), "proxy",
              ("more than 16 KiB of headers",)),
-            ("407", send(b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n"),
+            ("407", send(b"HTTP/1.1 407 Proxy Authentication Required\r\n"
+                         b"Content-Length: 0\r\n\r\n"),
              "proxy_auth", ("wants a user and password (407",)),
             ("403", send(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n"),
              "proxy_refused", ("refused the tunnel: 403 Forbidden",)),
@@ -374,7 +425,8 @@ class HostileProxyTest(HubTestCase):
              ("did not open the tunnel: 302 Found",)),
             ("closed at once", send(b"", then_drain=False), "proxy",
              ("closed the connection (end of stream) before answering CONNECT",)),
-            ("not HTTP", send(b"SSH-2.0-OpenSSH_9.6\r\n\r\n"), "proxy", ("bad answer from the proxy",)),
+            ("not HTTP", send(b"SSH-2.0-OpenSSH_9.6\r\n\r\n"), "proxy",
+             ("bad answer from the proxy",)),
         )
         for name, behave, code, words in cases:
             with self.subTest(name):
@@ -468,6 +520,54 @@ class HostileProxyTest(HubTestCase):
         self.assertIn("the proxy %s did not answer CONNECT" % proxy.url, res["error"]["message"])
         self.assertEqual(self.hubd.blob_files(), [r.out.strip()])
         self.assert_nothing_readable(proxy)
+
+    def test_endless_tls_noise_after_200_is_bounded(self):
+        # After its 200 the proxy sends TLS warning alerts as fast as it can
+        # (mbedTLS reads past each one): the connect timeout (3s) ends the
+        # handshake, hubd's memory stays flat (each record is consumed as it
+        # comes), and a direct fetch is served meanwhile.
+        alerts = bytes([21, 3, 3, 0, 2, 1, 112]) * 9362  # warning: unrecognized_name
+        sent = []
+
+        def behave(p, conn, rec):
+            conn.sendall(ESTABLISHED)
+            rec += conn.recv(65536)
+            n = 0
+            try:
+                while not p.stopped.is_set() and n < (4 << 30):
+                    conn.sendall(alerts)
+                    n += len(alerts)
+            except OSError:
+                pass
+            sent.append(n)
+        proxy = self.start_proxy(behave)
+        self.restart_hubd(proxy, connect_timeout="3s", no_proxy="localhost")
+        self.make_file("d.bin", 50000)
+        hwm0 = vm_kib(self.hubd.proc.pid, "VmHWM")
+        noisy = self.hubctl_bg("fetch", "--json", self.url(self.origin.port))
+        self.addCleanup(lambda: noisy.poll() is None and noisy.kill())
+        wait_for(lambda: proxy.heads, what="the CONNECT")
+        r = self.hubctl("fetch", "http://localhost:%d/files/d.bin" % self.origin.port)
+        self.assertEqual(r.rc, 0, r)
+        out, _ = noisy.communicate(timeout=30 * SLOW)
+        res = json.loads(out)
+        self.assertEqual(res["error"]["code"], "timeout", res)
+        self.assertIn("through the proxy %s: TLS handshake with" % proxy.url,
+                      res["error"]["message"])
+        wait_for(lambda: sent, what="the proxy to see the end")
+        self.assertGreater(sent[0], 16 << 20)  # it did flood
+        if not SLOWED:
+            grew = vm_kib(self.hubd.proc.pid, "VmHWM") - hwm0
+            self.assertLess(grew, 16 * 1024, "hubd's peak RSS grew by %d KiB" % grew)
+
+
+def vm_kib(pid, field):
+    """A /proc/PID/status figure, in KiB."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError("no %s for pid %d" % (field, pid))
 
 
 if __name__ == "__main__":
