@@ -137,10 +137,11 @@ class HostileProxy:
             rec += chunk
 
     @staticmethod
-    def relay(conn, rec, port, upstream_limit=None):
+    def relay(conn, rec, port, upstream_limit=None, inject=None):
         """Passes the tunnel through to 127.0.0.1:port, recording what the
         client sends; upstream_limit: close after that many bytes from the
-        server (a cut mid-handshake)."""
+        server (a cut); inject: (offset, bytes) put into the server's
+        stream at that offset."""
         up = socket.create_connection(("127.0.0.1", port), timeout=30)
         done = threading.Event()
 
@@ -151,6 +152,10 @@ class HostileProxy:
                     chunk = up.recv(65536)
                     if not chunk:
                         break
+                    if inject and sent <= inject[0] < sent + len(chunk):
+                        k = inject[0] - sent
+                        chunk = chunk[:k] + inject[1] + chunk[k:]
+                        sent -= len(inject[1])
                     if upstream_limit is not None:
                         chunk = chunk[:upstream_limit - sent]
                     conn.sendall(chunk)
@@ -249,6 +254,7 @@ class HostileProxyTest(HubTestCase):
         self.assertIn(proxy.address, msg)
         for w in words:
             self.assertIn(w, msg)
+        self.assertFalse([ch for ch in msg if ord(ch) < 0x20 or ord(ch) == 0x7f], msg)
         self.assertLess(elapsed, within * SLOW, res)
         self.assertEqual(self.hubd.blob_files(), [])
         self.assert_nothing_readable(proxy)
@@ -423,6 +429,10 @@ class HostileProxyTest(HubTestCase):
             ("302", send(b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:8/login\r\n"
                          b"Content-Length: 0\r\n\r\n"), "proxy",
              ("did not open the tunnel: 302 Found",)),
+            # the proxy's words are quoted, its terminal escapes are not
+            ("escapes in the reason", send(b"HTTP/1.1 403 \x1b[2J\x1b]0;pwned\x07Forbidden\r\n"
+                                           b"Content-Length: 0\r\n\r\n"),
+             "proxy_refused", ("403 ?[2J?]0;pwned?Forbidden",)),
             ("closed at once", send(b"", then_drain=False), "proxy",
              ("closed the connection (end of stream) before answering CONNECT",)),
             ("not HTTP", send(b"SSH-2.0-OpenSSH_9.6\r\n\r\n"), "proxy",
@@ -494,6 +504,27 @@ class HostileProxyTest(HubTestCase):
         self.restart_hubd(proxy)
         self.assert_refused(proxy, self.url(origin.port), "tls",
                             "closed the connection during the TLS handshake")
+
+    def test_tampering_after_the_handshake_fails_and_stores_nothing(self):
+        # The tunnel works, the response is under way (100000 bytes), then
+        # the proxy cuts it or puts bytes of its own into it: a record, or
+        # plain text. Neither is taken as the body's: truncated, nothing
+        # in the cache.
+        origin = self.start_tls_origin("server")
+        for name, kw in (("cut", {"upstream_limit": 40000}),
+                         ("a record", {"inject": (40000, bytes([23, 3, 3, 0, 16]) + b"x" * 16)}),
+                         ("plain text", {"inject": (40000, b"HTTP/1.1 200 OK\r\n\r\nEVIL")})):
+            with self.subTest(name):
+                def behave(p, conn, rec):
+                    conn.sendall(ESTABLISHED)
+                    p.relay(conn, rec, origin.port, **kw)
+                proxy = self.start_proxy(behave)
+                self.restart_hubd(proxy)
+                r, res, _ = self.fetch(self.url(origin.port))
+                self.assertEqual(r.rc, 1, r)
+                self.assertEqual(res["error"]["code"], "truncated", res)
+                self.assertEqual(self.hubd.blob_files(), [])
+                self.assert_nothing_readable(proxy)
 
     def test_dribbled_answer_is_bounded_and_others_are_served(self):
         # The answer's header comes a line every 100 ms, forever: the
