@@ -120,6 +120,21 @@ static const stream_cbs_t dial_cbs = {
     .on_write_error = dial_on_write_error,
 };
 
+/* A failure of the TLS handshake. Through a tunnel the proxy chose what
+ * answered (its own certificate, if it intercepts; its own plain answer,
+ * if it does not pass the tunnel through): the message names it first, so
+ * that no cut of the message loses it. */
+static void dial_tls_fail(dialer_t *d, const char *code, const char *msg)
+{
+    if (!d->proxy) {
+        dial_finish(d, code, msg);
+        return;
+    }
+    char m[1024];
+    snprintf(m, sizeof m, "through the proxy %s: %s", d->proxy->label, msg);
+    dial_finish(d, code, m);
+}
+
 static void on_timeout(uv_timer_t *t)
 {
     dialer_t *d = t->data;
@@ -130,15 +145,19 @@ static void on_timeout(uv_timer_t *t)
         dial_finish(d, "proxy", msg);
     } else if (d->state == DIAL_TLS) {
         snprintf(msg, sizeof msg, "TLS handshake with %s timed out", d->origin);
-        dial_finish(d, "timeout", msg);
+        dial_tls_fail(d, "timeout", msg);
     }
 }
 
 static void on_handshake(stream_t *s, const char *code, const char *msg)
 {
     dialer_t *d = s->data;
-    if (d->state == DIAL_TLS)
-        dial_finish(d, code, msg);
+    if (d->state != DIAL_TLS)
+        return;
+    if (code)
+        dial_tls_fail(d, code, msg);
+    else
+        dial_finish(d, NULL, NULL);
 }
 
 static void step_tls(dialer_t *d)

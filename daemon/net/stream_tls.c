@@ -172,8 +172,10 @@ static void inner_on_read(stream_t *inner, ssize_t n, buf_t *buf, const char *p)
     stream_tls_t *st = inner->data;
     if (st->handshaking) {
         if (n < 0) {
-            st->hs_cb(&st->base, "tls",
-                      "the server closed the connection during the TLS handshake");
+            char msg[400];
+            snprintf(msg, sizeof msg, "%s closed the connection during the TLS handshake (%s)",
+                     st->origin, n == UV_EOF ? "end of stream" : uv_strerror((int)n));
+            st->hs_cb(&st->base, "tls", msg);
             return;
         }
         tls_conn_input_commit(st->tls, (size_t)n);

@@ -113,8 +113,12 @@ static void open_answered(stream_tunnel_t *t, size_t beyond)
         open_fail(t, "proxy_refused", "the proxy %s refused the tunnel: %s (CONNECT %s)", what);
         return;
     }
-    if (status < 200 || status > 299) {
-        open_fail(t, "proxy", "the proxy %s refused the tunnel: %s (CONNECT %s)", what);
+    if (status >= 500) { /* not a refusal: its upstream, its load; may pass */
+        open_fail(t, "proxy", "the proxy %s failed to open the tunnel: %s (CONNECT %s)", what);
+        return;
+    }
+    if (status < 200 || status > 299) { /* 101, a 3xx (a portal's redirect): no tunnel */
+        open_fail(t, "proxy", "the proxy %s did not open the tunnel: %s (CONNECT %s)", what);
         return;
     }
     if (beyond) { /* the origin speaks only after our TLS ClientHello */

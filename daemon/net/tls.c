@@ -64,6 +64,8 @@ struct tls_conn {
     long long offered_start; /* its creation time: kept by a resumption */
     int resumed;
     unsigned generation; /* ctx's when made: an older one's session is not kept */
+    char first[48];      /* the server's first bytes, to say what answered if not TLS */
+    size_t first_len;
 };
 
 /* ---- errors --------------------------------------------------------- */
@@ -154,6 +156,11 @@ int tls_conn_input_space(tls_conn_t *c, char **p, size_t *room)
 
 void tls_conn_input_commit(tls_conn_t *c, size_t n)
 {
+    size_t k = sizeof c->first - c->first_len;
+    if (k > n)
+        k = n;
+    memcpy(c->first + c->first_len, c->in + c->in_end, k);
+    c->first_len += k;
     c->in_end += n;
 }
 
@@ -389,6 +396,27 @@ void tls_conn_free(tls_conn_t *c)
     free(c);
 }
 
+/* A handshake that failed on bytes that are no TLS record at all (its
+ * first byte is no record type, 20 to 23): say what answered, in its own
+ * words ("HTTP/1.1 200 OK"), rather than mbedTLS's "invalid SSL record".
+ * A plain http server on the port, or a proxy that answered in its place
+ * instead of passing the tunnel through. */
+static int not_tls(const tls_conn_t *c, char *msg, size_t msglen)
+{
+    if (!c->first_len || (c->first[0] >= 20 && c->first[0] <= 23))
+        return 0;
+    char begins[sizeof c->first + 1];
+    size_t n = 0;
+    for (; n < c->first_len && c->first[n] != '\r' && c->first[n] != '\n'; n++)
+        begins[n] = c->first[n] >= 0x20 && c->first[n] < 0x7f ? c->first[n] : '?';
+    begins[n] = '\0';
+    snprintf(msg, msglen,
+             "TLS handshake with %s: the answer is not TLS but begins \"%s\" (plain HTTP on a "
+             "TLS port, or a proxy answering itself instead of passing the tunnel through)",
+             c->host, begins);
+    return 1;
+}
+
 int tls_conn_handshake(tls_conn_t *c, const char **code, char *msg, size_t msglen)
 {
     int rc = mbedtls_ssl_handshake(&c->ssl);
@@ -425,6 +453,8 @@ int tls_conn_handshake(tls_conn_t *c, const char **code, char *msg, size_t msgle
         return -1;
     }
     *code = "tls";
+    if (not_tls(c, msg, msglen))
+        return -1;
     char what[300];
     snprintf(what, sizeof what, "TLS handshake with %s", c->host);
     mbed_msg(rc, what, msg, msglen);

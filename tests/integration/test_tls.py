@@ -150,6 +150,23 @@ class TLSTest(HubTestCase):
         self.assertEqual(sha256_file(r.out.strip()), digest)
 
 
+class PlainAnswerTest(HubTestCase):
+    def test_plain_http_on_the_port_is_named(self):
+        # https:// to a plain http server: its answer to the ClientHello is
+        # quoted (issue 25.5), not mbedTLS's "invalid SSL record".
+        self.make_file("p.bin", 1000)
+        url = "https://127.0.0.1:%d/files/p.bin" % self.origin.port
+        r = self.hubctl("fetch", "--json", url)
+        self.assertEqual(r.rc, 1, r)
+        err = json.loads(r.out)["error"]
+        self.assertEqual(err["code"], "tls", err)
+        # (Python's http.server answers a bad request line as HTTP/0.9: a
+        # page, no status line.)
+        self.assertIn('127.0.0.1: the answer is not TLS but begins "<!DOCTYPE HTML>" (plain HTTP',
+                      err["message"])
+        self.assertEqual(self.hubd.blob_files(), [])
+
+
 class BadCertTest(HubTestCase):
     """Each bad certificate fails with its reason and stores nothing."""
 

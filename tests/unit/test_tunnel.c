@@ -216,7 +216,27 @@ START_TEST(tunnel_5xx_is_proxy_with_the_status)
     answer(f, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n", (size_t)_i);
     ck_assert_int_eq(op.calls, 1);
     ck_assert_str_eq(op.code, "proxy");
-    ck_assert_ptr_nonnull(strstr(op.msg, "refused the tunnel: 502 Bad Gateway"));
+    ck_assert_ptr_nonnull(strstr(op.msg, "failed to open the tunnel: 502 Bad Gateway"));
+    ck_assert_ptr_null(strstr(op.msg, "refused")); /* no rule said no: it may pass */
+    finish();
+}
+END_TEST
+
+/* Neither 2xx nor an error: a 101, a 3xx (a captive portal's redirect).
+ * No tunnel, said as such, not as a refusal; proxy, transient. */
+START_TEST(tunnel_other_status_is_proxy_not_opened)
+{
+    static const char *const answers[] = {
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n",
+        "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:8/login\r\nContent-Length: 0\r\n\r\n",
+    };
+    static const char *const said[] = {"101 Switching Protocols", "302 Found"};
+    fake_stream_t *f = start(NULL);
+    answer(f, answers[_i], 0);
+    ck_assert_int_eq(op.calls, 1);
+    ck_assert_str_eq(op.code, "proxy");
+    ck_assert_ptr_nonnull(strstr(op.msg, "did not open the tunnel: "));
+    ck_assert_ptr_nonnull(strstr(op.msg, said[_i]));
     finish();
 }
 END_TEST
@@ -315,6 +335,7 @@ int main(void)
     tcase_add_loop_test(tc, tunnel_407_is_proxy_auth, 0, 60);
     tcase_add_loop_test(tc, tunnel_refused_is_proxy_refused_with_the_status, 0, 30);
     tcase_add_loop_test(tc, tunnel_5xx_is_proxy_with_the_status, 0, 30);
+    tcase_add_loop_test(tc, tunnel_other_status_is_proxy_not_opened, 0, 2);
     tcase_add_test(tc, tunnel_end_before_the_answer_is_proxy);
     tcase_add_test(tc, tunnel_bytes_after_the_answer_are_refused);
     tcase_add_test(tc, tunnel_endless_headers_are_cut);
