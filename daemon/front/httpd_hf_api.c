@@ -23,8 +23,12 @@
  * Bounds: the client's body at most HTTPD_BODY_MAX (httpd_request.c), the
  * Hub's answer at most HF_API_BODY_MAX (a larger one is a 502), and each
  * request counts as one of its uid's waiting requests
- * (max_requests_per_user), as a download does: what one user can make the
- * daemon hold is bounded. The JSON is parsed and written back in a libuv
+ * (max_requests_per_user), as a download does. The answer is held in
+ * memory until its last byte is sent, as slowly as the client reads (up to
+ * HTTPD_SEND_TIMEOUT_MS): a uid has at most HF_API_PER_UID requests asked
+ * or being answered (more get a 429), so what one user can make the daemon
+ * hold is HF_API_PER_UID answers, not one per connection (64 slow readers
+ * of a 15 MiB answer held 1.2 GB). The JSON is parsed and written back in a libuv
  * pool item: a tree page of several MB is never parsed on the loop.
  *
  * A route of the front's table (hroute_hf_api): a request's state is its
@@ -40,6 +44,7 @@
 #include <string.h>
 
 #define HF_API_BODY_MAX (16u << 20) /* the Hub's answer, bytes */
+#define HF_API_PER_UID 4            /* a uid's API requests asked or being answered */
 
 /* The Hub's headers an API request keeps (the HTTP client knows none of
  * them), by their index in hub_wanted: its errors, the commit, and Link
@@ -318,6 +323,22 @@ static int api_unread_body(hconn_t *c)
     return 1;
 }
 
+/* The API requests of c's uid other than c asked of the Hub or being
+ * answered: each may hold an answer of HF_API_BODY_MAX until its client
+ * has read it. The count is the connections' own (an answer stays in
+ * c->out until sent, after the request's quota count has ended). */
+static unsigned api_open_of_uid(const hconn_t *c)
+{
+    const list_t *conns = &c->srv->conns;
+    unsigned n = 0;
+    for (list_node_t *x = list_first(conns); x; x = list_next(conns, x)) {
+        const hconn_t *o = list_entry(x, hconn_t, node);
+        n += o != c && o->route == &hroute_hf_api && o->who.uid == c->who.uid &&
+             (o->state == HC_FETCH || o->state == HC_SEND);
+    }
+    return n;
+}
+
 /* hroute_t.handle: the route's checks, then the question to the Hub. */
 static void api_handle(hconn_t *c, void *mem)
 {
@@ -344,6 +365,15 @@ static void api_handle(hconn_t *c, void *mem)
         r->allow = post ? "POST" : "GET";
         hanswer_text(c, 405, "bad_request",
                      post ? "paths-info is asked with POST" : "the Hub's API is asked with GET", 0);
+        return;
+    }
+    if (api_open_of_uid(c) >= HF_API_PER_UID) {
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "uid %u has %d requests to the Hub's API open already (asked or being read)",
+                 (unsigned)c->who.uid, HF_API_PER_UID);
+        log_info("http front uid %u: %s: refused (429)", (unsigned)c->who.uid, r->target);
+        hanswer_text(c, 429, "too_many_requests", msg, 0);
         return;
     }
     hf_api_t *a = calloc(1, sizeof *a);

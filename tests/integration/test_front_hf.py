@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import shutil
+import socket
 import subprocess
 import threading
 import unittest
@@ -422,6 +423,54 @@ class HfTest(HubTestCase):
             self.assertIn(b"16 MiB", body)
             st, h, body = request(self.hf + "/api/models/org/page")
             self.assertEqual((st, body), (200, page), under)
+
+    def test_api_answers_held_for_slow_readers_are_bounded_per_uid(self):
+        # An API answer is held in memory until its client has read it. A
+        # uid's slow readers hold at most 4 (issue 25.5: before, one each
+        # of its 64 connections: 64 readers of a 15 MiB answer held 1.2 GB
+        # of hubd's RSS; after, 159 MB). The 5th gets a 429 at once, a slot
+        # frees when a reader goes, and another uid is not held up.
+        root = os.path.join(self.tmp, "big")
+        os.makedirs(os.path.join(root, "api", "models", "org"))
+        with open(os.path.join(root, "api", "models", "org", "page"), "wb") as f:
+            f.write(b"x" * (4 * 1024 * 1024))
+        from harness import Origin
+        origin = Origin(root)
+        self.addCleanup(origin.stop)
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "slow.conf"), socket_mode="0666",
+                            http_listen="127.0.0.1:%d" % self.port, hf_upstream=origin.base + "/files")
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-slow"), config=conf)
+        ask = b"GET /hf/api/models/org/page HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % self.port
+
+        def reader():
+            """A connection that asked and reads no further than the status line."""
+            s = socket.socket()
+            self.addCleanup(s.close)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.settimeout(30)
+            s.connect(("127.0.0.1", self.port))
+            s.sendall(ask)
+            head = b""
+            while b"\r\n\r\n" not in head and len(head) < 4096:
+                b = s.recv(1)
+                if not b:
+                    break
+                head += b
+            return s, int(head.split()[1]), head
+
+        held = [reader() for _ in range(4)]
+        self.assertEqual([st for _, st, _ in held], [200] * 4)
+        for _ in range(3):
+            _, st, head = reader()
+            self.assertEqual(st, 429, head)
+            self.assertIn(b"X-Hubd-Error: too_many_requests", head)
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "curl",
+                            "-sS", "--max-time", "60", "-o", "/dev/null", "-w", "%{http_code}",
+                            self.hf + "/api/models/org/page"], capture_output=True, timeout=90)
+        self.assertEqual(r.stdout, b"200", r)
+        held[0][0].close()
+        wait_for(lambda: reader()[1] == 200, timeout=10, what="a freed slot")
 
     def test_huggingface_js_snapshot_and_list_through_the_front(self):
         work = os.path.join(self.tmp, "snap")
