@@ -13,7 +13,8 @@ import time
 import unittest
 import urllib.request
 
-from harness import free_port, HubTestCase, Hubd, sha256_file, wait_for, write_config
+from harness import (free_port, HubTestCase, Hubd, ipv6_loopback_works, sha256_file, wait_for,
+                     write_config)
 
 
 def read_bytes(path):
@@ -339,6 +340,48 @@ class FrontSecurityTest(FrontTestCase):
         self.assertIn("http front uid 65534: refused", self.hubd.read_log())
         r = self.curl("-i", url)  # root always may
         self.assertEqual(self.head_of(r.stdout)[0], 200)
+
+    def test_the_peer_is_found_over_ipv6_and_any_127_source(self):
+        # The same user over each way in: 127.0.0.1, another 127/8 source
+        # address (curl --interface), a listener on 127.0.0.5, and ::1.
+        # nobody is refused by allow_users=root and logged as uid 65534,
+        # root is served: never root's or hubd's uid for nobody's
+        # connection (issue 25.5: pinned, it held).
+        self.make_file("v.bin", 1000)
+        port = free_port()
+        listen = "127.0.0.1:%d, 127.0.0.5:%d" % (port, port)
+        if ipv6_loopback_works():
+            listen += ", [::1]:%d" % port
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "fam.conf"), http_listen=listen,
+                            allow_users="root", socket_mode="0666")
+        self.hubd = Hubd(os.path.join(self.tmp, "hub"), config=conf)  # its log goes on
+        gone = self.hubd.read_log().count("cannot be found")
+        self.port = port
+        wait_for(self._front_answers, what="the HTTP front to listen")
+        # That probe connected and left: refused as "cannot be found".
+        wait_for(lambda: self.hubd.read_log().count("cannot be found") > gone,
+                 what="the probe's refusal")
+        start = len(self.hubd.read_log())
+        ways = [("127.0.0.1", []), ("127.0.0.1", ["--interface", "127.0.0.9"]),
+                ("127.0.0.5", [])]
+        if ipv6_loopback_works():
+            ways.append(("[::1]", []))
+        for host, extra in ways:
+            with self.subTest(host=host, extra=extra):
+                url = "http://%s:%d/%s" % (host, port, self.origin.url("/files/v.bin"))
+                args = ["-i", "-H", "Host: 127.0.0.1:%d" % port] + extra + [url]
+                before = self.hubd.read_log().count("http front uid 65534: refused")
+                r = self.curl(*args, user=65534)
+                st, h = self.head_of(r.stdout)
+                self.assertEqual((st, h.get("x-hubd-error")), (403, "permission_denied"), r)
+                wait_for(lambda: self.hubd.read_log().count("http front uid 65534: refused")
+                         > before, what="nobody's refusal in the log")
+                r = self.curl(*args)
+                self.assertEqual(self.head_of(r.stdout)[0], 200, r)
+        log = self.hubd.read_log()[start:]
+        self.assertNotIn("http front uid 0: refused", log)
+        self.assertNotIn("cannot be found", log)
 
     def test_a_head_that_drips_ends_at_http_header_timeout(self):
         self.restart_front(http_header_timeout="1500ms")
