@@ -861,7 +861,9 @@ static const config_key_t config_keys[] = {
      .help = "where the HTTP front sends Hugging Face Hub requests"},
     /* nginx's client_header_timeout is 60 s. */
     {"http_header_timeout", &types[T_TIMEOUT], FIELD(http_header_timeout_ms), .def = "30s",
-     .flags = RELOAD, .help = "the HTTP front: a request's head (and body) within this long"},
+     .flags = RELOAD,
+     .help = "the HTTP front: a request's head (and body) within this long, and a Hub API "
+             "request's wait for its turn"},
 };
 
 const config_key_t *config_key_table(size_t *n)

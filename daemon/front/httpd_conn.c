@@ -4,8 +4,10 @@
  * there, never on the loop), which needs the socket's writability, and
  * libuv allows one handle per descriptor. Its life: HC_PEER (httpd.c's peer
  * lookup item) -> HC_HEAD (reading a request) -> HC_FETCH (its route waits
- * for the file) -> HC_SEND (head, then body) -> back to HC_HEAD when kept
- * alive; hconn_close is the one way out.
+ * for the file, or its turn: its timer is the route's then, hconn_wait) ->
+ * HC_SEND (head, then body) -> back to HC_HEAD when kept alive, or
+ * HC_LINGER; hconn_close is the one way out. The request ends (its route's
+ * abandon) when its answer is sent, or when the connection closes.
  *
  * The bottom of the front: it calls nothing of the files above by name. A
  * request read goes up through the router's hooks (httpd_t.hooks), the end
@@ -75,6 +77,11 @@ static void on_timeout(uv_timer_t *t)
         hconn_close(c);
         return;
     }
+    if (c->state == HC_FETCH) { /* only its route arms it then (hconn_wait) */
+        if (c->rstate && c->route->timer)
+            c->route->timer(c);
+        return;
+    }
     if (c->state == HC_HEAD && c->in_len == 0 && !c->req.reading_body) {
         hconn_close(c); /* an idle kept connection: nothing to say */
         return;
@@ -95,6 +102,12 @@ static void on_timeout(uv_timer_t *t)
 static void arm(hconn_t *c, unsigned ms)
 {
     uv_timer_start(&c->timer, on_timeout, ms, 0);
+}
+
+void hconn_wait(hconn_t *c, unsigned ms)
+{
+    if (c->state == HC_FETCH)
+        arm(c, ms);
 }
 
 /* ---- the close path --------------------------------------------------- */
@@ -156,6 +169,7 @@ static void send_done(hconn_t *c)
          * drop) what still comes, for a while, as nginx's lingering close. */
         shutdown(c->fd, SHUT_WR);
         c->state = HC_LINGER;
+        route_abandon(c); /* the request is over: what it holds goes now, not at the close */
         arm(c, HTTPD_LINGER_MS);
         watch(c, UV_READABLE | UV_DISCONNECT);
         return;

@@ -23,9 +23,23 @@
  * Bounds: the client's body at most HTTPD_BODY_MAX (httpd_request.c), the
  * Hub's answer at most HF_API_BODY_MAX (a larger one is a 502), and each
  * request counts as one of its uid's waiting requests
- * (max_requests_per_user), as a download does: what one user can make the
- * daemon hold is bounded. The JSON is parsed and written back in a libuv
- * pool item: a tree page of several MB is never parsed on the loop.
+ * (max_requests_per_user), as a download does. The answer is held in
+ * memory until its last byte is sent, as slowly as the client reads (up to
+ * HTTPD_SEND_TIMEOUT_MS between bytes), so a uid has at most HF_API_PER_UID
+ * requests open (asked of the Hub or being sent): what one user can make
+ * the daemon hold is HF_API_PER_UID answers, not one per connection (64
+ * slow readers of a 15 MiB answer held 1.2 GB). Its further requests wait
+ * their turn, parked (nothing asked, no answer held), and go on in their
+ * arrival order as its open ones end: the ranks of one training job ask
+ * together, and a 429 would fail those that huggingface_hub does not
+ * retry. A request parked longer than http_header_timeout (the time the
+ * front gives a request to get in before it acts on it; an admin's knob)
+ * gets its 429 then: its user's own readers are stalled. No bound on the
+ * parked is needed: a connection has one request at a time, so a uid has
+ * at most HTTPD_MAX_CONNS_PER_UID - HF_API_PER_UID parked, each its
+ * connection's state and a small struct. The JSON is parsed and written
+ * back in a libuv pool item: a tree page of several MB is never parsed on
+ * the loop.
  *
  * A route of the front's table (hroute_hf_api): a request's state is its
  * hf_api_t. Loop thread, but for the pool item's filter_work. */
@@ -40,6 +54,7 @@
 #include <string.h>
 
 #define HF_API_BODY_MAX (16u << 20) /* the Hub's answer, bytes */
+#define HF_API_PER_UID 4            /* a uid's API requests open: asked or being sent */
 
 /* The Hub's headers an API request keeps (the HTTP client knows none of
  * them), by their index in hub_wanted: its errors, the commit, and Link
@@ -62,8 +77,27 @@ typedef enum {
     ROUTE_XET_TOKEN,  /* {repo}/xet-read-token/..., xet-write-token/... */
 } route_t;
 
+/* Where a request is: parked, or one of its uid's open ones (from
+ * API_TURN on). */
+typedef enum {
+    API_NEW,     /* being admitted */
+    API_PARKED,  /* waits its turn: its timer rings at the wait's bound */
+    API_TURN,    /* given its turn: asks the Hub when its timer rings (0 ms) */
+    API_ASKING,  /* asked of the Hub, or its answer being filtered */
+    API_SENDING, /* its answer is in c->out (only there) until sent */
+} api_phase_t;
+
+/* The route's memory (one per server): the arrival count that orders the
+ * parked requests of a uid. */
+typedef struct api_mem {
+    uint64_t arrivals;
+} api_mem_t;
+
 typedef struct hf_api {
-    hconn_t *c;        /* NULL once the connection left: the pool item's end frees it */
+    hconn_t *c; /* NULL once the connection left: the pool item's end frees it */
+    api_phase_t phase;
+    uint64_t arrival;  /* its place in its uid's turns (api_mem_t.arrivals) */
+    unsigned wait_ms;  /* parked: how long it may wait (http_header_timeout) */
     int quota_counted; /* a waiting request of its uid (quota_request_end) */
     hub_req_t *req;    /* the request to the Hub in flight (hub_req.h), or NULL */
     bytebuf_t body;    /* the Hub's answer, at most HF_API_BODY_MAX */
@@ -155,12 +189,16 @@ static void api_free(hf_api_t *a)
     free(a);
 }
 
+static void api_wake(httpd_t *h, uid_t uid);
+
 /* hroute_t.abandon: the quota's count ends, the request to the Hub is
- * aborted; a pool item still out frees a when it is back. */
+ * aborted; a pool item still out frees a when it is back. An open
+ * request's end is the turn of its uid's next parked one. */
 static void api_abandon(hconn_t *c)
 {
     hf_api_t *a = c->rstate;
-    c->rstate = NULL;
+    c->rstate = NULL; /* from here c is not counted among its uid's */
+    int was_open = a->phase >= API_TURN;
     if (a->quota_counted) {
         a->quota_counted = 0;
         quota_request_end(c->srv->d.quota, &c->who);
@@ -170,11 +208,12 @@ static void api_abandon(hconn_t *c)
         a->req = NULL;
         hub_req_abort(req);
     }
-    if (a->work_out) {
+    if (a->work_out)
         a->c = NULL; /* the item runs on: after_filter frees it */
-        return;
-    }
-    api_free(a);
+    else
+        api_free(a);
+    if (was_open)
+        api_wake(c->srv, c->who.uid);
 }
 
 /* The request ends with a short text (an error of the front's). */
@@ -232,15 +271,24 @@ static void api_answer(hconn_t *c, hf_api_t *a)
     size_t len = a->filtered == 0 ? a->out_len : bytebuf_len(&a->body);
     log_debug("http front uid %u: %s %s: %d, %zu bytes", (unsigned)c->who.uid,
               r->method == HTTP_POST ? "POST" : "GET", r->target, status, len);
-    /* a leaves the request first (its end would free a): the answer is
-     * copied from it, then a goes. */
-    c->rstate = NULL;
+    /* What the answer is made of leaves a first: a stays the request's
+     * state while the answer is sent (one of its uid's open requests until
+     * its last byte is out, api_abandon), holding none of it, and the
+     * connection's copy is the one in memory. The request may end inside
+     * hanswer_bytes (a goes then): a is not touched after it. */
+    bytebuf_t hub_body = a->body;
+    char *out = a->out, *hub_ctype = a->ctype;
+    bytebuf_init(&a->body, 0);
+    a->out = a->ctype = NULL;
+    a->phase = API_SENDING;
     if (a->quota_counted) {
         a->quota_counted = 0;
         quota_request_end(c->srv->d.quota, &c->who);
     }
     hanswer_bytes(c, status, ctype, body, len);
-    api_free(a);
+    bytebuf_free(&hub_body);
+    free(out);
+    free(hub_ctype);
 }
 
 static void after_filter(uv_work_t *w, int status)
@@ -318,12 +366,124 @@ static int api_unread_body(hconn_t *c)
     return 1;
 }
 
-/* hroute_t.handle: the route's checks, then the question to the Hub. */
+/* The API requests of uid open (asked of the Hub or being sent: from
+ * API_TURN on), each may hold an answer of HF_API_BODY_MAX until its
+ * client has read it; and in *first its parked request that came first,
+ * or NULL. Counted over the connections: each owns its request, so a
+ * request that ends (or whose connection goes) leaves no trace here. */
+static unsigned api_of_uid(const httpd_t *h, uid_t uid, hconn_t **first)
+{
+    unsigned open = 0;
+    const hf_api_t *best = NULL;
+    *first = NULL;
+    for (list_node_t *x = list_first(&h->conns); x; x = list_next(&h->conns, x)) {
+        hconn_t *o = list_entry(x, hconn_t, node);
+        const hf_api_t *a = o->route == &hroute_hf_api ? o->rstate : NULL;
+        if (!a || o->who.uid != uid)
+            continue;
+        open += a->phase >= API_TURN;
+        if (a->phase == API_PARKED && (!best || a->arrival < best->arrival)) {
+            best = a;
+            *first = o;
+        }
+    }
+    return open;
+}
+
+/* One of uid's open requests ended: its parked ones that now fit are
+ * given their turn, first come first, each asking the Hub when its timer
+ * rings (at once, but from the loop: not inside the call that ended the
+ * other, which may be inside an answer being sent). */
+static void api_wake(httpd_t *h, uid_t uid)
+{
+    hconn_t *next;
+    while (!h->closing && api_of_uid(h, uid, &next) < HF_API_PER_UID && next) {
+        hf_api_t *a = next->rstate;
+        a->phase = API_TURN;
+        hconn_wait(next, 0);
+    }
+}
+
+/* The question to the Hub, c's request in API_ASKING. */
+static void api_ask(hconn_t *c, hf_api_t *a)
+{
+    hreq_t *r = &c->req;
+    httpd_t *h = c->srv;
+    int post = r->method == HTTP_POST;
+    /* The target after "/hf" is the Hub's path, query and all. */
+    char *text = NULL;
+    if (asprintf(&text, "%s%s", h->d.cfg->hf_upstream, r->target + 3) < 0)
+        text = NULL;
+    char *hdrs = NULL;
+    size_t hl = 0;
+    FILE *f = open_memstream(&hdrs, &hl);
+    if (f) {
+        for (unsigned i = 0; i < r->ncred; i++)
+            fprintf(f, "%s\r\n", r->cred[i]);
+        if (post && r->content_type[0] && strcmp(r->content_type, "?") != 0)
+            fprintf(f, "Content-Type: %s\r\n", r->content_type);
+        if (fclose(f))
+            hdrs = NULL;
+    }
+    if (!text || !hdrs) {
+        free(text);
+        free(hdrs);
+        api_fail(c, 500, "internal", "out of memory");
+        return;
+    }
+    /* A POST's body is the client's, possibly empty (Content-Length: 0). */
+    const char *body = post ? (bytebuf_len(&r->body) ? bytebuf_data(&r->body) : "") : NULL;
+    hub_req_opts_t o = {.method = post ? "POST" : "GET",
+                        .headers = hdrs,
+                        .body = body,
+                        .body_len = post ? bytebuf_len(&r->body) : 0,
+                        .wanted = hub_wanted,
+                        .nwanted = HUB_N,
+                        .max_hops = 0, /* a redirect is the client's to follow, through the front */
+                        .keep = HUB_BODY_ANY,
+                        .body_max = HF_API_BODY_MAX};
+    const char *why = "bad URL";
+    int rc = hub_req_start(jobs_http(h->d.jobs), text, &o, api_answered, a, &a->req, &why);
+    free(hdrs);
+    free(text);
+    if (rc == -EINVAL)
+        api_fail(c, 400, "bad_url", why);
+    else if (rc)
+        api_fail(c, rc == -EACCES ? 403 : 500, rc == -EACCES ? "forbidden" : "internal",
+                 rc == -EACCES ? "the network policy does not allow the Hub's host"
+                               : "cannot ask the Hub");
+}
+
+/* hroute_t.timer: a parked request's turn (api_wake), or the end of its
+ * wait: its uid's open answers are still being read. */
+static void api_timer(hconn_t *c)
+{
+    hf_api_t *a = c->rstate;
+    if (a->phase == API_TURN) {
+        a->phase = API_ASKING;
+        api_ask(c, a);
+        return;
+    }
+    if (a->phase != API_PARKED)
+        return;
+    double waited = a->wait_ms / 1000.0;
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "uid %u has %d answers of the Hub's API still being read (or asked): none ended "
+             "within %.1f s",
+             (unsigned)c->who.uid, HF_API_PER_UID, waited);
+    log_info("http front uid %u: %s: refused (429): waited %.1f s for its turn",
+             (unsigned)c->who.uid, c->req.target, waited);
+    api_fail(c, 429, "too_many_requests", msg);
+}
+
+/* hroute_t.handle: the route's checks, then the question to the Hub, or
+ * the wait for its turn. */
 static void api_handle(hconn_t *c, void *mem)
 {
     hreq_t *r = &c->req;
     httpd_t *h = c->srv;
-    (void)mem;
+    api_mem_t *m = mem;
     route_t route = api_route(r->target);
     if (route == ROUTE_NONE) {
         hanswer_text(c, 404, "bad_url",
@@ -357,49 +517,20 @@ static void api_handle(hconn_t *c, void *mem)
     if (hanswer_quota_begin(c))
         return;
     a->quota_counted = 1;
-    /* The target after "/hf" is the Hub's path, query and all. */
-    char *text = NULL;
-    if (asprintf(&text, "%s%s", h->d.cfg->hf_upstream, r->target + 3) < 0)
-        text = NULL;
-    char *hdrs = NULL;
-    size_t hl = 0;
-    FILE *f = open_memstream(&hdrs, &hl);
-    if (f) {
-        for (unsigned i = 0; i < r->ncred; i++)
-            fprintf(f, "%s\r\n", r->cred[i]);
-        if (post && r->content_type[0] && strcmp(r->content_type, "?") != 0)
-            fprintf(f, "Content-Type: %s\r\n", r->content_type);
-        if (fclose(f))
-            hdrs = NULL;
-    }
-    if (!text || !hdrs) {
-        free(text);
-        free(hdrs);
-        api_fail(c, 500, "internal", "out of memory");
+    a->arrival = ++m->arrivals;
+    hconn_t *first;
+    if (api_of_uid(h, c->who.uid, &first) >= HF_API_PER_UID || first) {
+        /* Its turn comes after its uid's parked ones: nothing is asked (or
+         * held) meanwhile, and the wait is bounded. */
+        a->phase = API_PARKED;
+        log_debug("http front uid %u: %s: waits its turn (%d open)", (unsigned)c->who.uid,
+                  r->target, HF_API_PER_UID);
+        a->wait_ms = h->d.cfg->http_header_timeout_ms; /* read now: a SIGHUP applies to the next */
+        hconn_wait(c, a->wait_ms);
         return;
     }
-    c->state = HC_FETCH;
-    /* A POST's body is the client's, possibly empty (Content-Length: 0). */
-    const char *body = post ? (bytebuf_len(&r->body) ? bytebuf_data(&r->body) : "") : NULL;
-    hub_req_opts_t o = {.method = post ? "POST" : "GET",
-                        .headers = hdrs,
-                        .body = body,
-                        .body_len = post ? bytebuf_len(&r->body) : 0,
-                        .wanted = hub_wanted,
-                        .nwanted = HUB_N,
-                        .max_hops = 0, /* a redirect is the client's to follow, through the front */
-                        .keep = HUB_BODY_ANY,
-                        .body_max = HF_API_BODY_MAX};
-    const char *why = "bad URL";
-    int rc = hub_req_start(jobs_http(h->d.jobs), text, &o, api_answered, a, &a->req, &why);
-    free(hdrs);
-    free(text);
-    if (rc == -EINVAL)
-        api_fail(c, 400, "bad_url", why);
-    else if (rc)
-        api_fail(c, rc == -EACCES ? 403 : 500, rc == -EACCES ? "forbidden" : "internal",
-                 rc == -EACCES ? "the network policy does not allow the Hub's host"
-                               : "cannot ask the Hub");
+    a->phase = API_ASKING;
+    api_ask(c, a);
 }
 
 const hroute_t hroute_hf_api = {
@@ -409,4 +540,6 @@ const hroute_t hroute_hf_api = {
     .unread_body = api_unread_body,
     .handle = api_handle,
     .abandon = api_abandon,
+    .timer = api_timer,
+    .mem_size = sizeof(api_mem_t),
 };

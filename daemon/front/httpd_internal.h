@@ -143,6 +143,9 @@ struct hroute {
      * frees c->rstate and sets it NULL. A pool item still out keeps (and
      * frees) its own part. Called only with c->rstate set. */
     void (*abandon)(hconn_t *c);
+    /* The timer the route armed (hconn_wait) rang, the request still in
+     * HC_FETCH with c->rstate set. NULL: the route arms none. */
+    void (*timer)(hconn_t *c);
     size_t mem_size; /* bytes of its memory across requests; 0: none */
 };
 
@@ -184,6 +187,9 @@ void hconn_close(hconn_t *c);
 /* c's user is not one the front serves (principal_may_use_front): the
  * refusal (403 permission_denied, the reason) answers its request. */
 void hconn_refuse_unknown_user(hconn_t *c);
+/* In HC_FETCH, while its route waits (it watches only for a hang-up):
+ * its route's timer (hroute_t.timer) rings in ms, replacing one armed. */
+void hconn_wait(hconn_t *c, unsigned ms);
 /* body_limit grew: sending goes on if it had caught up. */
 void hconn_more_body(hconn_t *c);
 /* A pool item of c's is back (c->item_out was set): 1 when c is closing
@@ -198,9 +204,10 @@ void hreq_settings_init(llhttp_settings_t *s);
 int hreq_routes_init(httpd_t *h);
 
 /* httpd_answer.c: the answers. Each hands the connection its head (and a
- * body) to send; a keep-alive connection then reads its next request,
- * which may reset this one (the route's state goes: hroute_t.abandon) before
- * the call returns. So after an answer nothing of the request is touched. */
+ * body) to send; once it is sent the request ends (the route's state goes:
+ * hroute_t.abandon) and a keep-alive connection reads its next request,
+ * both maybe before the call returns. So after an answer nothing of the
+ * request is touched. */
 
 /* Answers with a short text: status, the X-Hubd-Error code (NULL: none)
  * and a one-line body; closes after it when close_after. */

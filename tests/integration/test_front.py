@@ -13,7 +13,8 @@ import time
 import unittest
 import urllib.request
 
-from harness import free_port, HubTestCase, Hubd, sha256_file, wait_for, write_config
+from harness import (free_port, HubTestCase, Hubd, ipv6_loopback_works, sha256_file, SLOW,
+                     wait_for, WRAPPER, write_config)
 
 
 def read_bytes(path):
@@ -181,6 +182,70 @@ class GenericFormTest(FrontTestCase):
         self.assertLess(float(first), 1.5, r.stdout)
         self.assertGreater(float(total), 3.0, r.stdout)
         self.assertEqual(sha256_file(out), digest)
+
+    def test_slow_readers_hold_no_memory_and_stall_no_one(self):
+        # 16 clients read a 64 MiB answer at about 1 KiB/s (a 4 KiB receive
+        # buffer, a read a second): 8 a hit, 8 a miss that downloads at 16
+        # MiB/s meanwhile, plus a Range and 20 requests pipelined on one
+        # connection that reads nothing. The front sends from the file on
+        # disk (sendfile), never from a queue in memory: hubd's RSS grows by
+        # a few KiB per connection, not with the file (issue 25.5, pinned:
+        # 23 readers of 256 MiB files, +1.9 MB), the download ends as fast
+        # as alone, and another request keeps its normal latency.
+        size = 64 * 1024 * 1024
+        self.make_file("hit.bin", size, seed=2)
+        miss_digest = self.make_file("miss.bin", size, seed=3)
+        self.make_file("small.bin", 100000, seed=4)
+        hit = "/" + self.origin.url("/files/hit.bin")
+        r = self.curl("-o", "/dev/null", "-w", "%{http_code}", self.front(hit[1:]))
+        self.assertEqual(r.stdout, b"200", r)
+
+        def vm(key):
+            with open("/proc/%d/status" % self.hubd.proc.pid) as f:
+                return next(int(l.split()[1]) for l in f if l.startswith(key + ":")) * 1024
+
+        def slow(path, extra=b"", after=b""):
+            s = socket.socket()
+            self.addCleanup(s.close)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.settimeout(30)
+            s.connect(("127.0.0.1", self.port))
+            s.sendall(b"GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%s\r\n%s"
+                      % (path.encode(), self.port, extra, after))
+            return s
+
+        before = vm("VmRSS")
+        miss = "/" + self.origin.url("/files/miss.bin?bps=16777216")
+        t0 = time.monotonic()
+        readers = [slow(miss) for _ in range(8)] + [slow(hit) for _ in range(8)]
+        readers.append(slow(hit, b"Range: bytes=1000-\r\n"))
+        readers.append(slow(hit, after=b"GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n"
+                            % (hit.encode(), self.port) * 20))
+        heads = []
+        for s in readers:
+            heads.append(s.recv(1024).split(b"\r\n")[0])
+        self.assertEqual(heads.count(b"HTTP/1.1 200 OK"), 17, heads)
+        self.assertEqual(heads.count(b"HTTP/1.1 206 Partial Content"), 1, heads)
+        # Another request meanwhile: its normal latency.
+        r = self.curl("-o", "/dev/null", "-w", "%{http_code} %{time_total}",
+                      self.front(self.origin.url("/files/small.bin")))
+        code, took = r.stdout.decode().split()
+        self.assertEqual(code, "200")
+        self.assertLess(float(took), 2.0 * SLOW, r.stdout)
+        # The miss lands at the origin's pace (4 s alone), slow readers or not.
+        wait_for(lambda: len(self.hubd.blob_files()) == 3, timeout=30 * SLOW,
+                 what="the download to end")
+        self.assertLess(time.monotonic() - t0, 20 * SLOW)
+        out = os.path.join(self.tmp, "miss.out")
+        r = self.curl("-o", out, self.front(miss[1:]))
+        self.assertEqual((r.returncode, sha256_file(out)), (0, miss_digest))
+        for _ in range(3):  # they read on, slowly
+            time.sleep(1)
+            for s in readers:
+                self.assertTrue(s.recv(1024))
+        grown = vm("VmRSS") - before
+        if not WRAPPER:  # valgrind's own memory is no measure of hubd's
+            self.assertLess(grown, 16 * 1024 * 1024, "RSS grew by %d bytes" % grown)
 
     def test_a_failed_download_cuts_the_answer_short(self):
         # The origin closes after 1 MiB of 2: the client gets the head and
@@ -374,6 +439,48 @@ class FrontSecurityTest(FrontTestCase):
         p.stdin.flush()
         p.wait(30)
         self.assertEqual(self.origin.requests_for("/files/b"), 0)
+
+    def test_the_peer_is_found_over_ipv6_and_any_127_source(self):
+        # The same user over each way in: 127.0.0.1, another 127/8 source
+        # address (curl --interface), a listener on 127.0.0.5, and ::1.
+        # nobody is refused by allow_users=root and logged as uid 65534,
+        # root is served: never root's or hubd's uid for nobody's
+        # connection (issue 25.5: pinned, it held).
+        self.make_file("v.bin", 1000)
+        port = free_port()
+        listen = "127.0.0.1:%d, 127.0.0.5:%d" % (port, port)
+        if ipv6_loopback_works():
+            listen += ", [::1]:%d" % port
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "fam.conf"), http_listen=listen,
+                            allow_users="root", socket_mode="0666")
+        self.hubd = Hubd(os.path.join(self.tmp, "hub"), config=conf)  # its log goes on
+        gone = self.hubd.read_log().count("cannot be found")
+        self.port = port
+        wait_for(self._front_answers, what="the HTTP front to listen")
+        # That probe connected and left: refused as "cannot be found".
+        wait_for(lambda: self.hubd.read_log().count("cannot be found") > gone,
+                 what="the probe's refusal")
+        start = len(self.hubd.read_log())
+        ways = [("127.0.0.1", []), ("127.0.0.1", ["--interface", "127.0.0.9"]),
+                ("127.0.0.5", [])]
+        if ipv6_loopback_works():
+            ways.append(("[::1]", []))
+        for host, extra in ways:
+            with self.subTest(host=host, extra=extra):
+                url = "http://%s:%d/%s" % (host, port, self.origin.url("/files/v.bin"))
+                args = ["-i", "-H", "Host: 127.0.0.1:%d" % port] + extra + [url]
+                before = self.hubd.read_log().count("http front uid 65534: refused")
+                r = self.curl(*args, user=65534)
+                st, h = self.head_of(r.stdout)
+                self.assertEqual((st, h.get("x-hubd-error")), (403, "permission_denied"), r)
+                wait_for(lambda: self.hubd.read_log().count("http front uid 65534: refused")
+                         > before, what="nobody's refusal in the log")
+                r = self.curl(*args)
+                self.assertEqual(self.head_of(r.stdout)[0], 200, r)
+        log = self.hubd.read_log()[start:]
+        self.assertNotIn("http front uid 0: refused", log)
+        self.assertNotIn("cannot be found", log)
 
     def test_a_head_that_drips_ends_at_http_header_timeout(self):
         self.restart_front(http_header_timeout="1500ms")

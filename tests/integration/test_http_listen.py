@@ -159,6 +159,43 @@ class SocketActivationTest(HttpListenCase):
         self.assertNotIn("is ignored under socket activation", self.read_log())
         self.assertNotIn("http_listen", self.read_log())
 
+    def test_a_dual_stack_socket_passed_finds_each_user_of_mapped_peers(self):
+        # A socket unit on [::ffff:127.0.0.1] passes an AF_INET6 socket that
+        # accepts IPv4 clients: hubd sees both ends as IPv4-mapped IPv6
+        # addresses, and the client's socket is AF_INET (curl to 127.0.0.1)
+        # or a dual-stack AF_INET6 one (Python to ::ffff:127.0.0.1). Each
+        # client is found as who it is: nobody refused by allow_users (and
+        # logged as uid 65534), root served; never hubd's uid or root for
+        # nobody's connection (issue 25.5: pinned, it held).
+        port = free_port()
+        self.activate("[::ffff:127.0.0.1]:%d" % port, allow_users="root", socket_mode="0666")
+        self.assertTrue(accepts("127.0.0.1", port))  # starts hubd
+        wait_for(lambda: "listening on the socket systemd passed" in self.read_log(),
+                 what="hubd to start")
+        self.assertIn("HTTP front listening on [::ffff:127.0.0.1]:%d (the sockets systemd "
+                      "passed)" % port, self.read_log())
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        ask = ("import socket,sys; s=socket.socket(socket.AF_INET6); s.settimeout(10);"
+               "s.connect(('::ffff:127.0.0.1', %d));"
+               "s.sendall(b'GET / HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\n"
+               "Connection: close\\r\\n\\r\\n'); sys.stdout.write(s.recv(200).decode())"
+               % (port, port))
+        clients = {"curl over IPv4": ["curl", "-sS", "-i", "--max-time", "30",
+                                      "http://127.0.0.1:%d/" % port],
+                   "a dual-stack socket": ["python3", "-c", ask]}
+        for what, cmd in clients.items():
+            with self.subTest(what):
+                before = self.read_log().count("http front uid 65534: refused")
+                r = subprocess.run(nobody + cmd, capture_output=True, text=True, timeout=60)
+                self.assertIn("403", r.stdout.split("\r\n")[0], r)
+                self.assertIn("X-Hubd-Error: permission_denied", r.stdout)
+                wait_for(lambda: self.read_log().count("http front uid 65534: refused") > before,
+                         what="nobody's refusal in the log")
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+                self.assertIn("404", r.stdout.split("\r\n")[0], r)  # root: served ("/" is no URL)
+        self.assertNotIn("http front uid 0: refused", self.read_log())
+        self.assertNotIn("cannot be found", self.read_log())
+
     def test_passed_non_loopback_socket_is_refused(self):
         port = free_port()
         proc = self.activate("0.0.0.0:%d" % port)

@@ -262,6 +262,91 @@ START_TEST(peeruid_peer_of_another_uid)
 }
 END_TEST
 
+/* A child that, as nobody, connects a socket of cfamily (bound to the
+ * source src first, when set) to caddr:port, sends its inode and holds it
+ * open until the parent is done. */
+static void child_connects_as_nobody(int cfamily, const char *src, const char *caddr, unsigned port,
+                                     int report, int hold)
+{
+    if (setresgid(NOBODY, NOBODY, NOBODY) != 0 || setresuid(NOBODY, NOBODY, NOBODY) != 0)
+        _exit(2);
+    int fd = socket(cfamily, SOCK_STREAM, 0);
+    struct sockaddr_storage from, to;
+    sa_set(&to, cfamily, caddr, port);
+    if (src) {
+        sa_set(&from, cfamily, src, 0);
+        if (bind(fd, (struct sockaddr *)&from, sizeof from) != 0)
+            _exit(3);
+    }
+    struct stat st;
+    if (fd < 0 || connect(fd, (struct sockaddr *)&to, sizeof to) != 0 || fstat(fd, &st) != 0)
+        _exit(3);
+    if (write(report, &st.st_ino, sizeof st.st_ino) != sizeof st.st_ino)
+        _exit(4);
+    char c;
+    (void)!read(hold, &c, 1); /* EOF: the parent is done */
+    _exit(0);
+}
+
+/* nobody's connection through a listener of lfamily on laddr, from a
+ * client of cfamily to caddr (from src, when set): found as nobody's, with
+ * its socket's inode, by both methods; not ours. 0 when the machine lacks
+ * the address. */
+static int check_nobody(int lfamily, const char *laddr, int cfamily, const char *src,
+                        const char *caddr)
+{
+    unsigned port;
+    int lfd = listen_on(lfamily, laddr, &port);
+    if (lfd < 0) {
+        fprintf(stderr, "peeruid: cannot listen on %s here: skipped\n", laddr);
+        return 0;
+    }
+    int report[2], hold[2];
+    ck_assert_int_eq(pipe(report), 0);
+    ck_assert_int_eq(pipe(hold), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(report[0]);
+        close(hold[1]);
+        child_connects_as_nobody(cfamily, src, caddr, port, report[1], hold[0]);
+    }
+    close(report[1]);
+    close(hold[0]);
+    ino_t ino = 0;
+    ck_assert_int_eq(read(report[0], &ino, sizeof ino), sizeof ino);
+    names_t n;
+    int sfd = accept_names(lfd, &n);
+    expect_owner(&n, NOBODY, ino);
+    ck_assert_int_eq(peeruid_is_own(ino), 0);
+    close(hold[1]);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(sfd);
+    close(report[0]);
+    close(lfd);
+    return 1;
+}
+
+START_TEST(peeruid_another_uid_over_each_family)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "peeruid: not root, cannot make a peer of another uid: skipped\n");
+        return;
+    }
+    /* Source and destination in 127/8 need not be the same address. */
+    ck_assert(check_nobody(AF_INET, "127.0.0.1", AF_INET, "127.0.0.9", "127.0.0.1"));
+    ck_assert(check_nobody(AF_INET, "127.0.0.5", AF_INET, NULL, "127.0.0.5"));
+    check_nobody(AF_INET6, "::1", AF_INET6, NULL, "::1");
+    /* A dual-stack listener: our side sees mapped addresses; nobody's
+     * socket is AF_INET (in /proc/net/tcp) or a dual-stack AF_INET6 one
+     * with mapped addresses (in /proc/net/tcp6). */
+    if (check_nobody(AF_INET6, "::ffff:127.0.0.1", AF_INET, "127.0.0.3", "127.0.0.1"))
+        ck_assert(check_nobody(AF_INET6, "::ffff:127.0.0.1", AF_INET6, NULL, "::ffff:127.0.0.1"));
+}
+END_TEST
+
 START_TEST(peeruid_closed_peer_is_not_found)
 {
     unsigned port;
@@ -414,6 +499,7 @@ int main(void)
     tcase_add_test(tc, peeruid_ipv4_peer_is_our_uid_and_socket);
     tcase_add_test(tc, peeruid_ipv6_peer_is_our_uid_and_socket);
     tcase_add_test(tc, peeruid_ipv4_mapped_peer_on_a_dual_stack_listener);
+    tcase_add_test(tc, peeruid_another_uid_over_each_family);
     tcase_add_test(tc, peeruid_peer_of_another_uid);
     tcase_add_test(tc, peeruid_closed_peer_is_not_found);
     tcase_add_test(tc, peeruid_only_loopback_inet_peers);
