@@ -54,41 +54,6 @@ static void peer_work(uv_work_t *w)
     principal_from_tcp(&c->who, uid, gids, ngids);
 }
 
-/* A refusal, answered once the request's head is in (see hconn_t). */
-static void refuse(hconn_t *c, int status, const char *code, const char *msg)
-{
-    c->srv->stats.refused++;
-    c->refuse_status = status;
-    c->refuse_code = code;
-    snprintf(c->refuse_msg, sizeof c->refuse_msg, "%s", msg);
-}
-
-/* A user the front does not serve: why, and who decides. */
-void hconn_refuse_unknown_user(hconn_t *c)
-{
-    const principal_acl_t *acl = c->srv->d.acl;
-    char msg[300];
-    if (acl->restricted) {
-        log_warn("http front uid %u: refused (not in allow_users or allow_groups)",
-                 (unsigned)c->who.uid);
-        snprintf(msg, sizeof msg,
-                 "this hubd serves only the users and groups it is configured "
-                 "for (allow_users, allow_groups)");
-    } else {
-        log_warn("http front uid %u: refused (may not use hubd's socket%s%s)", (unsigned)c->who.uid,
-                 acl->node.group[0] ? ", group " : "", acl->node.group);
-        if (acl->node.group[0])
-            snprintf(msg, sizeof msg,
-                     "this hubd serves the users of its socket (members of group %s), its admins "
-                     "and root: ask an admin to add you to group %s",
-                     acl->node.group, acl->node.group);
-        else
-            snprintf(msg, sizeof msg,
-                     "this hubd serves the users of its socket, its admins and root");
-    }
-    refuse(c, 403, "permission_denied", msg);
-}
-
 static void after_peer(uv_work_t *w, int status)
 {
     hconn_t *c = w->data;
@@ -101,22 +66,23 @@ static void after_peer(uv_work_t *w, int status)
         log_msg(c->item_err == ENOENT ? LOG_LVL_INFO : LOG_LVL_WARN,
                 "http front: refused a connection whose user cannot be found (%s)",
                 status ? "cancelled" : strerror(c->item_err));
-        refuse(c, 403, "permission_denied",
-               "hubd cannot tell which local user this connection belongs to");
+        hreq_refuse(c, 403, "permission_denied",
+                    "hubd cannot tell which local user this connection belongs to");
     } else if (c->peer_self) {
         log_warn("http front: refused a connection from hubd itself (pid %ld): a fetch "
                  "named the front",
                  (long)getpid());
-        refuse(c, 403, "forbidden",
-               "this connection comes from hubd itself: the HTTP front never serves hubd's own "
-               "fetches");
+        hreq_refuse(
+            c, 403, "forbidden",
+            "this connection comes from hubd itself: the HTTP front never serves hubd's own "
+            "fetches");
     } else if (!principal_may_use_front(h->d.acl, &c->who)) {
-        hconn_refuse_unknown_user(c);
+        hreq_refuse_unknown_user(c);
     } else if (uid_conns(h, c->who.uid) >= HTTPD_MAX_CONNS_PER_UID) {
         char msg[160];
         snprintf(msg, sizeof msg, "uid %u has %d connections to the HTTP front already",
                  (unsigned)c->who.uid, HTTPD_MAX_CONNS_PER_UID);
-        refuse(c, 429, "too_many_requests", msg);
+        hreq_refuse(c, 429, "too_many_requests", msg);
     } else {
         c->counted = 1;
         log_debug("http front uid %u: connected", (unsigned)c->who.uid);
@@ -193,7 +159,7 @@ void httpd_take(httpd_t *h, int fd)
     c->parser.data = c;
     c->state = HC_PEER;
     if (h->nconns > HTTPD_MAX_CONNS) { /* no lookup: answered once its head is in */
-        refuse(c, 503, "busy", "the HTTP front has too many connections");
+        hreq_refuse(c, 503, "busy", "the HTTP front has too many connections");
         hconn_read_start(c, HTTPD_REFUSED_MS);
         return;
     }

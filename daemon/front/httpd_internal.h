@@ -184,9 +184,6 @@ void hconn_read_start(hconn_t *c, unsigned ms);
 void hconn_send(hconn_t *c);
 /* The one close path: idempotent, safe inside any callback. */
 void hconn_close(hconn_t *c);
-/* c's user is not one the front serves (principal_may_use_front): the
- * refusal (403 permission_denied, the reason) answers its request. */
-void hconn_refuse_unknown_user(hconn_t *c);
 /* In HC_FETCH, while its route waits (it watches only for a hang-up):
  * its route's timer (hroute_t.timer) rings in ms, replacing one armed. */
 void hconn_wait(hconn_t *c, unsigned ms);
@@ -202,6 +199,12 @@ extern const hconn_hooks_t hreq_hooks;
 void hreq_settings_init(llhttp_settings_t *s);
 /* Each route's memory for a new server (route_mem): 0 or -ENOMEM. */
 int hreq_routes_init(httpd_t *h);
+/* A refusal of c, counted and kept, answered once its request's head is in
+ * (hconn_t.refuse_status): a peer lookup's verdict, or a reload's. */
+void hreq_refuse(hconn_t *c, int status, const char *code, const char *msg);
+/* c's user is not one the front serves (principal_may_use_front): the 403
+ * permission_denied refusal, with why and who decides, and a log line. */
+void hreq_refuse_unknown_user(hconn_t *c);
 
 /* httpd_answer.c: the answers. Each hands the connection its head (and a
  * body) to send; once it is sent the request ends (the route's state goes:

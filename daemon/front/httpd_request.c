@@ -211,6 +211,41 @@ void hreq_settings_init(llhttp_settings_t *s)
 
 /* ---- the request's checks and its route --------------------------------- */
 
+/* ---- refusals --------------------------------------------------------- */
+
+void hreq_refuse(hconn_t *c, int status, const char *code, const char *msg)
+{
+    c->srv->stats.refused++;
+    c->refuse_status = status;
+    c->refuse_code = code;
+    snprintf(c->refuse_msg, sizeof c->refuse_msg, "%s", msg);
+}
+
+void hreq_refuse_unknown_user(hconn_t *c)
+{
+    const principal_acl_t *acl = c->srv->d.acl;
+    char msg[300];
+    if (acl->restricted) {
+        log_warn("http front uid %u: refused (not in allow_users or allow_groups)",
+                 (unsigned)c->who.uid);
+        snprintf(msg, sizeof msg,
+                 "this hubd serves only the users and groups it is configured "
+                 "for (allow_users, allow_groups)");
+    } else {
+        log_warn("http front uid %u: refused (may not use hubd's socket%s%s)", (unsigned)c->who.uid,
+                 acl->node.group[0] ? ", group " : "", acl->node.group);
+        if (acl->node.group[0])
+            snprintf(msg, sizeof msg,
+                     "this hubd serves the users of its socket (members of group %s), its admins "
+                     "and root: ask an admin to add you to group %s",
+                     acl->node.group, acl->node.group);
+        else
+            snprintf(msg, sizeof msg,
+                     "this hubd serves the users of its socket, its admins and root");
+    }
+    hreq_refuse(c, 403, "permission_denied", msg);
+}
+
 /* Whether Host names this listener: 127.0.0.1, [::1] or localhost, with
  * its port (or none, on port 80). Any other name is what DNS rebinding
  * sends: a page of evil.example whose name now resolves to 127.0.0.1. */
@@ -259,7 +294,7 @@ static void hreq_handle(hconn_t *c)
      * have taken it out of allow_users or allow_groups (or the socket's
      * group): a kept-alive connection must not keep what a new one loses. */
     if (!c->refuse_status && !principal_may_use_front(c->srv->d.acl, &c->who))
-        hconn_refuse_unknown_user(c);
+        hreq_refuse_unknown_user(c);
     if (c->refuse_status) {
         hanswer_text(c, c->refuse_status, c->refuse_code, c->refuse_msg, 1);
         return;
