@@ -82,6 +82,10 @@ class TestCerts:
     def path(self, name):
         return os.path.join(self.dir, name)
 
+    def pair(self, name):
+        """(certificate, key) of name, as Origin's tls= takes them."""
+        return (self.path(name + ".crt"), self.path(name + ".key"))
+
     def remove(self):
         shutil.rmtree(self.dir, ignore_errors=True)
 

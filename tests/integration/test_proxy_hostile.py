@@ -44,10 +44,6 @@ def tearDownModule():
     CERTS.remove()
 
 
-def cert(name):
-    return (CERTS.path(name + ".crt"), CERTS.path(name + ".key"))
-
-
 def recv_head(conn, limit=65536):
     """Bytes up to the end of an HTTP head (CRLF CRLF), or all before EOF."""
     data = b""
@@ -206,6 +202,15 @@ ESTABLISHED = b"HTTP/1.1 200 Connection established\r\n\r\n"
 PLAIN_OK = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n\r\nproxy bytes\n"
 
 
+def answers_itself(p, conn, rec):
+    """A proxy that says 200 to CONNECT, reads the ClientHello, then answers
+    in plain HTTP itself instead of passing the tunnel through."""
+    conn.sendall(ESTABLISHED)
+    rec += conn.recv(65536)
+    conn.sendall(PLAIN_OK)
+    p.drain(conn, rec)
+
+
 class HostileProxyTest(HubTestCase):
     """hubd with proxy = a HostileProxy; the fetches carry an origin token
     and the proxy URL a user and password, so a leak would show."""
@@ -220,7 +225,7 @@ class HostileProxyTest(HubTestCase):
         return p
 
     def start_tls_origin(self, cert_name):
-        o = Origin(self.root, tls=cert(cert_name), name=".%s-port" % cert_name)
+        o = Origin(self.root, tls=CERTS.pair(cert_name), name=".%s-port" % cert_name)
         self.addCleanup(o.stop)
         return o
 
@@ -346,12 +351,7 @@ class HostileProxyTest(HubTestCase):
         # is dialled like any origin: CONNECT to the mirror, TLS inside; a
         # proxy answering itself gets neither the token nor a request, and
         # the fall-back to the origin goes the same way.
-        def behave(p, conn, rec):
-            conn.sendall(ESTABLISHED)
-            rec += conn.recv(65536)
-            conn.sendall(PLAIN_OK)
-            p.drain(conn, rec)
-        proxy = self.start_proxy(behave)
+        proxy = self.start_proxy(answers_itself)
         mirror = "https://127.0.0.1:%d/" % self.origin.port
         self.restart_hubd(proxy, mirror="https://127.0.0.3:9/ %s credentials" % mirror)
         self.assert_refused(proxy, "https://127.0.0.3:9/files/x.bin", "tls", "not TLS")
@@ -362,12 +362,7 @@ class HostileProxyTest(HubTestCase):
         # The HTTP front's Hugging Face routes ask hf_upstream through the
         # same dialer: the client's token goes inside TLS or nowhere, and
         # the front's error names the proxy.
-        def behave(p, conn, rec):
-            conn.sendall(ESTABLISHED)
-            rec += conn.recv(65536)
-            conn.sendall(PLAIN_OK)
-            p.drain(conn, rec)
-        proxy = self.start_proxy(behave)
+        proxy = self.start_proxy(answers_itself)
         port = free_port()
         self.restart_hubd(proxy, http_listen="127.0.0.1:%d" % port,
                           hf_upstream="https://127.0.0.1:%d" % self.origin.port)

@@ -23,10 +23,6 @@ def tearDownModule():
     CERTS.remove()
 
 
-def cert(name):
-    return (CERTS.path(name + ".crt"), CERTS.path(name + ".key"))
-
-
 
 
 class TLSTest(HubTestCase):
@@ -35,7 +31,7 @@ class TLSTest(HubTestCase):
     def setUp(self):
         super().setUp()
         # The fixture's plain origin stays for redirects; this one speaks TLS.
-        self.tls_origin = Origin(self.root, tls=cert(self.server_cert), name=".tls-port")
+        self.tls_origin = Origin(self.root, tls=CERTS.pair(self.server_cert), name=".tls-port")
         self.addCleanup(self.tls_origin.stop)
         self.restart_hubd()
 
@@ -171,7 +167,7 @@ class BadCertTest(HubTestCase):
     """Each bad certificate fails with its reason and stores nothing."""
 
     def fetch_with(self, cert_name, host="localhost", config=None):
-        origin = Origin(self.root, tls=cert(cert_name), name=".%s-port" % cert_name)
+        origin = Origin(self.root, tls=CERTS.pair(cert_name), name=".%s-port" % cert_name)
         self.addCleanup(origin.stop)
         self.origin_port = origin.port
         self.hubd.stop()
@@ -206,7 +202,7 @@ class BadCertTest(HubTestCase):
         # file ca_file names) and reloads: no restart, downloads go on.
         bundle = os.path.join(self.tmp, "bundle.pem")
         shutil.copy(CERTS.path("ca.crt"), bundle)
-        origin = Origin(self.root, tls=cert("untrusted"), name=".reload-port")
+        origin = Origin(self.root, tls=CERTS.pair("untrusted"), name=".reload-port")
         self.addCleanup(origin.stop)
         self.origin_port = origin.port
         self.hubd.stop()
@@ -231,7 +227,7 @@ class BadCertTest(HubTestCase):
         # went on trusting it until the daemon restarted.
         bundle = os.path.join(self.tmp, "bundle.pem")
         shutil.copy(CERTS.path("ca.crt"), bundle)
-        origin = Origin(self.root, tls=cert("server"), name=".distrust-port")
+        origin = Origin(self.root, tls=CERTS.pair("server"), name=".distrust-port")
         self.addCleanup(origin.stop)
         self.origin_port = origin.port
         self.hubd.stop()
