@@ -169,9 +169,11 @@ static void send_done(hconn_t *c)
          * drop) what still comes, for a while, as nginx's lingering close. */
         shutdown(c->fd, SHUT_WR);
         c->state = HC_LINGER;
-        route_abandon(c); /* the request is over: what it holds goes now, not at the close */
         arm(c, HTTPD_LINGER_MS);
         watch(c, UV_READABLE | UV_DISCONNECT);
+        /* The request is over: what it holds goes now, not at the close.
+         * Last, with the handles set: an abandon may close c. */
+        route_abandon(c);
         return;
     }
     c->state = HC_HEAD;

@@ -252,7 +252,7 @@ static void conn_arm_response_timer(http_conn_t *conn, unsigned ms)
 static int conn_outdated(const http_conn_t *conn)
 {
     const http_client_t *c = conn->client;
-    return c->tls && conn->tls_generation != tls_ctx_generation(c->tls);
+    return conn->https && c->tls && conn->tls_generation != tls_ctx_generation(c->tls);
 }
 
 /* Keep-alive: back to the pool with a fresh parser, the oldest idle
@@ -489,13 +489,14 @@ static void req_connect_new(http_req_t *req)
     }
     conn->state = CONN_CONNECTING;
     conn->req = req;
+    conn->https = strncmp(req->origin, "https:", 6) == 0;
     req->conn = conn;
     dialer_opts_t o = {
         .loop = c->loop,
         .pool = c->pool,
         .policy = c->policy,
         .tls = c->tls,
-        .https = strncmp(req->origin, "https:", 6) == 0,
+        .https = conn->https,
         .host = req->host,
         .port = req->port,
         .origin = req->origin,

@@ -51,6 +51,7 @@ struct http_conn {
     buf_t *rbuf;             /* the read buffer being parsed (the stream's reference) */
     int in_execute;          /* inside llhttp_execute: defer teardown */
     int reused;              /* came from the pool: may be stale */
+    int https;               /* TLS to the origin (direct or tunnelled) */
     unsigned tls_generation; /* the CA bundle's when made (tls_ctx_generation) */
     const char *fail_code;   /* set by a parser callback that stopped the parse */
     const char *fail_msg;

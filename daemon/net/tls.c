@@ -692,6 +692,15 @@ fail:
     return rc < 0 ? rc : -EINVAL;
 }
 
+/* Whether two CA lists hold the same certificates, in the same order. */
+static int same_chain(const mbedtls_x509_crt *a, const mbedtls_x509_crt *b)
+{
+    for (; a && b; a = a->next, b = b->next)
+        if (a->raw.len != b->raw.len || (a->raw.len && memcmp(a->raw.p, b->raw.p, a->raw.len)))
+            return 0;
+    return !a && !b;
+}
+
 int tls_ctx_reload_ca(tls_ctx_t *ctx, const hubd_config_t *cfg, char *err, size_t errlen)
 {
     mbedtls_x509_crt fresh;
@@ -705,6 +714,7 @@ int tls_ctx_reload_ca(tls_ctx_t *ctx, const hubd_config_t *cfg, char *err, size_
     /* The configuration points at ctx->ca, the head of the list: the new
      * list moves into it. Handshakes verify on the loop thread, so none is
      * in the middle of reading it now. */
+    int changed = !same_chain(&ctx->ca, &fresh);
     mbedtls_x509_crt old = ctx->ca;
     ctx->ca = fresh;
     mbedtls_x509_crt_free(&old);
@@ -712,9 +722,13 @@ int tls_ctx_reload_ca(tls_ctx_t *ctx, const hubd_config_t *cfg, char *err, size_
     memcpy(ctx->bundle, bundle, sizeof bundle);
     /* A resumed session skips verification: one made under the old bundle
      * would go on trusting a CA just taken out of it. They go, and the
-     * pools stop reusing the connections made before (tls_ctx_generation). */
-    sessions_forget(ctx);
-    ctx->generation++;
+     * pools stop reusing the connections made before (tls_ctx_generation).
+     * Only when the bundle changed: a reload for another key (log_level)
+     * must not cost every origin a full handshake and a new connection. */
+    if (changed) {
+        sessions_forget(ctx);
+        ctx->generation++;
+    }
     return 0;
 }
 

@@ -39,8 +39,8 @@ void tls_ctx_free(tls_ctx_t *ctx);
  * not load changes nothing: -EINVAL with err set. Loop thread. */
 int tls_ctx_reload_ca(tls_ctx_t *ctx, const hubd_config_t *cfg, char *err, size_t errlen);
 
-/* How many times the CA bundle was reloaded. The remembered sessions go
- * with each reload; a connection made before one (the HTTP client's pool
+/* How many times a reload changed the CA bundle. The remembered sessions
+ * go with each such reload; a connection made before one (the HTTP client's pool
  * compares) was verified against a bundle no longer in force and is not
  * used for another request. */
 unsigned tls_ctx_generation(const tls_ctx_t *ctx);

@@ -219,7 +219,7 @@ class BadCertTest(HubTestCase):
         r = self.hubctl("fetch", "https://localhost:%d/files/x.bin" % self.origin_port)
         self.assertEqual(r.rc, 0, r)
 
-    def distrust_after_reuse(self, keepalive):
+    def distrust_after_reuse(self, keepalive, replace_ca=True):
         # A CA taken out of the bundle (compromised, or trusted by mistake)
         # and a reload: the origin it vouched for is refused at once, on a
         # pooled connection (keepalive) and on a new one that would resume
@@ -233,7 +233,7 @@ class BadCertTest(HubTestCase):
         self.hubd.stop()
         conf = write_config(os.path.join(self.tmp, "ca.conf"), ca_file=bundle,
                             keepalive_timeout=keepalive)
-        self.hubd = Hubd(os.path.join(self.tmp, "hub-distrust"), config=conf)
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-distrust-" + keepalive), config=conf)
         for name in "abc":
             self.make_file(name, 1000, seed=ord(name))
         url = "https://localhost:%d/files/" % origin.port
@@ -242,13 +242,19 @@ class BadCertTest(HubTestCase):
             self.assertEqual(r.rc, 0, r)
         st = origin.stats()
         connects, resumed = st["connections"], st["resumed"]
-        with open(bundle, "w") as f, open(CERTS.path("other-ca.crt")) as o:
-            f.write(o.read())
+        if replace_ca:
+            with open(bundle, "w") as f, open(CERTS.path("other-ca.crt")) as o:
+                f.write(o.read())
+        else:  # another key changes, the bundle does not
+            write_config(conf, ca_file=bundle, keepalive_timeout=keepalive, log_level="debug")
         self.hubd.proc.send_signal(signal.SIGHUP)
         wait_for(lambda: "configuration reloaded" in self.hubd.read_log(), what="the reload")
         r = self.hubctl("fetch", url + "c")
-        self.assert_refused_after(r)
-        return connects, resumed
+        if replace_ca:
+            self.assert_refused_after(r)
+        else:
+            self.assertEqual(r.rc, 0, r)
+        return connects, resumed, origin.stats()
 
     def assert_refused_after(self, r):
         self.assertEqual(r.rc, 1, r)
@@ -256,12 +262,21 @@ class BadCertTest(HubTestCase):
         self.assertIn("unknown CA", r.err)
 
     def test_a_ca_taken_out_is_distrusted_on_pooled_connections(self):
-        connects, _ = self.distrust_after_reuse("30s")
+        connects, _, _ = self.distrust_after_reuse("30s")
         self.assertEqual(connects, 1)  # b came on a's connection: the pool was used
 
     def test_a_ca_taken_out_is_distrusted_on_resumed_sessions(self):
-        _, resumed = self.distrust_after_reuse("0")
+        _, resumed, _ = self.distrust_after_reuse("0")
         self.assertEqual(resumed, 1)  # b resumed a's session: resumption was used
+
+    def test_a_reload_that_keeps_the_bundle_keeps_pool_and_sessions(self):
+        # A SIGHUP for another key must not cost every origin a new
+        # connection and a full handshake: c goes on a's pooled connection,
+        # and without keep-alive resumes its session.
+        connects, _, after = self.distrust_after_reuse("30s", replace_ca=False)
+        self.assertEqual((connects, after["connections"]), (1, 1))
+        _, resumed, after = self.distrust_after_reuse("0", replace_ca=False)
+        self.assertEqual((resumed, after["resumed"]), (1, 2))
 
     def test_expired(self):
         self.assert_refused(self.fetch_with("expired"), "expired")
