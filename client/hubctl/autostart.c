@@ -98,47 +98,101 @@ static void say_turned_off(const char *why)
 
 /* Whether dir may hold this user's socket: a folder that no one else can
  * write into, so that no one else could have put a socket, or a symlink to
- * theirs, in it. var: the variable that named it ($XDG_RUNTIME_DIR: after
- * symlinks, the user's or root's, no group or other write); NULL for
- * /tmp/hubd-UID, which hubctl makes itself (the user's alone, 0700, st from
- * lstat). Returns 0, or -EPERM after saying what was wrong and what to do. */
+ * theirs, in it, and that the user can write into, so that a daemon of
+ * theirs can run there (su from root keeps root's 0700 /run/user/0). var:
+ * the variable that named it ($XDG_RUNTIME_DIR: after symlinks, the user's
+ * or root's, no group or other write); NULL for /tmp/hubd-UID, which
+ * hubctl makes itself (the user's alone, 0700, st from lstat). Returns 0,
+ * or -EPERM / -EACCES after saying what was wrong and what to do. */
 static int private_dir_ok(const char *dir, const struct stat *st, const char *var)
 {
     uid_t me = getuid();
     int ok =
         var ? S_ISDIR(st->st_mode) && (st->st_uid == me || st->st_uid == 0) && !(st->st_mode & 022)
             : S_ISDIR(st->st_mode) && st->st_uid == me && !(st->st_mode & 077);
-    if (ok)
+    if (!ok) {
+        fprintf(stderr,
+                "hubctl: %s%s%s is not a private folder of yours (%s, owner uid %u, mode %04o; "
+                "you are uid %u): refusing to use or start a daemon there; %s\n",
+                var ? var : "", var ? "=" : "", dir,
+                S_ISDIR(st->st_mode)   ? "a folder"
+                : S_ISLNK(st->st_mode) ? "a symlink"
+                                       : "not a folder",
+                (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777), (unsigned)me,
+                var ? "point it at a folder of your own (mode 0700), or unset it"
+                    : "remove it, or set XDG_RUNTIME_DIR");
+        return -EPERM;
+    }
+    if (access(dir, W_OK | X_OK) == 0)
         return 0;
+    int rc = -errno;
     fprintf(stderr,
-            "hubctl: %s%s%s is not a private folder of yours (%s, owner uid %u, mode %04o; you "
-            "are uid %u): refusing to use or start a daemon there; %s\n",
-            var ? var : "", var ? "=" : "", dir,
-            S_ISDIR(st->st_mode)   ? "a folder"
-            : S_ISLNK(st->st_mode) ? "a symlink"
-                                   : "not a folder",
-            (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777), (unsigned)me,
-            var ? "point it at a folder of your own (mode 0700), or unset it"
+            "hubctl: %s%s%s is not writable by you (owner uid %u, mode %04o; you are uid %u): no "
+            "per-user daemon can run there; %s\n",
+            var ? var : "", var ? "=" : "", dir, (unsigned)st->st_uid,
+            (unsigned)(st->st_mode & 07777), (unsigned)me,
+            var ? "unset XDG_RUNTIME_DIR or point it at a folder of your own"
                 : "remove it, or set XDG_RUNTIME_DIR");
-    return -EPERM;
+    return rc;
 }
 
-/* The per-user daemon's folder: $XDG_RUNTIME_DIR, else /tmp/hubd-UID. */
-static void user_dir(char *dir, size_t cap)
+/* The per-user daemon's folder: $XDG_RUNTIME_DIR without trailing slashes
+ * (the Python client drops them too, so both name the socket alike), else
+ * /tmp/hubd-UID. Returns whether $XDG_RUNTIME_DIR named it. */
+static int user_dir(char *dir, size_t cap)
 {
     const char *run = getenv("XDG_RUNTIME_DIR");
-    if (run && *run)
-        snprintf(dir, cap, "%s", run);
-    else
+    if (!run || !*run) {
         snprintf(dir, cap, "/tmp/hubd-%u", (unsigned)getuid());
+        return 0;
+    }
+    snprintf(dir, cap, "%s", run);
+    for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
+        dir[n - 1] = '\0';
+    return 1;
+}
+
+/* The per-user socket in dir. */
+static void socket_in(char *out, size_t cap, const char *dir)
+{
+    snprintf(out, cap, "%s%shubd.sock", dir, strcmp(dir, "/") ? "/" : "");
+}
+
+/* path with its folder's symlinks resolved (the folder as it is spelled
+ * when it cannot be resolved): how two spellings of a socket that is not
+ * there are compared. */
+static void resolved(const char *path, char *out, size_t cap)
+{
+    char dir[PATH_MAX], real[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    snprintf(out, cap, "%s/%s", realpath(dir, real) ? real : dir, base);
+}
+
+/* Whether path names the per-user socket mine, however spelled (double or
+ * trailing slashes, a symlink, a relative path): the same file (st_dev,
+ * st_ino) when both are there, else the same resolved folder and name. */
+static int is_user_socket(const char *path, const char *mine)
+{
+    struct stat a, b;
+    if (stat(path, &a) == 0 && stat(mine, &b) == 0)
+        return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    char ra[PATH_MAX * 2], rb[PATH_MAX * 2];
+    resolved(path, ra, sizeof ra);
+    resolved(mine, rb, sizeof rb);
+    return strcmp(ra, rb) == 0;
 }
 
 int autostart_check_peer(int fd, const char *path)
 {
-    char mine[PATH_MAX + 16];
-    user_dir(mine, PATH_MAX);
-    strcat(mine, "/hubd.sock");
-    if (strcmp(path, mine) != 0)
+    char dir[PATH_MAX], mine[PATH_MAX + 16];
+    user_dir(dir, sizeof dir);
+    socket_in(mine, sizeof mine, dir);
+    if (!is_user_socket(path, mine))
         return 0; /* chosen by path: the system socket, --socket, $HUBD_SOCKET */
     struct ucred cred;
     socklen_t len = sizeof cred;
@@ -160,22 +214,32 @@ int autostart_check_peer(int fd, const char *path)
  * makes; but su and sudo -E pass the first user's on) or else in
  * /tmp/hubd-UID, which anyone could have made first to put their own
  * daemon there. Either is made 0700 when missing, then checked. Returns 0,
- * or -errno after saying why not. */
+ * or -errno after saying why not (out is then left alone). */
 static int user_socket(char *out, size_t cap)
 {
-    const char *run = getenv("XDG_RUNTIME_DIR");
     char dir[PATH_MAX];
     struct stat st;
-    user_dir(dir, sizeof dir);
-    if ((mkdir(dir, 0700) && errno != EEXIST) || (run && *run ? stat(dir, &st) : lstat(dir, &st))) {
-        int rc = -errno;
-        fprintf(stderr, "hubctl: cannot make the per-user daemon's folder %s: %s\n", dir,
-                strerror(errno));
+    int xdg = user_dir(dir, sizeof dir);
+    const char *call = "mkdir";
+    int rc = mkdir(dir, 0700) && errno != EEXIST ? -errno : 0;
+    if (!rc) {
+        call = xdg ? "stat" : "lstat";
+        rc = (xdg ? stat(dir, &st) : lstat(dir, &st)) ? -errno : 0;
+    }
+    if (rc) {
+        fprintf(stderr,
+                "hubctl: cannot %s the per-user daemon's folder %s%s (%s: %s): refusing to use or "
+                "start a daemon there; %s\n",
+                strcmp(call, "mkdir") ? "check" : "make", xdg ? "XDG_RUNTIME_DIR=" : "", dir, call,
+                strerror(-rc),
+                xdg ? "unset XDG_RUNTIME_DIR or point it at a folder of your own"
+                    : "remove it, or set XDG_RUNTIME_DIR");
         return rc;
     }
-    if (private_dir_ok(dir, &st, run && *run ? "XDG_RUNTIME_DIR" : NULL))
-        return -EPERM;
-    snprintf(out, cap, "%s/hubd.sock", dir);
+    rc = private_dir_ok(dir, &st, xdg ? "XDG_RUNTIME_DIR" : NULL);
+    if (rc)
+        return rc;
+    socket_in(out, cap, dir);
     return 0;
 }
 
@@ -292,6 +356,7 @@ static int spawn_daemon(const char *sock, int quiet)
 
 int autostart_socket(const char *explicit_path, int may_start, int quiet, char *out, size_t cap)
 {
+    out[0] = '\0'; /* stays empty when the per-user folder fails (said) */
     const char *env = getenv("HUBD_SOCKET");
     if (explicit_path || (env && *env)) {
         snprintf(out, cap, "%s", explicit_path ? explicit_path : env);

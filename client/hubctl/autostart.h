@@ -21,7 +21,9 @@
  * daemon is started: -ECANCELED, after saying so, with out set to the
  * system socket.
  * Returns 0, or -errno after telling the user on stderr why no daemon
- * could be used. */
+ * could be used; out is then the socket that was tried, or empty when none
+ * could be chosen (the per-user folder could not be made, checked, or
+ * trusted, or is not writable). */
 int autostart_socket(const char *explicit_path, int may_start, int quiet, char *out, size_t cap);
 
 /* The system daemon's socket: $HUBD_SYSTEM_SOCKET, else /run/hubd/hubd.sock. */
@@ -37,7 +39,8 @@ void autostart_service_hint(const char *path);
 void autostart_refused_hint(const char *path);
 
 /* Whom hubctl may send requests to, on fd, a connection to path. On the
- * per-user socket (the path autostart_socket would pick), only a daemon of
+ * per-user socket (the path autostart_socket would pick, in any spelling:
+ * the same file, or the same folder and name after symlinks), only a daemon of
  * the user's own, or root's (SO_PEERCRED): a folder another user could
  * write into is refused before that, so this holds even if one slipped
  * through. A path chosen by name (the system socket, --socket or

@@ -98,13 +98,13 @@ conn_t *conn_new(const char *socket_path, int may_start, int quiet, conn_msg_cb 
     bytebuf_init(&c->fds, 0);
     /* A failure to start a per-user daemon was told on stderr; the connect
      * then fails and says so too. */
-    buf[0] = '\0';
     int rc = autostart_socket(socket_path, may_start, quiet, buf, sizeof buf);
-    if (rc < 0 && !buf[0])
-        snprintf(buf, sizeof buf, "/run/hubd/hubd.sock");
-    /* Said so: conn_open adds nothing (-EPERM: the per-user folder or its
-     * daemon is another user's; no other socket is tried in its place). */
-    c->none = (rc == -ENOENT && !may_start) || rc == -ECANCELED || rc == -EPERM;
+    /* Said so: conn_open adds nothing. No socket chosen: the per-user
+     * folder failed (made, checked, trusted, writable); -EPERM: it or its
+     * daemon is another user's. No other socket is tried in its place. */
+    c->none = !buf[0] || (rc == -ENOENT && !may_start) || rc == -ECANCELED || rc == -EPERM;
+    if (!buf[0])
+        snprintf(buf, sizeof buf, "%s", autostart_system_socket());
     const char *t = getenv("HUBD_ANSWER_TIMEOUT");
     c->answer_ms = (t && atoi(t) > 0 ? atoi(t) : ANSWER_TIMEOUT_S) * 1000;
     snprintf(c->path, sizeof c->path, "%s", buf);

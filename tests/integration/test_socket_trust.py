@@ -5,6 +5,7 @@ a hostile daemon answering the Python client."""
 import os
 import signal
 import socket
+import struct
 import subprocess
 import time
 import unittest
@@ -131,9 +132,9 @@ class UserEnvCase(HubTestCase):
                 os.kill(pid, signal.SIGKILL)
         self.addCleanup(kill)
 
-    def run_ctl(self, env, *args, pre=()):
+    def run_ctl(self, env, *args, pre=(), cwd=None):
         return subprocess.run(list(pre) + [HUBCTL] + list(args), env=env, capture_output=True,
-                              text=True, timeout=120 * SLOW)
+                              text=True, timeout=120 * SLOW, cwd=cwd)
 
 
 class UserDaemonTest(UserEnvCase):
@@ -234,6 +235,10 @@ class PlantCase(UserEnvCase):
         env["HOME"] = self.own_dir("home-%d" % uid, uid)
         return env
 
+    def py_fetch(self, env, uid, cwd=None):
+        env = dict(env, PYTHONPATH=PYCLIENT, HUBCTL=HUBCTL)
+        return subprocess.run(as_uid(uid) + ["python3", "-c", PY_FETCH, self.origin.url("/files/a")],
+                              env=env, capture_output=True, text=True, timeout=120 * SLOW, cwd=cwd)
 
 
 class PlantedSocketTest(PlantCase):
@@ -329,12 +334,6 @@ class PlantedSocketTest(PlantCase):
         with open(record, "rb") as f:
             self.assertEqual(f.read(), b"")
 
-
-    def py_fetch(self, env, uid):
-        env = dict(env, PYTHONPATH=PYCLIENT, HUBCTL=HUBCTL)
-        return subprocess.run(as_uid(uid) + ["python3", "-c", PY_FETCH, self.origin.url("/files/a")],
-                              env=env, capture_output=True, text=True, timeout=120 * SLOW)
-
     def test_the_python_client_refuses_them_too(self):
         att = self.own_dir("att", ATTACKER, 0o755)
         with open(os.path.join(att, "secret"), "w") as f:
@@ -358,6 +357,122 @@ class PlantedSocketTest(PlantCase):
         self.assertIn("is run by uid %d (pid" % ATTACKER, r.stderr)
         with open(record, "rb") as f:
             self.assertEqual(f.read(), b"")
+
+
+class RuntimeDirTest(PlantCase):
+    """$XDG_RUNTIME_DIR as su, sudo -E and typing leave it: unreachable,
+    root's, spelled with a trailing slash; the per-user socket named in
+    another spelling."""
+
+    def one_error(self, r):
+        """hubctl failed with one message (no second, wrong one after it)."""
+        self.assertNotEqual(r.returncode, 0, r)
+        self.assertNotIn("cannot connect to hubd", r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
+    def test_a_runtime_dir_that_cannot_be_checked_is_one_clear_error(self):
+        locked = self.own_dir("locked", 0, 0o700)
+        with open(os.path.join(self.tmp, "plain"), "w"):
+            pass
+        os.symlink("loop", os.path.join(self.tmp, "loop"))
+        for run, call, err in (
+                (os.path.join(locked, "sub"), "make", "mkdir: Permission denied"),
+                (os.path.join(self.tmp, "plain", "sub"), "make", "mkdir: Not a directory"),
+                (os.path.join(self.tmp, "loop"), "check",
+                 "stat: Too many levels of symbolic links")):
+            env = self.victim_env(NOBODY, run)
+            r = self.run_ctl(env, "fetch", self.origin.url("/files/a"), pre=as_uid(NOBODY))
+            self.one_error(r)
+            self.assertIn("cannot %s the per-user daemon's folder XDG_RUNTIME_DIR=%s (%s)"
+                          % (call, run, err), r.stderr)
+            self.assertIn("unset XDG_RUNTIME_DIR or point it at a folder of your own", r.stderr)
+            r = self.py_fetch(env, NOBODY)
+            self.assertEqual(r.returncode, 3, r)
+            self.assertIn("HubdError no_daemon cannot check XDG_RUNTIME_DIR=%s: %s"
+                          % (run, err.split(": ")[1]), r.stderr)
+
+    def test_a_root_runtime_dir_the_user_cannot_write_is_refused(self):
+        # `su user` from root keeps XDG_RUNTIME_DIR=/run/user/0.
+        for mode in (0o700, 0o755):
+            run = self.own_dir("root-run-%o" % mode, 0, mode)
+            self.kill_daemons_later(os.path.join(run, "hubd.sock"))  # if one were started
+            env = self.victim_env(NOBODY, run)
+            for args in (["fetch", self.origin.url("/files/a")], ["start"]):
+                r = self.run_ctl(env, *args, pre=as_uid(NOBODY))
+                self.one_error(r)
+                self.assertIn("XDG_RUNTIME_DIR=%s is not writable by you (owner uid 0, mode %04o; "
+                              "you are uid %d)" % (run, mode, NOBODY), r.stderr)
+                self.assertIn("unset XDG_RUNTIME_DIR or point it at a folder of your own",
+                              r.stderr)
+            r = self.py_fetch(env, NOBODY)
+            self.assertEqual(r.returncode, 3, r)
+            self.assertIn("HubdError no_daemon XDG_RUNTIME_DIR=%s is not writable by you" % run,
+                          r.stderr)
+            self.assertEqual(os.listdir(run), [])
+            self.assertEqual(live_daemons(os.path.join(run, "hubd.sock")), [])
+
+    def test_a_trailing_slash_names_the_same_folder(self):
+        # The user's own folder, 0755: the rule for $XDG_RUNTIME_DIR holds
+        # for both clients, whatever its spelling.
+        run = self.own_dir("run-slash", NOBODY, 0o755)
+        sock = os.path.join(run, "hubd.sock")
+        self.kill_daemons_later(sock)
+        self.kill_daemons_later(run + "//hubd.sock")
+        digest = self.make_file("a", 4000)
+        env = self.victim_env(NOBODY, run + "//")
+        r = self.run_ctl(env, "start", pre=as_uid(NOBODY))
+        self.assertEqual(r.returncode, 0, r)
+        self.assertEqual(r.stdout.strip(), sock)
+        self.assertIn("started a per-user hubd (pid", r.stderr)
+        self.assertIn(" on %s\n" % sock, r.stderr)
+        r = self.py_fetch(env, NOBODY)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertIn(digest, r.stdout)
+        self.assertEqual(self.run_ctl(env, "stop", pre=as_uid(NOBODY)).returncode, 0)
+        self.assertEqual(live_daemons(sock), [])
+
+    def test_the_per_user_socket_in_any_spelling_is_checked(self):
+        att = self.own_dir("att", ATTACKER, 0o755)
+        with open(os.path.join(att, "secret"), "w") as f:
+            f.write("the attacker's bytes")
+        record = self.plant(os.path.join(att, "hubd.sock"), "done", os.path.join(att, "secret"))
+        run = self.own_dir("victim-run", NOBODY)
+        os.rename(os.path.join(att, "hubd.sock"), os.path.join(run, "hubd.sock"))
+        os.symlink(run, os.path.join(self.tmp, "run-link"))
+        os.symlink(os.path.join(run, "hubd.sock"), os.path.join(self.tmp, "sock-link"))
+        spellings = [(run, run + "//hubd.sock", None), (run, run + "/./hubd.sock", None),
+                     (run, os.path.join(self.tmp, "run-link", "hubd.sock"), None),
+                     (run, os.path.join(self.tmp, "sock-link"), None),
+                     (run, "hubd.sock", run), (run + "/", os.path.join(run, "hubd.sock"), None)]
+        for xdg, named, cwd in spellings:
+            env = dict(self.victim_env(NOBODY, xdg), HUBD_SOCKET=named)
+            r = self.run_ctl(env, "fetch", "-H", "Authorization: Bearer SECRET-TOKEN",
+                             self.origin.url("/files/a"), pre=as_uid(NOBODY), cwd=cwd)
+            self.assertNotEqual(r.returncode, 0, (named, r))
+            self.assertIn("is run by uid %d" % ATTACKER, r.stderr, named)
+            r = self.py_fetch(env, NOBODY, cwd=cwd)
+            self.assertEqual(r.returncode, 3, (named, r))
+            self.assertIn("is run by uid %d (pid" % ATTACKER, r.stderr, named)
+        with open(record, "rb") as f:
+            self.assertEqual(f.read(), b"")
+
+    def test_a_uid_past_2_31_is_read_unsigned(self):
+        import sys
+        sys.path.insert(0, PYCLIENT)
+        self.addCleanup(sys.path.remove, PYCLIENT)
+        from hubd import _trust
+        big = 2 ** 31 + 7
+
+        class Sock:
+            def getsockopt(self, *args):
+                return struct.pack("iII", 4242, big, big)
+
+        path = os.path.join(self.tmp, "none.sock")
+        with mock.patch("os.getuid", return_value=big):
+            self.assertIsNone(_trust.peer_refusal(Sock(), path, path))
+        with mock.patch("os.getuid", return_value=1000):
+            self.assertIn("is run by uid %d (pid 4242)" % big,
+                          _trust.peer_refusal(Sock(), path, path))
 
 
 class HostileDaemonPythonTest(PlantCase):

@@ -279,10 +279,7 @@ class _Conn:
 def _user_socket():
     """The per-user daemon's socket: $XDG_RUNTIME_DIR/hubd.sock, else
     /tmp/hubd-<uid>/hubd.sock."""
-    run = os.environ.get("XDG_RUNTIME_DIR")
-    if run:
-        return os.path.join(run, "hubd.sock")
-    return "/tmp/hubd-%d/hubd.sock" % os.getuid()
+    return _trust.user_socket()
 
 
 def _open_conn(sock, path):
@@ -461,7 +458,7 @@ def _connect():
         warnings.warn(refused + "; meanwhile, a per-user hubd with its own cache",
                       HubdFallbackWarning, stacklevel=4)
     path = _user_socket()
-    why = _trust.dir_refusal(os.path.dirname(path), os.environ.get("XDG_RUNTIME_DIR"))
+    why = _trust.dir_refusal(*_trust.user_dir())
     if why:
         raise HubdError("no_daemon", why)
     s = _try_connect(path)
