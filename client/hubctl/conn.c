@@ -32,6 +32,7 @@ struct conn {
     int hello_done;        /* the HELLO reply (or its ERR) was seen */
     int done;              /* the handler has all its replies */
     int none;              /* no daemon runs and none may be started (said) */
+    int may_restart;       /* the default socket, may_start: one more autostart (conn_open) */
     int answer_ms;         /* how long to wait for HELLO's answer */
     bytebuf_t out;         /* requests not yet written */
     bytebuf_t fds;         /* ints: descriptors not yet taken by a DONE line, oldest first */
@@ -103,6 +104,7 @@ conn_t *conn_new(const char *socket_path, int may_start, int quiet, conn_msg_cb 
      * folder failed (made, checked, trusted, writable); -EPERM: it or its
      * daemon is another user's. No other socket is tried in its place. */
     c->none = !buf[0] || (rc == -ENOENT && !may_start) || rc == -ECANCELED || rc == -EPERM;
+    c->may_restart = !socket_path && may_start && rc == 0;
     if (!buf[0])
         snprintf(buf, sizeof buf, "%s", autostart_system_socket());
     const char *t = getenv("HUBD_ANSWER_TIMEOUT");
@@ -158,6 +160,16 @@ int conn_open(conn_t *c)
     if (c->none)
         return EXIT_UNREACHABLE;
     int fd = unixsock_connect(c->path, CONNECT_TIMEOUT_MS);
+    if ((fd == -ENOENT || fd == -ECONNREFUSED) && c->may_restart) {
+        /* The daemon autostart found has stopped since (a `hubctl stop`,
+         * an idle exit): choose again, as a new hubctl would, once. */
+        char buf[PATH_MAX];
+        c->may_restart = 0;
+        if (autostart_socket(NULL, 1, c->quiet, buf, sizeof buf) == 0 && buf[0]) {
+            snprintf(c->path, sizeof c->path, "%s", buf);
+            fd = unixsock_connect(c->path, CONNECT_TIMEOUT_MS);
+        }
+    }
     if (fd >= 0 && autostart_check_peer(fd, c->path)) {
         close(fd); /* another user's daemon: nothing of ours goes to it */
         return EXIT_UNREACHABLE;

@@ -32,7 +32,10 @@ int conn_queue_line(conn_t *c, proto_writer_t *w);
 /* Queues a request that is a bare verb. */
 void conn_queue_verb(conn_t *c, const char *verb);
 
-/* Connects, telling the user why not. Returns 0 or EXIT_UNREACHABLE. */
+/* Connects, telling the user why not. With the default socket and
+ * may_start, a daemon that stopped since conn_new chose it (its socket gone
+ * or refusing) makes autostart choose again, once, as a new hubctl would.
+ * Returns 0 or EXIT_UNREACHABLE. */
 int conn_open(conn_t *c);
 
 /* Writes the queued requests and feeds replies to the handler until it has
