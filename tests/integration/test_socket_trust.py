@@ -230,6 +230,18 @@ class PlantCase(UserEnvCase):
         self.assertEqual(p.stdout.readline().strip(), "ready")
         return record
 
+    def attackers_daemon_in_victims_folder(self):
+        """The attacker's fake daemon (DONE with a file of its own), its
+        socket moved (by root) into the victim's own 0700 folder: returns
+        (its record, that folder)."""
+        att = self.own_dir("att", ATTACKER, 0o755)
+        with open(os.path.join(att, "secret"), "w") as f:
+            f.write("the attacker's bytes")
+        record = self.plant(os.path.join(att, "hubd.sock"), "done", os.path.join(att, "secret"))
+        run = self.own_dir("victim-run", NOBODY)
+        os.rename(os.path.join(att, "hubd.sock"), os.path.join(run, "hubd.sock"))
+        return record, run
+
     def victim_env(self, uid, run):
         env = self.user_env(run)
         env["HOME"] = self.own_dir("home-%d" % uid, uid)
@@ -285,12 +297,7 @@ class PlantedSocketTest(PlantCase):
     def test_another_users_daemon_in_ones_own_folder_is_refused(self):
         # The folder is the victim's, yet another user's daemon answers in
         # it (root moved the socket there): the peer check refuses it.
-        att = self.own_dir("att", ATTACKER, 0o755)
-        with open(os.path.join(att, "secret"), "w") as f:
-            f.write("the attacker's bytes")
-        record = self.plant(os.path.join(att, "hubd.sock"), "done", os.path.join(att, "secret"))
-        run = self.own_dir("victim-run", NOBODY)
-        os.rename(os.path.join(att, "hubd.sock"), os.path.join(run, "hubd.sock"))
+        record, run = self.attackers_daemon_in_victims_folder()
         env = self.victim_env(NOBODY, run)
         for args in (["fetch", "-H", "Authorization: Bearer SECRET-TOKEN",
                       self.origin.url("/files/a")], ["start"], ["status"]):
@@ -303,8 +310,9 @@ class PlantedSocketTest(PlantCase):
             self.assertEqual(f.read(), b"")
         # Named by the user (--socket) elsewhere, it is the user's choice
         # (at the per-user path, even --socket is checked: above).
-        os.rename(os.path.join(run, "hubd.sock"), os.path.join(att, "hubd.sock"))
-        r = self.run_ctl(env, "--socket", os.path.join(att, "hubd.sock"), "status",
+        elsewhere = os.path.join(self.tmp, "att", "hubd.sock")  # the attacker's own folder
+        os.rename(os.path.join(run, "hubd.sock"), elsewhere)
+        r = self.run_ctl(env, "--socket", elsewhere, "status",
                          pre=as_uid(NOBODY))
         with open(record, "rb") as f:
             self.assertIn(b"HELLO", f.read(), r)
@@ -432,12 +440,7 @@ class RuntimeDirTest(PlantCase):
         self.assertEqual(live_daemons(sock), [])
 
     def test_the_per_user_socket_in_any_spelling_is_checked(self):
-        att = self.own_dir("att", ATTACKER, 0o755)
-        with open(os.path.join(att, "secret"), "w") as f:
-            f.write("the attacker's bytes")
-        record = self.plant(os.path.join(att, "hubd.sock"), "done", os.path.join(att, "secret"))
-        run = self.own_dir("victim-run", NOBODY)
-        os.rename(os.path.join(att, "hubd.sock"), os.path.join(run, "hubd.sock"))
+        record, run = self.attackers_daemon_in_victims_folder()
         os.symlink(run, os.path.join(self.tmp, "run-link"))
         os.symlink(os.path.join(run, "hubd.sock"), os.path.join(self.tmp, "sock-link"))
         spellings = [(run, run + "//hubd.sock", None), (run, run + "/./hubd.sock", None),

@@ -197,6 +197,25 @@ END_TEST
 
 /* A child that makes one socket as root and one as nobody, connects both,
  * sends their inodes and holds them open until the parent is done. */
+/* A child that will connect as a peer: it reports on report[1] and waits
+ * for hold[0] to close; the parent keeps report[0] and hold[1]. Returns the
+ * child's pid in the parent, 0 in the child. */
+static pid_t fork_peer(int report[2], int hold[2])
+{
+    ck_assert_int_eq(pipe(report), 0);
+    ck_assert_int_eq(pipe(hold), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(report[0]);
+        close(hold[1]);
+        return 0;
+    }
+    close(report[1]);
+    close(hold[0]);
+    return pid;
+}
+
 static void child_connects(unsigned port, int report, int hold)
 {
     int as_root = socket(AF_INET, SOCK_STREAM, 0);
@@ -229,17 +248,9 @@ START_TEST(peeruid_peer_of_another_uid)
     int lfd = listen_on(AF_INET, "127.0.0.1", &port);
     ck_assert_int_ge(lfd, 0);
     int report[2], hold[2];
-    ck_assert_int_eq(pipe(report), 0);
-    ck_assert_int_eq(pipe(hold), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        close(report[0]);
-        close(hold[1]);
+    pid_t pid = fork_peer(report, hold);
+    if (pid == 0)
         child_connects(port, report[1], hold[0]);
-    }
-    close(report[1]);
-    close(hold[0]);
     ino_t inodes[2];
     ck_assert_int_eq(read(report[0], inodes, sizeof inodes), sizeof inodes);
     names_t root, nobody;
@@ -302,17 +313,9 @@ static int check_nobody(int lfamily, const char *laddr, int cfamily, const char 
         return 0;
     }
     int report[2], hold[2];
-    ck_assert_int_eq(pipe(report), 0);
-    ck_assert_int_eq(pipe(hold), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        close(report[0]);
-        close(hold[1]);
+    pid_t pid = fork_peer(report, hold);
+    if (pid == 0)
         child_connects_as_nobody(cfamily, src, caddr, port, report[1], hold[0]);
-    }
-    close(report[1]);
-    close(hold[0]);
     ino_t ino = 0;
     ck_assert_int_eq(read(report[0], &ino, sizeof ino), sizeof ino);
     names_t n;
