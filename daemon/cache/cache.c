@@ -284,6 +284,13 @@ int cache_verify(store_t *store, db_t *db, unsigned *checked, cache_bad_t **bad)
     free(buf);
     free(all.v);
     db_holds_refresh(db);
+    /* STATS' totals are counters (db_totals.c): checked here against the
+     * table, and mended if they drifted. */
+    uint64_t was_bytes = 0, was_blobs = 0;
+    if (!rc && db_totals_check(db, &was_bytes, &was_blobs) == 1)
+        log_warn("verify: the cache's totals said %llu bytes in %llu blobs, the table other: "
+                 "counted again",
+                 (unsigned long long)was_bytes, (unsigned long long)was_blobs);
     return rc;
 }
 

@@ -57,12 +57,6 @@ static const char *const schema_v2 = "CREATE TABLE partials ("
 
 /* Logs a failed statement; a full disk is -ENOSPC (ERR code=no_space),
  * anything else -EIO. */
-int db_sq_err(sqlite3 *h, const char *what)
-{
-    log_err("sqlite: %s: %s", what, h ? sqlite3_errmsg(h) : "out of memory");
-    return h && sqlite3_errcode(h) == SQLITE_FULL ? -ENOSPC : -EIO;
-}
-
 /* busy_ms: how long a statement may wait for another connection's lock. The
  * writer (pool threads) waits long; the reader runs on the loop thread and
  * must not: in WAL mode a reader never needs to wait, so it gets little. */
@@ -297,6 +291,8 @@ int db_open(const char *path, db_t **out)
                         " coalesce((SELECT max(seq) FROM entries), 0))",
                         NULL, &last, NULL);
     atomic_store(&db->seq, last);
+    if (!rc)
+        rc = db_totals_init(db);       /* STATS' totals: counted once, then kept */
     atomic_store(&db->holds_dirty, 1); /* STATS' holds: counted at start-up */
     if (!rc)
         rc = open_conn(path, SQLITE_OPEN_NOMUTEX, 100, &db->rd);
@@ -760,12 +756,6 @@ static int query_u64s(sqlite3 *h, const char *sql, const char *arg, uint64_t *a,
     }
     sqlite3_finalize(st);
     return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : db_sq_err(h, sql);
-}
-
-int db_cache_size(db_t *db, uint64_t *bytes, uint64_t *count)
-{
-    return query_u64s(db->rd, "SELECT coalesce(sum(size), 0), count(*) FROM blobs", NULL, bytes,
-                      count);
 }
 
 int db_resolve(db_t *db, const char *url_or_sha, char sha_out[65])

@@ -165,8 +165,13 @@ int64_t db_partial_keep(uint64_t durable, const char *ranges);
  * it: 1, or 0 at the end, -1 when it does not parse. */
 int db_ranges_next(const char **r, uint64_t *a, uint64_t *b);
 
-/* Loop thread. The blobs' total size and count. */
+/* Any thread. The blobs' total size and count as committed: counters
+ * kept as rows come and go (db_totals.c), no SQLite. Returns 0. */
 int db_cache_size(db_t *db, uint64_t *bytes, uint64_t *count);
+/* Pool thread. The counters against a scan of the table: 0 when they
+ * agree, 1 when they did not (they are the scan's now; *was_bytes and
+ * *was_blobs what they said), or -errno. */
+int db_totals_check(db_t *db, uint64_t *was_bytes, uint64_t *was_blobs);
 /* Loop thread. A URL (its entry without credentials) or a 64-hex digest
  * (a blob) to the blob's digest; -ENOENT when nothing matches. */
 int db_resolve(db_t *db, const char *url_or_sha, char sha_out[65]);

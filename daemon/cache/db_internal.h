@@ -19,20 +19,28 @@ typedef struct db_hold_pos {
 } db_hold_pos_t;
 
 struct db {
-    sqlite3 *rd;                 /* loop thread only */
-    _Atomic uint64_t seq;        /* last use sequence number given out (under wr's mutex;
-                                    read from any thread: db_use_seq) */
-    sqlite3 *wr;                 /* pool threads only (serialized mode) */
-    sqlite3_stmt *find_entry;    /* on rd */
-    sqlite3_stmt *find_blob;     /* on rd */
-    sqlite3_stmt *find_part;     /* on rd */
-    sqlite3_stmt *find_blob_for; /* on rd */
-    _Atomic uint64_t holds;      /* hold rows (db_holds.c; read from any thread) */
-    _Atomic uint64_t held_bytes; /* the size of the blobs they hold, each once */
-    _Atomic int holds_dirty;     /* holds deleted with their blob: db_holds_refresh recounts */
-    db_hold_pos_t holds_next;    /* db_holds_each resumes after it (under wr's mutex) */
-    int holds_counted;           /* the TEMP counts by uid are made (db_holds.c; wr's mutex) */
+    sqlite3 *rd;                  /* loop thread only */
+    _Atomic uint64_t seq;         /* last use sequence number given out (under wr's mutex;
+                                     read from any thread: db_use_seq) */
+    sqlite3 *wr;                  /* pool threads only (serialized mode) */
+    sqlite3_stmt *find_entry;     /* on rd */
+    sqlite3_stmt *find_blob;      /* on rd */
+    sqlite3_stmt *find_part;      /* on rd */
+    sqlite3_stmt *find_blob_for;  /* on rd */
+    _Atomic uint64_t holds;       /* hold rows (db_holds.c; read from any thread) */
+    _Atomic uint64_t held_bytes;  /* the size of the blobs they hold, each once */
+    _Atomic int holds_dirty;      /* holds deleted with their blob: db_holds_refresh recounts */
+    db_hold_pos_t holds_next;     /* db_holds_each resumes after it (under wr's mutex) */
+    int holds_counted;            /* the TEMP counts by uid are made (db_holds.c; wr's mutex) */
+    _Atomic uint64_t total_bytes; /* the blobs' sizes, as committed (db_totals.c) */
+    _Atomic uint64_t total_blobs; /* and their rows */
+    int64_t pending_bytes;        /* the open transaction's changes to them (wr's mutex) */
+    int64_t pending_blobs;
 };
+
+/* db_totals.c: the triggers and hooks that keep total_bytes and
+ * total_blobs, and their first count. Writer connection, at open. */
+int db_totals_init(db_t *db);
 
 /* Version 6. A row per link a user's HF cache has into hubd's store:
  * (uid, label, link), label being the repo and revision

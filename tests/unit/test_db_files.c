@@ -2,6 +2,7 @@
  * their place), damage to them, and the blob rows a rebuild adds (issue
  * 10). The fixture is db_fixture.h's. */
 #include "db_fixture.h"
+#include "db_internal.h" /* db->wr: a transaction rolled back */
 
 #include <check.h>
 #include <errno.h>
@@ -197,6 +198,61 @@ START_TEST(db_a_private_blob_left_without_entry_stays_private)
 }
 END_TEST
 
+/* STATS' totals are counters (db_totals.c), not a scan: kept through
+ * commits of new and known blobs, additions at start-up and removals,
+ * untouched by a rollback, counted at open, and mended by db_totals_check
+ * when a change went around them (another connection). */
+START_TEST(db_totals_are_kept_as_blobs_come_and_go)
+{
+    uint64_t bytes = 1, n = 1, was_bytes, was_n;
+    char a[65], b[65];
+    make_sha(a, 0x71);
+    make_sha(b, 0x72);
+    ck_assert_int_eq(db_cache_size(db, &bytes, &n), 0);
+    ck_assert_uint_eq(bytes, 0);
+    ck_assert_uint_eq(n, 0);
+    record("http://h/a", "", a, 100, NULL, NULL);
+    record("http://h/b", "tag", b, 30, NULL, NULL);
+    record("http://h/a2", "", a, 100, NULL, NULL); /* the same blob: counted once */
+    db_cache_size(db, &bytes, &n);
+    ck_assert_uint_eq(bytes, 130);
+    ck_assert_uint_eq(n, 2);
+    db_found_blob_t v[2] = {{.size = 5, .mtime = 1}, {.size = 100, .mtime = 1}};
+    make_sha(v[0].sha256, 0x73);
+    memcpy(v[1].sha256, a, 65); /* known: left as it is */
+    ck_assert_int_eq(db_add_blobs(db, v, 2), 0);
+    db_cache_size(db, &bytes, &n);
+    ck_assert_uint_eq(bytes, 135);
+    ck_assert_uint_eq(n, 3);
+    /* A transaction rolled back counts nothing, now or at the next commit. */
+    ck_assert_int_eq(sqlite3_exec(db->wr, "BEGIN; UPDATE blobs SET size = size + 1000; ROLLBACK",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(db_totals_check(db, &was_bytes, &was_n), 0);
+    db_cache_size(db, &bytes, &n);
+    ck_assert_uint_eq(bytes, 135);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_eq(db_forget_blob(db, b, 0), 0);
+    db_cache_size(db, &bytes, &n);
+    ck_assert_uint_eq(bytes, 105);
+    ck_assert_uint_eq(n, 2);
+    /* Counted at open. */
+    db_close(db);
+    ck_assert_int_eq(db_open(path, &db), 0);
+    db_cache_size(db, &bytes, &n);
+    ck_assert_uint_eq(bytes, 105);
+    ck_assert_uint_eq(n, 2);
+    /* A change the triggers did not see: found, said and mended. */
+    raw_exec("DELETE FROM blobs WHERE sha256 = %Q", v[0].sha256);
+    ck_assert_int_eq(db_totals_check(db, &was_bytes, &was_n), 1);
+    ck_assert_uint_eq(was_bytes, 105);
+    ck_assert_uint_eq(was_n, 2);
+    db_cache_size(db, &bytes, &n);
+    ck_assert_uint_eq(bytes, 100);
+    ck_assert_uint_eq(n, 1);
+}
+END_TEST
+
 static Suite *db_files_suite(void)
 {
     Suite *s = suite_create("db_files");
@@ -210,6 +266,7 @@ static Suite *db_files_suite(void)
     tcase_add_test(tc, db_each_blob_reports_a_damaged_page);
     tcase_add_test(tc, db_added_blobs_are_found_by_digest);
     tcase_add_test(tc, db_a_private_blob_left_without_entry_stays_private);
+    tcase_add_test(tc, db_totals_are_kept_as_blobs_come_and_go);
     /* Each commit fsyncs (synchronous=FULL). */
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);

@@ -1,0 +1,120 @@
+/* db_totals: the blobs' total size and count, kept as rows come and go, so
+ * that STATS (on the loop, at every scrape) reads two atomics instead of
+ * summing the table (2-3 ms at 20k blobs, 17 ms at 100k, on the loop).
+ *
+ * Every change to blobs goes through the writer connection. TEMP triggers
+ * on it call hubd_blob_delta(size, count) for each row inserted, deleted
+ * or resized, whatever statement did it (a commit, eviction, RM, GC, a
+ * rebuild): the deltas add up in the transaction's pending sums, which the
+ * commit hook makes the totals and the rollback hook drops. So the totals
+ * are those of what is committed. One case can drift: a COMMIT that fails
+ * after its hook ran (an I/O error then); db_totals_check finds and mends
+ * that. The triggers are TEMP, made at open outside any transaction:
+ * nothing on disk to migrate. */
+#include "db.h"
+#include "db_internal.h"
+
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+static const char triggers[] =
+    "CREATE TEMP TRIGGER IF NOT EXISTS blob_totals_add AFTER INSERT ON blobs BEGIN"
+    " SELECT hubd_blob_delta(new.size, 1); END;"
+    "CREATE TEMP TRIGGER IF NOT EXISTS blob_totals_del AFTER DELETE ON blobs BEGIN"
+    " SELECT hubd_blob_delta(-old.size, -1); END;"
+    "CREATE TEMP TRIGGER IF NOT EXISTS blob_totals_size AFTER UPDATE OF size ON blobs"
+    " WHEN old.size <> new.size BEGIN SELECT hubd_blob_delta(new.size - old.size, 0); END;";
+
+/* Called by SQLite inside a statement on the writer (its mutex held). */
+static void blob_delta(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    db_t *db = sqlite3_user_data(ctx);
+    (void)argc;
+    db->pending_bytes += sqlite3_value_int64(argv[0]);
+    db->pending_blobs += sqlite3_value_int64(argv[1]);
+    sqlite3_result_null(ctx);
+}
+
+static int on_commit(void *arg)
+{
+    db_t *db = arg;
+    if (db->pending_bytes || db->pending_blobs) {
+        atomic_fetch_add(&db->total_bytes, (uint64_t)db->pending_bytes);
+        atomic_fetch_add(&db->total_blobs, (uint64_t)db->pending_blobs);
+    }
+    db->pending_bytes = db->pending_blobs = 0;
+    return 0; /* the commit goes on */
+}
+
+static void on_rollback(void *arg)
+{
+    db_t *db = arg;
+    db->pending_bytes = db->pending_blobs = 0;
+}
+
+/* The totals by a scan of the table, on h. */
+static int scan(sqlite3 *h, uint64_t *bytes, uint64_t *blobs)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(h, "SELECT coalesce(sum(size), 0), count(*) FROM blobs", -1, &st,
+                           NULL) != SQLITE_OK)
+        return db_sq_err(h, "summing the blobs");
+    int rc = sqlite3_step(st) == SQLITE_ROW ? 0 : db_sq_err(h, "summing the blobs");
+    if (!rc) {
+        *bytes = (uint64_t)sqlite3_column_int64(st, 0);
+        *blobs = (uint64_t)sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int db_totals_init(db_t *db)
+{
+    sqlite3 *h = db->wr;
+    if (sqlite3_create_function(h, "hubd_blob_delta", 2, SQLITE_UTF8, db, blob_delta, NULL, NULL) !=
+        SQLITE_OK)
+        return db_sq_err(h, "hubd_blob_delta");
+    char *msg = NULL;
+    int rc = sqlite3_exec(h, triggers, NULL, NULL, &msg) == SQLITE_OK
+                 ? 0
+                 : db_sq_err(h, "creating the blob totals' triggers");
+    sqlite3_free(msg);
+    if (rc)
+        return rc;
+    sqlite3_commit_hook(h, on_commit, db);
+    sqlite3_rollback_hook(h, on_rollback, db);
+    /* The one scan, at open (start-up already reads every row). Under the
+     * writer's mutex: no commit can land between the scan and the store. */
+    uint64_t bytes = 0, blobs = 0;
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
+    rc = scan(h, &bytes, &blobs);
+    if (!rc) {
+        atomic_store(&db->total_bytes, bytes);
+        atomic_store(&db->total_blobs, blobs);
+    }
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}
+
+int db_cache_size(db_t *db, uint64_t *bytes, uint64_t *count)
+{
+    *bytes = atomic_load(&db->total_bytes);
+    *count = atomic_load(&db->total_blobs);
+    return 0;
+}
+
+int db_totals_check(db_t *db, uint64_t *was_bytes, uint64_t *was_blobs)
+{
+    sqlite3 *h = db->wr;
+    uint64_t bytes = 0, blobs = 0;
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
+    int rc = scan(h, &bytes, &blobs);
+    if (!rc) {
+        *was_bytes = atomic_exchange(&db->total_bytes, bytes);
+        *was_blobs = atomic_exchange(&db->total_blobs, blobs);
+        rc = *was_bytes != bytes || *was_blobs != blobs;
+    }
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}
