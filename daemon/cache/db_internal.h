@@ -36,6 +36,8 @@ struct db {
     _Atomic uint64_t total_blobs; /* and their rows */
     int64_t pending_bytes;        /* the open transaction's changes to them (wr's mutex) */
     int64_t pending_blobs;
+    int64_t committing_bytes; /* those of a COMMIT under way (db_totals.c) */
+    int64_t committing_blobs;
 };
 
 /* db_totals.c: the triggers and hooks that keep total_bytes and

@@ -5,12 +5,15 @@
  * Every change to blobs goes through the writer connection. TEMP triggers
  * on it call hubd_blob_delta(size, count) for each row inserted, deleted
  * or resized, whatever statement did it (a commit, eviction, RM, GC, a
- * rebuild): the deltas add up in the transaction's pending sums, which the
- * commit hook makes the totals and the rollback hook drops. So the totals
- * are those of what is committed. One case can drift: a COMMIT that fails
- * after its hook ran (an I/O error then); db_totals_check finds and mends
- * that. The triggers are TEMP, made at open outside any transaction:
- * nothing on disk to migrate. */
+ * rebuild): the deltas add up in the transaction's pending sums. The
+ * commit hook runs before the COMMIT is durable, and a COMMIT can still
+ * fail after it (a full disk: RM then frees room and tries again), so it
+ * only sets the sums aside; the WAL hook, which SQLite calls once a commit
+ * has taken place, makes them the totals, and the rollback hook drops
+ * them. So the totals are those of what is committed. A change by another
+ * connection is not seen: db_totals_check finds and mends that. The
+ * triggers are TEMP, made at open outside any transaction: nothing on disk
+ * to migrate. */
 #include "db.h"
 #include "db_internal.h"
 
@@ -36,21 +39,38 @@ static void blob_delta(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     sqlite3_result_null(ctx);
 }
 
+/* SQLite's own default (sqlite3_wal_autocheckpoint), which a WAL hook of
+ * ours replaces: a passive checkpoint once the WAL holds this many pages. */
+#define AUTOCHECKPOINT_PAGES 1000
+
 static int on_commit(void *arg)
 {
     db_t *db = arg;
-    if (db->pending_bytes || db->pending_blobs) {
-        atomic_fetch_add(&db->total_bytes, (uint64_t)db->pending_bytes);
-        atomic_fetch_add(&db->total_blobs, (uint64_t)db->pending_blobs);
-    }
+    db->committing_bytes += db->pending_bytes;
+    db->committing_blobs += db->pending_blobs;
     db->pending_bytes = db->pending_blobs = 0;
     return 0; /* the commit goes on */
+}
+
+/* A commit took place (WAL mode always: db.c refuses any other). */
+static int on_wal(void *arg, sqlite3 *h, const char *name, int pages)
+{
+    db_t *db = arg;
+    if (db->committing_bytes || db->committing_blobs) {
+        atomic_fetch_add(&db->total_bytes, (uint64_t)db->committing_bytes);
+        atomic_fetch_add(&db->total_blobs, (uint64_t)db->committing_blobs);
+    }
+    db->committing_bytes = db->committing_blobs = 0;
+    if (pages >= AUTOCHECKPOINT_PAGES)
+        sqlite3_wal_checkpoint_v2(h, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    return SQLITE_OK;
 }
 
 static void on_rollback(void *arg)
 {
     db_t *db = arg;
     db->pending_bytes = db->pending_blobs = 0;
+    db->committing_bytes = db->committing_blobs = 0;
 }
 
 /* The totals by a scan of the table, on h. */
@@ -83,6 +103,7 @@ int db_totals_init(db_t *db)
     if (rc)
         return rc;
     sqlite3_commit_hook(h, on_commit, db);
+    sqlite3_wal_hook(h, on_wal, db);
     sqlite3_rollback_hook(h, on_rollback, db);
     /* The one scan, at open (start-up already reads every row). Under the
      * writer's mutex: no commit can land between the scan and the store. */
