@@ -55,8 +55,6 @@ static const char *const schema_v2 = "CREATE TABLE partials ("
                                      "  updated       INTEGER NOT NULL,"
                                      "  UNIQUE (url, cred_tag));";
 
-/* Logs a failed statement; a full disk is -ENOSPC (ERR code=no_space),
- * anything else -EIO. */
 /* busy_ms: how long a statement may wait for another connection's lock. The
  * writer (pool threads) waits long; the reader runs on the loop thread and
  * must not: in WAL mode a reader never needs to wait, so it gets little. */
