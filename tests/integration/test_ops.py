@@ -352,8 +352,11 @@ class OpsTest(HubTestCase):
             procs["small%d" % k] = self.hubctl_bg("fetch", "--json", *[u(n) for n in names[k::3]])
         for p in procs.values():
             self.addCleanup(p.kill)
-        wait_for(lambda: self.origin.stats()["bytes"].get("/files/plain", 0) > 512 * KiB,
-                 timeout=30, what="the downloads to be under way")
+        # All three transferring before any limit is lowered: a download
+        # still queued then starts under the new settings, as it should.
+        wait_for(lambda: all(self.origin.stats()["bytes"].get("/files/" + n, 0) > 512 * KiB
+                             for n in digests),
+                 timeout=30 * SLOW, what="the downloads to be under way")
         variants = [dict(max_downloads="1"), dict(max_rate="300K"), dict(max_jobs_per_user="1"),
                     dict(max_file_size="1M", deadline="1s"), dict(max_cache_size="4M"),
                     dict(deny_networks="10.0.0.0/8"), dict(allow_users="root"),
