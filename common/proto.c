@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A byte that may stand in a value as it is. Everything else (space, '%',
@@ -197,8 +198,34 @@ int proto_end(proto_writer_t *w)
 
 void proto_reader_init(proto_reader_t *r)
 {
-    r->len = 0;
+    r->buf = NULL;
+    r->cap = r->len = 0;
     r->discarding = 0;
+}
+
+void proto_reader_free(proto_reader_t *r)
+{
+    free(r->buf);
+    proto_reader_init(r);
+}
+
+/* Room for want bytes of an unfinished line (want <= PROTO_MAX_LINE):
+ * doubling from 256, so a line that trickles in costs a few reallocs. */
+static int reader_room(proto_reader_t *r, size_t want)
+{
+    if (want <= r->cap)
+        return 0;
+    size_t cap = r->cap ? r->cap : 256;
+    while (cap < want)
+        cap *= 2;
+    if (cap > PROTO_MAX_LINE)
+        cap = PROTO_MAX_LINE;
+    char *b = realloc(r->buf, cap);
+    if (!b)
+        return -ENOMEM;
+    r->buf = b;
+    r->cap = cap;
+    return 0;
 }
 
 int proto_reader_feed_some(proto_reader_t *r, const char *data, size_t n, proto_line_cb cb,
@@ -212,21 +239,29 @@ int proto_reader_feed_some(proto_reader_t *r, const char *data, size_t n, proto_
         size_t used = nl ? seg + 1 : n;
         if (r->discarding) {
             r->discarding = nl == NULL;
-        } else if (r->len + seg + 1 > sizeof r->buf) {
+        } else if (r->len + seg + 1 > PROTO_MAX_LINE) {
             /* Overlong: report once, then drop bytes up to the newline. */
-            r->len = 0;
+            proto_reader_free(r);
             r->discarding = nl == NULL;
             rc = cb(arg, NULL, 0, -E2BIG);
+        } else if (nl && r->len == 0) {
+            rc = cb(arg, data, seg, 0); /* whole line in the caller's buffer: no copy */
+        } else if (reader_room(r, r->len + seg)) {
+            /* No memory to keep the line: it is dropped, and said so. */
+            proto_reader_free(r);
+            r->discarding = nl == NULL;
+            rc = cb(arg, NULL, 0, -ENOMEM);
         } else if (!nl) {
             memcpy(r->buf + r->len, data, seg);
             r->len += seg;
-        } else if (r->len == 0) {
-            rc = cb(arg, data, seg, 0); /* whole line in the caller's buffer: no copy */
         } else {
             memcpy(r->buf + r->len, data, seg);
             size_t len = r->len + seg;
-            r->len = 0;
-            rc = cb(arg, r->buf, len, 0);
+            char *line = r->buf;
+            r->buf = NULL; /* the line is whole: its buffer goes after the callback */
+            proto_reader_free(r);
+            rc = cb(arg, line, len, 0);
+            free(line);
         }
         data += used;
         n -= used;

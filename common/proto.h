@@ -55,17 +55,25 @@ int proto_end(proto_writer_t *w);
 
 /* Splits a byte stream into lines. The callback gets each complete line
  * without its '\n'. A line longer than PROTO_MAX_LINE is dropped whole, and
- * reported once with line == NULL and err == -E2BIG. A non-zero return from
+ * reported once with line == NULL and err == -E2BIG (-ENOMEM: a line split
+ * between feeds found no memory to be kept). A non-zero return from
  * the callback stops the feed and is returned (the caller is closing). */
 typedef int (*proto_line_cb)(void *arg, const char *line, size_t len, int err);
 
+/* A reader holds memory only while a line is unfinished between feeds: its
+ * buffer grows to what the line needs (at most PROTO_MAX_LINE) and is freed
+ * once the line is whole, so an idle connection's reader holds none. A
+ * whole line inside one feed is passed from the caller's bytes, uncopied. */
 typedef struct proto_reader {
-    char buf[PROTO_MAX_LINE]; /* the unfinished line */
-    size_t len;               /* bytes of it held in buf */
-    int discarding;           /* inside an overlong line: skip to '\n' */
+    char *buf;      /* the unfinished line (malloc'd), or NULL */
+    size_t cap;     /* bytes at buf */
+    size_t len;     /* bytes of it held in buf */
+    int discarding; /* inside an overlong line: skip to '\n' */
 } proto_reader_t;
 
 void proto_reader_init(proto_reader_t *r);
+/* Frees what an unfinished line holds; the reader may be fed again. */
+void proto_reader_free(proto_reader_t *r);
 int proto_reader_feed(proto_reader_t *r, const char *data, size_t n, proto_line_cb cb, void *arg);
 /* The same, and *consumed says how many bytes of data were used: when the
  * callback stops the feed, the bytes after its line are not, and may be fed

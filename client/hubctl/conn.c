@@ -130,6 +130,7 @@ void conn_free(conn_t *c)
         close(fd);
     bytebuf_free(&c->fds);
     bytebuf_free(&c->out);
+    proto_reader_free(&c->reader);
     free(c);
 }
 

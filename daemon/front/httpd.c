@@ -145,6 +145,7 @@ void httpd_take(httpd_t *h, int fd)
     }
     list_push_front(&h->conns, &c->node);
     h->nconns++;
+    memtrim_note(&h->trim, 1);
     h->stats.connections++;
     c->poll.data = c;
     uv_timer_init(h->d.loop, &c->timer);
@@ -183,7 +184,12 @@ int httpd_new(const httpd_deps_t *deps, httpd_t **out)
         return -ENOMEM;
     h->d = *deps;
     h->hooks = &hreq_hooks;
+    if (memtrim_init(&h->trim, deps->loop)) {
+        free(h);
+        return -ENOMEM;
+    }
     if (hreq_routes_init(h)) {
+        memtrim_close(&h->trim);
         free(h);
         return -ENOMEM;
     }

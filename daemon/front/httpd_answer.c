@@ -104,12 +104,12 @@ void hanswer_text(hconn_t *c, int status, const char *code, const char *msg, int
         &text,
         "HTTP/1.1 %d %s\r\nServer: hubd\r\nContent-Type: text/plain; "
         "charset=utf-8\r\nContent-Length: %zu\r\n%s%s%s%s%s%s%s%s\r\n%s%s",
-        status, reason(status), c->req.method == HTTP_HEAD ? (size_t)0 : n + 1,
-        c->req.extra ? c->req.extra : "", code ? "X-Hubd-Error: " : "", code ? code : "",
+        status, reason(status), c->req->method == HTTP_HEAD ? (size_t)0 : n + 1,
+        c->req->extra ? c->req->extra : "", code ? "X-Hubd-Error: " : "", code ? code : "",
         code ? "\r\n" : "", status == 405 ? "Allow: " : "",
-        status == 405 ? (c->req.allow ? c->req.allow : "GET, HEAD") : "",
+        status == 405 ? (c->req->allow ? c->req->allow : "GET, HEAD") : "",
         status == 405 ? "\r\n" : "", close_after || !c->keep_alive ? "Connection: close\r\n" : "",
-        c->req.method == HTTP_HEAD ? "" : line, c->req.method == HTTP_HEAD ? "" : "\n");
+        c->req->method == HTTP_HEAD ? "" : line, c->req->method == HTTP_HEAD ? "" : "\n");
     answer(c, text, len, close_after);
 }
 
@@ -119,15 +119,16 @@ void hanswer_file(hconn_t *c, const job_result_t *res)
     static const char *const sources[] = {"hit", "download", "attached"};
     uint64_t first = 0, last = res->size ? res->size - 1 : 0;
     range_kind_t rk =
-        http_range_parse(c->req.range[0] ? c->req.range : NULL, res->size, &first, &last);
+        http_range_parse(c->req->range[0] ? c->req->range : NULL, res->size, &first, &last);
     char *text = NULL;
     int len;
     if (rk == RANGE_UNSATISFIABLE) {
-        len = asprintf(&text,
-                       "HTTP/1.1 416 %s\r\nServer: hubd\r\nContent-Range: bytes */%llu\r\n"
-                       "Content-Length: 0\r\n%s%s\r\n",
-                       reason(416), (unsigned long long)res->size, c->req.extra ? c->req.extra : "",
-                       c->keep_alive ? "" : "Connection: close\r\n");
+        len =
+            asprintf(&text,
+                     "HTTP/1.1 416 %s\r\nServer: hubd\r\nContent-Range: bytes */%llu\r\n"
+                     "Content-Length: 0\r\n%s%s\r\n",
+                     reason(416), (unsigned long long)res->size, c->req->extra ? c->req->extra : "",
+                     c->keep_alive ? "" : "Connection: close\r\n");
         answer(c, text, len, 0);
         return;
     }
@@ -142,11 +143,11 @@ void hanswer_file(hconn_t *c, const job_result_t *res)
                    "Content-Length: %llu\r\n%sAccept-Ranges: bytes\r\n%s%s%s"
                    "X-Hubd-Sha256: %s\r\nX-Hubd-Source: %s\r\n%s%s\r\n",
                    rk == RANGE_ONE ? 206 : 200, reason(rk == RANGE_ONE ? 206 : 200),
-                   (unsigned long long)length, crange, c->req.own_etag ? "" : "ETag: \"",
-                   c->req.own_etag ? "" : res->sha256, c->req.own_etag ? "" : "\"\r\n", res->sha256,
-                   sources[res->kind], c->req.extra ? c->req.extra : "",
+                   (unsigned long long)length, crange, c->req->own_etag ? "" : "ETag: \"",
+                   c->req->own_etag ? "" : res->sha256, c->req->own_etag ? "" : "\"\r\n",
+                   res->sha256, sources[res->kind], c->req->extra ? c->req->extra : "",
                    c->keep_alive ? "" : "Connection: close\r\n");
-    if (c->req.method != HTTP_HEAD && length > 0) {
+    if (c->req->method != HTTP_HEAD && length > 0) {
         c->body = job_fd_ref(res->fd);
         c->body_off = first;
         c->body_left = length;
@@ -162,7 +163,7 @@ void hanswer_head(hconn_t *c, uint64_t length)
         asprintf(&text,
                  "HTTP/1.1 200 %s\r\nServer: hubd\r\nContent-Type: application/octet-stream\r\n"
                  "Content-Length: %llu\r\nAccept-Ranges: bytes\r\n%s%s\r\n",
-                 reason(200), (unsigned long long)length, c->req.extra ? c->req.extra : "",
+                 reason(200), (unsigned long long)length, c->req->extra ? c->req->extra : "",
                  c->keep_alive ? "" : "Connection: close\r\n");
     answer(c, text, len, 0);
 }
@@ -173,9 +174,9 @@ void hanswer_bytes(hconn_t *c, int status, const char *ctype, const char *body, 
     int hl = asprintf(&head,
                       "HTTP/1.1 %d %s\r\nServer: hubd\r\nContent-Type: %s\r\n"
                       "Content-Length: %zu\r\n%s%s\r\n",
-                      status, reason(status), ctype, len, c->req.extra ? c->req.extra : "",
+                      status, reason(status), ctype, len, c->req->extra ? c->req->extra : "",
                       c->keep_alive ? "" : "Connection: close\r\n");
-    size_t blen = c->req.method == HTTP_HEAD ? 0 : len;
+    size_t blen = c->req->method == HTTP_HEAD ? 0 : len;
     char *text = hl < 0 ? NULL : realloc(head, (size_t)hl + blen);
     if (!text) {
         free(head);
@@ -193,7 +194,7 @@ int hanswer_stream(hconn_t *c, job_fd_t *body, uint64_t total, const char *sourc
         asprintf(&text,
                  "HTTP/1.1 200 %s\r\nServer: hubd\r\nContent-Type: application/octet-stream\r\n"
                  "Content-Length: %lld\r\nAccept-Ranges: bytes\r\nX-Hubd-Source: %s\r\n%s%s\r\n",
-                 reason(200), (long long)total, source, c->req.extra ? c->req.extra : "",
+                 reason(200), (long long)total, source, c->req->extra ? c->req->extra : "",
                  c->keep_alive ? "" : "Connection: close\r\n");
     if (len < 0)
         return -1;
@@ -207,7 +208,7 @@ int hanswer_stream(hconn_t *c, job_fd_t *body, uint64_t total, const char *sourc
 
 int hanswer_add_line(hconn_t *c, const char *name, const char *value)
 {
-    hreq_t *r = &c->req;
+    hreq_t *r = c->req;
     if (!value)
         return 0;
     for (const char *v = value; *v; v++)

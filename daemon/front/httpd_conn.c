@@ -42,12 +42,34 @@ static void req_reset(hconn_t *c)
 {
     route_abandon(c);
     c->route = NULL;
-    hreq_t *r = &c->req;
+    hreq_t *r = c->req;
+    if (!r)
+        return;
     for (unsigned i = 0; i < r->ncred; i++)
         free(r->cred[i]);
     free(r->extra);
     bytebuf_free(&r->body);
-    memset(r, 0, sizeof *r);
+    free(r);
+    c->req = NULL;
+}
+
+/* Bytes came: the buffer they are read into, and the hreq_t the parser
+ * fills, are allocated now and go when the answer is sent, so an idle kept
+ * connection holds neither. 0, or -ENOMEM with c closed. */
+static int rx_begin(hconn_t *c)
+{
+    if ((c->in || (c->in = malloc(HTTPD_IN_MAX))) &&
+        (c->req || (c->req = calloc(1, sizeof *c->req))))
+        return 0;
+    log_warn("http front uid %u: no memory for a request: closed", (unsigned)c->who.uid);
+    hconn_close(c);
+    return -ENOMEM;
+}
+
+/* Whether c is between requests: nothing of a next one read. */
+static int rx_idle(const hconn_t *c)
+{
+    return c->in_len == 0 && !(c->req && c->req->reading_body);
 }
 
 /* ---- watching the socket and the clock --------------------------------- */
@@ -82,7 +104,7 @@ static void on_timeout(uv_timer_t *t)
             c->route->timer(c);
         return;
     }
-    if (c->state == HC_HEAD && c->in_len == 0 && !c->req.reading_body) {
+    if (c->state == HC_HEAD && rx_idle(c)) {
         hconn_close(c); /* an idle kept connection: nothing to say */
         return;
     }
@@ -90,8 +112,8 @@ static void on_timeout(uv_timer_t *t)
         log_info("http front uid %u: no complete request head within %u ms: closed",
                  (unsigned)c->who.uid, header_timeout(c));
         c->srv->hooks->unreadable(c, 408, NULL,
-                                  c->req.reading_body ? "the request body did not arrive in time"
-                                                      : "the request head did not arrive in time");
+                                  c->req->reading_body ? "the request body did not arrive in time"
+                                                       : "the request head did not arrive in time");
         return;
     }
     log_info("http front uid %u: the client took no byte for %d s: closed", (unsigned)c->who.uid,
@@ -120,9 +142,11 @@ static void hconn_maybe_free(hconn_t *c)
     close(c->fd); /* after the poll handle is closed: libuv no longer watches it */
     job_fd_unref(c->body);
     req_reset(c);
+    free(c->in);
     free(c->out);
     list_remove(&c->node);
     free(c);
+    memtrim_note(&h->trim, -1);
     if (--h->nconns == 0 && h->closing)
         uv_close((uv_handle_t *)&h->closer, on_closer_closed);
 }
@@ -184,6 +208,10 @@ static void send_done(hconn_t *c)
     memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
     c->in_len -= c->in_off;
     c->in_off = 0;
+    if (c->in_len == 0) { /* idle: it holds no buffer until the next request */
+        free(c->in);
+        c->in = NULL;
+    }
     /* Idle until a next request begins; its head then has its deadline. */
     arm(c, c->in_len ? header_timeout(c) : HTTPD_IDLE_TIMEOUT_MS);
     hconn_pump(c);
@@ -332,11 +360,13 @@ static void hconn_pump(hconn_t *c)
     if (c->state != HC_HEAD)
         return;
     if (c->in_off < c->in_len) {
+        if (rx_begin(c)) /* a next request's bytes, kept from the last read */
+            return;
         const char *p = c->in + c->in_off;
         llhttp_errno_t err = llhttp_execute(&c->parser, p, c->in_len - c->in_off);
         const char *end = err == HPE_OK ? c->in + c->in_len : llhttp_get_error_pos(&c->parser);
         c->in_off = (size_t)(end - c->in);
-        if (err == HPE_PAUSED && c->req.complete) {
+        if (err == HPE_PAUSED && c->req->complete) {
             uv_timer_stop(&c->timer);
             c->srv->hooks->request(c);
             if (c->state == HC_FETCH) /* meanwhile, only whether the client goes away */
@@ -347,14 +377,14 @@ static void hconn_pump(hconn_t *c)
             c->srv->hooks->unreadable(c, 400, "bad_request", llhttp_get_error_reason(&c->parser));
             return;
         }
-        if (c->req.reading_body) {
+        if (c->req->reading_body) {
             /* All of it is parsed: the head is in hreq_t, the body so far
              * in its buffer. The next read starts at the front of `in`, so
              * a body larger than `in` streams through it. */
             c->in_len = c->in_off = 0;
         }
     }
-    if (c->in_len == sizeof c->in) {
+    if (c->in_len == HTTPD_IN_MAX) {
         c->srv->hooks->unreadable(c, 431, "bad_request", "the request head is larger than 16 KiB");
         return;
     }
@@ -370,15 +400,16 @@ void hconn_read_start(hconn_t *c, unsigned ms)
 
 static void read_some(hconn_t *c)
 {
-    ssize_t n = recv(c->fd, c->in + c->in_len, sizeof c->in - c->in_len, 0);
+    if (rx_begin(c))
+        return;
+    ssize_t n = recv(c->fd, c->in + c->in_len, HTTPD_IN_MAX - c->in_len, 0);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return;
     if (n <= 0) { /* the client closed, or the connection broke */
         hconn_close(c);
         return;
     }
-    if (c->in_len == 0 && !c->req.reading_body) /* a request begins: its head (and any
-                                                     body) has a deadline */
+    if (rx_idle(c)) /* a request begins: its head (and any body) has a deadline */
         arm(c, header_timeout(c));
     c->in_len += (size_t)n;
     hconn_pump(c);
@@ -431,6 +462,7 @@ static void on_closer_closed(uv_handle_t *hd)
     httpd_t *h = hd->data;
     void (*cb)(void *) = h->close_cb;
     void *arg = h->close_arg;
+    memtrim_close(&h->trim);
     for (size_t i = 0; i < HTTPD_ROUTES_MAX; i++)
         free(h->route_mem[i]);
     free(h);

@@ -50,8 +50,8 @@ static uint64_t stream_limit(const hfetch_t *f)
 static void maybe_stream(hfetch_t *f)
 {
     hconn_t *c = f->c;
-    if (f->streaming || f->total < 0 || f->written == 0 || c->req.range[0] ||
-        c->req.method != HTTP_GET || f->on_file)
+    if (f->streaming || f->total < 0 || f->written == 0 || c->req->range[0] ||
+        c->req->method != HTTP_GET || f->on_file)
         return;
     char path[4096];
     if (jobs_partial_path(&f->w, path, sizeof path))
@@ -80,7 +80,7 @@ static void on_progress(job_waiter_t *w, const job_progress_t *p)
     if (p->total < 0 || f->total >= 0)
         return;
     f->total = p->total;
-    if (c->req.method == HTTP_HEAD) {
+    if (c->req->method == HTTP_HEAD) {
         /* A HEAD is answered from the announced length: the download goes
          * on for the cache, without this request. */
         hfetch_abandon(f);
@@ -165,7 +165,7 @@ void hfetch_start(hfetch_t *f, hconn_t *c, const char *url, const char *sha256,
                   hfetch_file_cb on_file, void *arg)
 {
     httpd_t *h = c->srv;
-    hreq_t *r = &c->req;
+    hreq_t *r = c->req;
     f->c = c;
     f->on_file = on_file;
     f->arg = arg;
@@ -221,7 +221,7 @@ static int generic_match(const char *target)
 static void generic_handle(hconn_t *c, void *mem)
 {
     (void)mem;
-    const char *target = c->req.target;
+    const char *target = c->req->target;
     char url[HTTPD_TARGET_MAX + 2];
     if (target[0] != '/' || hreq_generic_url(target, url, sizeof url)) {
         hanswer_text(c, 404, "bad_url",

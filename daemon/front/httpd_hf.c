@@ -107,7 +107,7 @@ static void check_git_sha1(hconn_t *c, const job_result_t *res, void *arg);
  * its commit. */
 static void serve(hconn_t *c, hf_req_t *q, const hf_file_t *f)
 {
-    hreq_t *r = &c->req;
+    hreq_t *r = c->req;
     hanswer_add_line(c, "X-Repo-Commit", f->commit);
     if (f->etag[0]) {
         hanswer_add_line(c, "ETag", f->etag);
@@ -168,7 +168,7 @@ static int hf_match(const char *target)
 static void hf_handle(hconn_t *c, void *mem)
 {
     (void)mem;
-    const char *target = c->req.target;
+    const char *target = c->req->target;
     hf_meta_t *meta = c->srv->d.hf;
     hf_req_t *q = calloc(1, sizeof *q);
     if (!q || strncmp(target, "/hf/", 4) != 0 || hf_where_parse(target + 4, &q->where)) {
@@ -181,7 +181,7 @@ static void hf_handle(hconn_t *c, void *mem)
     /* A GET after a HEAD of the same revision asks for the commit the HEAD
      * announced. */
     hf_where_keys(&q->where, q->key, q->file_key);
-    if (jobs_cred_tag(c->srv->d.jobs, (const char *const *)c->req.cred, c->req.ncred, q->tag)) {
+    if (jobs_cred_tag(c->srv->d.jobs, (const char *const *)c->req->cred, c->req->ncred, q->tag)) {
         hf_req_free(q);
         hanswer_text(c, 400, "bad_request", "a credential header is not valid", 0);
         return;
@@ -195,14 +195,14 @@ static void hf_handle(hconn_t *c, void *mem)
         serve(c, q, &f);
         return;
     }
-    const char *pinned = c->req.method == HTTP_GET ? hf_meta_rev_lookup(meta, q->key) : NULL;
+    const char *pinned = c->req->method == HTTP_GET ? hf_meta_rev_lookup(meta, q->key) : NULL;
     char *text = NULL;
     int n = asprintf(&text, "%s/%s%s/resolve/%s/%s", c->srv->d.cfg->hf_upstream, q->where.prefix,
                      q->where.repo, pinned ? pinned : q->where.rev, q->where.path);
     const char *why = NULL;
     int rc = n < 0 ? -ENOMEM
                    : hf_meta_ask(meta, jobs_http(c->srv->d.jobs), text, q->tag, q->file_key,
-                                 (const char *const *)c->req.cred, c->req.ncred, on_answer, q,
+                                 (const char *const *)c->req->cred, c->req->ncred, on_answer, q,
                                  &q->ask, &why);
     free(text);
     if (rc) {
@@ -242,7 +242,7 @@ static void on_checked(void *arg, const git_check_result_t *r)
     if (!r->match) {
         log_warn("http front: %s: the file's git SHA-1 is %s, the Hub's ETag says %s: refused, "
                  "%s",
-                 c->req.target, r->got[0] ? r->got : "(unreadable)", r->want,
+                 c->req->target, r->got[0] ? r->got : "(unreadable)", r->want,
                  r->forgotten ? "its entry forgotten" : "no entry to forget");
         hanswer_text(c, 502, "hash_mismatch",
                      "the file does not match the Hub's ETag (git blob SHA-1)", 0);
@@ -268,7 +268,7 @@ static void check_git_sha1(hconn_t *c, const job_result_t *res, void *arg)
     if (rc == -EFBIG) {
         log_warn("http front: %s: %llu bytes, too large for its git SHA-1 to be checked: served "
                  "as its SHA-256 says",
-                 c->req.target, (unsigned long long)res->size);
+                 c->req->target, (unsigned long long)res->size);
         hanswer_file(c, res);
         return;
     }

@@ -244,7 +244,7 @@ static void filter_work(uv_work_t *w)
 /* The Hub's answer, its headers made the front's. */
 static void api_answer(hconn_t *c, hf_api_t *a)
 {
-    hreq_t *r = &c->req;
+    hreq_t *r = c->req;
     char *front = NULL, *link = NULL, *loc = NULL;
     const char *up = c->srv->d.cfg->hf_upstream;
     int bad = asprintf(&front, "http://%s/hf", r->host) < 0;
@@ -350,7 +350,7 @@ static int api_match(const char *target)
  * API's words (GET elsewhere: its body is not read). */
 static int api_unread_body(hconn_t *c)
 {
-    hreq_t *r = &c->req;
+    hreq_t *r = c->req;
     if (r->method != HTTP_POST)
         return 0;
     if (api_takes_body(r->target)) {
@@ -407,7 +407,7 @@ static void api_wake(httpd_t *h, uid_t uid)
 /* The question to the Hub, c's request in API_ASKING. */
 static void api_ask(hconn_t *c, hf_api_t *a)
 {
-    hreq_t *r = &c->req;
+    hreq_t *r = c->req;
     httpd_t *h = c->srv;
     int post = r->method == HTTP_POST;
     /* The target after "/hf" is the Hub's path, query and all. */
@@ -473,7 +473,7 @@ static void api_timer(hconn_t *c)
              "within %.1f s",
              (unsigned)c->who.uid, HF_API_PER_UID, waited);
     log_info("http front uid %u: %s: refused (429): waited %.1f s for its turn",
-             (unsigned)c->who.uid, c->req.target, waited);
+             (unsigned)c->who.uid, c->req->target, waited);
     api_fail(c, 429, "too_many_requests", msg);
 }
 
@@ -481,7 +481,7 @@ static void api_timer(hconn_t *c)
  * the wait for its turn. */
 static void api_handle(hconn_t *c, void *mem)
 {
-    hreq_t *r = &c->req;
+    hreq_t *r = c->req;
     httpd_t *h = c->srv;
     api_mem_t *m = mem;
     route_t route = api_route(r->target);

@@ -18,6 +18,7 @@
 #include "bytebuf.h"
 #include "httpd.h"
 #include "list.h"
+#include "memtrim.h"
 
 #include <llhttp.h>
 #include <sys/socket.h>
@@ -97,12 +98,14 @@ struct hconn {
     int refuse_status;
     const char *refuse_code;
     char refuse_msg[300];
-    /* reading */
-    char in[HTTPD_IN_MAX];
+    /* reading: `in` (HTTPD_IN_MAX bytes) and `req` are allocated when a
+     * request's first bytes come and freed once it is answered: NULL while
+     * the connection is idle (rx_begin) */
+    char *in;
     size_t in_len; /* bytes in `in` */
     size_t in_off; /* parsed so far */
     llhttp_t parser;
-    hreq_t req;
+    hreq_t *req;
     /* the answer */
     char *out; /* the head (and a short body) being sent */
     size_t out_len, out_off;
@@ -167,6 +170,7 @@ struct httpd {
     void *route_mem[HTTPD_ROUTES_MAX]; /* each route's memory, by its row (flat: free()) */
     list_t conns;                      /* open connections, closing ones too */
     unsigned nconns;                   /* not yet freed */
+    memtrim_t trim;                    /* counts them: their memory goes back after a burst */
     httpd_stats_t stats;
     uv_timer_t closer; /* calls the close callback from a loop iteration */
     int closing;

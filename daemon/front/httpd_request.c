@@ -62,7 +62,7 @@ static const char *const cred_names[] = {"Authorization", "Cookie", "Private-Tok
 
 static hreq_t *req_of(llhttp_t *p)
 {
-    return &((hconn_t *)p->data)->req;
+    return ((hconn_t *)p->data)->req; /* set while the parser runs (rx_begin) */
 }
 
 static int on_url(llhttp_t *p, const char *at, size_t n)
@@ -258,8 +258,8 @@ static int host_is_ours(const hconn_t *c)
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char want[64];
         snprintf(want, sizeof want, "%s:%u", names[i], port);
-        if (strcasecmp(c->req.host, want) == 0 ||
-            (port == 80 && strcasecmp(c->req.host, names[i]) == 0))
+        if (strcasecmp(c->req->host, want) == 0 ||
+            (port == 80 && strcasecmp(c->req->host, names[i]) == 0))
             return 1;
     }
     return 0;
@@ -270,7 +270,7 @@ static int host_is_ours(const hconn_t *c)
  * Sec-Fetch-Site other than same-origin or none (typed by the user). */
 static int from_a_page_elsewhere(const hconn_t *c)
 {
-    const hreq_t *r = &c->req;
+    const hreq_t *r = c->req;
     if (r->origin[0]) {
         char own[300];
         snprintf(own, sizeof own, "http://%s", r->host);
@@ -288,7 +288,7 @@ static int from_a_page_elsewhere(const hconn_t *c)
  * front's), the target's length; then the route answers. */
 static void hreq_handle(hconn_t *c)
 {
-    hreq_t *r = &c->req;
+    hreq_t *r = c->req;
     c->keep_alive = llhttp_should_keep_alive(&c->parser) && (!r->has_body || r->body_done);
     /* The user was judged when the connection came; a reload since may
      * have taken it out of allow_users or allow_groups (or the socket's

@@ -91,6 +91,10 @@ static void announce(session_t *s, const proto_msg_t *m)
 static int on_line(void *arg, const char *line, size_t len, int err)
 {
     session_t *s = arg;
+    if (err == -ENOMEM) {
+        reply_err(&s->t, NULL, "internal", "no memory to keep a line split between reads");
+        return line_result(s);
+    }
     if (err) {
         reply_err(&s->t, NULL, "line_too_long", "a line exceeded 16384 bytes");
         if (++s->long_lines > MAX_LONG_LINES)
@@ -119,6 +123,32 @@ static int on_line(void *arg, const char *line, size_t len, int err)
     return line_result(s);
 }
 
+/* Nothing read is left to parse. */
+static void in_drop(session_t *s)
+{
+    if (s->in_kept)
+        free(s->in);
+    s->in = NULL;
+    s->in_kept = 0;
+    s->in_off = s->in_len = 0;
+}
+
+/* What a read into the scratch left unparsed goes to a copy of its own:
+ * the next session's read reuses the scratch. 0 or -ENOMEM. */
+static int in_keep(session_t *s)
+{
+    size_t n = s->in_len - s->in_off;
+    char *kept = malloc(n);
+    if (!kept)
+        return -ENOMEM;
+    memcpy(kept, s->in + s->in_off, n);
+    s->in = kept;
+    s->in_kept = 1;
+    s->in_off = 0;
+    s->in_len = n;
+    return 0;
+}
+
 /* The one function that decides whether a session reads: it parses what
  * was read and kept while the session may go on, and reads from the socket
  * only once nothing kept is left. Called after a read, and whenever a
@@ -131,14 +161,21 @@ void session_pump(session_t *s)
     s->in_pump = 1;
     while (s->in_off < s->in_len && !must_pause(s)) {
         size_t used = 0;
-        int rc = proto_reader_feed_some(&s->reader, s->rbuf + s->in_off, s->in_len - s->in_off,
+        int rc = proto_reader_feed_some(&s->reader, s->in + s->in_off, s->in_len - s->in_off,
                                         on_line, s, &used);
         s->in_off += used;
         if (rc && rc != LINE_PAUSE)
             break; /* closing, broken or cut: the caller decides */
     }
     if (s->in_off == s->in_len)
-        s->in_off = s->in_len = 0;
+        in_drop(s);
+    else if (!s->in_kept && in_keep(s)) {
+        log_warn("session pid %d uid %d: no memory to keep %zu bytes read: closed", (int)s->who.pid,
+                 (int)s->who.uid, s->in_len - s->in_off);
+        s->in_pump = 0;
+        session_close(s);
+        return;
+    }
     if (s->cut && !s->closing) {
         /* Line after overlong line (kept input parsed from a timer, too):
          * a client that is not speaking the protocol is cut off. */
@@ -161,9 +198,12 @@ static void on_read(void *arg, ssize_t nread)
         session_close(s);
         return;
     }
+    s->in = s->srv->scratch; /* read there: nothing was kept (session_pump) */
     s->in_off = 0;
     s->in_len = (size_t)nread;
     session_pump(s);
+    if (s->in && !s->in_kept)
+        in_drop(s); /* left in the scratch: it parses no more (closing, broken) */
     if (s->closing)
         return;
     /* An endless line: a client that is not speaking the protocol is cut
@@ -203,8 +243,11 @@ static void on_closed(void *arg)
 {
     session_t *s = arg;
     session_server_t *srv = s->srv;
+    in_drop(s);
+    proto_reader_free(&s->reader);
     free(s);
     srv->nsessions--;
+    memtrim_note(&srv->trim, -1);
     if (srv->closing && srv->nsessions == 0)
         server_finish_close(srv);
 }
@@ -255,10 +298,11 @@ static void on_connection(void *arg, listener_t *l)
     list_init(&s->pending);
     list_init(&s->hfrepos);
     list_init(&s->holds);
-    transport_init(&s->t, srv->loop, &session_transport_ops, s, s->rbuf, sizeof s->rbuf);
+    transport_init(&s->t, srv->loop, &session_transport_ops, s, srv->scratch, sizeof srv->scratch);
     proto_reader_init(&s->reader);
     list_push_front(&srv->sessions, &s->node);
     srv->nsessions++;
+    memtrim_note(&srv->trim, 1);
     if (listener_accept(l, transport_pipe(&s->t), &s->who)) {
         session_close(s);
         return;
@@ -291,6 +335,7 @@ static void on_listener_closed(void *arg)
     void *cb_arg = srv->close_arg;
     principal_acl_free(&srv->acl);
     quota_free(&srv->quota);
+    memtrim_close(&srv->trim);
     hf_meta_free(srv->hf);
     free(srv);
     if (cb)
@@ -334,14 +379,19 @@ int session_server_start(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *jobs
     srv->store = store;
     srv->started = uv_hrtime();
     list_init(&srv->sessions);
-    int rc = hf_meta_new(loop, &srv->hf);
+    int rc = memtrim_init(&srv->trim, loop);
     if (rc) {
         free(srv);
         return rc;
     }
-    rc = listener_start(loop, cfg, listen_fd, on_connection, srv, &srv->listener);
+    rc = hf_meta_new(loop, &srv->hf);
+    if (!rc) {
+        rc = listener_start(loop, cfg, listen_fd, on_connection, srv, &srv->listener);
+        if (rc)
+            hf_meta_free(srv->hf);
+    }
     if (rc) {
-        hf_meta_free(srv->hf);
+        memtrim_close(&srv->trim);
         free(srv);
         return rc;
     }

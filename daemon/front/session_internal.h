@@ -7,6 +7,7 @@
 
 #include "listener.h"
 #include "list.h"
+#include "memtrim.h"
 #include "principal.h"
 #include "proto.h"
 #include "httpd.h"
@@ -39,18 +40,23 @@ typedef enum { STREAM_NONE, STREAM_LIST, STREAM_STATUS } stream_kind_t;
 struct session {
     transport_t t; /* the connection */
     session_server_t *srv;
-    list_node_t node; /* in srv->sessions */
-    principal_t who;  /* the peer, from the listener at accept */
-    int closing;      /* session_close has begun */
-    proto_reader_t reader;
-    char rbuf[SESSION_READ_BUF];
-    size_t in_off, in_len; /* rbuf[in_off, in_len): read, not yet parsed (backpressure) */
-    int in_pump;           /* inside session_pump: do not re-enter */
-    unsigned nfds;         /* blob fds pinned: hits being opened, fd lines queued or in flight */
-    size_t discarded;      /* bytes of the overlong line being skipped */
-    unsigned long_lines;   /* overlong lines sent so far */
-    int cut;               /* flooding: closed once the current read is handled */
-    int announced;         /* its first line was logged (a probe that sends none is not) */
+    list_node_t node;      /* in srv->sessions */
+    principal_t who;       /* the peer, from the listener at accept */
+    int closing;           /* session_close has begun */
+    proto_reader_t reader; /* holds a line split between reads, only then */
+    /* Bytes read and not yet parsed, in[in_off, in_len): the server's
+     * scratch during a read; what a read leaves (backpressure) is copied
+     * out to a buffer of its own size (kept), so an idle session holds no
+     * read buffer. NULL when there are none. */
+    char *in;
+    size_t in_off, in_len;
+    int in_kept;         /* in is this session's malloc'd copy */
+    int in_pump;         /* inside session_pump: do not re-enter */
+    unsigned nfds;       /* blob fds pinned: hits being opened, fd lines queued or in flight */
+    size_t discarded;    /* bytes of the overlong line being skipped */
+    unsigned long_lines; /* overlong lines sent so far */
+    int cut;             /* flooding: closed once the current read is handled */
+    int announced;       /* its first line was logged (a probe that sends none is not) */
     /* The verbs' state. */
     list_t fetches;        /* waiting FETCHes (verbs_fetch.c) */
     unsigned nfetches;     /* their number */
@@ -81,7 +87,12 @@ struct session_server {
     unsigned hold_told_n;           /* uids logged so far: the ring's next slot, mod the size */
     list_t sessions;                /* open sessions (session.node), newest first */
     unsigned nsessions;             /* sessions not yet freed (closing ones too) */
+    memtrim_t trim;                 /* counts them: their memory goes back after a burst */
     uint64_t started; /* uv_hrtime() at start: uptime never goes back with the clock */
+    /* Every session reads into this, one read at a time on the loop: a
+     * session reads only when it keeps nothing, and session_pump copies
+     * out what it leaves before the next read can come. */
+    char scratch[SESSION_READ_BUF];
     int closing;
     void (*close_cb)(void *);
     void *close_arg;

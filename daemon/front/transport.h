@@ -78,7 +78,9 @@ typedef struct transport {
 } transport_t;
 
 /* Initialises both handles. rbuf receives every read (read only when the
- * owner has consumed the last one: it switches reading off until then). */
+ * owner has consumed the last one: it switches reading off until then). It
+ * may be shared by many transports: on_read is called at once, and the
+ * owner copies out what it keeps before returning to the loop. */
 void transport_init(transport_t *t, uv_loop_t *loop, const transport_ops_t *ops, void *arg,
                     char *rbuf, size_t rcap);
 

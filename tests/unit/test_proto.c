@@ -530,10 +530,10 @@ static void check_stream3(const seen_t *s, const char *how)
 
 START_TEST(proto_reader_several_lines_one_feed)
 {
-    proto_reader_t r;
+    proto_reader_t r = {0};
     seen_t s = {0};
 
-    proto_reader_init(&r);
+    proto_reader_free(&r); /* frees a line left by the last round */
     ck_assert_int_eq(proto_reader_feed(&r, stream3, strlen(stream3), on_line, &s), 0);
     check_stream3(&s, "one feed");
     seen_free(&s);
@@ -549,6 +549,7 @@ START_TEST(proto_reader_several_lines_one_feed)
     ck_assert_int_eq(s.nlines, 2);
     ck_assert_str_eq(s.lines[1], "LIST");
     seen_free(&s);
+    proto_reader_free(&r);
 }
 END_TEST
 
@@ -557,12 +558,12 @@ END_TEST
 START_TEST(proto_reader_every_split_point)
 {
     const size_t n = strlen(stream3);
-    proto_reader_t r;
+    proto_reader_t r = {0};
     seen_t s = {0};
     char how[64];
 
     for (size_t i = 0; i <= n; i++) {
-        proto_reader_init(&r);
+        proto_reader_free(&r); /* frees a line left by the last round */
         ck_assert_int_eq(proto_reader_feed(&r, stream3, i, on_line, &s), 0);
         ck_assert_int_eq(proto_reader_feed(&r, stream3 + i, n - i, on_line, &s), 0);
         snprintf(how, sizeof how, "split at %zu", i);
@@ -571,7 +572,7 @@ START_TEST(proto_reader_every_split_point)
     }
     for (size_t i = 0; i <= n; i++) {
         for (size_t j = i; j <= n; j++) {
-            proto_reader_init(&r);
+            proto_reader_free(&r); /* frees a line left by the last round */
             ck_assert_int_eq(proto_reader_feed(&r, stream3, i, on_line, &s), 0);
             ck_assert_int_eq(proto_reader_feed(&r, stream3 + i, j - i, on_line, &s), 0);
             ck_assert_int_eq(proto_reader_feed(&r, stream3 + j, n - j, on_line, &s), 0);
@@ -580,11 +581,12 @@ START_TEST(proto_reader_every_split_point)
             seen_free(&s);
         }
     }
-    proto_reader_init(&r);
+    proto_reader_free(&r); /* frees a line left by the last round */
     for (size_t i = 0; i < n; i++)
         ck_assert_int_eq(proto_reader_feed(&r, stream3 + i, 1, on_line, &s), 0);
     check_stream3(&s, "byte by byte");
     seen_free(&s);
+    proto_reader_free(&r);
 }
 END_TEST
 
@@ -611,14 +613,14 @@ START_TEST(proto_reader_line_limit)
                            PROTO_MAX_LINE,
                            PROTO_MAX_LINE + 1,
                            PROTO_MAX_LINE + 2};
-    proto_reader_t r;
+    proto_reader_t r = {0};
     seen_t s = {0};
 
     /* PROTO_MAX_LINE - 1 bytes + '\n': the longest line, accepted. */
     size_t n = long_line_then_next(buf, PROTO_MAX_LINE - 1);
     for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
         size_t cut = cuts[c] < n ? cuts[c] : n;
-        proto_reader_init(&r);
+        proto_reader_free(&r); /* frees a line left by the last round */
         ck_assert_int_eq(proto_reader_feed(&r, buf, cut, on_line, &s), 0);
         ck_assert_int_eq(proto_reader_feed(&r, buf + cut, n - cut, on_line, &s), 0);
         ck_assert_msg(s.nlines == 2 && s.nerr == 0, "max line cut at %zu: %d lines %d errors", cut,
@@ -634,7 +636,7 @@ START_TEST(proto_reader_line_limit)
     n = long_line_then_next(buf, PROTO_MAX_LINE);
     for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
         size_t cut = cuts[c] < n ? cuts[c] : n;
-        proto_reader_init(&r);
+        proto_reader_free(&r); /* frees a line left by the last round */
         ck_assert_int_eq(proto_reader_feed(&r, buf, cut, on_line, &s), 0);
         ck_assert_int_eq(proto_reader_feed(&r, buf + cut, n - cut, on_line, &s), 0);
         ck_assert_msg(s.nerr == 1 && s.nlines == 1, "long line cut at %zu: %d lines %d errors", cut,
@@ -643,6 +645,7 @@ START_TEST(proto_reader_line_limit)
         ck_assert_str_eq(s.lines[0], "NEXT");
         seen_free(&s);
     }
+    proto_reader_free(&r);
 }
 END_TEST
 
@@ -651,11 +654,11 @@ END_TEST
 START_TEST(proto_reader_overlong_many_feeds)
 {
     static char chunk[1000];
-    proto_reader_t r;
+    proto_reader_t r = {0};
     seen_t s = {0};
 
     memset(chunk, 'b', sizeof chunk);
-    proto_reader_init(&r);
+    proto_reader_free(&r); /* frees a line left by the last round */
     ck_assert_int_eq(proto_reader_feed(&r, "OK\nX v=", 7, on_line, &s), 0);
     for (int i = 0; i < 100; i++) /* ~100 KB, six times the limit */
         ck_assert_int_eq(proto_reader_feed(&r, chunk, sizeof chunk, on_line, &s), 0);
@@ -674,7 +677,7 @@ START_TEST(proto_reader_overlong_many_feeds)
 
     /* Byte by byte: still one report, and a second overlong line after it
      * gets its own. */
-    proto_reader_init(&r);
+    proto_reader_free(&r); /* frees a line left by the last round */
     for (int line = 0; line < 2; line++) {
         for (int i = 0; i < PROTO_MAX_LINE + 10; i++)
             ck_assert_int_eq(proto_reader_feed(&r, "c", 1, on_line, &s), 0);
@@ -685,6 +688,46 @@ START_TEST(proto_reader_overlong_many_feeds)
     ck_assert_int_eq(s.nlines, 1);
     ck_assert_str_eq(s.lines[0], "END");
     seen_free(&s);
+    proto_reader_free(&r);
+}
+END_TEST
+
+/* The reader holds memory only while a line is split between feeds: none
+ * after whole lines, none once a split line is whole, and a long split line
+ * is kept whole up to the limit. */
+START_TEST(proto_reader_holds_memory_only_for_a_split_line)
+{
+    static char big[PROTO_MAX_LINE];
+    proto_reader_t r = {0};
+    seen_t s = {0};
+
+    ck_assert_int_eq(proto_reader_feed(&r, "A\nB\n", 4, on_line, &s), 0);
+    ck_assert_ptr_null(r.buf);
+    ck_assert_int_eq(proto_reader_feed(&r, "HEL", 3, on_line, &s), 0);
+    ck_assert_ptr_nonnull(r.buf);
+    ck_assert_int_eq(proto_reader_feed(&r, "LO\n", 3, on_line, &s), 0);
+    ck_assert_ptr_null(r.buf);
+    ck_assert_int_eq(s.nlines, 3);
+    ck_assert_str_eq(s.lines[2], "HELLO");
+    seen_free(&s);
+
+    /* The longest line there may be, a byte at a time at first, then in
+     * pieces: it grows its buffer and arrives whole. */
+    memset(big, 'q', sizeof big);
+    big[PROTO_MAX_LINE - 1] = '\n';
+    size_t off = 0;
+    for (; off < 300; off++)
+        ck_assert_int_eq(proto_reader_feed(&r, big + off, 1, on_line, &s), 0);
+    for (; off < sizeof big; off += 1000) {
+        size_t n = sizeof big - off < 1000 ? sizeof big - off : 1000;
+        ck_assert_int_eq(proto_reader_feed(&r, big + off, n, on_line, &s), 0);
+    }
+    ck_assert_int_eq(s.nlines, 1);
+    ck_assert_int_eq(s.nerr, 0);
+    ck_assert_uint_eq(strlen(s.lines[0]), PROTO_MAX_LINE - 1);
+    ck_assert_ptr_null(r.buf);
+    seen_free(&s);
+    proto_reader_free(&r);
 }
 END_TEST
 
@@ -693,12 +736,12 @@ END_TEST
 START_TEST(proto_reader_callback_stops_feed)
 {
     static char big[PROTO_MAX_LINE + 32];
-    proto_reader_t r;
+    proto_reader_t r = {0};
     seen_t s = {0};
 
     s.stop_at = 2;
     s.stop_rc = 7;
-    proto_reader_init(&r);
+    proto_reader_free(&r); /* frees a line left by the last round */
     ck_assert_int_eq(proto_reader_feed(&r, "A\nB\nC\nD\n", 8, on_line, &s), 7);
     ck_assert_int_eq(s.ncalls, 2);
     ck_assert_str_eq(s.lines[0], "A");
@@ -708,7 +751,7 @@ START_TEST(proto_reader_callback_stops_feed)
     /* Same through the buffered path (the line started in an earlier feed). */
     s.stop_at = 1;
     s.stop_rc = -1;
-    proto_reader_init(&r);
+    proto_reader_free(&r); /* frees a line left by the last round */
     ck_assert_int_eq(proto_reader_feed(&r, "LON", 3, on_line, &s), 0);
     ck_assert_int_eq(proto_reader_feed(&r, "G\nC\n", 4, on_line, &s), -1);
     ck_assert_int_eq(s.ncalls, 1);
@@ -721,12 +764,13 @@ START_TEST(proto_reader_callback_stops_feed)
     memcpy(big + PROTO_MAX_LINE + 6, "AFTER\n", 6);
     s.stop_at = 1;
     s.stop_rc = 3;
-    proto_reader_init(&r);
+    proto_reader_free(&r); /* frees a line left by the last round */
     ck_assert_int_eq(proto_reader_feed(&r, big, PROTO_MAX_LINE + 12, on_line, &s), 3);
     ck_assert_int_eq(s.ncalls, 1);
     ck_assert_int_eq(s.nerr, 1);
     ck_assert_int_eq(s.nlines, 0);
     seen_free(&s);
+    proto_reader_free(&r);
 }
 END_TEST
 
@@ -761,6 +805,7 @@ static Suite *proto_suite(void)
     tcase_add_test(reader, proto_reader_line_limit);
     tcase_add_test(reader, proto_reader_overlong_many_feeds);
     tcase_add_test(reader, proto_reader_callback_stops_feed);
+    tcase_add_test(reader, proto_reader_holds_memory_only_for_a_split_line);
     /* Byte-at-a-time feeds of 16 KiB lines are slow under the sanitizers. */
     tcase_set_timeout(reader, 60);
     suite_add_tcase(s, reader);
