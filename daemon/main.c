@@ -562,6 +562,8 @@ out:
     tls_ctx_free(d.tls);
     netpolicy_free(d.policy);
     proxy_settings_free(&d.proxies);
+    if (d.db)
+        db_uses_flush(d.db); /* the last hits' uses: the loop and its pool are done */
     db_close(d.db);
     store_close(d.store);
     config_free(&d.cfg);

@@ -31,20 +31,28 @@ static void trim_work(uv_work_t *w)
     malloc_trim(0);
 }
 
+static void maybe_trim(memtrim_t *m);
+
 static void trim_done(uv_work_t *w, int status)
 {
     (void)status;
     memtrim_item_t *it = w->data;
-    if (it->owner)
-        it->owner->item = NULL;
+    memtrim_t *m = it->owner;
     free(it);
+    if (m) {
+        m->item = NULL;
+        maybe_trim(m); /* the burst's tail may have gone meanwhile */
+    }
 }
 
-/* A trim, if enough clients went since the peak and the last was long
- * enough ago; else, when only the gap is missing, one when it is over. */
+/* A trim when enough clients went since the peak (a burst's end), or, once
+ * after such a trim, when more went since (its tail: the clients that left
+ * after the first half); and the last one was long enough ago. When only
+ * the gap is missing, one when it is over. */
 static void maybe_trim(memtrim_t *m)
 {
-    if (m->item || m->peak - m->live < MEMTRIM_MIN_DROP || m->live > m->peak / 2)
+    int burst = m->peak - m->live >= MEMTRIM_MIN_DROP && m->live <= m->peak / 2;
+    if (m->item || !(burst || (m->tail && m->gone)))
         return;
     uint64_t now = uv_now(m->loop);
     if (m->last && now - m->last < MEMTRIM_GAP_MS) {
@@ -61,11 +69,13 @@ static void maybe_trim(memtrim_t *m)
         free(it);
         return;
     }
-    log_debug("memory of %u clients gone since their peak goes back (malloc_trim)",
-              m->peak - m->live);
+    log_debug("memory of %u clients gone goes back (malloc_trim)",
+              burst ? m->peak - m->live : m->gone);
     m->item = it;
     m->last = now;
-    m->peak = m->live; /* clients that go from now on count towards the next */
+    m->tail = burst; /* a burst's trim is followed by one for its tail */
+    m->gone = 0;     /* clients that go from now on count towards the next */
+    m->peak = m->live;
 }
 
 static void on_later(uv_timer_t *t)
@@ -82,6 +92,7 @@ void memtrim_note(memtrim_t *m, int delta)
         return;
     }
     m->live -= (unsigned)-delta;
+    m->gone += (unsigned)-delta;
     maybe_trim(m);
 }
 

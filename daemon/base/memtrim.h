@@ -4,7 +4,8 @@
  * come and gone, their memory stays in hubd's RSS although nothing uses
  * it. A server counts its clients here; when they fall to half of their
  * peak since the last trim, by at least MEMTRIM_MIN_DROP, malloc_trim runs
- * in the thread pool (it walks every arena, which takes a while on a big
+ * (and once more for the burst's tail, the clients that go after that) in
+ * the thread pool (it walks every arena, which takes a while on a big
  * heap: never on the loop), one at a time, at most once a second (a burst
  * that ends within the second is trimmed when the second is over).
  *
@@ -26,6 +27,8 @@ typedef struct memtrim {
     uv_loop_t *loop;
     unsigned live;        /* clients open now */
     unsigned peak;        /* most open since the last trim began */
+    unsigned gone;        /* clients gone since the last trim began */
+    int tail;             /* the last trim was a burst's: one more for its tail */
     uint64_t last;        /* loop time the last trim began; 0: none yet */
     memtrim_item_t *item; /* the trim in the pool, or NULL */
     uv_timer_t *later;    /* a trim put off by the gap (malloc'd, unref'd); NULL: none */

@@ -270,6 +270,7 @@ int db_open(const char *path, db_t **out)
     db_t *db = calloc(1, sizeof *db);
     if (!db)
         return -ENOMEM;
+    pthread_mutex_init(&db->uses_mu, NULL);
     int rc = prepare_file(path, "");
     if (!rc)
         rc = prepare_file(path, "-wal");
@@ -294,6 +295,8 @@ int db_open(const char *path, db_t **out)
     atomic_store(&db->holds_dirty, 1); /* STATS' holds: counted at start-up */
     if (!rc)
         rc = open_conn(path, SQLITE_OPEN_NOMUTEX, 100, &db->rd);
+    if (!rc)
+        rc = open_conn(path, SQLITE_OPEN_FULLMUTEX, 1000, &db->rp);
     if (rc)
         goto fail;
     if (sqlite3_prepare_v2(db->rd,
@@ -316,6 +319,11 @@ int db_open(const char *path, db_t **out)
         rc = db_sq_err(db->rd, "prepare");
         goto fail;
     }
+    if (sqlite3_prepare_v2(db->rp, "SELECT ino, mtime_ns, ctime_ns FROM blobs WHERE sha256 = ?1",
+                           -1, &db->blob_stat, NULL) != SQLITE_OK) {
+        rc = db_sq_err(db->rp, "prepare");
+        goto fail;
+    }
     *out = db;
     return 0;
 fail:
@@ -335,8 +343,16 @@ void db_close(db_t *db)
     sqlite3_finalize(db->find_blob);
     sqlite3_finalize(db->find_part);
     sqlite3_finalize(db->find_blob_for);
+    sqlite3_finalize(db->blob_stat);
+    sqlite3_close(db->rp);
     sqlite3_close(db->rd);
     sqlite3_close(db->wr);
+    /* Uses not written (the owner flushes before: db_uses_flush) are lost:
+     * they are hints. */
+    for (size_t i = 0; i < db->nuses; i++)
+        free(db->uses[i].url);
+    free(db->uses);
+    pthread_mutex_destroy(&db->uses_mu);
     free(db);
 }
 
@@ -412,6 +428,7 @@ int db_find_blob_for(db_t *db, const char *sha256, const char *cred_tag, uint64_
 int db_list_page(db_t *db, uint64_t before, unsigned max, uid_t uid,
                  void (*fn)(void *arg, const db_entry_t *e), void *arg)
 {
+    db_uses_flush(db); /* the order of use and who asked, as the hits made them */
     sqlite3 *h = db->wr;
     sqlite3_stmt *st;
     sqlite3_mutex_enter(sqlite3_db_mutex(h));
@@ -456,55 +473,10 @@ int db_list_page(db_t *db, uint64_t before, unsigned max, uid_t uid,
 
 /* Runs one statement with text/int64 parameters given as a NULL-terminated
  * description: 't' text (may be NULL → SQL NULL), 'i' int64. */
-int db_exec(sqlite3 *h, const char *sql, const char *types, ...)
-{
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK)
-        return db_sq_err(h, sql);
-    va_list ap;
-    va_start(ap, types);
-    for (int i = 0; types[i]; i++) {
-        if (types[i] == 't') {
-            const char *s = va_arg(ap, const char *);
-            if (s)
-                sqlite3_bind_text(st, i + 1, s, -1, SQLITE_TRANSIENT);
-        } else {
-            sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
-        }
-    }
-    va_end(ap);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : db_sq_err(h, sql);
-}
-
 /* The next use sequence number; the caller holds the writer's mutex. */
 static int64_t next_seq(db_t *db)
 {
     return (int64_t)(atomic_fetch_add(&db->seq, 1) + 1);
-}
-
-/* A write transaction on the writer connection. It holds the connection's
- * mutex from begin to end, so another pool thread cannot interleave its
- * statements into it. */
-int db_tx_begin(sqlite3 *h)
-{
-    sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc = db_exec(h, "BEGIN IMMEDIATE", "");
-    if (rc)
-        sqlite3_mutex_leave(sqlite3_db_mutex(h));
-    return rc;
-}
-
-/* Commits when rc is 0, else rolls back; returns the outcome. */
-int db_tx_end(sqlite3 *h, int rc)
-{
-    if (!rc)
-        rc = db_exec(h, "COMMIT", "");
-    if (rc)
-        db_exec(h, "ROLLBACK", "");
-    sqlite3_mutex_leave(sqlite3_db_mutex(h));
-    return rc;
 }
 
 /* Adds uid to the requesters of (url, cred_tag)'s entry. */
@@ -517,20 +489,17 @@ static int add_requester(sqlite3 *h, const char *url, const char *cred_tag, uid_
                    "tti", url, cred_tag, (int64_t)uid);
 }
 
-int db_record_download(db_t *db, const db_record_t *rec)
+/* One record's statements, inside the caller's transaction. */
+static int record_one(db_t *db, const db_record_t *rec, int64_t now)
 {
-    int64_t now = (int64_t)time(NULL);
     sqlite3 *h = db->wr;
-    int rc = db_tx_begin(h);
-    if (rc)
-        return rc;
-    rc = db_exec(h,
-                 "INSERT INTO blobs(sha256, size, created, accessed, seq, recorded, verified,"
-                 " public) VALUES (?1, ?2, ?3, ?3, ?4, ?4, ?3, ?5)"
-                 " ON CONFLICT(sha256) DO UPDATE SET accessed = excluded.accessed,"
-                 " seq = excluded.seq, public = max(public, excluded.public)",
-                 "tiiii", rec->sha256, (int64_t)rec->size, now, next_seq(db),
-                 (int64_t)(!rec->cred_tag || !*rec->cred_tag));
+    int rc = db_exec(h,
+                     "INSERT INTO blobs(sha256, size, created, accessed, seq, recorded, verified,"
+                     " public) VALUES (?1, ?2, ?3, ?3, ?4, ?4, ?3, ?5)"
+                     " ON CONFLICT(sha256) DO UPDATE SET accessed = excluded.accessed,"
+                     " seq = excluded.seq, public = max(public, excluded.public)",
+                     "tiiii", rec->sha256, (int64_t)rec->size, now, next_seq(db),
+                     (int64_t)(!rec->cred_tag || !*rec->cred_tag));
     if (!rc && rec->url)
         rc = db_exec(h,
                      "INSERT INTO entries(url, cred_tag, sha256, etag, last_modified, created,"
@@ -545,7 +514,44 @@ int db_record_download(db_t *db, const db_record_t *rec)
         rc = add_requester(h, rec->url, rec->cred_tag, rec->uids[i]);
     if (!rc && rec->partial_id) /* its bytes are the blob now */
         rc = db_exec(h, "DELETE FROM partials WHERE id = ?1", "i", (int64_t)rec->partial_id);
-    return db_tx_end(h, rc);
+    return rc;
+}
+
+int db_record_downloads(db_t *db, const db_record_t *recs, size_t n, int *rcs)
+{
+    int64_t now = (int64_t)time(NULL);
+    sqlite3 *h = db->wr;
+    int rc = db_tx_begin(h);
+    for (size_t i = 0; i < n; i++)
+        rcs[i] = rc;
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (n == 1) {
+            rc = rcs[0] = record_one(db, &recs[0], now);
+            break;
+        }
+        /* Many: a record that fails goes back alone, the others stand. */
+        if ((rc = db_exec(h, "SAVEPOINT rec", "")) != 0)
+            break;
+        rcs[i] = record_one(db, &recs[i], now);
+        if (rcs[i] && db_exec(h, "ROLLBACK TO rec", ""))
+            rc = -EIO; /* it cannot be undone alone: the transaction goes */
+        if (!rc)
+            rc = db_exec(h, "RELEASE rec", "");
+    }
+    rc = db_tx_end(h, rc);
+    for (size_t i = 0; i < n && rc; i++)
+        if (!rcs[i])
+            rcs[i] = rc; /* not committed: none of them stands */
+    return rc;
+}
+
+int db_record_download(db_t *db, const db_record_t *rec)
+{
+    int rc1;
+    int rc = db_record_downloads(db, rec, 1, &rc1);
+    return rc ? rc : rc1;
 }
 
 /* Gives each row (sha256, size) of a prepared statement on the writer to
@@ -612,23 +618,6 @@ void db_unlock(db_t *db)
     sqlite3_mutex_leave(sqlite3_db_mutex(db->wr));
 }
 
-int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag, uid_t uid)
-{
-    int64_t now = (int64_t)time(NULL);
-    sqlite3 *h = db->wr;
-    sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc = db_exec(h, "UPDATE blobs SET accessed = ?2, seq = ?3 WHERE sha256 = ?1", "tii", sha256,
-                     now, next_seq(db));
-    if (!rc && url)
-        rc = db_exec(h,
-                     "UPDATE entries SET accessed = ?3, seq = ?4 WHERE url = ?1 AND cred_tag = ?2",
-                     "ttii", url, cred_tag, now, next_seq(db));
-    if (!rc && url)
-        rc = add_requester(h, url, cred_tag, uid);
-    sqlite3_mutex_leave(sqlite3_db_mutex(h));
-    return rc;
-}
-
 int db_entry_validated(db_t *db, const char *url, const char *cred_tag, int64_t now)
 {
     sqlite3 *h = db->wr;
@@ -641,14 +630,14 @@ int db_entry_validated(db_t *db, const char *url, const char *cred_tag, int64_t 
     return rc;
 }
 
-int db_get_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out)
+/* One blob's recorded identity, on connection h with its statement st
+ * (prepared on h, or NULL: prepared here). */
+static int blob_stat_on(sqlite3 *h, sqlite3_stmt *st, const char *sha256, db_blob_stat_t *out)
 {
-    sqlite3 *h = db->wr;
-    sqlite3_stmt *st;
     sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc = -ENOENT;
-    if (sqlite3_prepare_v2(h, "SELECT ino, mtime_ns, ctime_ns FROM blobs WHERE sha256 = ?1", -1,
-                           &st, NULL) != SQLITE_OK) {
+    int rc = -ENOENT, own = !st;
+    if (own && sqlite3_prepare_v2(h, "SELECT ino, mtime_ns, ctime_ns FROM blobs WHERE sha256 = ?1",
+                                  -1, &st, NULL) != SQLITE_OK) {
         rc = db_sq_err(h, "blob stat");
     } else {
         sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
@@ -658,20 +647,40 @@ int db_get_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out)
             out->ctime_ns = sqlite3_column_int64(st, 2);
             rc = 0;
         }
-        sqlite3_finalize(st);
+        if (own)
+            sqlite3_finalize(st);
+        else {
+            sqlite3_reset(st);
+            sqlite3_clear_bindings(st);
+        }
     }
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
     return rc;
 }
 
-int db_set_blob_stat(db_t *db, const char *sha256, const db_blob_stat_t *bs)
+int db_get_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out)
+{
+    return blob_stat_on(db->wr, NULL, sha256, out);
+}
+
+int db_read_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out)
+{
+    return blob_stat_on(db->rp, db->blob_stat, sha256, out);
+}
+
+int db_set_blob_stats(db_t *db, const char *const *sha256, const db_blob_stat_t *bs, size_t n)
 {
     sqlite3 *h = db->wr;
-    sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc = db_exec(h, "UPDATE blobs SET ino = ?2, mtime_ns = ?3, ctime_ns = ?4 WHERE sha256 = ?1",
-                     "tiii", sha256, (int64_t)bs->ino, bs->mtime_ns, bs->ctime_ns);
-    sqlite3_mutex_leave(sqlite3_db_mutex(h));
-    return rc;
+    int rc = db_tx_begin(h);
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = db_exec(h, "UPDATE blobs SET ino = ?2, mtime_ns = ?3, ctime_ns = ?4 WHERE sha256 = ?1",
+                     "tiii", sha256[i], (int64_t)bs[i].ino, bs[i].mtime_ns, bs[i].ctime_ns);
+    return db_tx_end(h, rc);
+}
+
+int db_set_blob_stat(db_t *db, const char *sha256, const db_blob_stat_t *bs)
+{
+    return db_set_blob_stats(db, &sha256, bs, 1);
 }
 
 typedef struct one_blob {
@@ -801,6 +810,7 @@ int db_total_size(db_t *db, uint64_t fence, uint64_t *bytes)
 int db_lru(db_t *db, unsigned max, const char *keep, uint64_t fence,
            void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg)
 {
+    db_uses_flush(db); /* the order of use, as the hits made it */
     sqlite3 *h = db->wr;
     sqlite3_stmt *st;
     sqlite3_mutex_enter(sqlite3_db_mutex(h));

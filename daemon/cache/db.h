@@ -126,6 +126,11 @@ int db_list_page(db_t *db, uint64_t before, unsigned max, uid_t uid,
 
 /* Pool threads. One transaction: upsert the blob, upsert the entry. */
 int db_record_download(db_t *db, const db_record_t *rec);
+/* Pool threads. n of them in one transaction, one fsync for all (a group
+ * commit): rcs[i] is each one's outcome. A record that fails is rolled
+ * back alone (a savepoint) and the others stand; a COMMIT that fails (a
+ * full disk) fails them all. Returns the transaction's outcome. */
+int db_record_downloads(db_t *db, const db_record_t *recs, size_t n, int *rcs);
 /* Start-up only. Calls fn for every blob row. A negative errno when the
  * listing stopped before the last row (-EUCLEAN: a corrupt page). */
 int db_each_blob(db_t *db, void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg);
@@ -196,14 +201,32 @@ int db_set_pinned(db_t *db, const char *sha256, int pinned);
 int db_remove_entry(db_t *db, const char *url, const char *cred_tag, const char *only_sha,
                     char sha_out[65], int *blob_gone);
 
-/* Pool threads. Marks a blob (and the entry, when url is given, with uid
- * among its requesters) used now: the next use sequence number. */
+/* Any thread (db_uses.c). Marks a blob (and the entry, when url is given,
+ * with uid among its requesters) used now: the next use sequence number,
+ * taken now, and written later with other uses in one transaction. A
+ * full queue (DB_USES_MAX) is written at once, by the caller: call it from
+ * a pool thread. 0, or an error of that write. */
 int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag, uid_t uid);
+#define DB_USES_MAX 4096
+/* Pool threads. Writes the queued uses in one transaction: seq and
+ * accessed only move forward (a commit's newer number is kept). What reads
+ * the use order or the requesters calls it first (db_list_page, db_lru,
+ * db_holds_each), so they read as if each use were written at once. A
+ * failed write drops the uses it had (hints), logged. */
+int db_uses_flush(db_t *db);
+/* Any thread. Uses queued and not yet written. */
+size_t db_uses_pending(db_t *db);
 
 /* Pool threads. The identity recorded for a blob's file (-ENOENT: no such
  * blob), and recording it. */
 int db_get_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out);
 int db_set_blob_stat(db_t *db, const char *sha256, const db_blob_stat_t *bs);
+/* Pool threads. The identities of n blobs, in one transaction. */
+int db_set_blob_stats(db_t *db, const char *const *sha256, const db_blob_stat_t *bs, size_t n);
+/* Pool threads. The same read, for a hit: on a connection of its own, so
+ * it never waits for the writer (a commit's fsync, an eviction's batch);
+ * it sees the rows as the last commit left them. */
+int db_read_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out);
 
 /* Pool threads. The blob least recently verified, if that was before
  * `before` (unix seconds; -ENOENT when none is due), and recording a

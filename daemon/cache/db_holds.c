@@ -340,6 +340,7 @@ int db_hold_drop(db_t *db, const db_hold_t *hd, int *still_held)
 int db_holds_each(db_t *db, unsigned max, int64_t created_before,
                   void (*fn)(void *arg, const db_hold_t *h), void *arg)
 {
+    db_uses_flush(db); /* the blobs' order of use, as the hits made it */
     sqlite3 *h = db->wr;
     sqlite3_stmt *st;
     db_hold_pos_t *pos = &db->holds_next;

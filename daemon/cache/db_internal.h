@@ -6,6 +6,7 @@
 
 #include "db.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdint.h>
 
@@ -18,11 +19,24 @@ typedef struct db_hold_pos {
     char link[DB_HOLD_LINK_MAX + 1];   /* ... */
 } db_hold_pos_t;
 
+/* A hit's use of a blob (and of its entry, url set), queued (db_uses.c). */
+typedef struct db_use {
+    char sha256[65];
+    char *url; /* malloc'd; NULL: the blob alone (found by digest) */
+    char cred_tag[65];
+    uid_t uid;
+    int64_t when;              /* time(NULL) of the hit */
+    int64_t seq_blob, seq_ent; /* its use sequence numbers, taken at the hit */
+} db_use_t;
+
 struct db {
     sqlite3 *rd;                  /* loop thread only */
     _Atomic uint64_t seq;         /* last use sequence number given out (under wr's mutex;
                                      read from any thread: db_use_seq) */
     sqlite3 *wr;                  /* pool threads only (serialized mode) */
+    sqlite3 *rp;                  /* pool threads' reads that must not wait for a commit
+                                     (serialized mode; WAL: they see the last commit) */
+    sqlite3_stmt *blob_stat;      /* on rp */
     sqlite3_stmt *find_entry;     /* on rd */
     sqlite3_stmt *find_blob;      /* on rd */
     sqlite3_stmt *find_part;      /* on rd */
@@ -38,6 +52,9 @@ struct db {
     int64_t pending_blobs;
     int64_t committing_bytes; /* those of a COMMIT under way (db_totals.c) */
     int64_t committing_blobs;
+    pthread_mutex_t uses_mu; /* guards the queue of uses (db_uses.c) */
+    db_use_t *uses;          /* hits not yet written */
+    size_t nuses, uses_cap;
 };
 
 /* db_totals.c: the triggers and hooks that keep total_bytes and

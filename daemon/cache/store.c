@@ -359,8 +359,23 @@ static int keep_grants(const store_t *s, const char *rel, int fd)
     return rc == -EOPNOTSUPP || rc == -ENOTSUP ? 0 : rc;
 }
 
+int store_sync_all(const store_t *s)
+{
+    return syncfs(s->dir_fd) ? -errno : 0;
+}
+
+int store_sync_blob_dir(const store_t *s, const char *hex, int new_dir)
+{
+    char rel_dir[16];
+    snprintf(rel_dir, sizeof rel_dir, "blobs/%.2s", hex);
+    int rc = fsync_dir_at(s->dir_fd, rel_dir);
+    if (!rc && new_dir)
+        rc = fsync_dir_at(s->dir_fd, "blobs");
+    return rc;
+}
+
 int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int private_blob,
-                 int *ro_fd, int *created)
+                 int *ro_fd, int *created, int *new_dir)
 {
     char rel_tmp[64], rel_dir[16], rel_blob[96];
     tmp_rel(id, rel_tmp, sizeof rel_tmp);
@@ -426,11 +441,11 @@ int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int pri
         }
     }
     /* The new name lives in the folder's metadata: fsync it, and blobs/ too
-     * when the two-letter folder is new. */
-    if ((rc = fsync_dir_at(s->dir_fd, rel_dir)) != 0)
+     * when the two-letter folder is new (or the caller does, for a group). */
+    if (new_dir)
+        *new_dir = created_dir;
+    else if ((rc = store_sync_blob_dir(s, hex, created_dir)) != 0)
         return rc; /* the blob is complete; only its durability is in doubt */
-    if (created_dir && (rc = fsync_dir_at(s->dir_fd, "blobs")) != 0)
-        return rc;
     *ro_fd = openat(s->dir_fd, rel_blob, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     return *ro_fd < 0 ? -errno : 0;
 fail:

@@ -76,8 +76,17 @@ int store_tmp_reopen(const store_t *s, uint64_t id, uint64_t keep, int *fd_out);
  * name with store_unlink_blob when *created) and only then the partial's
  * name (store_discard with fd -1), so that no row ever names a missing
  * file. On failure before the new name nothing appears under blobs/. */
+/* new_dir NULL: the folders are fsync'ed here. Else that is the caller's
+ * (a group commit links every blob of the group first, then syncs each
+ * folder once: store_sync_blob_dir), and *new_dir says whether the blob's
+ * two-letter folder was made (then blobs/ needs its fsync too). */
 int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int private_blob,
-                 int *ro_fd, int *created);
+                 int *ro_fd, int *created, int *new_dir);
+/* Pool thread: syncfs(2) of the cache's file system: every file's data and
+ * every name on it durable, with one device flush (a group commit's). */
+int store_sync_all(const store_t *s);
+/* Pool thread: fsync blobs/<hex's first two>/, and blobs/ when new_dir. */
+int store_sync_blob_dir(const store_t *s, const char *hex, int new_dir);
 
 /* Pool thread: remove blobs/<aa>/<hex> (a commit whose row could not be
  * written; eviction). A name already gone is fine. */

@@ -1,5 +1,6 @@
 /* commit: the pool items at the end (or the start) of a job's life, each
- * its own function: the commit (fsync, link, row), the discard of a failed
+ * its own function: the commit (the job's fsync, then a group item that
+ * links and records many jobs in one transaction), the discard of a failed
  * job's partial, the park of a stopped one (kept to resume), and the
  * re-hash of a recorded partial before resuming it. Each reports back by
  * the completion callback job.c gives it; what the outcome means is
@@ -35,7 +36,19 @@ static void rehash_work(uv_work_t *req)
     job->rehash_fd = fd; /* the loop gives it to the pipeline (pipeline_resumed) */
 }
 
-static void commit_work(uv_work_t *req)
+/* A file this small is made durable by its group (one syncfs for all of
+ * them) rather than by an fsync of its own: on a file system without a
+ * journal each fsync is a device flush, about 0.5 ms, and a flood of small
+ * files was bound by them. A larger one is fsync'ed alone, outside any
+ * lock (its data takes seconds), and its syncfs would wait for it. */
+#define COMMIT_SMALL (1u << 20)
+
+/* The first half of a commit, the job's own item, many at once: the
+ * digest, whether any waiter takes it, the file cut to what was received
+ * and, unless small, fsync'ed (before any lock: a large file's takes
+ * seconds). On success the job is ready for a group (commit_ready); else
+ * what it left goes, and commit_rc says why. */
+static void commit_prep_work(uv_work_t *req)
 {
     job_t *job = req->data;
     jobs_t *js = job->js;
@@ -44,6 +57,7 @@ static void commit_work(uv_work_t *req)
     sha256_final(&p->sha, digest);
     sha256_hex(digest, job->digest);
     job->ro_fd = -1;
+    job->commit_ready = 0;
     int wanted = job->accept_any;
     for (size_t i = 0; !wanted && i < job->naccepts; i++)
         wanted = strcmp(job->accepts[i], job->digest) == 0;
@@ -58,7 +72,7 @@ static void commit_work(uv_work_t *req)
         job->commit_rc = -EBADMSG;
         return;
     }
-    int rc = 0, created = 0;
+    int rc = 0;
     if (p->fd < 0) /* an empty body: no write item ever ran */
         rc = store_tmp_create(js->store, job->part_id, &p->fd);
     else if (p->truncate_file && ftruncate(p->fd, 0)) /* restarted, then empty */
@@ -68,53 +82,232 @@ static void commit_work(uv_work_t *req)
      * past the new end. */
     if (!rc && ftruncate(p->fd, (off_t)p->received))
         rc = -errno;
-    /* The data's fsync before the lock: a large file's takes seconds, in
-     * which hits, checkpoints and other commits would wait. */
-    if (!rc && fsync(p->fd))
+    job->commit_unsynced = !rc && p->received <= COMMIT_SMALL;
+    if (!rc && !job->commit_unsynced && fsync(p->fd))
         rc = -errno;
-    /* Link, row, the tmp name's unlink and the file's identity all under
-     * the writer's lock: eviction (row, then unlink) cannot interleave, and
-     * a hit, which compares the file with the recorded identity under the
-     * same lock, never sees the link count (so the ctime) still changing. */
-    db_lock(js->db);
+    job->commit_rc = rc;
     if (!rc) {
-        rc = store_commit(js->store, p->fd, job->part_id, job->digest, job->cred_tag[0] != 0,
-                          &job->ro_fd, &created);
+        job->commit_ready = 1;
+        return;
+    }
+    db_lock(js->db); /* no recorded blob came of it: nothing to resume either */
+    db_forget_partial(js->db, job->part_id);
+    store_discard(js->store, p->fd, job->part_id);
+    db_unlock(js->db);
+    p->fd = -1;
+}
+
+/* ---- the group: link, record, name and identity for many at once ---------- */
+
+/* At most this many jobs in one group item (one transaction): a flood of
+ * small files commits in groups; a job that comes while one is out waits
+ * for the next, which takes all that waited. */
+#define COMMIT_GROUP_MAX 256
+
+typedef struct commit_group {
+    uv_work_t work;
+    jobs_t *js;
+    size_t n;
+    job_t *jobs[];
+} commit_group_t;
+
+/* Distinct folders past this: one syncfs makes the names durable, not an
+ * fsync of each folder. */
+#define COMMIT_SYNCFS_DIRS 8
+
+/* The small files' data made durable before any of them gets a name: one
+ * syncfs for two or more, else an fsync. Outside the lock. */
+static void group_sync_data(commit_group_t *g)
+{
+    size_t unsynced = 0;
+    job_t *one = NULL;
+    for (size_t i = 0; i < g->n; i++)
+        if (!g->jobs[i]->commit_rc && g->jobs[i]->commit_unsynced) {
+            unsynced++;
+            one = g->jobs[i];
+        }
+    int rc = 0;
+    if (unsynced == 1)
+        rc = fsync(one->pipe.fd) ? -errno : 0;
+    else if (unsynced > 1)
+        rc = store_sync_all(g->js->store);
+    for (size_t i = 0; rc && i < g->n; i++)
+        if (!g->jobs[i]->commit_rc && g->jobs[i]->commit_unsynced)
+            g->jobs[i]->commit_rc = rc;
+}
+
+/* The new names made durable: each folder once, or one syncfs for many. */
+static void group_sync_names(commit_group_t *g)
+{
+    char seen[256] = {0};
+    size_t dirs = 0;
+    int new_dir = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        job_t *job = g->jobs[i];
+        if (job->commit_rc)
+            continue;
+        unsigned b = (unsigned)strtoul((char[]){job->digest[0], job->digest[1], 0}, NULL, 16);
+        dirs += !seen[b];
+        seen[b] = 1;
+        new_dir |= job->commit_new_dir;
+    }
+    int rc = 0;
+    if (dirs > COMMIT_SYNCFS_DIRS) {
+        rc = store_sync_all(g->js->store);
+    } else {
+        memset(seen, 0, sizeof seen);
+        for (size_t i = 0; i < g->n && !rc; i++) {
+            job_t *job = g->jobs[i];
+            unsigned b = (unsigned)strtoul((char[]){job->digest[0], job->digest[1], 0}, NULL, 16);
+            if (job->commit_rc || seen[b])
+                continue;
+            seen[b] = 1;
+            rc = store_sync_blob_dir(g->js->store, job->digest, new_dir);
+            new_dir = 0; /* blobs/ once */
+        }
+    }
+    for (size_t i = 0; rc && i < g->n; i++)
+        if (!g->jobs[i]->commit_rc)
+            g->jobs[i]->commit_rc = rc;
+}
+
+/* The small files' data becomes durable (outside the lock); then, under
+ * the writer's lock, each job's blob gets its name, the names become
+ * durable together, one transaction records them all, the partials' names
+ * go and one more transaction records the files' identities. The lock, as
+ * one commit held it: eviction (row, then unlink) cannot interleave, and a
+ * hit that looks under the lock never sees a link count (so a ctime)
+ * still changing. */
+static void group_work(uv_work_t *req)
+{
+    commit_group_t *g = req->data;
+    jobs_t *js = g->js;
+    db_record_t *recs = calloc(g->n, sizeof *recs);
+    int *rcs = calloc(g->n, sizeof *rcs);
+    size_t *at = calloc(g->n, sizeof *at); /* recs[k] is jobs[at[k]]'s */
+    const char **shas = calloc(g->n, sizeof *shas);
+    db_blob_stat_t *ids = calloc(g->n, sizeof *ids);
+    int nomem = !recs || !rcs || !at || !shas || !ids;
+    group_sync_data(g);
+    db_lock(js->db);
+    for (size_t i = 0; i < g->n; i++) {
+        job_t *job = g->jobs[i];
+        pipeline_t *p = &job->pipe;
+        job->commit_created = job->commit_new_dir = 0;
+        if (nomem && !job->commit_rc)
+            job->commit_rc = -ENOMEM;
+        if (job->commit_rc) /* its data did not become durable, or no memory */
+            close(p->fd);
+        else
+            job->commit_rc =
+                store_commit(js->store, p->fd, job->part_id, job->digest, job->cred_tag[0] != 0,
+                             &job->ro_fd, &job->commit_created, &job->commit_new_dir);
         p->fd = -1;
     }
-    if (!rc) {
-        db_record_t rec = {
+    group_sync_names(g);
+    size_t m = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        job_t *job = g->jobs[i];
+        if (job->commit_rc)
+            continue;
+        recs[m] = (db_record_t){
             .url = job->key,
             .cred_tag = job->cred_tag,
             .sha256 = job->digest,
-            .size = p->received,
+            .size = job->pipe.received,
             .etag = job->file.etag,
             .last_modified = job->file.last_modified,
             .partial_id = job->part_id,
             .uids = job->uids,
             .nuids = job->nuids,
         };
-        rc = db_record_download(js->db, &rec);
-        if (rc && created) /* no row names the new name: it goes, not to quarantine */
-            store_unlink_blob(js->store, job->digest);
+        at[m++] = i;
     }
-    if (rc) /* no recorded blob came of it: nothing to resume either */
-        db_forget_partial(js->db, job->part_id);
-    /* The row is gone (recorded or forgotten): now the partial's name can
-     * go, never before (store_commit says why), and its fd if a step
-     * before store_commit failed. */
-    store_discard(js->store, p->fd, job->part_id);
-    p->fd = -1;
-    struct stat st;
-    if (!rc && fstat(job->ro_fd, &st) == 0) {
-        db_blob_stat_t bs = db_blob_stat_of(&st);
-        db_set_blob_stat(js->db, job->digest, &bs);
+    if (m)
+        db_record_downloads(js->db, recs, m, rcs);
+    for (size_t k = 0; k < m; k++)
+        g->jobs[at[k]]->commit_rc = rcs[k];
+    size_t nids = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        job_t *job = g->jobs[i];
+        if (job->commit_rc && job->commit_created && job->ro_fd >= 0)
+            store_unlink_blob(js->store, job->digest); /* no row names the new name */
+        if (job->commit_rc) /* no recorded blob came of it: nothing to resume either */
+            db_forget_partial(js->db, job->part_id);
+        /* The row is gone (recorded or forgotten): now the partial's name
+         * can go, never before (store_commit says why). */
+        store_discard(js->store, -1, job->part_id);
+        struct stat st;
+        if (!job->commit_rc && !nomem && fstat(job->ro_fd, &st) == 0) {
+            shas[nids] = job->digest;
+            ids[nids++] = db_blob_stat_of(&st);
+        }
     }
+    if (nids)
+        db_set_blob_stats(js->db, shas, ids, nids);
     db_unlock(js->db);
-    job->commit_rc = rc;
+    free(recs);
+    free(rcs);
+    free(at);
+    free(shas);
+    free(ids);
 }
 
-/* The partial and its row go: row first, as in commit_work. */
+static void group_start(jobs_t *js);
+
+static void after_group(uv_work_t *req, int status)
+{
+    commit_group_t *g = req->data;
+    jobs_t *js = g->js;
+    js->commit_group_out = 0;
+    js->stats.commit_groups++;
+    js->stats.commits += g->n;
+    for (size_t i = 0; i < g->n; i++) {
+        job_t *job = g->jobs[i];
+        job->commit_after(&job->commit_work, status); /* may free the job */
+    }
+    free(g);
+    group_start(js);
+}
+
+/* The jobs that waited go in one group item, if none is out. */
+static void group_start(jobs_t *js)
+{
+    if (js->commit_group_out || list_empty(&js->commit_queue))
+        return;
+    size_t n = list_length(&js->commit_queue);
+    if (n > COMMIT_GROUP_MAX)
+        n = COMMIT_GROUP_MAX;
+    commit_group_t *g = malloc(sizeof *g + n * sizeof g->jobs[0]);
+    if (!g) { /* no memory for the group: each goes alone, as a group of one */
+        n = 1;
+        g = malloc(sizeof *g + sizeof g->jobs[0]);
+        if (!g)
+            return; /* the next commit to come tries again */
+    }
+    g->js = js;
+    g->n = n;
+    for (size_t i = 0; i < n; i++)
+        g->jobs[i] = list_entry(list_pop_front(&js->commit_queue), job_t, commit_node);
+    g->work.data = g;
+    js->commit_group_out = 1;
+    uv_queue_work(js->loop, &g->work, group_work, after_group);
+}
+
+/* Back from the job's own item: ready ones wait for a group; the others'
+ * outcome goes to job.c now. */
+static void after_prep(uv_work_t *req, int status)
+{
+    job_t *job = req->data;
+    if (!job->commit_ready || status) {
+        job->commit_after(req, status);
+        return;
+    }
+    list_push_back(&job->js->commit_queue, &job->commit_node);
+    group_start(job->js);
+}
+
+/* The partial and its row go: row first, as in commit_prep_work. */
 static void discard_partial(job_t *job)
 {
     db_forget_partial(job->js->db, job->part_id);
@@ -164,9 +357,10 @@ static void queue(job_t *job, uv_work_t *w, uv_work_cb work, uv_after_work_cb af
 
 void job_commit_queue(job_t *job, uv_after_work_cb after)
 {
-    assert(!job->pipe.items); /* the item owns sha and fd */
+    assert(!job->pipe.items); /* the items own sha and fd */
     job->items |= JOB_ITEM_COMMIT;
-    queue(job, &job->commit_work, commit_work, after);
+    job->commit_after = after;
+    queue(job, &job->commit_work, commit_prep_work, after_prep);
 }
 
 void job_rehash_queue(job_t *job, uv_after_work_cb after)

@@ -131,6 +131,8 @@ typedef struct jobs_stats {
     uint64_t segment_retries;   /* a connection's range asked for again (failure, stall) */
     uint64_t segment_fallbacks; /* segmented downloads that fell back to one stream */
     uint64_t revalidated;       /* revalidations the origin answered 304 (served as hits) */
+    uint64_t commits;           /* downloads committed (recorded, or failed at the commit) */
+    uint64_t commit_groups;     /* the group items that did it: commits share transactions */
     unsigned active, queued;
 } jobs_stats_t;
 

@@ -109,6 +109,11 @@ struct jobs {
     uv_timer_t rate_timer;
     int rate_waiting; /* the timer is armed */
     int rate_closed;  /* the timer was closed (jobs_stop) */
+    /* Hits' uses, queued by db_touch, written every second (uses.c). */
+    uv_timer_t uses_timer;
+    uv_work_t uses_work;
+    int uses_out;    /* the write is in the pool */
+    int uses_closed; /* the timer was closed (jobs_stop) */
     int shutting_down;
     int starting_queued; /* inside jobs_start_queued: do not re-enter */
     int start_again;     /* jobs_start_queued was asked again meanwhile */
@@ -125,7 +130,11 @@ struct jobs {
     uint64_t evict_floor;     /* and the free-space floor */
     unsigned evict_floor_pct;
     uint64_t evict_fs_size; /* the item's finding: the file system's size (0: unknown) */
-    uint64_t fs_size;       /* the cache's file system's size: at start-up, then each run's */
+    /* Group commit (commit.c): fsync'ed jobs wait here while a group item
+     * is out; the next group takes them all (at most COMMIT_GROUP_MAX). */
+    list_t commit_queue;
+    int commit_group_out;
+    uint64_t fs_size; /* the cache's file system's size: at start-up, then each run's */
     char evict_keep[65], next_keep[65];
     cache_evict_result_t evict_res;
     int evict_rc;
@@ -198,6 +207,15 @@ struct job {
     int commit_rc;
     int ro_fd;
     char digest[65];
+    /* The group commit (commit.c): after its own item (fsync), a job waits
+     * in js->commit_queue for the group item that links and records it
+     * with others; commit_after is job.c's callback for either outcome. */
+    uv_after_work_cb commit_after;
+    list_node_t commit_node; /* in js->commit_queue */
+    int commit_ready;        /* the group item links and records it */
+    int commit_unsynced;     /* a small file not yet fsync'ed: the group's syncfs does */
+    int commit_created;      /* the group item's: its blob's name is new, */
+    int commit_new_dir;      /* and so is its two-letter folder */
 
     /* Progress and timing (uv_now milliseconds). */
     uint64_t t_start; /* the request started */
@@ -262,6 +280,10 @@ int jobs_rate_take(jobs_t *js, size_t n);
 void jobs_rate_init(jobs_t *js);
 void jobs_rate_reload(jobs_t *js); /* SIGHUP */
 void jobs_rate_close(jobs_t *js);
+
+/* uses.c: the hits' uses (db_touch) written every second, in the pool. */
+void jobs_uses_init(jobs_t *js);
+void jobs_uses_close(jobs_t *js);
 
 /* stats.c: STATS counters and STATUS pages */
 void jobs_count_error(jobs_t *js, const char *code);

@@ -262,23 +262,42 @@ static void job_waiter_restart(job_t *job, job_waiter_t *w)
  * quarantined and forgotten, and the request downloads again. A blob whose
  * identity is not recorded yet (a cache from before) gets it from the
  * background verification. */
+/* Opens the hit's blob and says whether its file is not the one recorded
+ * at commit (1), or 0. Without the writer's lock (locked 0) the identity is
+ * read on the pool readers' connection, which waits for no commit; a commit
+ * of the same digest in its middle (the file replaced, its identity not yet
+ * recorded) may then look like a change, so a change is looked at again
+ * under the lock, as the commit holds it (locked 1). */
+static int hit_open(job_hit_t *hit, int locked)
+{
+    jobs_t *js = hit->js;
+    struct stat st;
+    db_blob_stat_t rec;
+    if (locked)
+        db_lock(js->db);
+    hit->rc = store_open_blob(js->store, hit->sha, hit->size, &hit->fd, &st);
+    int changed = 0;
+    if (!hit->rc &&
+        (locked ? db_get_blob_stat(js->db, hit->sha, &rec)
+                : db_read_blob_stat(js->db, hit->sha, &rec)) == 0 &&
+        rec.ino) {
+        db_blob_stat_t now = db_blob_stat_of(&st);
+        changed = memcmp(&now, &rec, sizeof now) != 0;
+    }
+    if (locked)
+        db_unlock(js->db);
+    if (changed) {
+        close(hit->fd);
+        hit->fd = -1;
+    }
+    return changed;
+}
+
 static void hit_work(uv_work_t *req)
 {
     job_hit_t *hit = req->data;
     jobs_t *js = hit->js;
-    struct stat st;
-    db_blob_stat_t rec;
-    int changed = 0;
-    db_lock(js->db);
-    hit->rc = store_open_blob(js->store, hit->sha, hit->size, &hit->fd, &st);
-    if (!hit->rc && db_get_blob_stat(js->db, hit->sha, &rec) == 0 && rec.ino) {
-        db_blob_stat_t now = db_blob_stat_of(&st);
-        changed = memcmp(&now, &rec, sizeof now) != 0;
-    }
-    db_unlock(js->db);
-    if (changed) {
-        close(hit->fd);
-        hit->fd = -1;
+    if (hit_open(hit, 0) && hit_open(hit, 1)) {
         int rc = cache_verify_one(js->store, js->db, hit->sha, hit->size, (int64_t)time(NULL));
         hit->rc = rc == -EBADMSG ? -ESTALE : rc ? rc : -EAGAIN;
         if (!rc) /* the same bytes in another file: open that one */
@@ -571,6 +590,7 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
     list_init(&js->active);
     list_init(&js->all);
     list_init(&js->queue);
+    list_init(&js->commit_queue);
     js->store = store;
     js->db = db;
     /* Keep enough free buffers for every job's in-flight window. */
@@ -586,6 +606,7 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
     js->restart_waiter = job_waiter_restart;
     js->not_modified = job_not_modified;
     jobs_rate_init(js);
+    jobs_uses_init(js);
     if ((rc = verifier_start(loop, cfg, &js->work, store, db, &js->verifier)) != 0) {
         js->verifier = NULL; /* only this feature is lost: said so, and hubd serves */
         log_err("background verification not started: %s", strerror(-rc));
@@ -622,6 +643,7 @@ void jobs_stop(jobs_t *js)
 {
     js->shutting_down = 1;
     jobs_rate_close(js);
+    jobs_uses_close(js);
     cache_cancel_all();
     if (js->verifier) {
         verifier_stop(js->verifier);

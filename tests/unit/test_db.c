@@ -314,6 +314,11 @@ START_TEST(db_touch_updates_accessed)
     /* Blob and the named entry; not the other entry of the same blob, not
      * the same URL under other credentials. */
     ck_assert_int_eq(db_touch(db, s, "http://h/a", "", 0), 0);
+    /* Queued: a hit writes nothing (issue 26.2) until the uses are flushed. */
+    ck_assert_int_eq(raw_int("SELECT accessed FROM blobs WHERE sha256 = %Q", s), 1000);
+    ck_assert_uint_eq(db_uses_pending(db), 1);
+    ck_assert_int_eq(db_uses_flush(db), 0);
+    ck_assert_uint_eq(db_uses_pending(db), 0);
     ck_assert_int_ge(raw_int("SELECT accessed FROM blobs WHERE sha256 = %Q", s), t0);
     ck_assert_int_ge(raw_int("SELECT accessed FROM entries WHERE url = 'http://h/a'"
                              " AND cred_tag = ''"),
@@ -327,11 +332,13 @@ START_TEST(db_touch_updates_accessed)
 
     /* Without a URL (a hit by digest): the blob only. */
     ck_assert_int_eq(db_touch(db, t, NULL, NULL, 0), 0);
+    ck_assert_int_eq(db_uses_flush(db), 0);
     ck_assert_int_ge(raw_int("SELECT accessed FROM blobs WHERE sha256 = %Q", t), t0);
     ck_assert_int_eq(raw_int("SELECT accessed FROM entries WHERE cred_tag = 'cred'"), 1000);
 
     /* The credentialed entry by its own tag. */
     ck_assert_int_eq(db_touch(db, t, "http://h/a", "cred", 0), 0);
+    ck_assert_int_eq(db_uses_flush(db), 0);
     ck_assert_int_ge(raw_int("SELECT accessed FROM entries WHERE cred_tag = 'cred'"), t0);
     ck_assert_int_eq(raw_int("SELECT accessed FROM entries WHERE url = 'http://h/b'"), 1000);
 
@@ -339,6 +346,7 @@ START_TEST(db_touch_updates_accessed)
     char u[65];
     make_sha(u, 0x99);
     ck_assert_int_eq(db_touch(db, u, "http://h/none", "", 0), 0);
+    ck_assert_int_eq(db_uses_flush(db), 0);
     ck_assert_int_eq(raw_int("SELECT count(*) FROM blobs"), 2);
     ck_assert_int_eq(raw_int("SELECT count(*) FROM entries"), 3);
 }
@@ -490,6 +498,49 @@ START_TEST(db_lru_follows_use_not_the_clock)
     ck_assert_int_eq(l.n, 2);
     ck_assert_str_eq(l.e[0].sha, b);
     ck_assert_str_eq(l.e[1].sha, a);
+}
+END_TEST
+
+/* Queued uses keep the order of the hits, never take a row's use back
+ * past a later commit, are written by themselves once DB_USES_MAX wait,
+ * and are seen by the readers of the order without a flush of their own. */
+START_TEST(db_uses_keep_the_hits_order_and_never_go_back)
+{
+    char a[65], b[65];
+    make_sha(a, 0x61);
+    make_sha(b, 0x62);
+    record("http://h/a", "", a, 1, NULL, NULL);
+    record("http://h/b", "", b, 1, NULL, NULL);
+    /* a is hit; then b is recorded again (a commit: a newer number). */
+    int64_t before = raw_int("SELECT seq FROM blobs WHERE sha256 = %Q", a);
+    ck_assert_int_eq(db_touch(db, a, "http://h/a", "", 7), 0); /* takes before + 1 */
+    record("http://h/a", "", a, 1, NULL, NULL);                /* a committed again after the hit */
+    int64_t commit_seq = raw_int("SELECT seq FROM blobs WHERE sha256 = %Q", a);
+    ck_assert_int_gt(commit_seq, before + 1);
+    ck_assert_int_eq(db_uses_flush(db), 0);
+    ck_assert_int_eq(raw_int("SELECT seq FROM blobs WHERE sha256 = %Q", a), commit_seq);
+    /* The requester of the hit is recorded with the batch. */
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM requesters WHERE uid = 7"), 1);
+
+    /* Hits on b then a: the least recently used is b, seen by db_lru
+     * with the uses still queued. */
+    ck_assert_int_eq(db_touch(db, b, "http://h/b", "", 0), 0);
+    ck_assert_int_eq(db_touch(db, a, "http://h/a", "", 0), 0);
+    ck_assert_uint_eq(db_uses_pending(db), 2);
+    listed_t l = {0};
+    ck_assert_int_eq(db_lru(db, 10, NULL, UINT64_MAX, add_lru, &l), 0);
+    ck_assert_uint_eq(db_uses_pending(db), 0);
+    ck_assert_uint_eq(l.n, 2);
+    ck_assert_str_eq(l.e[0].sha, b);
+
+    /* A full queue is written by the hit that fills it. */
+    for (unsigned i = 0; i < DB_USES_MAX - 1; i++)
+        ck_assert_int_eq(db_touch(db, a, NULL, NULL, 0), 0);
+    ck_assert_uint_eq(db_uses_pending(db), DB_USES_MAX - 1);
+    ck_assert_int_eq(db_touch(db, b, NULL, NULL, 0), 0);
+    ck_assert_uint_eq(db_uses_pending(db), 0);
+    ck_assert_int_gt(raw_int("SELECT seq FROM blobs WHERE sha256 = %Q", b),
+                     raw_int("SELECT seq FROM blobs WHERE sha256 = %Q", a));
 }
 END_TEST
 
@@ -647,6 +698,7 @@ static Suite *db_suite(void)
     tcase_add_test(tc, db_two_urls_share_blob);
     tcase_add_test(tc, db_list_order_and_fields);
     tcase_add_test(tc, db_touch_updates_accessed);
+    tcase_add_test(tc, db_uses_keep_the_hits_order_and_never_go_back);
     tcase_add_test(tc, db_reopen_keeps_rows);
     tcase_add_test(tc, db_open_refuses_newer_schema);
     tcase_add_test(tc, db_migrates_version_1);
