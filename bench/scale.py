@@ -12,6 +12,12 @@ and each build's hubd runs on a copy of it. Rows:
   idle session       KiB of RSS per idle session (1,000, after HELLO), and
                      KiB left once they closed
   idle front conn    the same for kept-alive HTTP front connections (512)
+  hit                p50 and p99 ms of hits by digest on one session, and
+                     hits/s on one session and over 8 (tests/integration/hits.py)
+  eviction           blobs/s when a reload lowers max_cache_size to a tenth of
+                     the cache, and the p99 of one session's hits meanwhile
+  small-file miss    4 KiB files from a local nginx, 4 sessions of 32 FETCHes
+                     in flight: files/s and hubd's CPU ms per file
 Figures come from one run; builds alternate within each row.
 """
 
@@ -29,7 +35,14 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+import hits  # noqa: E402
 import idle_clients  # noqa: E402
+import misses  # noqa: E402
+import threading  # noqa: E402
+
+
+def digest_of(i):
+    return hashlib.sha256(b"%d" % i).hexdigest()
 
 
 def make_cache(d, n):
@@ -93,6 +106,17 @@ class Daemon:
         self.proc.terminate()
         self.proc.wait(timeout=120)
 
+    def reload(self, **keys):
+        with open(self.conf, "a") as f:
+            f.write("".join("%s = %s\n" % kv for kv in keys.items()))
+        self.proc.send_signal(1)  # SIGHUP
+
+    def stats(self):
+        s = self.connect()
+        line = ask(s, b"STATS").decode()
+        s.close()
+        return dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
+
 
 def ask(s, line):
     s.sendall(line + b"\n")
@@ -116,6 +140,82 @@ def stats_row(d, rounds=300):
     s.close()
     st, base = (statistics.median(took[v]) * 1e3 for v in (b"STATS", b"NOPE"))
     return st, st / base
+
+
+def by_digest(ids):
+    """FETCH targets that are hits by digest (the rebuilt blobs are
+    public): any URL, with the blob's sha256."""
+    return ["http://127.0.0.1:9/b%d sha256=%s" % (i, digest_of(i)) for i in ids]
+
+
+def hit_rows(d, n):
+    targets = by_digest(range(0, n, max(1, n // 50)))
+    one = hits.measure(d.sock, targets, 3000, 1)
+    eight = hits.measure(d.sock, targets, 1500, 8)
+    return one, eight
+
+
+def evict_row(d, n):
+    """Lower max_cache_size to a tenth of the cache; blobs/s, and the p99
+    of hits on blobs being used meanwhile (the most recent: they stay)."""
+    keep = by_digest(range(n - 20, n))
+    total = sum(len(b"%d" % i) for i in range(n))
+    s = hits.Session(d.sock)
+    for i, t in enumerate(keep):  # used last: the eviction keeps them
+        s.hit(i, t)
+    want = n - n // 10
+    done = {}
+
+    def watch(t0):
+        while True:
+            if int(d.stats()["evicted"]) >= want:
+                done["s"] = time.monotonic() - t0
+                return
+            time.sleep(0.005)
+
+    t0 = time.monotonic()
+    d.reload(max_cache_size=str(total // 10))
+    w = threading.Thread(target=watch, args=(t0,))
+    w.start()
+    times = []
+    while w.is_alive() and time.monotonic() - t0 < 600:
+        times.append(s.hit(len(times), keep[len(times) % len(keep)]))
+    w.join()
+    s.close()
+    times.sort()
+    p99 = times[len(times) * 99 // 100] * 1e3 if times else 0
+    return want / done["s"], p99
+
+
+def miss_row(d, port, first, n):
+    urls = ["http://127.0.0.1:%s/files/m%d" % (port, i) for i in range(first, first + n)]
+    return misses.measure(d.sock, urls, 4, 32, d.proc.pid)
+
+
+def miss_rows(builds, work, n=2000):
+    """Small-file misses from a local nginx, per build (a fresh cache each)."""
+    ngx_sh = os.path.join(HERE, "..", "scripts", "nginx-origin.sh")
+    root = os.path.join(work, "small")
+    os.makedirs(root)
+    for i in range(n * len(builds)):
+        with open(os.path.join(root, "m%d" % i), "wb") as f:
+            f.write(os.urandom(4096))
+    port = subprocess.run([ngx_sh, "freeport"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    ngx = os.path.join(work, "ngx")
+    subprocess.run([ngx_sh, "start", ngx, root, port], check=True, capture_output=True)
+    rows = {}
+    try:
+        for k, (name, build) in enumerate(builds):
+            w = os.path.join(work, "miss-" + name)
+            os.makedirs(w)
+            d = Daemon(build, w, os.path.join(w, "cache"))
+            d.start()
+            rows[name] = miss_row(d, port, k * n, n)
+            d.stop()
+    finally:
+        subprocess.run([ngx_sh, "stop", ngx], capture_output=True)
+    return rows
 
 
 def free_port():
@@ -194,16 +294,30 @@ def main():
                 d.stop()
                 restart = d.start()
                 st, ratio = stats_row(d)
+                one, eight = hit_rows(d, n)
+                ev, ev_p99 = evict_row(d, n)
                 d.stop()
                 shutil.rmtree(cache)
-                res[name] = dict(first=first, restart=restart, stats=st, ratio=ratio)
+                res[name] = dict(first=first, restart=restart, stats=st, ratio=ratio, one=one,
+                                 eight=eight, ev=ev, ev_p99=ev_p99)
             shutil.rmtree(src)
             row = lambda label, f: print("%-22s %10d" % (label, n) +
                                          "".join("%16s" % f(res[x]) for x in names), flush=True)
             row("first start (rebuild)", lambda r: "%.0f ms" % (r["first"] * 1e3))
             row("restart -> STATS", lambda r: "%.0f ms" % (r["restart"] * 1e3))
             row("STATS", lambda r: "%.3f ms %.1fx" % (r["stats"], r["ratio"]))
+            row("hit p50 / p99", lambda r: "%.3f / %.2f ms" % (r["one"]["p50_ms"],
+                                                             r["one"]["p99_ms"]))
+            row("hits/s: 1 / 8 sessions",
+                lambda r: "%.0f / %.0f" % (r["one"]["per_s"], r["eight"]["total_per_s"]))
+            row("eviction blobs/s", lambda r: "%.0f" % r["ev"])
+            row("  hit p99 meanwhile", lambda r: "%.2f ms" % r["ev_p99"])
             print("  (cache of %d made in %.0f s)" % (n, made), file=sys.stderr)
+        mrows = miss_rows(builds, work)
+        print("%-22s %10d" % ("small-file miss", 2000) +
+              "".join("%16s" % ("%.0f/s" % mrows[x]["per_s"]) for x in names))
+        print("%-22s %10s" % ("  hubd CPU each", "") +
+              "".join("%16s" % ("%.2f ms" % mrows[x]["cpu_ms_each"]) for x in names), flush=True)
         rows = idle_rows(builds, work)
         for kind, label in (("sessions", "idle session"), ("front", "idle front conn")):
             print("%-22s %10d" % (label, rows[names[0]][kind]["n"]) +

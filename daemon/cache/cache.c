@@ -15,7 +15,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#define EVICT_BATCH 64
+#define EVICT_BATCH 256 /* victims read, forgotten and unlinked a transaction at a time */
 #define VERIFY_CHUNK (1u << 20)
 
 typedef struct victim {
@@ -117,6 +117,34 @@ static int drop_blob(store_t *store, db_t *db, const char *sha, int unless_pinne
     return rc;
 }
 
+/* The first victims of vs whose sizes reach `over` (all of them, at
+ * most): their rows go in one transaction, then their files, all under
+ * the writer's lock, row first as in drop_blob. Returns how many were
+ * tried, each rcs[i] 0 (gone), -EBUSY, -ENOENT, or 1 when the batch's
+ * transaction failed (a full disk: each then goes by drop_blob, which
+ * knows what to do then). */
+static unsigned batch_forget(store_t *store, db_t *db, const victims_t *vs, uint64_t over, int *rcs)
+{
+    const char *shas[EVICT_BATCH];
+    unsigned n = 0;
+    uint64_t sum = 0;
+    while (n < vs->n && sum < over) {
+        shas[n] = vs->v[n].sha;
+        sum += vs->v[n++].size;
+    }
+    db_lock(db);
+    int rc = db_forget_blobs(db, shas, n, 1, rcs);
+    for (unsigned i = 0; i < n; i++) {
+        if (rc)
+            rcs[i] = 1;
+        else if (!rcs[i])
+            store_unlink_blob(store, shas[i]);
+    }
+    db_unlock(db);
+    db_holds_refresh(db); /* the holds of what went went with it */
+    return n;
+}
+
 int cache_drop(store_t *store, db_t *db, const char *sha256)
 {
     return drop_blob(store, db, sha256, 1);
@@ -136,8 +164,10 @@ int cache_evict(store_t *store, db_t *db, uint64_t target, const char *keep, uin
         if ((rc = db_lru(db, EVICT_BATCH, keep, fence, add_victim, &vs)) != 0 || vs.n == 0)
             break; /* only pinned blobs (and keep) are left */
         unsigned dropped = 0;
-        for (unsigned i = 0; i < vs.n && out->size > target; i++) {
-            rc = drop_blob(store, db, vs.v[i].sha, 1);
+        int rcs[EVICT_BATCH];
+        unsigned n = batch_forget(store, db, &vs, out->size - target, rcs);
+        for (unsigned i = 0; i < n && out->size > target; i++) {
+            rc = rcs[i] == 1 ? drop_blob(store, db, vs.v[i].sha, 1) : rcs[i];
             if (rc == -EBUSY || rc == -ENOENT) { /* pinned or removed meanwhile */
                 rc = 0;
                 continue;

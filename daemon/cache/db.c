@@ -580,34 +580,6 @@ int db_each_blob(db_t *db, void (*fn)(void *arg, const char *sha256, uint64_t si
     return blob_rows(db->wr, st, fn, arg, "listing blobs");
 }
 
-int db_forget_blob(db_t *db, const char *sha256, int unless_pinned)
-{
-    sqlite3 *h = db->wr;
-    int rc = db_tx_begin(h);
-    if (rc)
-        return rc;
-    /* Inside the write transaction a PIN cannot come between the check and
-     * the deletes. Entries first: they refer to the blob. */
-    uint64_t pinned = 0;
-    rc = query_u64s(h,
-                    "SELECT pinned OR EXISTS (SELECT 1 FROM holds WHERE sha256 = ?1)"
-                    " FROM blobs WHERE sha256 = ?1",
-                    sha256, &pinned, NULL);
-    if (!rc && unless_pinned && pinned) /* held in a user's cache: as pinned */
-        rc = -EBUSY;
-    int held = 0;
-    if (!rc && !(rc = db_exec(h, "DELETE FROM holds WHERE sha256 = ?1", "t", sha256)))
-        held = sqlite3_changes(h) > 0;
-    if (!rc)
-        rc = db_exec(h, "DELETE FROM entries WHERE sha256 = ?1", "t", sha256);
-    if (!rc)
-        rc = db_exec(h, "DELETE FROM blobs WHERE sha256 = ?1", "t", sha256);
-    rc = db_tx_end(h, rc);
-    if (!rc && held)
-        atomic_store(&db->holds_dirty, 1);
-    return rc;
-}
-
 void db_lock(db_t *db)
 {
     sqlite3_mutex_enter(sqlite3_db_mutex(db->wr));

@@ -138,6 +138,11 @@ int db_each_blob(db_t *db, void (*fn)(void *arg, const char *sha256, uint64_t si
  * with unless_pinned, only an unpinned blob (-EBUSY if pinned). -ENOENT
  * when there is no such blob. */
 int db_forget_blob(db_t *db, const char *sha256, int unless_pinned);
+/* Pool threads (db_forget.c). n of them in one transaction (eviction's
+ * batches): rcs[i] is 0 (forgotten), -EBUSY (pinned or held, with
+ * unless_pinned: kept) or -ENOENT (gone meanwhile); any other failure
+ * fails the transaction, and nothing is forgotten (its rcs are moot). */
+int db_forget_blobs(db_t *db, const char *const *sha256, size_t n, int unless_pinned, int *rcs);
 
 /* Pool threads. Holds the writer connection (recursive) across a file
  * operation and the rows that describe it, so that a commit (rename, then

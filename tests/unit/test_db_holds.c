@@ -296,6 +296,37 @@ START_TEST(db_holds_each_goes_on_where_the_last_call_stopped)
 }
 END_TEST
 
+/* Eviction's batches (issue 26.6): one transaction for many blobs, each
+ * with its own outcome: a held one kept (-EBUSY), one gone meanwhile
+ * (-ENOENT), the others forgotten with their entries. */
+START_TEST(db_forget_blobs_in_one_batch_keeps_the_held)
+{
+    char a[65], b[65], c[65], gone[65];
+    make_sha(a, 0x31);
+    make_sha(b, 0x32);
+    make_sha(c, 0x33);
+    make_sha(gone, 0x34);
+    record("http://h/a", "", a, 10, NULL, NULL);
+    record("http://h/b", "", b, 20, NULL, NULL);
+    record("http://h/c", "", c, 30, NULL, NULL);
+    hold(1000, "L", b, "/u/b", 10);
+    const char *v[] = {a, b, gone, c};
+    int rcs[4];
+    ck_assert_int_eq(db_forget_blobs(db, v, 4, 1, rcs), 0);
+    ck_assert_int_eq(rcs[0], 0);
+    ck_assert_int_eq(rcs[1], -EBUSY);
+    ck_assert_int_eq(rcs[2], -ENOENT);
+    ck_assert_int_eq(rcs[3], 0);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM blobs"), 1);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM entries"), 1);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM holds"), 1);
+    uint64_t bytes = 0, blobs = 0;
+    db_cache_size(db, &bytes, &blobs);
+    ck_assert_uint_eq(blobs, 1);
+    ck_assert_uint_eq(bytes, 20);
+}
+END_TEST
+
 START_TEST(db_holds_keep_a_blob_from_eviction_not_from_removal)
 {
     char a[65], b[65];
@@ -340,6 +371,7 @@ int main(void)
     tcase_add_test(tc, db_hold_fits_the_bounds_of_its_uid);
     tcase_add_test(tc, db_holds_release_of_one_link);
     tcase_add_test(tc, db_holds_keep_a_blob_from_eviction_not_from_removal);
+    tcase_add_test(tc, db_forget_blobs_in_one_batch_keeps_the_held);
     suite_add_tcase(s, tc);
     return db_fixture_run(s);
 }
