@@ -10,12 +10,14 @@
 #include "session.h"
 #include "sha256.h"
 #include "store.h"
+#include "sweep.h"
 #include "hostport.h"
 #include "httpd.h"
 #include "tcp_listener.h"
 #include "tls.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -53,6 +55,7 @@ typedef struct daemon_state {
     httpd_t *httpd;       /* the HTTP front's server, NULL: none (or closed) */
     uv_signal_t sigint, sigterm, sighup;
     int stopping;
+    sweep_t *sweep; /* the background check of blobs/ (sweep.h), or NULL */
 } daemon_state_t;
 
 static void usage(FILE *out)
@@ -213,6 +216,8 @@ static void on_signal(uv_signal_t *h, int signum)
     d->stopping = 1;
     log_info("signal %d: shutting down", signum);
     service_stopping();
+    sweep_stop(d->sweep); /* a step in flight still holds the jobs' worktrack */
+    d->sweep = NULL;
     close_http(d);
     jobs_stop(d->jobs);
     session_server_close(d->server, on_server_down, d);
@@ -344,13 +349,34 @@ typedef struct rebuilt {
  * again from blobs/, whose file names are their digests. Entries, pins and
  * partial rows are lost; the bytes are not: a public blob is a hit by digest
  * again, a URL is downloaded again. Any other error stops the start. */
-static int open_db(daemon_state_t *d, const char *db_path, reconcile_report_t *rep, rebuilt_t *rb)
+/*
+ * Its time does not grow with the cache (issue 26, point 5): after a clean
+ * stop (CLEAN_STOP, written last by the one before) the quick_check, which
+ * reads every page, is skipped, and reconcile_start leaves the blobs' side
+ * to the background sweep (*swept 0). After a crash both run now. */
+#define CLEAN_STOP "clean-stop"
+
+static int open_db(daemon_state_t *d, const char *db_path, reconcile_report_t *rep, rebuilt_t *rb,
+                   int *swept, int *clean)
 {
-    int rc = db_open(db_path, &d->db);
+    /* Taken away at once: a crash from here on leaves no marker. */
+    *clean = unlinkat(store_dir_fd(d->store), CLEAN_STOP, 0) == 0;
+    int rc = db_open_ex(db_path, !*clean, &d->db);
     if (!rc)
-        rc = reconcile_cache(d->store, d->db, rep);
+        rc = reconcile_start(d->store, d->db, rep, swept);
+    if (!rc && *swept && *clean) /* no sweep to check the pages later */
+        rc = db_check_pages(d->db);
+    if (rc && rc != -EUCLEAN && *clean) {
+        /* The quick_check skipped, a read failed: it may have been a bad
+         * page that only some statements say is one. Check them all now. */
+        db_close(d->db);
+        d->db = NULL;
+        if (db_open_ex(db_path, 1, &d->db) == -EUCLEAN)
+            rc = -EUCLEAN;
+    }
     if (rc != -EUCLEAN)
         return rc;
+    *swept = 1;
     db_close(d->db);
     d->db = NULL;
     rc = reconcile_set_aside(d->store, "hubd.db", rb->aside, sizeof rb->aside);
@@ -425,6 +451,7 @@ int main(int argc, char **argv)
     static daemon_state_t d;
     char err[600];
     int bad_config = 0; /* exit 2, as for a file that does not parse: not retried */
+    int clean_stop = 0; /* the loop ended well: the marker of a clean stop is written */
     if (parse_flags(argc, argv, &d.flags))
         return 2;
     if (build_config(&d.flags, &d.cfg, err, sizeof err)) {
@@ -479,7 +506,8 @@ int main(int argc, char **argv)
     snprintf(db_path, sizeof db_path, "%s/hubd.db", d.cfg.cache_dir);
     reconcile_report_t rep;
     rebuilt_t rebuilt = {.aside = ""};
-    if ((rc = open_db(&d, db_path, &rep, &rebuilt)))
+    int swept = 0, clean = 0;
+    if ((rc = open_db(&d, db_path, &rep, &rebuilt, &swept, &clean)))
         goto out;
     if ((rc = tls_ctx_new(&d.cfg, &d.tls, err, sizeof err))) {
         log_err("TLS set-up: %s", err);
@@ -551,20 +579,28 @@ int main(int argc, char **argv)
         service_status("serving; cache %s (%u partial download(s) to resume)", d.cfg.cache_dir,
                        rep.partials_kept);
     service_ready();
+    if (!swept && sweep_start(d.loop, jobs_work(d.jobs), d.store, d.db, clean, &d.sweep))
+        log_warn("no memory for the check of blobs/ against the database: it runs at the next "
+                 "start");
 
 run_out:
     uv_run(d.loop, UV_RUN_DEFAULT);
     if (uv_loop_close(d.loop) != 0)
         log_err("event loop closed with handles still open");
-    else if (!rc)
+    else if (!rc) {
         log_info("stopped");
+        clean_stop = 1;
+    }
 out:
     tls_ctx_free(d.tls);
     netpolicy_free(d.policy);
     proxy_settings_free(&d.proxies);
     if (d.db)
         db_uses_flush(d.db); /* the last hits' uses: the loop and its pool are done */
+    clean_stop = clean_stop && d.db && !db_damaged(d.db);
     db_close(d.db);
+    if (clean_stop) /* the next start may skip what only a crash needs */
+        close(openat(store_dir_fd(d.store), CLEAN_STOP, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
     store_close(d.store);
     config_free(&d.cfg);
     return bad_config ? 2 : rc ? 1 : 0;

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DB_SCHEMA_VERSION 6
+#define DB_SCHEMA_VERSION 7
 
 /* Version 1. entries are keyed by (url, cred_tag) so that a response fetched
  * with credentials is only ever served to the same credentials; blobs are
@@ -100,23 +100,6 @@ static const char *const schema_v3 =
     "  FOREIGN KEY (url, cred_tag) REFERENCES entries(url, cred_tag) ON DELETE CASCADE"
     ") WITHOUT ROWID;";
 
-/* SQLite found the file damaged, or not a database at all. */
-static int is_corrupt(int sqlite_rc)
-{
-    return (sqlite_rc & 0xff) == SQLITE_CORRUPT || (sqlite_rc & 0xff) == SQLITE_NOTADB;
-}
-
-/* A failed statement on h: -EUCLEAN when SQLite says the file is corrupt
- * (db_open's caller sets it aside and rebuilds), else as sq_err. */
-int db_sq_err_or_corrupt(sqlite3 *h, const char *what)
-{
-    if (h && is_corrupt(sqlite3_errcode(h))) {
-        log_err("sqlite: %s: %s", what, sqlite3_errmsg(h));
-        return -EUCLEAN;
-    }
-    return db_sq_err(h, what);
-}
-
 /* NOFOLLOW: a hubd.db that is a link (planted by someone who could write
  * the cache dir) is refused, not followed onto another file. */
 static int open_conn(const char *path, int flags, int busy_ms, sqlite3 **out)
@@ -133,7 +116,7 @@ static int open_conn(const char *path, int flags, int busy_ms, sqlite3 **out)
     const unsigned char *mode = rc == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
     int wal = mode && strcmp((const char *)mode, "wal") == 0;
     sqlite3_finalize(st);
-    if (is_corrupt(rc)) {
+    if (db_is_corrupt(rc)) {
         log_err("sqlite: %s: %s", path, sqlite3_errstr(rc));
         return -EUCLEAN;
     }
@@ -191,13 +174,15 @@ static int migrate(sqlite3 *h)
         rc = sqlite3_exec(h, schema_v5, NULL, NULL, &msg);
     if (rc == SQLITE_OK && version < 6) /* holds (db_holds.c) */
         rc = sqlite3_exec(h, DB_HOLDS_SCHEMA, NULL, NULL, &msg);
+    if (rc == SQLITE_OK && version < 7) /* the blobs' totals (db_totals.c) */
+        rc = sqlite3_exec(h, DB_TOTALS_SCHEMA, NULL, NULL, &msg);
     if (rc == SQLITE_OK)
-        rc = sqlite3_exec(h, "PRAGMA user_version=6; COMMIT", NULL, NULL, &msg);
+        rc = sqlite3_exec(h, "PRAGMA user_version=7; COMMIT", NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
         log_err("sqlite: creating schema: %s", msg ? msg : "?");
         sqlite3_free(msg);
         sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
-        return is_corrupt(rc) ? -EUCLEAN : -EIO;
+        return db_is_corrupt(rc) ? -EUCLEAN : -EIO;
     }
     return 0;
 }
@@ -221,7 +206,7 @@ static int quick_check(sqlite3 *h, const char *path)
         bad = 1;
     }
     sqlite3_finalize(st);
-    if (rc != SQLITE_DONE && !is_corrupt(rc))
+    if (rc != SQLITE_DONE && !db_is_corrupt(rc))
         return db_sq_err(h, path);
     if (rc != SQLITE_DONE)
         log_err("sqlite: %s: quick_check: %s", path, sqlite3_errstr(rc));
@@ -267,10 +252,19 @@ static int query_u64s(sqlite3 *h, const char *sql, const char *arg, uint64_t *a,
 
 int db_open(const char *path, db_t **out)
 {
+    return db_open_ex(path, 1, out);
+}
+
+int db_open_ex(const char *path, int quick_check_it, db_t **out)
+{
     db_t *db = calloc(1, sizeof *db);
     if (!db)
         return -ENOMEM;
     pthread_mutex_init(&db->uses_mu, NULL);
+    if (!(db->path = strdup(path))) {
+        free(db);
+        return -ENOMEM;
+    }
     int rc = prepare_file(path, "");
     if (!rc)
         rc = prepare_file(path, "-wal");
@@ -279,7 +273,7 @@ int db_open(const char *path, db_t **out)
     if (!rc)
         rc = open_conn(path, SQLITE_OPEN_FULLMUTEX, 10000, &db->wr);
     /* Checked before migrating: a migration must not build on bad pages. */
-    if (!rc)
+    if (!rc && quick_check_it)
         rc = quick_check(db->wr, path);
     if (!rc)
         rc = migrate(db->wr);
@@ -328,8 +322,8 @@ int db_open(const char *path, db_t **out)
     return 0;
 fail:
     /* A damaged page may first show in any statement above. */
-    if (rc == -EIO && ((db->wr && is_corrupt(sqlite3_errcode(db->wr))) ||
-                       (db->rd && is_corrupt(sqlite3_errcode(db->rd)))))
+    if (rc == -EIO && ((db->wr && db_is_corrupt(sqlite3_errcode(db->wr))) ||
+                       (db->rd && db_is_corrupt(sqlite3_errcode(db->rd)))))
         rc = -EUCLEAN;
     db_close(db);
     return rc;
@@ -353,6 +347,7 @@ void db_close(db_t *db)
         free(db->uses[i].url);
     free(db->uses);
     pthread_mutex_destroy(&db->uses_mu);
+    free(db->path);
     free(db);
 }
 
@@ -578,6 +573,38 @@ int db_each_blob(db_t *db, void (*fn)(void *arg, const char *sha256, uint64_t si
     if (sqlite3_prepare_v2(db->wr, "SELECT sha256, size FROM blobs", -1, &st, NULL) != SQLITE_OK)
         return db_sq_err_or_corrupt(db->wr, "listing blobs");
     return blob_rows(db->wr, st, fn, arg, "listing blobs");
+}
+
+int db_each_blob_in(db_t *db, const char *aa,
+                    void (*fn)(void *arg, const char *sha256, uint64_t size), void *arg)
+{
+    sqlite3_stmt *st;
+    /* A range of the primary key: blobs/<aa>/ is the rows from "aa" to
+     * the next two letters. */
+    if (sqlite3_prepare_v2(
+            db->wr, "SELECT sha256, size FROM blobs WHERE sha256 >= ?1 AND sha256 < ?1 || 'g'", -1,
+            &st, NULL) != SQLITE_OK)
+        return db_sq_err(db->wr, "listing a folder's blobs");
+    sqlite3_bind_text(st, 1, aa, 2, SQLITE_TRANSIENT);
+    return blob_rows(db->wr, st, fn, arg, "listing a folder's blobs");
+}
+
+int db_check_pages(db_t *db)
+{
+    sqlite3 *h = NULL;
+    /* A connection of its own: the check reads every page, and must hold
+     * up neither the writer nor the hits' reader meanwhile. */
+    int rc = sqlite3_open_v2(db->path, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+    rc = rc == SQLITE_OK ? quick_check(h, db->path) : db_sq_err_or_corrupt(h, db->path);
+    sqlite3_close(h);
+    if (rc == -EUCLEAN)
+        atomic_store(&db->damaged, 1);
+    return rc;
+}
+
+int db_damaged(db_t *db)
+{
+    return atomic_load(&db->damaged);
 }
 
 void db_lock(db_t *db)

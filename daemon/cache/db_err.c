@@ -58,3 +58,20 @@ int db_tx_end(sqlite3 *h, int rc)
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
     return rc;
 }
+
+/* SQLite found the file damaged, or not a database at all. */
+int db_is_corrupt(int sqlite_rc)
+{
+    return (sqlite_rc & 0xff) == SQLITE_CORRUPT || (sqlite_rc & 0xff) == SQLITE_NOTADB;
+}
+
+/* A failed statement on h: -EUCLEAN when SQLite says the file is corrupt
+ * (db_open's caller sets it aside and rebuilds), else as sq_err. */
+int db_sq_err_or_corrupt(sqlite3 *h, const char *what)
+{
+    if (h && db_is_corrupt(sqlite3_errcode(h))) {
+        log_err("sqlite: %s: %s", what, sqlite3_errmsg(h));
+        return -EUCLEAN;
+    }
+    return db_sq_err(h, what);
+}

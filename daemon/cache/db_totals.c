@@ -89,6 +89,22 @@ static int scan(sqlite3 *h, uint64_t *bytes, uint64_t *blobs)
     return rc;
 }
 
+/* The totals row (schema v7), kept by its triggers. */
+static int read_kept(sqlite3 *h, uint64_t *bytes, uint64_t *blobs)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(h, "SELECT bytes, blobs FROM totals WHERE id = 1", -1, &st, NULL) !=
+        SQLITE_OK)
+        return db_sq_err_or_corrupt(h, "reading the blobs' totals");
+    int rc = sqlite3_step(st) == SQLITE_ROW ? 0 : db_sq_err_or_corrupt(h, "the blobs' totals");
+    if (!rc) {
+        *bytes = (uint64_t)sqlite3_column_int64(st, 0);
+        *blobs = (uint64_t)sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int db_totals_init(db_t *db)
 {
     sqlite3 *h = db->wr;
@@ -105,11 +121,12 @@ int db_totals_init(db_t *db)
     sqlite3_commit_hook(h, on_commit, db);
     sqlite3_wal_hook(h, on_wal, db);
     sqlite3_rollback_hook(h, on_rollback, db);
-    /* The one scan, at open (start-up already reads every row). Under the
-     * writer's mutex: no commit can land between the scan and the store. */
+    /* Read from the row its triggers keep (no scan: start-up's time does
+     * not grow with the cache). Under the writer's mutex: no commit can
+     * land between the read and the store. */
     uint64_t bytes = 0, blobs = 0;
     sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    rc = scan(h, &bytes, &blobs);
+    rc = read_kept(h, &bytes, &blobs);
     if (!rc) {
         atomic_store(&db->total_bytes, bytes);
         atomic_store(&db->total_blobs, blobs);
@@ -128,13 +145,19 @@ int db_cache_size(db_t *db, uint64_t *bytes, uint64_t *count)
 int db_totals_check(db_t *db, uint64_t *was_bytes, uint64_t *was_blobs)
 {
     sqlite3 *h = db->wr;
-    uint64_t bytes = 0, blobs = 0;
+    uint64_t bytes = 0, blobs = 0, kept_bytes = 0, kept_blobs = 0;
     sqlite3_mutex_enter(sqlite3_db_mutex(h));
     int rc = scan(h, &bytes, &blobs);
+    if (!rc)
+        rc = read_kept(h, &kept_bytes, &kept_blobs);
+    if (!rc && (kept_bytes != bytes || kept_blobs != blobs)) /* the row, mended too */
+        rc = db_exec(h, "UPDATE totals SET bytes = ?1, blobs = ?2", "ii", (int64_t)bytes,
+                     (int64_t)blobs);
     if (!rc) {
         *was_bytes = atomic_exchange(&db->total_bytes, bytes);
         *was_blobs = atomic_exchange(&db->total_blobs, blobs);
-        rc = *was_bytes != bytes || *was_blobs != blobs;
+        rc = *was_bytes != bytes || *was_blobs != blobs || kept_bytes != bytes ||
+             kept_blobs != blobs;
     }
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
     return rc;

@@ -2,6 +2,7 @@
 #include "reconcile.h"
 #include "log.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -216,6 +217,56 @@ static int try_adopt(known_t *k, int dir_fd, const char *name)
     return 1;
 }
 
+/* One two-letter folder's files: those the rows name stay, a commit cut
+ * short is recorded, the rest go to quarantine/. */
+static void walk_folder(known_t *k, const char *aa, DIR *dir, reconcile_report_t *rep)
+{
+    struct dirent *e;
+    while (!k->err && (e = readdir(dir)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (is_blob_name(aa, e->d_name)) {
+            if (k->n && bsearch(e->d_name, k->sha, k->n, sizeof *k->sha, cmp_sha))
+                continue;
+            int rc = try_adopt(k, dirfd(dir), e->d_name);
+            if (rc <= 0) {
+                if (rc == 0)
+                    rep->recovered++;
+                k->err = rc;
+                continue;
+            }
+        }
+        char rel[PATH_MAX];
+        snprintf(rel, sizeof rel, "%s/%s", aa, e->d_name);
+        if (quarantine(k->dir_fd, rel, "no database row names it") == 0)
+            rep->quarantined++;
+    }
+}
+
+/* A top-level name under blobs/: its folder walked, or (not a two-letter
+ * folder, or a link to one: nothing of ours) moved to quarantine/. */
+static void walk_top(known_t *k, const char *name, reconcile_report_t *rep)
+{
+    char sub[PATH_MAX];
+    snprintf(sub, sizeof sub, "blobs/%s", name);
+    DIR *dir = NULL;
+    if (strlen(name) == 2 && !(dir = open_in(k->dir_fd, sub))) {
+        if (errno == ENOENT) /* no such folder (a background step's): nothing to walk */
+            return;
+        if (errno != ENOTDIR && errno != ELOOP) {
+            k->err = -errno; /* a folder that cannot be read now (EMFILE...): not moved */
+            return;
+        }
+    }
+    if (!dir) {
+        if (quarantine(k->dir_fd, name, "not a folder of blobs") == 0)
+            rep->quarantined++;
+        return;
+    }
+    walk_folder(k, name, dir, rep);
+    closedir(dir);
+}
+
 /* Walks blobs/: two-letter folders of files named by their digest. Stops at
  * a database error (k->err): a file is quarantined only when the database
  * was read and does not name it, never because it could not be read. */
@@ -225,43 +276,9 @@ static void walk_blobs(known_t *k, reconcile_report_t *rep)
     if (!top)
         return;
     struct dirent *d;
-    while (!k->err && (d = readdir(top)) != NULL) {
-        if (d->d_name[0] == '.')
-            continue;
-        char sub[PATH_MAX];
-        snprintf(sub, sizeof sub, "blobs/%s", d->d_name);
-        DIR *dir = strlen(d->d_name) == 2 ? open_in(k->dir_fd, sub) : NULL;
-        if (!dir && strlen(d->d_name) == 2 && errno != ENOTDIR && errno != ELOOP) {
-            k->err = -errno; /* a folder that cannot be read now (EMFILE...): not moved */
-            break;
-        }
-        if (!dir) { /* not a two-letter folder (or a link to one): nothing of ours */
-            if (quarantine(k->dir_fd, d->d_name, "not a folder of blobs") == 0)
-                rep->quarantined++;
-            continue;
-        }
-        struct dirent *e;
-        while (!k->err && (e = readdir(dir)) != NULL) {
-            if (e->d_name[0] == '.')
-                continue;
-            if (is_blob_name(d->d_name, e->d_name)) {
-                if (k->n && bsearch(e->d_name, k->sha, k->n, sizeof *k->sha, cmp_sha))
-                    continue;
-                int rc = try_adopt(k, dirfd(dir), e->d_name);
-                if (rc <= 0) {
-                    if (rc == 0)
-                        rep->recovered++;
-                    k->err = rc;
-                    continue;
-                }
-            }
-            char rel[PATH_MAX];
-            snprintf(rel, sizeof rel, "%s/%s", d->d_name, e->d_name);
-            if (quarantine(k->dir_fd, rel, "no database row names it") == 0)
-                rep->quarantined++;
-        }
-        closedir(dir);
-    }
+    while (!k->err && (d = readdir(top)) != NULL)
+        if (d->d_name[0] != '.')
+            walk_top(k, d->d_name, rep);
     closedir(top);
 }
 
@@ -359,23 +376,38 @@ static int reconcile_partials(store_t *store, db_t *db, reconcile_report_t *rep)
     return rc;
 }
 
+/* The rows k->db lists (by each_rows) checked against their files: the
+ * bad ones forgotten, the good ones sorted in k->sha for the walk. */
+static int check_rows(known_t *k, reconcile_report_t *rep, const char *aa)
+{
+    int rc = aa ? db_each_blob_in(k->db, aa, check_row, k) : db_each_blob(k->db, check_row, k);
+    if (!rc)
+        rc = k->err;
+    for (size_t i = 0; !rc && i < k->nforget; i++) {
+        log_warn("blob %s is listed but its file is gone, the wrong size or not a regular file "
+                 "of hubd's: forgotten",
+                 k->forget[i]);
+        if ((rc = db_forget_blob(k->db, k->forget[i], 0)) == 0)
+            rep->rows_forgotten++;
+    }
+    if (!rc && k->n) /* qsort and bsearch want a real array, even for none */
+        qsort(k->sha, k->n, sizeof *k->sha, cmp_sha);
+    return rc;
+}
+
+static void known_free(known_t *k)
+{
+    free(k->sha);
+    free(k->forget);
+    free(k->links);
+}
+
 int reconcile_cache(store_t *store, db_t *db, reconcile_report_t *rep)
 {
     known_t k = {.dir_fd = store_dir_fd(store), .db = db};
     memset(rep, 0, sizeof *rep);
-    int rc = db_each_blob(db, check_row, &k);
-    if (!rc)
-        rc = k.err;
-    for (size_t i = 0; !rc && i < k.nforget; i++) {
-        log_warn("blob %s is listed but its file is gone, the wrong size or not a regular file "
-                 "of hubd's: forgotten",
-                 k.forget[i]);
-        if ((rc = db_forget_blob(db, k.forget[i], 0)) == 0)
-            rep->rows_forgotten++;
-    }
+    int rc = check_rows(&k, rep, NULL);
     if (!rc) {
-        if (k.n) /* qsort and bsearch want a real array, even for none */
-            qsort(k.sha, k.n, sizeof *k.sha, cmp_sha);
         find_linked_parts(&k);
         rc = k.err;
     }
@@ -383,9 +415,7 @@ int reconcile_cache(store_t *store, db_t *db, reconcile_report_t *rep)
         walk_blobs(&k, rep);
         rc = k.err;
     }
-    free(k.sha);
-    free(k.forget);
-    free(k.links);
+    known_free(&k);
     if (rep->rows_forgotten || rep->quarantined || rep->recovered)
         log_info("start-up check: %u row(s) forgotten, %u file(s) quarantined, %u finished "
                  "download(s) recorded",
@@ -394,6 +424,56 @@ int reconcile_cache(store_t *store, db_t *db, reconcile_report_t *rep)
         rc = reconcile_partials(store, db, rep);
     if (!rc) /* STATS' holds and held_bytes, after the rows forgotten above */
         rc = db_holds_refresh(db);
+    return rc;
+}
+
+int reconcile_start(store_t *store, db_t *db, reconcile_report_t *rep, int *swept)
+{
+    known_t k = {.dir_fd = store_dir_fd(store), .db = db};
+    memset(rep, 0, sizeof *rep);
+    find_linked_parts(&k);
+    int rc = k.err, cut_short = k.nlinks > 0;
+    known_free(&k);
+    *swept = rc == 0 && cut_short;
+    if (rc)
+        return rc;
+    if (cut_short) /* rare (a crash inside a commit): everything now, as before */
+        return reconcile_cache(store, db, rep);
+    rc = reconcile_partials(store, db, rep);
+    if (!rc)
+        rc = db_holds_refresh(db);
+    return rc;
+}
+
+int reconcile_folder(store_t *store, db_t *db, unsigned n, reconcile_report_t *rep)
+{
+    known_t k = {.dir_fd = store_dir_fd(store), .db = db};
+    db_lock(db);
+    int rc = 0;
+    if (n < 256) {
+        char aa[3];
+        snprintf(aa, sizeof aa, "%02x", n);
+        rc = check_rows(&k, rep, aa);
+        if (!rc) {
+            walk_top(&k, aa, rep);
+            rc = k.err;
+        }
+    } else { /* the names under blobs/ that are not two-letter folders */
+        DIR *top = open_in(k.dir_fd, "blobs");
+        struct dirent *d;
+        while (top && !k.err && (d = readdir(top)) != NULL)
+            if (d->d_name[0] != '.' &&
+                !(strlen(d->d_name) == 2 && isxdigit(d->d_name[0]) && isxdigit(d->d_name[1]) &&
+                  !isupper(d->d_name[0]) && !isupper(d->d_name[1])))
+                walk_top(&k, d->d_name, rep);
+        if (top)
+            closedir(top);
+        rc = k.err;
+    }
+    db_unlock(db);
+    known_free(&k);
+    if (rep->rows_forgotten) /* their holds went with them */
+        db_holds_refresh(db);
     return rc;
 }
 

@@ -35,6 +35,25 @@ typedef struct reconcile_report {
  * -EUCLEAN when SQLite found the database corrupt. */
 int reconcile_cache(store_t *store, db_t *db, reconcile_report_t *report);
 
+/* Start-up, the loop not running: what must be done before anything is
+ * served, in time that does not grow with the cache (issue 26, point 5):
+ * the partials (cut back and kept, or dropped) and tmp/. The blobs' side
+ * (rows against files) is left to reconcile_folder, in the background,
+ * and *swept is 0; unless a commit was cut short by a crash (a partial
+ * with a second name under blobs/, to be recorded before its row goes):
+ * then all of reconcile_cache runs now, and *swept is 1. */
+int reconcile_start(store_t *store, db_t *db, reconcile_report_t *report, int *swept);
+
+/* Pool thread, while hubd serves: step n of the blobs' side of
+ * reconcile_cache: folder blobs/<n as two hex digits> (n < 256) against
+ * its rows, or (n == 256) the names under blobs/ that are no such folder.
+ * Under the writer's lock, as commits and removals hold it, so a blob
+ * linked and recorded meanwhile is seen whole or not at all. Adds what it
+ * did to *report. A hit meanwhile on a row whose file is gone downloads
+ * again (as it always could); a file no row names is not served. */
+#define RECONCILE_FOLDERS 257
+int reconcile_folder(store_t *store, db_t *db, unsigned n, reconcile_report_t *report);
+
 /* Start-up, the database closed: renames <cache_dir>/<name> and its -wal
  * and -shm to <name>.corrupt-<unix time>[.<n>] (and -wal, -shm), for a
  * person to look at; aside gets the new path of <name>. */

@@ -6,7 +6,7 @@ import signal
 import sqlite3
 import unittest
 
-from harness import HubTestCase, sha256_file
+from harness import HubTestCase, sha256_file, wait_for
 
 
 class CacheTest(HubTestCase):
@@ -67,7 +67,13 @@ class CacheTest(HubTestCase):
             f.write(b"not from here")
         with open(os.path.join(blobs, "notes.txt"), "wb") as f:
             f.write(b"junk")
+        done = "start-up check of blobs/ done"
+        before = self.hubd.read_log().count(done)
         self.hubd.start()
+        # After a clean stop the blobs' side is checked in the background
+        # (issue 26.5: the socket answers at once at any size).
+        wait_for(lambda: self.hubd.read_log().count(done) > before,
+                 what="the background check of blobs/")
         log = self.hubd.read_log()
         self.assertIn("1 row(s) forgotten, 2 file(s) quarantined", log)
         quarantine = os.listdir(os.path.join(self.hubd.cache, "quarantine"))
