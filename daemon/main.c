@@ -348,19 +348,23 @@ typedef struct rebuilt {
  * set aside for a person, a new one is made and the blob rows are recorded
  * again from blobs/, whose file names are their digests. Entries, pins and
  * partial rows are lost; the bytes are not: a public blob is a hit by digest
- * again, a URL is downloaded again. Any other error stops the start. */
-/*
+ * again, a URL is downloaded again. Any other error stops the start.
+ *
  * Its time does not grow with the cache (issue 26, point 5): after a clean
- * stop (CLEAN_STOP, written last by the one before) the quick_check, which
- * reads every page, is skipped, and reconcile_start leaves the blobs' side
- * to the background sweep (*swept 0). After a crash both run now. */
+ * stop (CLEAN_STOP, written last by a run that checked every page) the
+ * quick_check, which reads every page, is skipped and left to the sweep;
+ * after a crash it runs now. Either way reconcile_start leaves the blobs'
+ * side to the background sweep (*swept 0), unless a commit was cut short. */
 #define CLEAN_STOP "clean-stop"
 
 static int open_db(daemon_state_t *d, const char *db_path, reconcile_report_t *rep, rebuilt_t *rb,
                    int *swept, int *clean)
 {
-    /* Taken away at once: a crash from here on leaves no marker. */
-    *clean = unlinkat(store_dir_fd(d->store), CLEAN_STOP, 0) == 0;
+    /* Taken away at once, durably: a crash from here on leaves no marker
+     * (an unlink not yet on the disk could come back after a power cut,
+     * just when a page may have torn). */
+    *clean =
+        unlinkat(store_dir_fd(d->store), CLEAN_STOP, 0) == 0 && fsync(store_dir_fd(d->store)) == 0;
     int rc = db_open_ex(db_path, !*clean, &d->db);
     if (!rc)
         rc = reconcile_start(d->store, d->db, rep, swept);
@@ -597,7 +601,8 @@ out:
     proxy_settings_free(&d.proxies);
     if (d.db)
         db_uses_flush(d.db); /* the last hits' uses: the loop and its pool are done */
-    clean_stop = clean_stop && d.db && !db_damaged(d.db);
+    /* Only a run that checked every page may let the next skip it. */
+    clean_stop = clean_stop && d.db && db_pages_checked(d.db) && !db_damaged(d.db);
     db_close(d.db);
     if (clean_stop) /* the next start may skip what only a crash needs */
         close(openat(store_dir_fd(d.store), CLEAN_STOP, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));

@@ -273,8 +273,8 @@ int db_open_ex(const char *path, int quick_check_it, db_t **out)
     if (!rc)
         rc = open_conn(path, SQLITE_OPEN_FULLMUTEX, 10000, &db->wr);
     /* Checked before migrating: a migration must not build on bad pages. */
-    if (!rc && quick_check_it)
-        rc = quick_check(db->wr, path);
+    if (!rc && quick_check_it && !(rc = quick_check(db->wr, path)))
+        atomic_store(&db->pages_checked, 1);
     if (!rc)
         rc = migrate(db->wr);
     uint64_t last = 0;
@@ -526,12 +526,19 @@ int db_record_downloads(db_t *db, const db_record_t *recs, size_t n, int *rcs)
             rc = rcs[0] = record_one(db, &recs[0], now);
             break;
         }
-        /* Many: a record that fails goes back alone, the others stand. */
+        /* Many: a record that fails goes back alone, the others stand.
+         * The totals' triggers added its change to the pending sums: they
+         * go back with it (the rollback hook sees only whole ones). */
         if ((rc = db_exec(h, "SAVEPOINT rec", "")) != 0)
             break;
+        int64_t bytes = db->pending_bytes, blobs = db->pending_blobs;
         rcs[i] = record_one(db, &recs[i], now);
-        if (rcs[i] && db_exec(h, "ROLLBACK TO rec", ""))
-            rc = -EIO; /* it cannot be undone alone: the transaction goes */
+        if (rcs[i]) {
+            db->pending_bytes = bytes;
+            db->pending_blobs = blobs;
+            if (db_exec(h, "ROLLBACK TO rec", ""))
+                rc = rcs[i]; /* SQLite undid more (a full disk): the transaction goes */
+        }
         if (!rc)
             rc = db_exec(h, "RELEASE rec", "");
     }
@@ -594,12 +601,20 @@ int db_check_pages(db_t *db)
     sqlite3 *h = NULL;
     /* A connection of its own: the check reads every page, and must hold
      * up neither the writer nor the hits' reader meanwhile. */
-    int rc = sqlite3_open_v2(db->path, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+    int rc = sqlite3_open_v2(
+        db->path, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, NULL);
     rc = rc == SQLITE_OK ? quick_check(h, db->path) : db_sq_err_or_corrupt(h, db->path);
     sqlite3_close(h);
     if (rc == -EUCLEAN)
         atomic_store(&db->damaged, 1);
+    if (rc == 0 || rc == -EUCLEAN)
+        atomic_store(&db->pages_checked, 1);
     return rc;
+}
+
+int db_pages_checked(db_t *db)
+{
+    return atomic_load(&db->pages_checked);
 }
 
 int db_damaged(db_t *db)

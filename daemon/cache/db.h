@@ -83,6 +83,10 @@ int db_open_ex(const char *path, int quick_check_it, db_t **out);
  * that the next start checks, sets the file aside and rebuilds. */
 int db_check_pages(db_t *db);
 int db_damaged(db_t *db);
+/* Whether this run checked every page: at open, or by db_check_pages. A
+ * clean-stop marker may be left only then (else the next start would skip
+ * a check no run has done since a crash). */
+int db_pages_checked(db_t *db);
 void db_close(db_t *db);
 
 /* A blob file found under blobs/ when a database is rebuilt. */

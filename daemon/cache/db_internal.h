@@ -52,10 +52,11 @@ struct db {
     int64_t pending_blobs;
     int64_t committing_bytes; /* those of a COMMIT under way (db_totals.c) */
     int64_t committing_blobs;
-    char *path;              /* hubd.db's path, for db_check_pages' own connection */
-    _Atomic int damaged;     /* db_check_pages found a bad page */
-    pthread_mutex_t uses_mu; /* guards the queue of uses (db_uses.c) */
-    db_use_t *uses;          /* hits not yet written */
+    char *path;                /* hubd.db's path, for db_check_pages' own connection */
+    _Atomic int damaged;       /* db_check_pages found a bad page */
+    _Atomic int pages_checked; /* this run checked every page (at open, or db_check_pages) */
+    pthread_mutex_t uses_mu;   /* guards the queue of uses (db_uses.c) */
+    db_use_t *uses;            /* hits not yet written */
     size_t nuses, uses_cap;
 };
 

@@ -114,20 +114,25 @@ static int write_uses(sqlite3 *h, const db_use_t *v, size_t n)
 
 int db_uses_flush(db_t *db)
 {
+    /* The writer's (recursive) mutex first, held until the COMMIT: a
+     * reader of the order that flushes meanwhile waits for this write, not
+     * an empty queue (the uses taken here not yet written). */
+    sqlite3 *h = db->wr;
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
     pthread_mutex_lock(&db->uses_mu);
     db_use_t *v = db->uses;
     size_t n = db->nuses;
     db->uses = NULL;
     db->nuses = db->uses_cap = 0;
     pthread_mutex_unlock(&db->uses_mu);
+    int rc = n ? db_tx_begin(h) : 0;
+    if (n && !rc)
+        rc = db_tx_end(h, write_uses(h, v, n));
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
     if (!n) {
         free(v);
         return 0;
     }
-    sqlite3 *h = db->wr;
-    int rc = db_tx_begin(h);
-    if (!rc)
-        rc = db_tx_end(h, write_uses(h, v, n));
     if (rc)
         log_warn("%zu uses of cached files not recorded (%s): the eviction order may be off", n,
                  strerror(-rc));

@@ -99,76 +99,76 @@ static void commit_prep_work(uv_work_t *req)
 
 /* ---- the group: link, record, name and identity for many at once ---------- */
 
-/* At most this many jobs in one group item (one transaction): a flood of
- * small files commits in groups; a job that comes while one is out waits
- * for the next, which takes all that waited. */
-#define COMMIT_GROUP_MAX 256
-
+/* A group: the jobs' slots in jobs_t (one group item is out at a time).
+ * A flood of small files commits in groups of at most COMMIT_GROUP_MAX; a
+ * job that comes while one is out waits for the next, which takes all
+ * that waited. */
 typedef struct commit_group {
-    uv_work_t work;
     jobs_t *js;
     size_t n;
-    job_t *jobs[];
+    job_t **jobs;
 } commit_group_t;
 
-/* Distinct folders past this: one syncfs makes the names durable, not an
- * fsync of each folder. */
-#define COMMIT_SYNCFS_DIRS 8
+static commit_group_t group_of(jobs_t *js)
+{
+    return (commit_group_t){.js = js, .n = js->commit_group_n, .jobs = js->commit_group};
+}
 
-/* The small files' data made durable before any of them gets a name: one
- * syncfs for two or more, else an fsync. Outside the lock. */
+/* The small files' data made durable before any of them gets a name:
+ * one syncfs for two or more (one device flush), then each file's own
+ * fdatasync, nearly free once its pages are clean, which reports that
+ * file's write error (syncfs reports a file system's error once, maybe to
+ * another group's call). A lone one: its fsync. Outside the lock: syncfs
+ * also writes what other downloads have not yet made durable. */
 static void group_sync_data(commit_group_t *g)
 {
     size_t unsynced = 0;
-    job_t *one = NULL;
     for (size_t i = 0; i < g->n; i++)
-        if (!g->jobs[i]->commit_rc && g->jobs[i]->commit_unsynced) {
-            unsynced++;
-            one = g->jobs[i];
-        }
-    int rc = 0;
-    if (unsynced == 1)
-        rc = fsync(one->pipe.fd) ? -errno : 0;
-    else if (unsynced > 1)
-        rc = store_sync_all(g->js->store);
-    for (size_t i = 0; rc && i < g->n; i++)
-        if (!g->jobs[i]->commit_rc && g->jobs[i]->commit_unsynced)
-            g->jobs[i]->commit_rc = rc;
+        unsynced += !g->jobs[i]->commit_rc && g->jobs[i]->commit_unsynced;
+    int rc = unsynced > 1 ? store_sync_all(g->js->store) : 0;
+    if (rc)
+        log_warn("syncfs of the cache: %s: each small file is synced alone", strerror(-rc));
+    for (size_t i = 0; i < g->n; i++) {
+        job_t *job = g->jobs[i];
+        if (job->commit_rc || !job->commit_unsynced)
+            continue;
+        if (unsynced > 1 ? fdatasync(job->pipe.fd) : fsync(job->pipe.fd))
+            job->commit_rc = -errno;
+    }
 }
 
-/* The new names made durable: each folder once, or one syncfs for many. */
+/* The new names made durable: each folder that got one, once (and blobs/
+ * when a folder is new). Under the lock, so never a syncfs here: that
+ * could take seconds of other downloads' writes, in which every other
+ * user of the writer would wait. */
 static void group_sync_names(commit_group_t *g)
 {
     char seen[256] = {0};
-    size_t dirs = 0;
-    int new_dir = 0;
-    for (size_t i = 0; i < g->n; i++) {
+    int rc = 0, new_dir = 0;
+    for (size_t i = 0; i < g->n; i++)
+        new_dir |= !g->jobs[i]->commit_rc && g->jobs[i]->commit_new_dir;
+    for (size_t i = 0; i < g->n && !rc; i++) {
         job_t *job = g->jobs[i];
-        if (job->commit_rc)
-            continue;
         unsigned b = (unsigned)strtoul((char[]){job->digest[0], job->digest[1], 0}, NULL, 16);
-        dirs += !seen[b];
+        if (job->commit_rc || seen[b])
+            continue;
         seen[b] = 1;
-        new_dir |= job->commit_new_dir;
-    }
-    int rc = 0;
-    if (dirs > COMMIT_SYNCFS_DIRS) {
-        rc = store_sync_all(g->js->store);
-    } else {
-        memset(seen, 0, sizeof seen);
-        for (size_t i = 0; i < g->n && !rc; i++) {
-            job_t *job = g->jobs[i];
-            unsigned b = (unsigned)strtoul((char[]){job->digest[0], job->digest[1], 0}, NULL, 16);
-            if (job->commit_rc || seen[b])
-                continue;
-            seen[b] = 1;
-            rc = store_sync_blob_dir(g->js->store, job->digest, new_dir);
-            new_dir = 0; /* blobs/ once */
-        }
+        rc = store_sync_blob_dir(g->js->store, job->digest, new_dir);
+        new_dir = 0; /* blobs/ once */
     }
     for (size_t i = 0; rc && i < g->n; i++)
         if (!g->jobs[i]->commit_rc)
             g->jobs[i]->commit_rc = rc;
+}
+
+/* Whether a job of g other than jobs[i] recorded the same digest (its
+ * rename took over jobs[i]'s new name, which then must stay). */
+static int recorded_by_another(const commit_group_t *g, size_t i)
+{
+    for (size_t j = 0; j < g->n; j++)
+        if (j != i && !g->jobs[j]->commit_rc && strcmp(g->jobs[j]->digest, g->jobs[i]->digest) == 0)
+            return 1;
+    return 0;
 }
 
 /* The small files' data becomes durable (outside the lock); then, under
@@ -180,7 +180,7 @@ static void group_sync_names(commit_group_t *g)
  * still changing. */
 static void group_work(uv_work_t *req)
 {
-    commit_group_t *g = req->data;
+    commit_group_t group = group_of(req->data), *g = &group;
     jobs_t *js = g->js;
     db_record_t *recs = calloc(g->n, sizeof *recs);
     int *rcs = calloc(g->n, sizeof *rcs);
@@ -230,7 +230,7 @@ static void group_work(uv_work_t *req)
     size_t nids = 0;
     for (size_t i = 0; i < g->n; i++) {
         job_t *job = g->jobs[i];
-        if (job->commit_rc && job->commit_created && job->ro_fd >= 0)
+        if (job->commit_rc && job->commit_created && job->ro_fd >= 0 && !recorded_by_another(g, i))
             store_unlink_blob(js->store, job->digest); /* no row names the new name */
         if (job->commit_rc) /* no recorded blob came of it: nothing to resume either */
             db_forget_partial(js->db, job->part_id);
@@ -257,16 +257,16 @@ static void group_start(jobs_t *js);
 
 static void after_group(uv_work_t *req, int status)
 {
-    commit_group_t *g = req->data;
-    jobs_t *js = g->js;
+    jobs_t *js = req->data;
+    size_t n = js->commit_group_n;
     js->commit_group_out = 0;
+    js->commit_group_n = 0;
     js->stats.commit_groups++;
-    js->stats.commits += g->n;
-    for (size_t i = 0; i < g->n; i++) {
-        job_t *job = g->jobs[i];
+    js->stats.commits += n;
+    for (size_t i = 0; i < n; i++) {
+        job_t *job = js->commit_group[i];
         job->commit_after(&job->commit_work, status); /* may free the job */
     }
-    free(g);
     group_start(js);
 }
 
@@ -275,23 +275,14 @@ static void group_start(jobs_t *js)
 {
     if (js->commit_group_out || list_empty(&js->commit_queue))
         return;
-    size_t n = list_length(&js->commit_queue);
-    if (n > COMMIT_GROUP_MAX)
-        n = COMMIT_GROUP_MAX;
-    commit_group_t *g = malloc(sizeof *g + n * sizeof g->jobs[0]);
-    if (!g) { /* no memory for the group: each goes alone, as a group of one */
-        n = 1;
-        g = malloc(sizeof *g + sizeof g->jobs[0]);
-        if (!g)
-            return; /* the next commit to come tries again */
-    }
-    g->js = js;
-    g->n = n;
-    for (size_t i = 0; i < n; i++)
-        g->jobs[i] = list_entry(list_pop_front(&js->commit_queue), job_t, commit_node);
-    g->work.data = g;
+    size_t n = 0;
+    while (n < COMMIT_GROUP_MAX && !list_empty(&js->commit_queue))
+        js->commit_group[n++] = list_entry(list_pop_front(&js->commit_queue), job_t, commit_node);
+    js->commit_group_n = n;
+    js->commit_group_work.data = js;
     js->commit_group_out = 1;
-    uv_queue_work(js->loop, &g->work, group_work, after_group);
+    /* Fails only for a NULL work callback: never here. */
+    uv_queue_work(js->loop, &js->commit_group_work, group_work, after_group);
 }
 
 /* Back from the job's own item: ready ones wait for a group; the others'

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #define PROGRESS_INTERVAL_MS 100 /* PROGRESS at most 10 per second */
+#define COMMIT_GROUP_MAX 256     /* jobs in one group commit (one transaction; commit.c) */
 
 /* The states of a job. Every change goes through job_set_state(), which
  * checks it against the table in job.c (each row says why it is allowed).
@@ -130,10 +131,14 @@ struct jobs {
     uint64_t evict_floor;     /* and the free-space floor */
     unsigned evict_floor_pct;
     uint64_t evict_fs_size; /* the item's finding: the file system's size (0: unknown) */
-    /* Group commit (commit.c): fsync'ed jobs wait here while a group item
-     * is out; the next group takes them all (at most COMMIT_GROUP_MAX). */
+    /* Group commit (commit.c): ready jobs wait here while a group item is
+     * out; the next group takes them all, at most COMMIT_GROUP_MAX (one
+     * group is out at a time: its slot is here, nothing to allocate). */
     list_t commit_queue;
     int commit_group_out;
+    uv_work_t commit_group_work;
+    size_t commit_group_n;
+    job_t *commit_group[COMMIT_GROUP_MAX];
     uint64_t fs_size; /* the cache's file system's size: at start-up, then each run's */
     char evict_keep[65], next_keep[65];
     cache_evict_result_t evict_res;

@@ -400,14 +400,21 @@ void hconn_read_start(hconn_t *c, unsigned ms)
 
 static void read_some(hconn_t *c)
 {
-    if (rx_begin(c))
-        return;
-    ssize_t n = recv(c->fd, c->in + c->in_len, HTTPD_IN_MAX - c->in_len, 0);
+    /* Idle: a first read onto the stack, so that a wake-up with nothing
+     * to read (or a close) allocates nothing. */
+    char first[4096];
+    char *at = c->in ? c->in + c->in_len : first;
+    ssize_t n = recv(c->fd, at, c->in ? HTTPD_IN_MAX - c->in_len : sizeof first, 0);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return;
     if (n <= 0) { /* the client closed, or the connection broke */
         hconn_close(c);
         return;
+    }
+    if (at == first) {
+        if (rx_begin(c))
+            return;
+        memcpy(c->in, first, (size_t)n); /* in_len is 0: nothing was kept */
     }
     if (rx_idle(c)) /* a request begins: its head (and any body) has a deadline */
         arm(c, header_timeout(c));
