@@ -22,7 +22,6 @@ Figures come from one run; builds alternate within each row.
 """
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -35,31 +34,19 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+import cachefill  # noqa: E402
 import hits  # noqa: E402
 import idle_clients  # noqa: E402
 import misses  # noqa: E402
 import threading  # noqa: E402
 
 
-def digest_of(i):
-    return hashlib.sha256(b"%d" % i).hexdigest()
+digest_of = cachefill.digest_of
 
 
 def make_cache(d, n):
     """n blobs on disk, and a hubd.db that start-up must rebuild."""
-    os.makedirs(os.path.join(d, "blobs"))
-    for i in range(n):
-        data = b"%d" % i
-        h = hashlib.sha256(data).hexdigest()
-        sub = os.path.join(d, "blobs", h[:2])
-        if not os.path.isdir(sub):
-            os.mkdir(sub, 0o755)
-        p = os.path.join(sub, h)
-        with open(p, "wb") as f:
-            f.write(data)
-        os.chmod(p, 0o444)
-    with open(os.path.join(d, "hubd.db"), "wb") as f:
-        f.write(b"no database at all" * 512)
+    cachefill.fill(d, n)
 
 
 class Daemon:

@@ -8,7 +8,6 @@ read_buffer_size bytes. Before: 88 MB peak RSS for this crowd; the bound is
 the issue's 64 MiB (bench/bench.sh BENCH_CROWD=1 prints the exact figure).
 """
 
-import hashlib
 import json
 import os
 import socket
@@ -18,6 +17,7 @@ import subprocess
 import time
 import unittest
 
+import cachefill
 import crowd
 import hits
 import idle_clients
@@ -89,23 +89,7 @@ class StatsAtScaleTest(HubTestCase):
         # start-up rebuild records them all (db_add_blobs, the counters'
         # path at start), as fast as a test can make 20k rows.
         self.assertEqual(self.hubd.stop(), 0)
-        total = 0
-        for i in range(self.N):
-            data = b"%d" % i
-            digest = hashlib.sha256(data).hexdigest()
-            d = os.path.join(self.hubd.cache, "blobs", digest[:2])
-            if not os.path.isdir(d):
-                os.mkdir(d, 0o755)
-            p = os.path.join(d, digest)
-            with open(p, "wb") as f:
-                f.write(data)
-            os.chmod(p, 0o444)
-            total += len(data)
-        for suffix in ("-wal", "-shm"):
-            if os.path.exists(os.path.join(self.hubd.cache, "hubd.db" + suffix)):
-                os.unlink(os.path.join(self.hubd.cache, "hubd.db" + suffix))
-        with open(os.path.join(self.hubd.cache, "hubd.db"), "wb") as f:
-            f.write(b"no database at all" * 512)
+        total = cachefill.fill(self.hubd.cache, self.N)
         self.hubd.start()
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(30)
