@@ -30,7 +30,8 @@ typedef struct seg_lane {
     uint64_t t_req;        /* uv_now of its current request */
     uint64_t t_win;        /* its rate's window: since, and bytes in it */
     uint64_t got_win;
-    uint64_t rate; /* bytes per second over its last window; 0: none yet */
+    uint64_t off_win; /* ms of the window not the connection's: paused, or the loop late */
+    uint64_t rate;    /* bytes per second over its last window; 0: none yet */
 } seg_lane_t;
 
 struct segs {
@@ -44,6 +45,8 @@ struct segs {
     seg_growth_t grow;        /* connections wanted, and since when (uv_now) */
     uint64_t t_rate, at_rate; /* the rate's window: since, the bytes received then */
     uint64_t rate;            /* bytes per second over the last window */
+    uint64_t t_paused;        /* when the download's pause began (uv_now); 0: not paused */
+    uint64_t t_tick;          /* the last progress tick (uv_now); 0: none yet */
     char *url;                /* where lanes ask: the main transfer's last hop */
     seg_chunk_t *main;        /* the chunk the main transfer fetches, or NULL */
     const segs_ops_t *ops;    /* the job's */
@@ -533,14 +536,37 @@ static const transfer_cbs_t lane_cbs = {lane_head, lane_body, lane_end, lane_fai
 
 /* ---- lanes ---------------------------------------------------------------- */
 
+/* The time of the lane's rate window its connection had: not the
+ * download's pauses (backpressure: the disk or the hash behind), nor the
+ * loop's lateness (a busy machine). A lane slow for those is not a slow
+ * connection (issue 26.7). */
+static uint64_t lane_active_ms(const seg_lane_t *l, uint64_t now)
+{
+    uint64_t span = now - l->t_win;
+    return span > l->off_win ? span - l->off_win : 0;
+}
+
+/* ms that were not the lanes' (a pause, the loop late): each lane's
+ * silence, its request's age and its rate window leave them out. */
+static void lanes_forgive(segs_t *s, uint64_t ms, uint64_t now)
+{
+    for (unsigned i = 0; i < s->nlanes; i++) {
+        seg_lane_t *l = s->lanes[i];
+        l->off_win += ms;
+        l->t_req = now - l->t_req > ms ? l->t_req + ms : now;
+        l->last_byte = now - l->last_byte > ms ? l->last_byte + ms : now;
+    }
+}
+
 static void lane_start(seg_lane_t *l)
 {
     seg_chunk_t *c = l->chunk;
     uint64_t now = uv_now(l->job->js->loop);
-    if (now - l->t_win >= SEG_GROW_MS / 4 && l->got_win) /* the last request's rate */
-        l->rate = l->got_win * 1000 / (now - l->t_win);
+    uint64_t active = lane_active_ms(l, now);
+    if (active >= SEG_GROW_MS / 4 && l->got_win) /* the last request's rate */
+        l->rate = l->got_win * 1000 / active;
     l->last_byte = l->t_req = l->t_win = now;
-    l->got_win = 0;
+    l->got_win = l->off_win = 0;
     if (transfer_start(&l->xfer, c->start + c->got, c->end, 0)) {
         l->waiting = 1; /* the lane's timer reports it, a turn later */
         uv_timer_start(&l->timer, on_lane_timer, 0, 0);
@@ -611,14 +637,14 @@ static seg_chunk_t *next_chunk(job_t *job)
     long i = segplan_next_chunk(s->chunks, s->n, s->main, limit);
     if (i >= 0)
         return s->chunks[i];
-    uint64_t end = segplan_tail_cut(s->tail, s->total, s->chunk, limit);
+    uint64_t end = segplan_tail_cut(s->tail, s->total, s->chunk, limit, s->grow.want);
     if (!end || chunk_insert(s, s->n, s->tail, end))
         return NULL;
     s->tail = end;
     return s->chunks[s->n - 1];
 }
 
-/* Near the end: the lane fetching the most halves it, and the second half
+/* At the end (all cut and taken): the lane fetching the most halves it, and the second half
  * is a new chunk (segplan_split says which and where). NULL when no chunk
  * is worth it. On a fast link the rest is soon there anyway: the origin
  * then sends the file once, not 4% more (the demo checks it). */
@@ -627,6 +653,8 @@ static seg_chunk_t *split_chunk(job_t *job)
     segs_t *s = job->seg;
     seg_lane_view_t v[SEG_MAX_LANES];
     seg_split_t sp;
+    if (!segplan_at_the_end(s->chunks, s->n, s->main, s->tail, s->total))
+        return NULL; /* the budget holds the lanes back: they wait for the hash */
     lanes_view(s, v);
     if (!segplan_split(s->chunks, s->n, v, &sp))
         return NULL;
@@ -693,8 +721,12 @@ static void lanes_rate(segs_t *s, uint64_t now)
         seg_lane_t *l = s->lanes[i];
         if (!l->chunk || !l->xfer.req || now - l->t_win < SEG_GROW_MS / 2)
             continue;
-        l->rate = l->got_win * 1000 / (now - l->t_win);
-        l->got_win = 0;
+        uint64_t active = lane_active_ms(l, now);
+        if (active < SEG_GROW_MS / 4 && now - l->t_win < 4 * SEG_GROW_MS)
+            continue; /* mostly paused: wait for more of its own time */
+        if (active >= SEG_GROW_MS / 4)
+            l->rate = l->got_win * 1000 / active;
+        l->got_win = l->off_win = 0;
         l->t_win = now;
     }
 }
@@ -716,6 +748,11 @@ void segs_tick(job_t *job, uint64_t now)
     if (!s || job->state != JOB_BODY)
         return;
     const hubd_config_t *cfg = job->js->cfg;
+    /* A tick late by far: the loop (the machine) was busy, not the lanes'
+     * connections. That time counts for no lane's silence or rate. */
+    if (s->t_tick && now - s->t_tick > 2 * PROGRESS_INTERVAL_MS)
+        lanes_forgive(s, now - s->t_tick - PROGRESS_INTERVAL_MS, now);
+    s->t_tick = now;
     if (now - s->t_rate >= SEG_GROW_MS) {
         s->rate = (job->pipe.received - s->at_rate) * 1000 / (now - s->t_rate);
         s->t_rate = now;
@@ -783,11 +820,19 @@ void segs_set_paused(job_t *job, int paused)
 {
     if (!job->seg)
         return;
+    segs_t *s = job->seg;
     uint64_t now = uv_now(job->js->loop);
-    for (unsigned i = 0; i < job->seg->nlanes; i++) {
-        transfer_set_paused(&job->seg->lanes[i]->xfer, paused);
+    for (unsigned i = 0; i < s->nlanes; i++) {
+        transfer_set_paused(&s->lanes[i]->xfer, paused);
         if (!paused) /* the pause was ours: silence is counted from now */
-            job->seg->lanes[i]->last_byte = now;
+            s->lanes[i]->last_byte = now;
+    }
+    if (paused && !s->t_paused) {
+        s->t_paused = now ? now : 1;
+    } else if (!paused && s->t_paused) {
+        /* Nor does the pause count for a rate or a request's age. */
+        lanes_forgive(s, now - s->t_paused, now);
+        s->t_paused = 0;
     }
     if (!paused)
         segs_pump(job);

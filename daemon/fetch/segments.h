@@ -22,10 +22,14 @@
  * lane is added and a lane that ends its chunk takes no other, so the
  * waiting one starts within about one chunk's round trip (issue 25.4;
  * segplan_may_connect). A lane is never cut mid-chunk. New chunks are handed out only
- * within segment_budget bytes of the hashed prefix; with none left an idle
- * lane splits the largest chunk still being fetched. The lane on the
- * chunk the hash waits for, silent for segment_stall_timeout, is dropped
- * and its chunk asked for again from where it stopped.
+ * within segment_budget bytes of the hashed prefix, smaller near the end so
+ * the lanes end together; only at the end (all cut and taken) does an idle
+ * lane split the largest chunk still being fetched: cutting a request
+ * closes its connection, and the origin's bytes in flight are paid twice
+ * (issue 26.7). The lane on the chunk the hash waits for, silent for
+ * segment_stall_timeout (the download's pauses and a late loop not
+ * counted), is dropped and its chunk asked for again from where it
+ * stopped.
  *
  * Anything that says the ranges do not fit together (a 200 or 416 to a
  * range, another Content-Range, length or ETag) restarts the download from

@@ -23,11 +23,26 @@ long segplan_next_chunk(seg_chunk_t *const *chunks, size_t n, const seg_chunk_t 
     return -1;
 }
 
-uint64_t segplan_tail_cut(uint64_t tail, uint64_t total, uint64_t chunk, uint64_t limit)
+uint64_t segplan_tail_cut(uint64_t tail, uint64_t total, uint64_t chunk, uint64_t limit,
+                          unsigned lanes)
 {
     if (tail >= total || tail >= limit || !chunk)
         return 0;
-    return total - tail > chunk ? tail + chunk : total; /* no overflow near UINT64_MAX */
+    uint64_t rest = total - tail, piece = chunk;
+    if (lanes > 1 && rest / lanes < chunk) { /* near the end: the lanes share the rest */
+        piece = (rest / lanes + SEG_ALIGN - 1) / SEG_ALIGN * SEG_ALIGN;
+        if (piece < SEG_PIECE_MIN)
+            piece = SEG_PIECE_MIN;
+        if (piece > chunk)
+            piece = chunk;
+    }
+    return rest > piece ? tail + piece : total; /* no overflow near UINT64_MAX */
+}
+
+int segplan_at_the_end(seg_chunk_t *const *chunks, size_t n, const seg_chunk_t *main, uint64_t tail,
+                       uint64_t total)
+{
+    return tail >= total && segplan_next_chunk(chunks, n, main, UINT64_MAX) < 0;
 }
 
 int segplan_split(seg_chunk_t *const *chunks, size_t n, const seg_lane_view_t *lanes,

@@ -25,6 +25,7 @@
 #define SEG_ALIGN ((uint64_t)65536) /* where a split cuts */
 #define SEG_SLOW_MIN_MS 3000        /* a lane's rate is judged after this long */
 #define SEG_SLOW_FACTOR 8           /* "far slower": below the others' median / this */
+#define SEG_PIECE_MIN (2u << 20)    /* the smallest piece cut from the tail near the end */
 
 /* One chunk of the file. The table (segments.c's) is sorted by start and
  * covers [0, total) without overlap. */
@@ -56,11 +57,24 @@ long segplan_next_chunk(seg_chunk_t *const *chunks, size_t n, const seg_chunk_t 
  * rest is cut into chunks of `chunk` bytes only as lanes take them, so a
  * length the origin announces (a Content-Range total of 2^63-1) sizes
  * nothing: the table grows with the bytes that come, within the budget.
- * The end of the next chunk to cut at tail, when segplan_next_chunk found
- * none in the table: tail + chunk, or total for the last one; 0 when none
- * is to be cut (all cut, or tail at or past `limit`, the same budget as
- * segplan_next_chunk's). */
-uint64_t segplan_tail_cut(uint64_t tail, uint64_t total, uint64_t chunk, uint64_t limit);
+ * Near the end the pieces shrink (issue 26.7): once the rest is less than
+ * `lanes` chunks, a piece is the rest divided by `lanes` (the connections
+ * wanted), rounded up to SEG_ALIGN, at least SEG_PIECE_MIN, so the lanes
+ * end together and no split (which closes a connection with its bytes in
+ * flight) is needed to even out the end. The end of the next chunk to cut
+ * at tail, when segplan_next_chunk found none in the table: tail + the
+ * piece, or total for the last one; 0 when none is to be cut (all cut, or
+ * tail at or past `limit`, the same budget as segplan_next_chunk's). */
+uint64_t segplan_tail_cut(uint64_t tail, uint64_t total, uint64_t chunk, uint64_t limit,
+                          unsigned lanes);
+
+/* Whether the download is at its end: every byte cut from the tail and no
+ * chunk in the table free to take (whatever the budget). Only then is a
+ * chunk split: a lane that the budget holds back waits for the hash (a
+ * split would not move the hash on, and would cost the split lane's
+ * connection and its bytes in flight: issue 26.7). */
+int segplan_at_the_end(seg_chunk_t *const *chunks, size_t n, const seg_chunk_t *main, uint64_t tail,
+                       uint64_t total);
 
 /* The most chunks one span of a resumed partial (a gap between its
  * recorded ranges) is cut into at once: ranges are recorded within the
@@ -75,7 +89,7 @@ typedef struct seg_split {
 } seg_split_t;
 
 /* Near the end, when no chunk is left to hand out: which chunk an idle
- * lane halves. Among the chunks whose lane has a request in flight and a
+ * lane halves (segplan_at_the_end only). Among the chunks whose lane has a request in flight and a
  * rate, the one with the most left (the first of equals), if the rest
  * takes its lane at least SEG_SPLIT_MIN_MS; worth it only with at least
  * 2 * SEG_SPLIT_MIN left. A split costs the bytes already in flight past

@@ -8,12 +8,15 @@ chunks from 32 MiB.
 import json
 import os
 import subprocess
+import threading
 import time
 import unittest
 
-from harness import SLOW, HubTestCase, Hubd, free_port, sha256_file, wait_for, write_config
+from harness import (HERE, SLOW, HubTestCase, Hubd, free_port, sha256_file, wait_for,
+                     write_config)
 
 MiB = 1 << 20
+NGINX_ORIGIN = os.path.join(HERE, "..", "..", "scripts", "nginx-origin.sh")
 SEGMENTS = dict(segment_min_size="2M", segment_chunk_size="1M", max_connections_per_download="8",
                 retries="3", retry_delay="20ms")
 
@@ -273,6 +276,93 @@ class SegmentTest(HubTestCase):
         print("\nanother user's 100 KB fetch under the jam: %.2f s" % took)
         self.assertLess(took, 3 * chunk_s * SLOW)  # about one chunk's round trip
         self.assertTrue(all(busy), "the small fetch waited for the big ones")
+
+
+class OriginPaysOnceTest(HubTestCase):
+    """Issue 26.7: a segmented download costs the origin the file once, over
+    few connections. The bytes nginx sent for the file (its access log)
+    against its size, and the connections they came over against the most
+    the download held at once (hubctl status, sampled).
+
+    Before: a lane with no chunk left split another's and closed that
+    connection at the split, so every byte the origin had sent into the
+    socket buffers past the cut was paid twice; and while the budget held
+    lanes back (the hash behind), lanes split each other's chunks all along
+    a large file. 64 MiB paced at 16 MiB/s by hubd itself: 1.11-1.21x the
+    file (3-5 splits of 4-9 MiB in flight each); 1 GiB beside a CPU and
+    disk load: 1.007-1.014x."""
+
+    def start_nginx(self, rate="16m"):
+        ngx = os.path.join(self.tmp, "nginx")
+        port = subprocess.run([NGINX_ORIGIN, "freeport"], check=True, capture_output=True,
+                              text=True).stdout.strip()
+        subprocess.run([NGINX_ORIGIN, "start", ngx, self.root, port], check=True,
+                       env=dict(os.environ, NGINX_LIMIT_RATE=rate), capture_output=True)
+        self.addCleanup(lambda: subprocess.run([NGINX_ORIGIN, "stop", ngx], check=True))
+        return "http://127.0.0.1:%s" % port, ngx
+
+    def fetch_counting(self, url, digest, **keys):
+        """Fetches url with a fresh hubd of the default segment settings
+        (16 MiB chunks, up to 16 connections) and `keys`; returns the most
+        connections hubctl status showed at once."""
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "once%d.conf" % len(os.listdir(self.tmp))),
+                            retries="3", **keys)
+        self.hubd = Hubd(os.path.join(self.tmp, "once%d" % len(os.listdir(self.tmp))),
+                         config=conf)
+        most, done = [0], threading.Event()
+
+        def sample():
+            while not done.wait(0.05):
+                r = self.hubctl("status", "--json")
+                rows = json.loads(r.out) if r.rc == 0 else []
+                most[0] = max([most[0]] + [int(x.get("connections", 0)) for x in rows])
+        t = threading.Thread(target=sample)
+        t.start()
+        try:
+            r = self.hubctl("fetch", "--json", "--sha256", digest, url, timeout=300)
+        finally:
+            done.set()
+            t.join()
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.stats()["segmented"], 1)
+        return most[0]
+
+    def assert_paid_once(self, ngx, uri, size, lanes, what):
+        out = subprocess.run([NGINX_ORIGIN, "sent", ngx, uri], check=True, capture_output=True,
+                             text=True).stdout.split()
+        sent, requests, conns = (int(x) for x in out)
+        print("\n  %s: origin bytes %.4fx, %d requests over %d connections, %d at most at once"
+              % (what, sent / size, requests, conns, lanes))
+        self.assertLessEqual(sent, 1.01 * size, (what, sent, requests, conns))
+        self.assertLessEqual(conns, 2 * max(lanes, 1), (what, sent, requests, conns))
+
+    def test_a_download_paced_by_hubd_costs_the_origin_its_size(self):
+        # hubd itself is the slow part (max_rate here; a slow disk or a busy
+        # loop pace it the same way): its lanes pause while the origin's
+        # bytes fill their sockets. A lane that is slow for that is not a
+        # slow connection, and no split may throw those bytes away.
+        size = 64 * MiB
+        digest = self.make_file("paced.bin", size, seed=7)
+        base, ngx = self.start_nginx()
+        lanes = self.fetch_counting(base + "/files/paced.bin", digest, max_rate="16M")
+        self.assert_paid_once(ngx, "/files/paced.bin", size, lanes, "64 MiB paced at 16 MiB/s")
+
+    def test_a_capped_download_beside_a_cpu_load_costs_the_origin_its_size(self):
+        # 8 MiB/s a connection (a CDN's cap): lanes are added while the rate
+        # grows, near the end; two busy loops take the machine's cores.
+        size = 64 * MiB
+        digest = self.make_file("capped.bin", size, seed=8)
+        base, ngx = self.start_nginx("8m")
+        busy = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(2)]
+        try:
+            lanes = self.fetch_counting(base + "/capped/capped.bin", digest)
+        finally:
+            for p in busy:
+                p.kill()
+                p.wait()
+        self.assert_paid_once(ngx, "/capped/capped.bin", size, lanes,
+                              "64 MiB capped at 8 MiB/s a connection, CPU busy")
 
 
 if __name__ == "__main__":

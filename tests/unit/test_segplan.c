@@ -354,13 +354,13 @@ END_TEST
 START_TEST(segplan_tail_cut_cuts_one_chunk_within_the_budget)
 {
     /* The next chunk from the tail, the last one shorter. */
-    ck_assert_uint_eq(segplan_tail_cut(MiB, 10 * MiB, MiB, UINT64_MAX), 2 * MiB);
-    ck_assert_uint_eq(segplan_tail_cut(9 * MiB, 10 * MiB - 1, MiB, UINT64_MAX), 10 * MiB - 1);
+    ck_assert_uint_eq(segplan_tail_cut(MiB, 10 * MiB, MiB, UINT64_MAX, 1), 2 * MiB);
+    ck_assert_uint_eq(segplan_tail_cut(9 * MiB, 10 * MiB - 1, MiB, UINT64_MAX, 1), 10 * MiB - 1);
     /* Nothing left to cut, or the tail is at or past the budget's limit. */
-    ck_assert_uint_eq(segplan_tail_cut(10 * MiB, 10 * MiB, MiB, UINT64_MAX), 0);
-    ck_assert_uint_eq(segplan_tail_cut(4 * MiB, 10 * MiB, MiB, 4 * MiB), 0);
-    ck_assert_uint_eq(segplan_tail_cut(4 * MiB, 10 * MiB, MiB, 4 * MiB + 1), 5 * MiB);
-    ck_assert_uint_eq(segplan_tail_cut(0, 10 * MiB, 0, UINT64_MAX), 0); /* no size: no cut */
+    ck_assert_uint_eq(segplan_tail_cut(10 * MiB, 10 * MiB, MiB, UINT64_MAX, 1), 0);
+    ck_assert_uint_eq(segplan_tail_cut(4 * MiB, 10 * MiB, MiB, 4 * MiB, 1), 0);
+    ck_assert_uint_eq(segplan_tail_cut(4 * MiB, 10 * MiB, MiB, 4 * MiB + 1, 1), 5 * MiB);
+    ck_assert_uint_eq(segplan_tail_cut(0, 10 * MiB, 0, UINT64_MAX, 1), 0); /* no size: no cut */
 }
 END_TEST
 
@@ -369,20 +369,60 @@ START_TEST(segplan_tail_cut_of_a_huge_total_is_one_chunk)
     /* A total of 2^63-1 or near UINT64_MAX: one chunk, no overflow; the
      * table grows by one entry per chunk taken, never by the total. */
     uint64_t lie = INT64_MAX;
-    ck_assert_uint_eq(segplan_tail_cut(MiB, lie, MiB, 2 * MiB), 2 * MiB);
-    ck_assert_uint_eq(segplan_tail_cut(lie - 5, lie, MiB, UINT64_MAX), lie);
-    ck_assert_uint_eq(segplan_tail_cut(UINT64_MAX - MiB, UINT64_MAX, 16 * MiB, UINT64_MAX),
+    ck_assert_uint_eq(segplan_tail_cut(MiB, lie, MiB, 2 * MiB, 1), 2 * MiB);
+    ck_assert_uint_eq(segplan_tail_cut(lie - 5, lie, MiB, UINT64_MAX, 1), lie);
+    ck_assert_uint_eq(segplan_tail_cut(UINT64_MAX - MiB, UINT64_MAX, 16 * MiB, UINT64_MAX, 1),
                       UINT64_MAX);
     /* Cut to the budget and no further: 256 MiB of budget, 16 MiB chunks. */
     uint64_t tail = 16 * MiB, end;
     size_t cuts = 0;
-    while ((end = segplan_tail_cut(tail, lie, 16 * MiB, 256 * MiB)) != 0) {
+    while ((end = segplan_tail_cut(tail, lie, 16 * MiB, 256 * MiB, 1)) != 0) {
         ck_assert_uint_eq(end, tail + 16 * MiB);
         tail = end;
         cuts++;
     }
     ck_assert_uint_eq(cuts, 15);
     ck_assert_uint_eq(tail, 256 * MiB);
+}
+END_TEST
+
+START_TEST(segplan_tail_cut_shares_the_end_among_the_lanes)
+{
+    /* Issue 26.7: 64 MiB in 16 MiB chunks over 4 connections, the first
+     * chunk the main transfer's: the lanes take 12, 9, 6.75 (rounded up
+     * to 64 KiB) ... MiB, so they end together without a split. */
+    ck_assert_uint_eq(segplan_tail_cut(16 * MiB, 64 * MiB, 16 * MiB, UINT64_MAX, 4), 28 * MiB);
+    ck_assert_uint_eq(segplan_tail_cut(28 * MiB, 64 * MiB, 16 * MiB, UINT64_MAX, 4), 37 * MiB);
+    ck_assert_uint_eq(segplan_tail_cut(37 * MiB, 64 * MiB, 16 * MiB, UINT64_MAX, 4),
+                      37 * MiB + 27 * MiB / 4);
+    /* Far from the end: whole chunks, as with one lane. */
+    ck_assert_uint_eq(segplan_tail_cut(0, 1024 * MiB, 16 * MiB, UINT64_MAX, 16), 16 * MiB);
+    /* Never below SEG_PIECE_MIN, nor above the chunk; the last piece is the rest. */
+    ck_assert_uint_eq(segplan_tail_cut(60 * MiB, 64 * MiB, 16 * MiB, UINT64_MAX, 8),
+                      60 * MiB + SEG_PIECE_MIN);
+    ck_assert_uint_eq(segplan_tail_cut(63 * MiB, 64 * MiB, 16 * MiB, UINT64_MAX, 8), 64 * MiB);
+    ck_assert_uint_eq(segplan_tail_cut(60 * MiB, 64 * MiB, MiB, UINT64_MAX, 2), 61 * MiB);
+    /* The budget still holds. */
+    ck_assert_uint_eq(segplan_tail_cut(60 * MiB, 64 * MiB, 16 * MiB, 60 * MiB, 2), 0);
+}
+END_TEST
+
+START_TEST(segplan_at_the_end_only_when_all_is_cut_and_taken)
+{
+    table_t t = {0};
+    add(&t, 0, 16 * MiB, MiB, -1); /* the main transfer's */
+    add(&t, 16 * MiB, 32 * MiB, MiB, 0);
+    add(&t, 32 * MiB, 48 * MiB, 0, -1);
+    /* A free chunk (held back by the budget or not): not the end. */
+    ck_assert_int_eq(segplan_at_the_end(t.p, t.n, t.p[0], 48 * MiB, 48 * MiB), 0);
+    t.c[2].lane = 1;
+    ck_assert_int_eq(segplan_at_the_end(t.p, t.n, t.p[0], 48 * MiB, 48 * MiB), 1);
+    /* More of the file to cut from the tail: not the end either. */
+    ck_assert_int_eq(segplan_at_the_end(t.p, t.n, t.p[0], 48 * MiB, 64 * MiB), 0);
+    /* A chunk all received needs nobody. */
+    t.c[2].lane = -1;
+    t.c[2].got = 16 * MiB;
+    ck_assert_int_eq(segplan_at_the_end(t.p, t.n, t.p[0], 48 * MiB, 48 * MiB), 1);
 }
 END_TEST
 
@@ -400,6 +440,8 @@ static Suite *segplan_suite(void)
     tcase_add_test(chunks, segplan_split_cuts_aligned_inside_the_rest);
     tcase_add_test(chunks, segplan_tail_cut_cuts_one_chunk_within_the_budget);
     tcase_add_test(chunks, segplan_tail_cut_of_a_huge_total_is_one_chunk);
+    tcase_add_test(chunks, segplan_tail_cut_shares_the_end_among_the_lanes);
+    tcase_add_test(chunks, segplan_at_the_end_only_when_all_is_cut_and_taken);
     suite_add_tcase(s, chunks);
 
     tcase_add_test(slow, segplan_far_slower_needs_two_others);
