@@ -315,7 +315,8 @@ class PlantedSocketTest(PlantCase):
         # (at the per-user path, even --socket is checked: above).
         elsewhere = os.path.join(self.tmp, "att", "hubd.sock")  # the attacker's own folder
         os.rename(os.path.join(run, "hubd.sock"), elsewhere)
-        r = self.run_ctl(env, "--socket", elsewhere, "status",
+        # (The fake daemon never answers: 2 s, not the default 30, to say so.)
+        r = self.run_ctl(dict(env, HUBD_ANSWER_TIMEOUT="2"), "--socket", elsewhere, "status",
                          pre=as_uid(NOBODY))
         with open(record, "rb") as f:
             self.assertIn(b"HELLO", f.read(), r)
