@@ -75,7 +75,7 @@ class Daemon:
                                                                    f.read()[-2000:]))
             try:
                 s = self.connect()
-                ask(s, b"STATS")
+                s.ask(b"STATS")
                 s.close()
                 return time.monotonic() - t
             except OSError:
@@ -84,10 +84,8 @@ class Daemon:
                 time.sleep(0.002)
 
     def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(60)
-        s.connect(self.sock)
-        return s
+        """A session, after HELLO."""
+        return hits.Session(self.sock)
 
     def stop(self):
         self.proc.terminate()
@@ -100,20 +98,9 @@ class Daemon:
 
     def stats(self):
         s = self.connect()
-        line = ask(s, b"STATS").decode()
+        line = s.ask(b"STATS").decode()
         s.close()
         return dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
-
-
-def ask(s, line):
-    s.sendall(line + b"\n")
-    got = b""
-    while not got.endswith(b"\n"):
-        chunk = s.recv(65536)
-        if not chunk:
-            raise ConnectionResetError("hubd closed the session")
-        got += chunk
-    return got
 
 
 def stats_row(d, rounds=300):
@@ -122,7 +109,7 @@ def stats_row(d, rounds=300):
     for _ in range(rounds):
         for verb, times in took.items():
             t = time.perf_counter()
-            ask(s, verb)
+            s.ask(verb)
             times.append(time.perf_counter() - t)
     s.close()
     st, base = (statistics.median(took[v]) * 1e3 for v in (b"STATS", b"NOPE"))

@@ -23,8 +23,17 @@ class Session:
         self.s.settimeout(timeout)
         self.s.connect(path)
         self.buf = b""
-        self.s.sendall(b"HELLO proto=1 client=hits\n")
-        self.line()
+        hello = self.ask(b"HELLO proto=1 client=hits")
+        if not hello.startswith(b"HELLO "):
+            raise AssertionError("HELLO got %r" % hello)
+
+    def ask(self, line):
+        """Sends one line; the next line back (descriptors closed)."""
+        self.s.sendall(line + b"\n")
+        got, fds = self.line()
+        for fd in fds:
+            os.close(fd)
+        return got
 
     def line(self):
         """The next line, and the descriptors that came with it."""

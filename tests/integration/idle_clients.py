@@ -15,10 +15,11 @@ import argparse
 import json
 import os
 import resource
-import socket
 import subprocess
 import sys
 import time
+
+from hits import Session
 
 PER_UID = 64  # HTTPD_MAX_CONNS_PER_UID
 KiB = 1024
@@ -73,22 +74,7 @@ def more_fds(n):
 
 
 def open_sessions(path, n):
-    held = []
-    for _ in range(n):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(30)
-        s.connect(path)
-        s.sendall(b"HELLO proto=1 client=idle\n")
-        line = b""
-        while not line.endswith(b"\n"):
-            chunk = s.recv(4096)
-            if not chunk:
-                raise AssertionError("hubd closed a session before answering HELLO")
-            line += chunk
-        if not line.startswith(b"HELLO "):
-            raise AssertionError("HELLO got %r" % line)
-        held.append(s)
-    return held
+    return [Session(path, 30) for _ in range(n)]  # each after HELLO's answer
 
 
 def open_front(port, target, n):
