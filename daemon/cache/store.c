@@ -12,13 +12,28 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 struct store {
     char *dir;   /* cache_dir as given, without trailing slashes */
     int dir_fd;  /* open cache_dir; blobs/ and tmp/ are resolved relative to it */
     int lock_fd; /* <cache_dir>/lock, flock'ed for the daemon's life */
+    int syncfs_errors; /* the kernel reports a file's writeback errors without its fsync */
 };
+
+/* Since Linux 5.8 a writeback error is kept per file (errseq) and reported
+ * to each open file by sync_file_range(2)'s wait as by fsync, and syncfs
+ * reports the file system's. Before, a syncfs could hide a file's error
+ * that only that file's fsync would have told. */
+static int kernel_syncfs_reports_errors(void)
+{
+    struct utsname u;
+    unsigned major = 0, minor = 0;
+    if (uname(&u) || sscanf(u.release, "%u.%u", &major, &minor) != 2)
+        return 0;
+    return major > 5 || (major == 5 && minor >= 8);
+}
 
 static int mkdir_p(const char *path, mode_t mode)
 {
@@ -162,6 +177,7 @@ int store_open(const char *cache_dir, store_t **out)
     if (!s)
         return -ENOMEM;
     s->lock_fd = -1;
+    s->syncfs_errors = kernel_syncfs_reports_errors();
     s->dir = strdup(dir);
     s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (!s->dir || s->dir_fd < 0) {
@@ -364,6 +380,15 @@ int store_sync_all(const store_t *s)
     return syncfs(s->dir_fd) ? -errno : 0;
 }
 
+int store_check_synced(const store_t *s, int fd)
+{
+    if (!s->syncfs_errors)
+        return -ENOTSUP;
+    /* Nothing is left to write: this only waits for writeback, and says
+     * whether any of this file's failed since fd was opened. */
+    unsigned all = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
+    return sync_file_range(fd, 0, 0, all) ? -errno : 0;
+}
 int store_sync_blob_dir(const store_t *s, const char *hex, int new_dir)
 {
     char rel_dir[16];

@@ -85,6 +85,12 @@ int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int pri
 /* Pool thread: syncfs(2) of the cache's file system: every file's data and
  * every name on it durable, with one device flush (a group commit's). */
 int store_sync_all(const store_t *s);
+/* Pool thread, after a store_sync_all that returned 0: whether the file
+ * open as fd came through it without a writeback error since fd was
+ * opened (syncfs reports an error once, maybe to another caller): 0, that
+ * error, or -ENOTSUP where the kernel cannot tell without the file's own
+ * fsync (before Linux 5.8). Waits, writes nothing, no device flush. */
+int store_check_synced(const store_t *s, int fd);
 /* Pool thread: fsync blobs/<hex's first two>/, and blobs/ when new_dir. */
 int store_sync_blob_dir(const store_t *s, const char *hex, int new_dir);
 

@@ -48,20 +48,30 @@ static void rehash_work(uv_work_t *req)
  * and, unless small, fsync'ed (before any lock: a large file's takes
  * seconds). On success the job is ready for a group (commit_ready); else
  * what it left goes, and commit_rc says why. */
+/* The digest into job->digest, once (on the loop or in the prep item);
+ * whether a waiter takes it. */
+static int digest_wanted(job_t *job)
+{
+    if (!job->commit_digested) {
+        uint8_t digest[32];
+        sha256_final(&job->pipe.sha, digest);
+        sha256_hex(digest, job->digest);
+        job->commit_digested = 1;
+    }
+    int wanted = job->accept_any;
+    for (size_t i = 0; !wanted && i < job->naccepts; i++)
+        wanted = strcmp(job->accepts[i], job->digest) == 0;
+    return wanted;
+}
+
 static void commit_prep_work(uv_work_t *req)
 {
     job_t *job = req->data;
     jobs_t *js = job->js;
     pipeline_t *p = &job->pipe;
-    uint8_t digest[32];
-    sha256_final(&p->sha, digest);
-    sha256_hex(digest, job->digest);
     job->ro_fd = -1;
     job->commit_ready = 0;
-    int wanted = job->accept_any;
-    for (size_t i = 0; !wanted && i < job->naccepts; i++)
-        wanted = strcmp(job->accepts[i], job->digest) == 0;
-    if (!wanted) {
+    if (!digest_wanted(job)) {
         /* Every waiter expected other bytes. The partial (and its row) go
          * too: resuming it would only give the same bytes again. Row
          * first: a crash between the two leaves an unrecorded file, which
@@ -116,24 +126,27 @@ static commit_group_t group_of(jobs_t *js)
 
 /* The small files' data made durable before any of them gets a name:
  * one syncfs for two or more (one device flush), then each file's own
- * fdatasync, nearly free once its pages are clean, which reports that
- * file's write error (syncfs reports a file system's error once, maybe to
- * another group's call). A lone one: its fsync. Outside the lock: syncfs
- * also writes what other downloads have not yet made durable. */
+ * check that none of its writeback failed (syncfs reports a file system's
+ * error once, maybe to another group's call): a wait without a flush of
+ * its own, where the kernel can tell (store_check_synced), else its
+ * fdatasync. A lone one: its fsync. Outside the lock: syncfs also writes
+ * what other downloads have not yet made durable. */
 static void group_sync_data(commit_group_t *g)
 {
     size_t unsynced = 0;
     for (size_t i = 0; i < g->n; i++)
         unsynced += !g->jobs[i]->commit_rc && g->jobs[i]->commit_unsynced;
-    int rc = unsynced > 1 ? store_sync_all(g->js->store) : 0;
-    if (rc)
+    int rc = unsynced > 1 ? store_sync_all(g->js->store) : -EAGAIN;
+    if (rc && rc != -EAGAIN)
         log_warn("syncfs of the cache: %s: each small file is synced alone", strerror(-rc));
     for (size_t i = 0; i < g->n; i++) {
         job_t *job = g->jobs[i];
         if (job->commit_rc || !job->commit_unsynced)
             continue;
-        if (unsynced > 1 ? fdatasync(job->pipe.fd) : fsync(job->pipe.fd))
-            job->commit_rc = -errno;
+        int fd = job->pipe.fd, err = rc ? -ENOTSUP : store_check_synced(g->js->store, fd);
+        if (err == -ENOTSUP)
+            err = (rc ? fsync(fd) : fdatasync(fd)) ? -errno : 0;
+        job->commit_rc = err;
     }
 }
 
@@ -346,11 +359,37 @@ static void queue(job_t *job, uv_work_t *w, uv_work_cb work, uv_after_work_cb af
     uv_queue_work(job->js->loop, w, work, after);
 }
 
+/* A small file that the write items made and wrote once in order from
+ * byte 0 needs no prep item: its length is what was received (nothing to
+ * cut), its group's syncfs makes it durable, and its digest is a few us
+ * on the loop. One pool item fewer per small file. Not a digest that no
+ * waiter takes (its partial is to go: the item's), an empty body (no file
+ * yet) or a resumed or segmented one. */
+static int prep_on_loop(job_t *job)
+{
+    const pipeline_t *p = &job->pipe;
+    if (p->fd < 0 || !p->fresh_file || p->segmented || p->truncate_file ||
+        p->written != p->received || p->received > COMMIT_SMALL || !digest_wanted(job))
+        return 0;
+    job->ro_fd = -1;
+    job->commit_rc = 0;
+    job->commit_unsynced = 1;
+    job->commit_ready = 1;
+    return 1;
+}
+
 void job_commit_queue(job_t *job, uv_after_work_cb after)
 {
     assert(!job->pipe.items); /* the items own sha and fd */
     job->items |= JOB_ITEM_COMMIT;
     job->commit_after = after;
+    job->commit_digested = 0;
+    if (prep_on_loop(job)) {
+        job->commit_work.data = job;
+        list_push_back(&job->js->commit_queue, &job->commit_node);
+        group_start(job->js);
+        return;
+    }
     queue(job, &job->commit_work, commit_prep_work, after_prep);
 }
 

@@ -217,6 +217,7 @@ struct job {
      * with others; commit_after is job.c's callback for either outcome. */
     uv_after_work_cb commit_after;
     list_node_t commit_node; /* in js->commit_queue */
+    int commit_digested;     /* job->digest holds the hash's final (sha is spent) */
     int commit_ready;        /* the group item links and records it */
     int commit_unsynced;     /* a small file not yet fsync'ed: the group's syncfs does */
     int commit_created;      /* the group item's: its blob's name is new, */

@@ -190,6 +190,7 @@ static void write_work(uv_work_t *req)
             p->write_err = rc;
             return;
         }
+        p->fresh_file = 1;
     }
     /* Room: after this item (and, the length known, after the rest of the
      * download) the file system must keep min_free_space (or just not be
@@ -211,6 +212,7 @@ static void write_work(uv_work_t *req)
             return;
         }
         db_forget_partial(p->db, p->part_id); /* it described those */
+        p->fresh_file = 1;
     }
     batch_t *b = p->write_first;
     for (int i = 0; i < p->write_count; i++) {
@@ -360,10 +362,36 @@ void pipeline_checkpoint(pipeline_t *p, db_partial_t *row, uint64_t on_disk_sum,
     uv_queue_work(p->loop, &p->sync_work, sync_work, after_sync);
 }
 
-static void submit_work(pipeline_t *p)
+/* A batch this small is hashed here, on the loop: a pool item's round
+ * trip (two thread wake-ups) costs more CPU than its hash (a few us with
+ * SHA-NI). A small file's body then needs one item, its write. In order:
+ * only when no hash item is in flight. */
+#define HASH_ON_LOOP_MAX (16u << 10)
+
+static void skip_from_file(pipeline_t *p)
 {
     while (p->hash_next && p->hash_next->from_file) /* hashed from the file, later */
         p->hash_next = p->hash_next->next;
+}
+
+static void hash_small_batches(pipeline_t *p)
+{
+    for (skip_from_file(p); !(p->items & PIPE_HASH) && p->hash_next &&
+                            p->hash_next->bytes <= HASH_ON_LOOP_MAX;
+         skip_from_file(p)) {
+        batch_t *b = p->hash_next;
+        assert(!b->hashed);
+        for (int k = 0; k < b->niov; k++)
+            sha256_update(&p->sha, b->iov[k].iov_base, b->iov[k].iov_len);
+        b->hashed = 1;
+        p->hashed += b->bytes;
+        p->hash_next = b->next;
+    }
+}
+
+static void submit_work(pipeline_t *p)
+{
+    hash_small_batches(p);
     if (!(p->items & PIPE_HASH) && p->hash_next) {
         assert(!p->hash_next->hashed); /* each batch is hashed once, in order */
         p->hash_count = pipeline_take_batches(&p->hash_next, &p->hash_first);
@@ -421,6 +449,7 @@ void pipeline_resumed(pipeline_t *p, int fd, uint64_t len)
         return;
     }
     p->fd = fd;
+    p->fresh_file = 0; /* it may hold ranges past its prefix */
     p->written = p->flushed = p->hashed = len;
     p->received = p->sealed = p->durable = p->on_disk = len;
 }

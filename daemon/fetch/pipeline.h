@@ -150,6 +150,8 @@ typedef struct pipeline {
     int write_err;       /* first write error (negative errno) */
     int space_short;     /* the write item found the floor would be crossed */
     int truncate_file;   /* the next write item empties the partial first (and clears it) */
+    int fresh_file;      /* a write item made (or emptied) the file: unless resumed since
+                          * (or segmented), it ends at `written` (owned as fd is) */
     int64_t total_hint;  /* the length as of the last write item (its copy) */
     uint64_t floor_hint; /* min_free_space then (the write item's copy) */
     unsigned floor_pct_hint;
