@@ -673,6 +673,14 @@ void segs_pump(job_t *job)
     segs_t *s = job->seg;
     if (!s || job->state != JOB_BODY)
         return;
+    /* What was sealed outside pipeline_append (a lane's chunk done, split,
+     * failed or stalled; the main transfer's last batch) goes to the
+     * pipeline's items now: a seal starts none, and nothing else may come
+     * to start one. With every lane idle, held back by segment_budget, and
+     * the hash waiting for that very batch, the download stood still for
+     * good (4M chunks, a 12M budget, max_rate 16M: at 32 of 64 MiB). The
+     * progress tick comes here too, so no seal waits longer than a tick. */
+    pipeline_pump(&job->pipe);
     if (segs_received_all(job)) {
         for (unsigned i = 0; i < s->nlanes; i++)
             lane_seal(s->lanes[i]);

@@ -106,8 +106,9 @@ void segs_chunk_written(void *tag, uint64_t bytes);
 uint64_t segs_prefix(const struct job *job);
 /* Every byte received (the download's body is complete). */
 int segs_received_all(const struct job *job);
-/* Hands out chunks, adds, splits and replaces lanes; from job_step and the
- * progress tick. */
+/* Hands what the lanes sealed on to the pipeline (pipeline_pump), then
+ * hands out chunks, adds, splits and replaces lanes; from job_step, the
+ * progress tick and each lane's change. */
 void segs_pump(struct job *job);
 /* The progress tick: the rate, growth and stalls. */
 void segs_tick(struct job *job, uint64_t now);

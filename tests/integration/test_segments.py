@@ -301,10 +301,11 @@ class OriginPaysOnceTest(HubTestCase):
         self.addCleanup(lambda: subprocess.run([NGINX_ORIGIN, "stop", ngx], check=True))
         return "http://127.0.0.1:%s" % port, ngx
 
-    def fetch_counting(self, url, digest, **keys):
+    def fetch_counting(self, url, digest, timeout=300, **keys):
         """Fetches url with a fresh hubd of the default segment settings
         (16 MiB chunks, up to 16 connections) and `keys`; returns the most
-        connections hubctl status showed at once."""
+        connections hubctl status showed at once. A fetch not done within
+        timeout seconds fails the test, with what hubctl status shows."""
         self.hubd.stop()
         conf = write_config(os.path.join(self.tmp, "once%d.conf" % len(os.listdir(self.tmp))),
                             retries="3", **keys)
@@ -319,12 +320,18 @@ class OriginPaysOnceTest(HubTestCase):
                 most[0] = max([most[0]] + [int(x.get("connections", 0)) for x in rows])
         t = threading.Thread(target=sample)
         t.start()
+        p = self.hubctl_bg("fetch", "--json", "--sha256", digest, url)
         try:
-            r = self.hubctl("fetch", "--json", "--sha256", digest, url, timeout=300)
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            self.fail("the fetch did not end in %d s: %s" % (timeout, self.hubctl("status").out))
         finally:
             done.set()
             t.join()
-        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(json.loads(out)["sha256"], digest)
         self.assertEqual(self.stats()["segmented"], 1)
         return most[0]
 
@@ -347,6 +354,23 @@ class OriginPaysOnceTest(HubTestCase):
         base, ngx = self.start_nginx()
         lanes = self.fetch_counting(base + "/files/paced.bin", digest, max_rate="16M")
         self.assert_paid_once(ngx, "/files/paced.bin", size, lanes, "64 MiB paced at 16 MiB/s")
+
+    def test_a_small_budget_paced_by_max_rate_completes(self):
+        # 4 MiB chunks and a budget of 12 MiB (less than a chunk per lane
+        # beyond the hash), paced at 16 MiB/s by max_rate: every lane ends
+        # up idle, held back by the budget, while the hash waits for the
+        # last bytes a lane sealed as its chunk ended. Before: nothing
+        # handed that batch to the write item, so the download stood still
+        # at 32 of 64 MiB for good (no request in flight: no stall timeout
+        # either). About 4 s at 16 MiB/s.
+        size = 64 * MiB
+        digest = self.make_file("budget.bin", size, seed=9)
+        base, ngx = self.start_nginx()
+        lanes = self.fetch_counting(base + "/files/budget.bin", digest, timeout=60 * SLOW,
+                                    segment_chunk_size="4M", segment_budget="12M",
+                                    max_rate="16M")
+        self.assert_paid_once(ngx, "/files/budget.bin", size, lanes,
+                              "64 MiB in 4 MiB chunks, a 12 MiB budget, paced at 16 MiB/s")
 
     def test_a_capped_download_beside_a_cpu_load_costs_the_origin_its_size(self):
         # 8 MiB/s a connection (a CDN's cap): lanes are added while the rate
