@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 struct store {
-    char *dir;   /* cache_dir as given, without trailing slashes */
-    int dir_fd;  /* open cache_dir; blobs/ and tmp/ are resolved relative to it */
-    int lock_fd; /* <cache_dir>/lock, flock'ed for the daemon's life */
+    char *dir;         /* cache_dir as given, without trailing slashes */
+    int dir_fd;        /* open cache_dir; blobs/ and tmp/ are resolved relative to it */
+    int lock_fd;       /* <cache_dir>/lock, flock'ed for the daemon's life */
     int syncfs_errors; /* the kernel reports a file's writeback errors without its fsync */
 };
 

@@ -376,8 +376,8 @@ static void skip_from_file(pipeline_t *p)
 
 static void hash_small_batches(pipeline_t *p)
 {
-    for (skip_from_file(p); !(p->items & PIPE_HASH) && p->hash_next &&
-                            p->hash_next->bytes <= HASH_ON_LOOP_MAX;
+    for (skip_from_file(p);
+         !(p->items & PIPE_HASH) && p->hash_next && p->hash_next->bytes <= HASH_ON_LOOP_MAX;
          skip_from_file(p)) {
         batch_t *b = p->hash_next;
         assert(!b->hashed);

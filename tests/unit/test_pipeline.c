@@ -173,6 +173,76 @@ START_TEST(pipeline_frees_a_lane_batch_the_hash_would_skip)
 }
 END_TEST
 
+static int items_back;
+static void count_item(void *owner, const pipeline_done_t *d)
+{
+    (void)owner;
+    (void)d;
+    items_back++;
+}
+
+/* A batch of 16 KiB or less is hashed on the loop as the pipeline pumps,
+ * in order, with no pool item (a small file's body then needs only its
+ * write item); a larger one goes to a hash item; and the hash is the same
+ * as over the bytes in one piece. */
+START_TEST(pipeline_hashes_a_small_batch_on_the_loop_and_a_large_one_in_an_item)
+{
+    uv_loop_t loop;
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    hubd_config_t cfg;
+    ck_assert_int_eq(config_defaults(&cfg), 0);
+    bufpool_t pool;
+    bufpool_init(&pool, cfg.read_buffer_size, 8);
+    uint64_t from_origin = 0;
+    int64_t total = -1;
+    static const pipeline_ops_t ops = {.item_done = count_item};
+    pipeline_t p;
+    pipeline_init(&p, &loop, &cfg, NULL, NULL, &pool, &from_origin, &ops, NULL);
+    p.total = &total;
+    static char data[4096 + 65536];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (char)(i * 7 + 3);
+
+    batch_t *small = batch_new(0, 4096), *large = batch_new(4096, 65536);
+    small->iov[0] = (struct iovec){data, 4096};
+    large->iov[0] = (struct iovec){data + 4096, 65536};
+    small->niov = large->niov = 1;
+    small->written = large->written = 1; /* no write item here */
+    p.head = p.hash_next = small;
+    p.tail = small;
+    p.queued_bytes = 4096;
+    pipeline_pump(&p);
+    ck_assert_uint_eq(p.hashed, 4096);
+    ck_assert_uint_eq(p.items, 0); /* on the loop */
+    ck_assert_int_eq(small->hashed, 1);
+    pipeline_pump(&p);          /* as when its write item comes back */
+    ck_assert_ptr_null(p.head); /* hashed and written: freed */
+
+    p.head = p.tail = p.hash_next = large;
+    p.queued_bytes = 65536;
+    pipeline_pump(&p);
+    ck_assert_uint_eq(p.items, PIPE_HASH); /* too large for the loop */
+    ck_assert_uint_eq(p.hashed, 4096);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(items_back, 1);
+    ck_assert_uint_eq(p.hashed, 4096 + 65536);
+    pipeline_pump(&p);
+    ck_assert_ptr_null(p.head);
+
+    uint8_t got[32], want[32];
+    sha256_final(&p.sha, got);
+    sha256_ctx_t one;
+    sha256_init(&one);
+    sha256_update(&one, data, sizeof data);
+    sha256_final(&one, want);
+    ck_assert_mem_eq(got, want, 32);
+
+    bufpool_destroy(&pool);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    config_free(&cfg);
+}
+END_TEST
+
 static Suite *pipeline_suite(void)
 {
     Suite *s = suite_create("pipeline");
@@ -184,6 +254,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(batching, pipeline_take_batches_caps_one_item);
     tcase_add_test(batching, pipeline_a_slow_batch_is_stale_after_its_age);
     tcase_add_test(batching, pipeline_frees_a_lane_batch_the_hash_would_skip);
+    tcase_add_test(batching, pipeline_hashes_a_small_batch_on_the_loop_and_a_large_one_in_an_item);
     suite_add_tcase(s, batching);
 
     tcase_add_test(pacing, pipeline_backpressure_has_hysteresis);
