@@ -158,6 +158,8 @@ static const struct {
     {"commits", "hubd_commits_total", "counter", "Downloads committed to the cache."},
     {"commit_groups", "hubd_commit_groups_total", "counter",
      "Group commits: the transactions (and fsyncs) those commits shared."},
+    {"hits_on_loop", "hubd_hits_on_loop_total", "counter",
+     "Hits answered on the event loop, with no thread pool item (their path was cached)."},
     {"jobs_active", "hubd_jobs_active", "gauge", "Downloads transferring now."},
     {"jobs_queued", "hubd_jobs_queued", "gauge", "Downloads waiting for a slot."},
     {"sessions", "hubd_sessions", "gauge", "Connected clients."},

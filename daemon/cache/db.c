@@ -338,6 +338,7 @@ void db_close(db_t *db)
     sqlite3_finalize(db->find_part);
     sqlite3_finalize(db->find_blob_for);
     sqlite3_finalize(db->blob_stat);
+    sqlite3_finalize(db->look_stat);
     sqlite3_close(db->rp);
     sqlite3_close(db->rd);
     sqlite3_close(db->wr);
@@ -642,59 +643,6 @@ int db_entry_validated(db_t *db, const char *url, const char *cred_tag, int64_t 
         rc = -ENOENT;
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
     return rc;
-}
-
-/* One blob's recorded identity, on connection h with its statement st
- * (prepared on h, or NULL: prepared here). */
-static int blob_stat_on(sqlite3 *h, sqlite3_stmt *st, const char *sha256, db_blob_stat_t *out)
-{
-    sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc = -ENOENT, own = !st;
-    if (own && sqlite3_prepare_v2(h, "SELECT ino, mtime_ns, ctime_ns FROM blobs WHERE sha256 = ?1",
-                                  -1, &st, NULL) != SQLITE_OK) {
-        rc = db_sq_err(h, "blob stat");
-    } else {
-        sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
-        if (sqlite3_step(st) == SQLITE_ROW) {
-            out->ino = (uint64_t)sqlite3_column_int64(st, 0);
-            out->mtime_ns = sqlite3_column_int64(st, 1);
-            out->ctime_ns = sqlite3_column_int64(st, 2);
-            rc = 0;
-        }
-        if (own)
-            sqlite3_finalize(st);
-        else {
-            sqlite3_reset(st);
-            sqlite3_clear_bindings(st);
-        }
-    }
-    sqlite3_mutex_leave(sqlite3_db_mutex(h));
-    return rc;
-}
-
-int db_get_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out)
-{
-    return blob_stat_on(db->wr, NULL, sha256, out);
-}
-
-int db_read_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out)
-{
-    return blob_stat_on(db->rp, db->blob_stat, sha256, out);
-}
-
-int db_set_blob_stats(db_t *db, const char *const *sha256, const db_blob_stat_t *bs, size_t n)
-{
-    sqlite3 *h = db->wr;
-    int rc = db_tx_begin(h);
-    for (size_t i = 0; i < n && !rc; i++)
-        rc = db_exec(h, "UPDATE blobs SET ino = ?2, mtime_ns = ?3, ctime_ns = ?4 WHERE sha256 = ?1",
-                     "tiii", sha256[i], (int64_t)bs[i].ino, bs[i].mtime_ns, bs[i].ctime_ns);
-    return db_tx_end(h, rc);
-}
-
-int db_set_blob_stat(db_t *db, const char *sha256, const db_blob_stat_t *bs)
-{
-    return db_set_blob_stats(db, &sha256, bs, 1);
 }
 
 typedef struct one_blob {

@@ -230,6 +230,10 @@ int db_remove_entry(db_t *db, const char *url, const char *cred_tag, const char 
  * full queue (DB_USES_MAX) is written at once, by the caller: call it from
  * a pool thread. 0, or an error of that write. */
 int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag, uid_t uid);
+/* Any thread, the loop too: the same, written never here. 1 when the
+ * queue is full (the caller has db_uses_flush run in the pool soon),
+ * -ENOMEM when it had no room (this use is lost: a hint), else 0. */
+int db_touch_queue(db_t *db, const char *sha256, const char *url, const char *cred_tag, uid_t uid);
 #define DB_USES_MAX 4096
 /* Pool threads. Writes the queued uses in one transaction: seq and
  * accessed only move forward (a commit's newer number is kept). What reads
@@ -250,6 +254,9 @@ int db_set_blob_stats(db_t *db, const char *const *sha256, const db_blob_stat_t 
  * it never waits for the writer (a commit's fsync, an eviction's batch);
  * it sees the rows as the last commit left them. */
 int db_read_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out);
+/* Loop thread. The same read on the loop's reader (an indexed look-up; a
+ * WAL reader waits for no writer), for a hit served on the loop. */
+int db_look_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out);
 
 /* Pool threads. The blob least recently verified, if that was before
  * `before` (unix seconds; -ENOENT when none is due), and recording a

@@ -37,6 +37,7 @@ struct db {
     sqlite3 *rp;                  /* pool threads' reads that must not wait for a commit
                                      (serialized mode; WAL: they see the last commit) */
     sqlite3_stmt *blob_stat;      /* on rp */
+    sqlite3_stmt *look_stat;      /* on rd, prepared at its first use */
     sqlite3_stmt *find_entry;     /* on rd */
     sqlite3_stmt *find_blob;      /* on rd */
     sqlite3_stmt *find_part;      /* on rd */

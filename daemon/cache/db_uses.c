@@ -20,7 +20,9 @@
 #include <string.h>
 #include <time.h>
 
-int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag, uid_t uid)
+/* Queues a use: 0, 1 when the queue is now full (to be written), or
+ * -ENOMEM when it had no room for this one. */
+static int queue_use(db_t *db, const char *sha256, const char *url, const char *cred_tag, uid_t uid)
 {
     db_use_t u = {.uid = uid, .when = (int64_t)time(NULL)};
     snprintf(u.sha256, sizeof u.sha256, "%s", sha256);
@@ -30,7 +32,7 @@ int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag
     pthread_mutex_lock(&db->uses_mu);
     u.seq_blob = (int64_t)(atomic_fetch_add(&db->seq, 1) + 1);
     u.seq_ent = url ? (int64_t)(atomic_fetch_add(&db->seq, 1) + 1) : 0;
-    int full = 0, rc = 0;
+    int rc = 0;
     if (db->nuses == db->uses_cap) {
         size_t cap = db->uses_cap ? db->uses_cap * 2 : 64;
         db_use_t *v = cap <= DB_USES_MAX ? realloc(db->uses, cap * sizeof *v) : NULL;
@@ -43,14 +45,27 @@ int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag
         db->uses[db->nuses++] = u;
     else
         rc = -ENOMEM;
-    full = db->nuses >= DB_USES_MAX;
+    if (!rc)
+        rc = db->nuses >= DB_USES_MAX;
     pthread_mutex_unlock(&db->uses_mu);
-    if (rc) { /* no room: this use is written alone, after the queue */
+    if (rc < 0)
         free(u.url);
+    return rc;
+}
+
+int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag, uid_t uid)
+{
+    int rc = queue_use(db, sha256, url, cred_tag, uid);
+    if (rc < 0) { /* no room: this use is written alone, after the queue */
         rc = db_uses_flush(db);
         return rc ? rc : db_touch(db, sha256, url, cred_tag, uid);
     }
-    return full ? db_uses_flush(db) : 0;
+    return rc ? db_uses_flush(db) : 0;
+}
+
+int db_touch_queue(db_t *db, const char *sha256, const char *url, const char *cred_tag, uid_t uid)
+{
+    return queue_use(db, sha256, url, cred_tag, uid);
 }
 
 size_t db_uses_pending(db_t *db)

@@ -107,5 +107,11 @@ void store_discard(const store_t *s, int fd, uint64_t id);
  * gone, -EIO otherwise. *st_out gets its fstat (may be NULL). */
 int store_open_blob(const store_t *s, const char *hex, uint64_t size, int *fd_out,
                     struct stat *st_out);
+/* Loop thread: the same, only where every name on the way is in the
+ * kernel's lookup cache (openat2 RESOLVE_CACHED, Linux 5.12): no disk
+ * read, so the loop may ask. -EAGAIN where it would read the disk, or the
+ * kernel cannot tell: then store_open_blob in the pool. */
+int store_open_blob_cached(const store_t *s, const char *hex, uint64_t size, int *fd_out,
+                           struct stat *st_out);
 
 #endif

@@ -110,6 +110,11 @@ struct jobs {
     uv_timer_t rate_timer;
     int rate_waiting; /* the timer is armed */
     int rate_closed;  /* the timer was closed (jobs_stop) */
+    /* Hits served on the loop (jobs.c), answered on the loop's next turn
+     * (the idle handle runs then): never inside the FETCH that asked. */
+    uv_idle_t hits_idle;
+    list_t hits_ready;
+    int hits_closed;
     /* Hits' uses, queued by db_touch, written every second (uses.c). */
     uv_timer_t uses_timer;
     uv_work_t uses_work;
@@ -256,6 +261,7 @@ struct job_hit {
     int revalidated; /* the origin said 304: the entry is marked current */
     int fd;
     int rc;
+    list_node_t ready_node; /* in js->hits_ready: served on the loop, answered next turn */
 };
 
 /* The validator for If-Range (transfer_file_validator). */
@@ -290,6 +296,8 @@ void jobs_rate_close(jobs_t *js);
 /* uses.c: the hits' uses (db_touch) written every second, in the pool. */
 void jobs_uses_init(jobs_t *js);
 void jobs_uses_close(jobs_t *js);
+/* The queued uses written in the pool now (one write out at a time). */
+void jobs_uses_write(jobs_t *js);
 
 /* stats.c: STATS counters and STATUS pages */
 void jobs_count_error(jobs_t *js, const char *code);

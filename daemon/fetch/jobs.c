@@ -496,6 +496,50 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *cons
     return rc;
 }
 
+/* A hit on the loop: where the blob's path is in the kernel's lookup
+ * cache (no disk read: store_open_blob_cached) and its file is the one
+ * recorded (read on the loop's reader: an indexed look-up), the hit needs
+ * no pool item, whose two thread wake-ups cost more CPU than the rest of
+ * the hit. Anything else (not cached, another file, a revalidation to
+ * record) goes to the pool as before, which decides. 1 if served. */
+static int hit_on_loop(job_hit_t *hit)
+{
+    jobs_t *js = hit->js;
+    struct stat st;
+    db_blob_stat_t rec;
+    if (hit->revalidated || js->hits_closed ||
+        store_open_blob_cached(js->store, hit->sha, hit->size, &hit->fd, &st) != 0)
+        return 0;
+    db_blob_stat_t now = db_blob_stat_of(&st);
+    if (db_look_blob_stat(js->db, hit->sha, &rec) != 0 ||
+        (rec.ino && memcmp(&now, &rec, sizeof now) != 0)) {
+        close(hit->fd);
+        hit->fd = -1;
+        return 0;
+    }
+    hit->rc = 0;
+    return 1;
+}
+
+/* The hits served on the loop since its last turn: their uses queued (by
+ * now the caller set by_entry), then answered as a pool item's are. */
+static void on_hits_ready(uv_idle_t *idle)
+{
+    jobs_t *js = idle->data;
+    list_node_t *n;
+    int full = 0;
+    while ((n = list_pop_front(&js->hits_ready)) != NULL) {
+        job_hit_t *hit = list_entry(n, job_hit_t, ready_node);
+        js->stats.hits_on_loop++;
+        full |= db_touch_queue(js->db, hit->sha, hit->by_entry ? hit->url : NULL, hit->cred_tag,
+                               hit->uid) == 1;
+        after_hit(&hit->work, 0);
+    }
+    uv_idle_stop(idle);
+    if (full)
+        jobs_uses_write(js);
+}
+
 static int jobs_serve_cached(jobs_t *js, job_waiter_t *w, const char *url, const char sha[65],
                              uint64_t size, int revalidated)
 {
@@ -516,6 +560,11 @@ static int jobs_serve_cached(jobs_t *js, job_waiter_t *w, const char *url, const
     hit->work.data = hit;
     w->hit = hit;
     worktrack_hold(&js->work);
+    if (hit_on_loop(hit)) {
+        list_push_back(&js->hits_ready, &hit->ready_node);
+        uv_idle_start(&js->hits_idle, on_hits_ready);
+        return 0;
+    }
     uv_queue_work(js->loop, &hit->work, hit_work, after_hit);
     return 0;
 }
@@ -607,6 +656,10 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
     js->not_modified = job_not_modified;
     jobs_rate_init(js);
     jobs_uses_init(js);
+    list_init(&js->hits_ready);
+    uv_idle_init(loop, &js->hits_idle);
+    js->hits_idle.data = js;
+    worktrack_hold(&js->work); /* released when the idle handle is closed */
     if ((rc = verifier_start(loop, cfg, &js->work, store, db, &js->verifier)) != 0) {
         js->verifier = NULL; /* only this feature is lost: said so, and hubd serves */
         log_err("background verification not started: %s", strerror(-rc));
@@ -639,10 +692,21 @@ void jobs_set_first_id(jobs_t *js, uint64_t above)
         js->next_id = above;
 }
 
+static void on_hits_idle_closed(uv_handle_t *h)
+{
+    jobs_t *js = h->data;
+    worktrack_release(&js->work);
+}
+
 void jobs_stop(jobs_t *js)
 {
     js->shutting_down = 1;
     jobs_rate_close(js);
+    if (!js->hits_closed) { /* the hits served meanwhile are answered first */
+        on_hits_ready(&js->hits_idle);
+        js->hits_closed = 1;
+        uv_close((uv_handle_t *)&js->hits_idle, on_hits_idle_closed);
+    }
     jobs_uses_close(js);
     cache_cancel_all();
     if (js->verifier) {

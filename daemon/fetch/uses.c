@@ -22,10 +22,9 @@ static void uses_done(uv_work_t *w, int status)
     worktrack_release(&js->work);
 }
 
-static void on_uses_timer(uv_timer_t *t)
+void jobs_uses_write(jobs_t *js)
 {
-    jobs_t *js = t->data;
-    if (js->uses_out || db_uses_pending(js->db) == 0)
+    if (js->uses_out || js->uses_closed || db_uses_pending(js->db) == 0)
         return;
     js->uses_work.data = js;
     worktrack_hold(&js->work);
@@ -34,6 +33,11 @@ static void on_uses_timer(uv_timer_t *t)
         js->uses_out = 0;
         worktrack_release(&js->work);
     }
+}
+
+static void on_uses_timer(uv_timer_t *t)
+{
+    jobs_uses_write(t->data);
 }
 
 void jobs_uses_init(jobs_t *js)
