@@ -14,6 +14,9 @@ and each build's hubd runs on a copy of it. Rows:
   idle front conn    the same for kept-alive HTTP front connections (512)
   hit                p50 and p99 ms of hits by digest on one session, and
                      hits/s on one session and over 8 (tests/integration/hits.py)
+  hit, C client      the same over 8 sessions from bench/hitload (a C
+                     client: the Python one costs about as much CPU per hit
+                     as hubd), and hubd's CPU per hit in us
   eviction           blobs/s when a reload lowers max_cache_size to a tenth of
                      the cache, and the p99 of one session's hits meanwhile
   small-file miss    4 KiB files from a local nginx, 4 sessions of 32 FETCHes
@@ -127,6 +130,17 @@ def hit_rows(d, n):
     one = hits.measure(d.sock, targets, 3000, 1)
     eight = hits.measure(d.sock, targets, 1500, 8)
     return one, eight
+
+
+def c_hit_row(d, n, hitload):
+    """8 sessions of bench/hitload (built with the checkout that runs the
+    benchmark: the client is the same for every build)."""
+    targets = by_digest(range(0, n, max(1, n // 50)))
+    r = subprocess.run([hitload, d.sock, "8", "2000", str(d.proc.pid)] + targets,
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode:
+        raise SystemExit("hitload failed: %s" % r.stderr[-2000:])
+    return json.loads(r.stdout)
 
 
 def evict_row(d, n):
@@ -251,6 +265,7 @@ def main():
     ap.add_argument("--build", action="append", required=True, help="NAME=DIR, in order")
     ap.add_argument("--sizes", default="1000,10000,100000,1000000")
     ap.add_argument("--tmp", default=None)
+    ap.add_argument("--hitload", required=True, help="bench/hitload's path")
     a = ap.parse_args()
     builds = [tuple(b.split("=", 1)) for b in a.build]
     work = tempfile.mkdtemp(prefix="hubd-scale-", dir=a.tmp)
@@ -278,11 +293,12 @@ def main():
                 # blob here) is let finish first.
                 time.sleep(1 + n / 50000)
                 one, eight = hit_rows(d, n)
+                c8 = c_hit_row(d, n, a.hitload)
                 ev, ev_p99 = evict_row(d, n)
                 d.stop()
                 shutil.rmtree(cache)
                 res[name] = dict(first=first, restart=restart, stats=st, ratio=ratio, one=one,
-                                 eight=eight, ev=ev, ev_p99=ev_p99)
+                                 eight=eight, c8=c8, ev=ev, ev_p99=ev_p99)
             shutil.rmtree(src)
             row = lambda label, f: print("%-22s %10d" % (label, n) +
                                          "".join("%16s" % f(res[x]) for x in names), flush=True)
@@ -293,6 +309,8 @@ def main():
                                                              r["one"]["p99_ms"]))
             row("hits/s: 1 / 8 sessions",
                 lambda r: "%.0f / %.0f" % (r["one"]["per_s"], r["eight"]["total_per_s"]))
+            row("hits/s: 8, C client", lambda r: "%.0f" % r["c8"]["total_per_s"])
+            row("  hubd CPU per hit", lambda r: "%.0f us" % r["c8"]["hubd_cpu_us_per_hit"])
             row("eviction blobs/s", lambda r: "%.0f" % r["ev"])
             row("  hit p99 meanwhile", lambda r: "%.2f ms" % r["ev_p99"])
             print("  (cache of %d made in %.0f s)" % (n, made), file=sys.stderr)

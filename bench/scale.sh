@@ -7,8 +7,10 @@
 #
 # Rows (bench/scale.py says how each is measured): the first start on a
 # cache to rebuild, a restart until STATS answers, STATS against an ERR's
-# round trip, and the RSS of 1,000 idle sessions and 512 idle kept-alive
-# HTTP front connections, and what they leave once closed.
+# round trip, hits (from Python and from a C client, bench/hitload, with
+# hubd's CPU per hit), eviction, small-file misses, and the RSS of 1,000
+# idle sessions and 512 idle kept-alive HTTP front connections, and what
+# they leave once closed.
 #
 # Environment (optional): BUILD_DIR (default build, built when needed),
 # BENCH_BASE_BUILD (a second, already built build dir: its column is run
@@ -24,12 +26,13 @@ BUILD_DIR=${BUILD_DIR:-build}
 if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
     cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
-cmake --build "$BUILD_DIR" -j"$(nproc)" --target hubd hubctl >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)" --target hubd hubctl hitload >/dev/null
 
 args=(--build "hubd=$BUILD_DIR")
 if [[ -n ${BENCH_BASE_BUILD:-} ]]; then
     args+=(--build "hubd-base=$BENCH_BASE_BUILD")
 fi
 echo "== scale: $(nproc) CPUs, $(date -u +%Y-%m-%d)"
-exec python3 bench/scale.py "${args[@]}" --sizes "${1:-1000,10000,100000,1000000}" \
+exec python3 bench/scale.py "${args[@]}" --hitload "$BUILD_DIR/bench/hitload" \
+    --sizes "${1:-1000,10000,100000,1000000}" \
     ${BENCH_TMPDIR:+--tmp "$BENCH_TMPDIR"}
