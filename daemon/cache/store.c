@@ -270,10 +270,15 @@ int store_tmp_create(const store_t *s, uint64_t id, int *fd_out)
      * file, a name that is also a blob's, a planted link) is unlinked, which
      * removes the name and not what it points to, and O_EXCL|O_NOFOLLOW fail
      * rather than open anything that appears there meanwhile. Read too: a
-     * segmented download's hash reads back what its connections wrote. */
-    if (unlinkat(s->dir_fd, rel, 0) && errno != ENOENT)
-        return -errno;
-    int fd = openat(s->dir_fd, rel, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+     * segmented download's hash reads back what its connections wrote.
+     * The name is free nearly always: the unlink only when it is not. */
+    int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = openat(s->dir_fd, rel, flags, 0600);
+    if (fd < 0 && errno == EEXIST) {
+        if (unlinkat(s->dir_fd, rel, 0) && errno != ENOENT)
+            return -errno;
+        fd = openat(s->dir_fd, rel, flags, 0600);
+    }
     if (fd < 0)
         return -errno;
     *fd_out = fd;
@@ -447,19 +452,26 @@ int store_commit(const store_t *s, int fd, uint64_t id, const char *hex, int pri
         goto fail;
     }
     fd = -1;
-    int created_dir = mkdirat(s->dir_fd, rel_dir, 0755) == 0;
-    if (!created_dir && errno != EEXIST) {
-        rc = -errno;
-        goto fail;
-    }
     /* A second name, not a move: until the caller has recorded the blob
      * and dropped tmp/<id>.part, the two names are one file, so a crash in
      * between leaves the partials row pointing at the finished bytes, and
      * start-up records them (reconcile.c). Where the blob exists already
      * (the same bytes from another URL: replaced, as its mode may change)
-     * or the file system has no hard links, a rename. */
+     * or the file system has no hard links, a rename. The two-letter
+     * folder is made when the link finds none (it nearly always exists:
+     * a mkdir for every blob was a system call each for nothing). */
     *created = 1;
-    if (linkat(s->dir_fd, rel_tmp, s->dir_fd, rel_blob, 0)) {
+    int created_dir = 0, linked = linkat(s->dir_fd, rel_tmp, s->dir_fd, rel_blob, 0) == 0;
+    if (!linked && errno == ENOENT) {
+        created_dir = mkdirat(s->dir_fd, rel_dir, 0755) == 0;
+        if (!created_dir && errno != EEXIST) {
+            rc = -errno;
+            *created = 0;
+            goto fail;
+        }
+        linked = linkat(s->dir_fd, rel_tmp, s->dir_fd, rel_blob, 0) == 0;
+    }
+    if (!linked) {
         *created = errno != EEXIST;
         if (!link_unusable(errno) || renameat(s->dir_fd, rel_tmp, s->dir_fd, rel_blob)) {
             rc = -errno;
