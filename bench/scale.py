@@ -17,6 +17,10 @@ and each build's hubd runs on a copy of it. Rows:
   hit, C client      the same over 8 sessions from bench/hitload (a C
                      client: the Python one costs about as much CPU per hit
                      as hubd), and hubd's CPU per hit in us
+  hit floor          bench/hitload against bench/hitfloor, a server that
+                     does only what a hit must (read the line, open and
+                     fstat a file, send it, close it): the most this
+                     machine allows, on 1 and 8 sessions
   eviction           blobs/s when a reload lowers max_cache_size to a tenth of
                      the cache, and the p99 of one session's hits meanwhile
   small-file miss    4 KiB files from a local nginx, 4 sessions of 32 FETCHes
@@ -141,6 +145,26 @@ def c_hit_row(d, n, hitload):
     if r.returncode:
         raise SystemExit("hitload failed: %s" % r.stderr[-2000:])
     return json.loads(r.stdout)
+
+
+def floor_row(work, hitload):
+    """hitload against bench/hitfloor (beside hitload), 1 and 8 sessions."""
+    sock, f = os.path.join(work, "floor.sock"), os.path.join(work, "floor.blob")
+    with open(f, "wb") as out:
+        out.write(b"hello")
+    srv = subprocess.Popen([os.path.join(os.path.dirname(hitload), "hitfloor"), sock, f])
+    try:
+        while not os.path.exists(sock):
+            time.sleep(0.01)
+        rows = []
+        for k in (1, 8):
+            r = subprocess.run([hitload, sock, str(k), "3000", str(srv.pid), "x"],
+                               capture_output=True, text=True, timeout=600, check=True)
+            rows.append(json.loads(r.stdout))
+        return rows
+    finally:
+        srv.kill()
+        srv.wait()
 
 
 def evict_row(d, n):
@@ -271,6 +295,10 @@ def main():
     work = tempfile.mkdtemp(prefix="hubd-scale-", dir=a.tmp)
     names = [n for n, _ in builds]
     try:
+        one, eight = floor_row(work, a.hitload)
+        print("hit floor (bench/hitfloor): %.0f hits/s on 1 session, %.0f on 8; %.0f us of "
+              "server CPU per hit" % (one["total_per_s"], eight["total_per_s"],
+                                      eight["hubd_cpu_us_per_hit"]), flush=True)
         print("%-22s %10s" % ("row", "N") + "".join("%16s" % n for n in names))
         for n in [int(x) for x in a.sizes.split(",")]:
             src = os.path.join(work, "cache-%d" % n)
