@@ -43,11 +43,6 @@ static void rehash_work(uv_work_t *req)
  * lock (its data takes seconds), and its syncfs would wait for it. */
 #define COMMIT_SMALL (1u << 20)
 
-/* The first half of a commit, the job's own item, many at once: the
- * digest, whether any waiter takes it, the file cut to what was received
- * and, unless small, fsync'ed (before any lock: a large file's takes
- * seconds). On success the job is ready for a group (commit_ready); else
- * what it left goes, and commit_rc says why. */
 /* The digest into job->digest, once (on the loop or in the prep item);
  * whether a waiter takes it. */
 static int digest_wanted(job_t *job)
@@ -64,6 +59,11 @@ static int digest_wanted(job_t *job)
     return wanted;
 }
 
+/* The first half of a commit, the job's own item, many at once: the
+ * digest, whether any waiter takes it, the file cut to what was received
+ * and, unless small, fsync'ed (before any lock: a large file's takes
+ * seconds). On success the job is ready for a group (commit_ready); else
+ * what it left goes, and commit_rc says why. */
 static void commit_prep_work(uv_work_t *req)
 {
     job_t *job = req->data;
