@@ -25,6 +25,10 @@ and each build's hubd runs on a copy of it. Rows:
                      the cache, and the p99 of one session's hits meanwhile
   small-file miss    4 KiB files from a local nginx, 4 sessions of 32 FETCHes
                      in flight: files/s and hubd's CPU ms per file
+  commit floor       bench/commitfloor: one thread doing only what a durable
+                     commit must (create, write, syncfs, link, folder fsync,
+                     one SQLite transaction per group) for 2,000 files in
+                     groups of 4 and of 32: the most this machine allows
 Figures come from one run; builds alternate within each row.
 """
 
@@ -235,6 +239,18 @@ def miss_rows(builds, work, n=2000):
     return rows
 
 
+def commit_floor_rows(work, hitload):
+    """bench/commitfloor (beside hitload) in work, groups of 4 and 32."""
+    rows = {}
+    for g in (4, 32):
+        d = os.path.join(work, "commitfloor-%d" % g)
+        r = subprocess.run([os.path.join(os.path.dirname(hitload), "commitfloor"), d, "2000",
+                            str(g)], capture_output=True, text=True, timeout=600, check=True)
+        rows[g] = json.loads(r.stdout)
+        shutil.rmtree(d)
+    return rows
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -347,6 +363,9 @@ def main():
               "".join("%16s" % ("%.0f/s" % mrows[x]["per_s"]) for x in names))
         print("%-22s %10s" % ("  hubd CPU each", "") +
               "".join("%16s" % ("%.2f ms" % mrows[x]["cpu_ms_each"]) for x in names), flush=True)
+        for g, r in commit_floor_rows(work, a.hitload).items():
+            print("commit floor (bench/commitfloor), groups of %d: %.0f files/s, %.2f ms of CPU "
+                  "each" % (g, r["per_s"], r["cpu_us_each"] / 1e3), flush=True)
         rows = idle_rows(builds, work)
         for kind, label in (("sessions", "idle session"), ("front", "idle front conn")):
             print("%-22s %10d" % (label, rows[names[0]][kind]["n"]) +

@@ -26,7 +26,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
     cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
-cmake --build "$BUILD_DIR" -j"$(nproc)" --target hubd hubctl hitload hitfloor >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)" --target hubd hubctl hitload hitfloor commitfloor >/dev/null
 
 args=(--build "hubd=$BUILD_DIR")
 if [[ -n ${BENCH_BASE_BUILD:-} ]]; then
