@@ -467,6 +467,11 @@ int pipeline_drained(const pipeline_t *p)
 
 void pipeline_pump(pipeline_t *p)
 {
+    /* Before the frees: a small last batch whose write came back first is
+     * hashed here and freed in this same pump. After them, it stayed
+     * (hashed and written) at the head, and a job whose body was all in
+     * had no other pump coming: it never reached its commit. */
+    hash_small_batches(p);
     while (p->head && p->head->hashed && p->head->written) {
         batch_t *b = p->head;
         p->head = b->next;

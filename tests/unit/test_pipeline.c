@@ -214,9 +214,7 @@ START_TEST(pipeline_hashes_a_small_batch_on_the_loop_and_a_large_one_in_an_item)
     pipeline_pump(&p);
     ck_assert_uint_eq(p.hashed, 4096);
     ck_assert_uint_eq(p.items, 0); /* on the loop */
-    ck_assert_int_eq(small->hashed, 1);
-    pipeline_pump(&p);          /* as when its write item comes back */
-    ck_assert_ptr_null(p.head); /* hashed and written: freed */
+    ck_assert_ptr_null(p.head);    /* hashed and written: freed in the same pump */
 
     p.head = p.tail = p.hash_next = large;
     p.queued_bytes = 65536;
@@ -243,6 +241,52 @@ START_TEST(pipeline_hashes_a_small_batch_on_the_loop_and_a_large_one_in_an_item)
 }
 END_TEST
 
+/* A large batch in a hash item, then a small last batch whose write item
+ * comes back first: the one pump after the hash item (job_step's) hashes
+ * it on the loop and frees it, and the pipeline is drained. It stayed at
+ * the head (hashed after the frees), and the job, its body all in, never
+ * reached its commit (found by review). */
+START_TEST(pipeline_a_small_last_batch_written_before_its_hash_goes_in_one_pump)
+{
+    uv_loop_t loop;
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    hubd_config_t cfg;
+    ck_assert_int_eq(config_defaults(&cfg), 0);
+    bufpool_t pool;
+    bufpool_init(&pool, cfg.read_buffer_size, 8);
+    uint64_t from_origin = 0;
+    int64_t total = -1;
+    static const pipeline_ops_t ops = {.item_done = count_item};
+    pipeline_t p;
+    pipeline_init(&p, &loop, &cfg, NULL, NULL, &pool, &from_origin, &ops, NULL);
+    p.total = &total;
+    static char data[65536 + 4096];
+    batch_t *large = batch_new(0, 65536), *small = batch_new(65536, 4096);
+    large->iov[0] = (struct iovec){data, 65536};
+    small->iov[0] = (struct iovec){data + 65536, 4096};
+    large->niov = small->niov = 1;
+    large->written = 1; /* no write item here */
+    p.head = p.tail = p.hash_next = large;
+    p.queued_bytes = 65536;
+    pipeline_pump(&p);
+    ck_assert_uint_eq(p.items, PIPE_HASH);
+    large->next = small; /* sealed meanwhile (as add_batch links it), and its write item is back */
+    p.tail = small;
+    p.hash_next = small;
+    p.queued_bytes += 4096;
+    small->written = 1;
+    pipeline_pump(&p);
+    ck_assert_int_eq(small->hashed, 0); /* in order: the hash item is out */
+    uv_run(&loop, UV_RUN_DEFAULT);      /* the hash item comes back */
+    pipeline_pump(&p);                  /* job_step's one pump */
+    ck_assert_ptr_null(p.head);
+    ck_assert_int_eq(pipeline_drained(&p), 1);
+    bufpool_destroy(&pool);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    config_free(&cfg);
+}
+END_TEST
+
 static Suite *pipeline_suite(void)
 {
     Suite *s = suite_create("pipeline");
@@ -255,6 +299,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(batching, pipeline_a_slow_batch_is_stale_after_its_age);
     tcase_add_test(batching, pipeline_frees_a_lane_batch_the_hash_would_skip);
     tcase_add_test(batching, pipeline_hashes_a_small_batch_on_the_loop_and_a_large_one_in_an_item);
+    tcase_add_test(batching, pipeline_a_small_last_batch_written_before_its_hash_goes_in_one_pump);
     suite_add_tcase(s, batching);
 
     tcase_add_test(pacing, pipeline_backpressure_has_hysteresis);
