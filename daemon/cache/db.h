@@ -231,10 +231,12 @@ int db_remove_entry(db_t *db, const char *url, const char *cred_tag, const char 
  * a pool thread. 0, or an error of that write. */
 int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag, uid_t uid);
 /* Any thread, the loop too: the same, written never here. 1 when the
- * queue is full (the caller has db_uses_flush run in the pool soon),
- * -ENOMEM when it had no room (this use is lost: a hint), else 0. */
+ * queue holds DB_USES_MAX or more (the caller has db_uses_flush run in the
+ * pool now), -ENOMEM when it had no room (DB_USES_BOUND uses wait: the
+ * pool's writes fell that far behind; this use, a hint, is lost), else 0. */
 int db_touch_queue(db_t *db, const char *sha256, const char *url, const char *cred_tag, uid_t uid);
 #define DB_USES_MAX 4096
+#define DB_USES_BOUND (4 * DB_USES_MAX) /* db_touch_queue's: its caller cannot write */
 /* Pool threads. Writes the queued uses in one transaction: seq and
  * accessed only move forward (a commit's newer number is kept). What reads
  * the use order or the requesters calls it first (db_list_page, db_lru,

@@ -20,9 +20,10 @@
 #include <string.h>
 #include <time.h>
 
-/* Queues a use: 0, 1 when the queue is now full (to be written), or
- * -ENOMEM when it had no room for this one. */
-static int queue_use(db_t *db, const char *sha256, const char *url, const char *cred_tag, uid_t uid)
+/* Queues a use, the queue holding at most `bound`: 0, 1 when it holds
+ * DB_USES_MAX or more (to be written), or -ENOMEM when it had no room. */
+static int queue_use(db_t *db, const char *sha256, const char *url, const char *cred_tag, uid_t uid,
+                     size_t bound)
 {
     db_use_t u = {.uid = uid, .when = (int64_t)time(NULL)};
     snprintf(u.sha256, sizeof u.sha256, "%s", sha256);
@@ -35,7 +36,7 @@ static int queue_use(db_t *db, const char *sha256, const char *url, const char *
     int rc = 0;
     if (db->nuses == db->uses_cap) {
         size_t cap = db->uses_cap ? db->uses_cap * 2 : 64;
-        db_use_t *v = cap <= DB_USES_MAX ? realloc(db->uses, cap * sizeof *v) : NULL;
+        db_use_t *v = cap <= bound ? realloc(db->uses, cap * sizeof *v) : NULL;
         if (v) {
             db->uses = v;
             db->uses_cap = cap;
@@ -55,7 +56,7 @@ static int queue_use(db_t *db, const char *sha256, const char *url, const char *
 
 int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag, uid_t uid)
 {
-    int rc = queue_use(db, sha256, url, cred_tag, uid);
+    int rc = queue_use(db, sha256, url, cred_tag, uid, DB_USES_MAX);
     if (rc < 0) { /* no room: this use is written alone, after the queue */
         rc = db_uses_flush(db);
         return rc ? rc : db_touch(db, sha256, url, cred_tag, uid);
@@ -65,7 +66,7 @@ int db_touch(db_t *db, const char *sha256, const char *url, const char *cred_tag
 
 int db_touch_queue(db_t *db, const char *sha256, const char *url, const char *cred_tag, uid_t uid)
 {
-    return queue_use(db, sha256, url, cred_tag, uid);
+    return queue_use(db, sha256, url, cred_tag, uid, DB_USES_BOUND);
 }
 
 size_t db_uses_pending(db_t *db)

@@ -14,6 +14,7 @@
 #include <sys/file.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -21,20 +22,38 @@ struct store {
     char *dir;         /* cache_dir as given, without trailing slashes */
     int dir_fd;        /* open cache_dir; blobs/ and tmp/ are resolved relative to it */
     int lock_fd;       /* <cache_dir>/lock, flock'ed for the daemon's life */
-    int syncfs_errors; /* the kernel reports a file's writeback errors without its fsync */
+    int syncfs_errors; /* a syncfs and a file's own wait stand for its fsync here */
 };
 
-/* Since Linux 5.8 a writeback error is kept per file (errseq) and reported
- * to each open file by sync_file_range(2)'s wait as by fsync, and syncfs
- * reports the file system's. Before, a syncfs could hide a file's error
- * that only that file's fsync would have told. */
-static int kernel_syncfs_reports_errors(void)
+/* Whether a small file's durability may rest on one syncfs of the file
+ * system and its own sync_file_range wait, rather than on its fsync:
+ * - a file's writeback error is kept per open file (errseq, Linux 4.14)
+ *   and told to its descriptor by sync_file_range's wait as by fsync;
+ * - syncfs returns the file system's own sync error (a failed journal
+ *   commit) from Linux 5.17; before, sync_filesystem dropped it;
+ * - the file system is one whose syncfs writes and flushes everything its
+ *   files hold (ext4, XFS, btrfs, tmpfs). Not overlayfs (a descriptor's
+ *   pages are not the upper file's, so its wait sees nothing) nor FUSE
+ *   (syncfs may not reach the server, where an fsync does). */
+static int syncfs_stands_for_fsync(int dir_fd)
 {
     struct utsname u;
     unsigned major = 0, minor = 0;
-    if (uname(&u) || sscanf(u.release, "%u.%u", &major, &minor) != 2)
+    if (uname(&u) || sscanf(u.release, "%u.%u", &major, &minor) != 2 ||
+        !(major > 5 || (major == 5 && minor >= 17)))
         return 0;
-    return major > 5 || (major == 5 && minor >= 8);
+    struct statfs f;
+    if (fstatfs(dir_fd, &f))
+        return 0;
+    switch ((unsigned long)f.f_type) {
+    case 0xEF53:     /* ext2/3/4 */
+    case 0x58465342: /* XFS */
+    case 0x9123683E: /* btrfs */
+    case 0x01021994: /* tmpfs */
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 static int mkdir_p(const char *path, mode_t mode)
@@ -179,13 +198,13 @@ int store_open(const char *cache_dir, store_t **out)
     if (!s)
         return -ENOMEM;
     s->lock_fd = -1;
-    s->syncfs_errors = kernel_syncfs_reports_errors();
     s->dir = strdup(dir);
     s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (!s->dir || s->dir_fd < 0) {
         rc = s->dir ? -errno : -ENOMEM;
         goto fail;
     }
+    s->syncfs_errors = syncfs_stands_for_fsync(s->dir_fd);
     /* Checks only read: they may come before the lock. */
     if ((rc = check_layout(s)) != 0) {
         store_close(s);
@@ -538,9 +557,15 @@ int store_open_blob(const store_t *s, const char *hex, uint64_t size, int *fd_ou
     return blob_fd_checked(fd, size, fd_out, st_out);
 }
 
+/* The kernel has no openat2 with RESOLVE_CACHED (before 5.12): asked once,
+ * then never again. Loop thread only. */
+static int resolve_cached_missing;
+
 int store_open_blob_cached(const store_t *s, const char *hex, uint64_t size, int *fd_out,
                            struct stat *st_out)
 {
+    if (resolve_cached_missing)
+        return -EAGAIN;
     char rel[96];
     blob_rel(hex, rel, sizeof rel);
     /* RESOLVE_CACHED: every name on the way already in the kernel's lookup
@@ -549,6 +574,8 @@ int store_open_blob_cached(const store_t *s, const char *hex, uint64_t size, int
     struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
                            .resolve = RESOLVE_CACHED | RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH};
     int fd = (int)syscall(SYS_openat2, s->dir_fd, rel, &how, sizeof how);
+    if (fd < 0 && (errno == ENOSYS || errno == EINVAL || errno == E2BIG))
+        resolve_cached_missing = 1;
     if (fd < 0)
         return errno == ENOSYS || errno == EINVAL || errno == E2BIG ? -EAGAIN
                : errno == ELOOP                                     ? -EIO

@@ -88,8 +88,9 @@ int store_sync_all(const store_t *s);
 /* Pool thread, after a store_sync_all that returned 0: whether the file
  * open as fd came through it without a writeback error since fd was
  * opened (syncfs reports an error once, maybe to another caller): 0, that
- * error, or -ENOTSUP where the kernel cannot tell without the file's own
- * fsync (before Linux 5.8). Waits, writes nothing, no device flush. */
+ * error, or -ENOTSUP where that does not stand for the file's own fsync
+ * (before Linux 5.17, or a file system other than ext4, XFS, btrfs or
+ * tmpfs: store.c says why). Waits, writes nothing, no device flush. */
 int store_check_synced(const store_t *s, int fd);
 /* Pool thread: fsync blobs/<hex's first two>/, and blobs/ when new_dir. */
 int store_sync_blob_dir(const store_t *s, const char *hex, int new_dir);

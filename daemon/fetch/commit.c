@@ -361,7 +361,8 @@ static void queue(job_t *job, uv_work_t *w, uv_work_cb work, uv_after_work_cb af
 
 /* A small file that the write items made and wrote once in order from
  * byte 0 needs no prep item: its length is what was received (nothing to
- * cut), its group's syncfs makes it durable, and its digest is a few us
+ * cut), its group makes it durable (a syncfs, or its fsync when alone),
+ * and its digest is a few us
  * on the loop. One pool item fewer per small file. Not a digest that no
  * waiter takes (its partial is to go: the item's), an empty body (no file
  * yet) or a resumed or segmented one. */

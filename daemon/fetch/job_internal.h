@@ -113,12 +113,13 @@ struct jobs {
     /* Hits served on the loop (jobs.c), answered on the loop's next turn
      * (the idle handle runs then): never inside the FETCH that asked. */
     uv_idle_t hits_idle;
-    list_t hits_ready;
-    int hits_closed;
+    list_t hits_ready; /* job_hit_t by ready_node, in the order served */
+    int hits_closed;   /* the idle handle is closed (jobs_stop): hits go to the pool */
     /* Hits' uses, queued by db_touch, written every second (uses.c). */
     uv_timer_t uses_timer;
     uv_work_t uses_work;
     int uses_out;    /* the write is in the pool */
+    int uses_again;  /* asked for while one was out: another when it is back */
     int uses_closed; /* the timer was closed (jobs_stop) */
     int shutting_down;
     int starting_queued; /* inside jobs_start_queued: do not re-enter */
@@ -296,7 +297,8 @@ void jobs_rate_close(jobs_t *js);
 /* uses.c: the hits' uses (db_touch) written every second, in the pool. */
 void jobs_uses_init(jobs_t *js);
 void jobs_uses_close(jobs_t *js);
-/* The queued uses written in the pool now (one write out at a time). */
+/* The queued uses written in the pool now (one write out at a time: asked
+ * meanwhile, another follows it). */
 void jobs_uses_write(jobs_t *js);
 
 /* stats.c: STATS counters and STATUS pages */

@@ -1,5 +1,6 @@
 /* jobs: the front door. jobs_fetch resolves a request against the cache
- * (a hit is confirmed in the pool) and the running jobs (single flight: one
+ * (a hit is confirmed on the loop where its blob's path is cached, else
+ * in the pool) and the running jobs (single flight: one
  * job per URL and credentials); the rest of the public jobs_* API, start-up
  * and shutdown. Loop thread only. */
 #include "job_internal.h"
@@ -39,7 +40,7 @@ static void on_jobs_drained(void *arg)
 }
 
 static int jobs_serve_cached(jobs_t *js, job_waiter_t *w, const char *url, const char sha[65],
-                             uint64_t size, int revalidated);
+                             uint64_t size, int by_entry, int revalidated);
 
 /* Whether a job not yet freed (failed ones too) still uses partial id. */
 static int part_in_use(const jobs_t *js, uint64_t id)
@@ -451,7 +452,8 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *cons
     /* A blob with the expected digest, whatever its URL, that the
      * request's credentials (or none) got, or anyone's for a vouched
      * request (the origin named it to these credentials); else this URL's entry for those
-     * credentials. Both are confirmed by opening the file in the pool. */
+     * credentials. Both are confirmed by opening the file: on the loop
+     * where its path is cached (hit_on_loop), else in the pool. */
     char sha[65];
     uint64_t size = 0;
     int by_entry = 0;
@@ -479,8 +481,8 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *cons
             found = 0;
         }
     }
-    if (found && jobs_serve_cached(js, w, u.canonical, sha, size, 0) == 0) {
-        w->hit->by_entry = by_entry; /* found by digest: the entry is not touched */
+    /* Found by digest, the entry is not touched (by_entry 0). */
+    if (found && jobs_serve_cached(js, w, u.canonical, sha, size, by_entry, 0) == 0) {
         url_free(&u);
         return 0;
     }
@@ -527,21 +529,23 @@ static void on_hits_ready(uv_idle_t *idle)
 {
     jobs_t *js = idle->data;
     list_node_t *n;
-    int full = 0;
+    int write = 0;
     while ((n = list_pop_front(&js->hits_ready)) != NULL) {
         job_hit_t *hit = list_entry(n, job_hit_t, ready_node);
-        js->stats.hits_on_loop++;
-        full |= db_touch_queue(js->db, hit->sha, hit->by_entry ? hit->url : NULL, hit->cred_tag,
-                               hit->uid) == 1;
+        if (hit->w && !js->shutting_down) /* as after_hit counts hits */
+            js->stats.hits_on_loop++;
+        /* A full queue (or one past its bound) is written in the pool now. */
+        write |= db_touch_queue(js->db, hit->sha, hit->by_entry ? hit->url : NULL, hit->cred_tag,
+                                hit->uid) != 0;
         after_hit(&hit->work, 0);
     }
     uv_idle_stop(idle);
-    if (full)
+    if (write)
         jobs_uses_write(js);
 }
 
 static int jobs_serve_cached(jobs_t *js, job_waiter_t *w, const char *url, const char sha[65],
-                             uint64_t size, int revalidated)
+                             uint64_t size, int by_entry, int revalidated)
 {
     job_hit_t *hit = calloc(1, sizeof *hit);
     if (!hit || !(hit->url = strdup(url))) {
@@ -554,7 +558,7 @@ static int jobs_serve_cached(jobs_t *js, job_waiter_t *w, const char *url, const
     memcpy(hit->cred_tag, w->cred_tag, sizeof hit->cred_tag);
     hit->uid = w->uid;
     hit->size = size;
-    hit->by_entry = 1;
+    hit->by_entry = by_entry; /* before the pool item reads it */
     hit->revalidated = revalidated;
     hit->fd = -1;
     hit->work.data = hit;
@@ -594,7 +598,7 @@ static void job_not_modified(job_t *job)
         if (!w->cred_block && job->cred_headers)
             w->cred_block = strdup(job->cred_headers);
         w->restarted = 1; /* it heard QUEUED or ATTACHED: no second on_start */
-        if (jobs_serve_cached(js, w, job->key, rv->sha, rv->size, 1)) {
+        if (jobs_serve_cached(js, w, job->key, rv->sha, rv->size, 1, 1)) {
             wipe_free(w->cred_block);
             w->cred_block = NULL;
             job_result_t res = {

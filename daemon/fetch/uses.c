@@ -19,12 +19,19 @@ static void uses_done(uv_work_t *w, int status)
     (void)status;
     jobs_t *js = w->data;
     js->uses_out = 0;
+    if (js->uses_again)
+        jobs_uses_write(js);
     worktrack_release(&js->work);
 }
 
 void jobs_uses_write(jobs_t *js)
 {
-    if (js->uses_out || js->uses_closed || db_uses_pending(js->db) == 0)
+    if (js->uses_out) { /* asked while one is out: once more when it is back */
+        js->uses_again = 1;
+        return;
+    }
+    js->uses_again = 0;
+    if (js->uses_closed || db_uses_pending(js->db) == 0)
         return;
     js->uses_work.data = js;
     worktrack_hold(&js->work);

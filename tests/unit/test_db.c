@@ -541,6 +541,22 @@ START_TEST(db_uses_keep_the_hits_order_and_never_go_back)
     ck_assert_uint_eq(db_uses_pending(db), 0);
     ck_assert_int_gt(raw_int("SELECT seq FROM blobs WHERE sha256 = %Q", b),
                      raw_int("SELECT seq FROM blobs WHERE sha256 = %Q", a));
+
+    /* The loop's queueing never writes: it says "write me" from
+     * DB_USES_MAX on, and keeps every use up to DB_USES_BOUND (while the
+     * pool's write is out), then refuses. Before, every use past the one
+     * that filled the queue was refused, and lost when that one signal
+     * met a write already out. */
+    for (unsigned i = 0; i < DB_USES_MAX - 1; i++)
+        ck_assert_int_eq(db_touch_queue(db, a, NULL, NULL, 0), 0);
+    for (unsigned i = DB_USES_MAX - 1; i < DB_USES_BOUND; i++)
+        ck_assert_int_eq(db_touch_queue(db, a, NULL, NULL, 0), 1);
+    ck_assert_uint_eq(db_uses_pending(db), DB_USES_BOUND);
+    ck_assert_int_eq(db_touch_queue(db, b, NULL, NULL, 0), -ENOMEM);
+    ck_assert_int_eq(db_uses_flush(db), 0);
+    ck_assert_uint_eq(db_uses_pending(db), 0);
+    ck_assert_int_gt(raw_int("SELECT seq FROM blobs WHERE sha256 = %Q", a),
+                     raw_int("SELECT seq FROM blobs WHERE sha256 = %Q", b));
 }
 END_TEST
 
