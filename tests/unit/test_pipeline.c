@@ -18,6 +18,37 @@ static batch_t *batch_new(uint64_t offset, size_t bytes)
     return b;
 }
 
+/* A pipeline on a loop of its own, with no store or database: what the
+ * tests below hand it are batches already made. */
+typedef struct pipe_fixture {
+    uv_loop_t loop;
+    hubd_config_t cfg;
+    bufpool_t pool;
+    uint64_t from_origin;
+    int64_t total;
+    pipeline_ops_t ops;
+    pipeline_t p;
+} pipe_fixture_t;
+
+static void pipe_open(pipe_fixture_t *f, void (*item_done)(void *, const pipeline_done_t *))
+{
+    memset(f, 0, sizeof *f);
+    ck_assert_int_eq(uv_loop_init(&f->loop), 0);
+    ck_assert_int_eq(config_defaults(&f->cfg), 0);
+    bufpool_init(&f->pool, f->cfg.read_buffer_size, 8);
+    f->total = -1;
+    f->ops.item_done = item_done;
+    pipeline_init(&f->p, &f->loop, &f->cfg, NULL, NULL, &f->pool, &f->from_origin, &f->ops, NULL);
+    f->p.total = &f->total;
+}
+
+static void pipe_close(pipe_fixture_t *f)
+{
+    bufpool_destroy(&f->pool);
+    ck_assert_int_eq(uv_loop_close(&f->loop), 0);
+    config_free(&f->cfg);
+}
+
 START_TEST(pipeline_batch_merges_contiguous_slices)
 {
     static char mem1[4096], mem2[4096];
@@ -143,33 +174,21 @@ END_TEST
  * in submit_work, in the builds before issue 23 too). */
 START_TEST(pipeline_frees_a_lane_batch_the_hash_would_skip)
 {
-    uv_loop_t loop;
-    ck_assert_int_eq(uv_loop_init(&loop), 0);
-    hubd_config_t cfg;
-    ck_assert_int_eq(config_defaults(&cfg), 0);
-    bufpool_t pool;
-    bufpool_init(&pool, cfg.read_buffer_size, 8);
-    uint64_t from_origin = 0;
-    int64_t total = -1;
-    static const pipeline_ops_t ops = {0}; /* nothing is reported here */
-    pipeline_t p;
-    pipeline_init(&p, &loop, &cfg, NULL, NULL, &pool, &from_origin, &ops, NULL);
-    p.total = &total;
+    pipe_fixture_t f;
+    pipe_open(&f, NULL); /* nothing is reported here */
 
     batch_t *lane = batch_new(1 << 20, 4096);
     lane->from_file = lane->hashed = lane->written = 1; /* a lane's, on disk */
-    p.head = p.tail = p.hash_next = lane;               /* where the last hash item left it */
-    p.queued_bytes = 4096;
-    pipeline_pump(&p);
-    ck_assert_ptr_null(p.head);
-    ck_assert_ptr_null(p.hash_next);
-    ck_assert_ptr_null(p.write_next);
-    ck_assert_uint_eq(p.queued_bytes, 0);
-    ck_assert_uint_eq(p.items, 0); /* nothing left to hash or write */
+    f.p.head = f.p.tail = f.p.hash_next = lane;         /* where the last hash item left it */
+    f.p.queued_bytes = 4096;
+    pipeline_pump(&f.p);
+    ck_assert_ptr_null(f.p.head);
+    ck_assert_ptr_null(f.p.hash_next);
+    ck_assert_ptr_null(f.p.write_next);
+    ck_assert_uint_eq(f.p.queued_bytes, 0);
+    ck_assert_uint_eq(f.p.items, 0); /* nothing left to hash or write */
 
-    bufpool_destroy(&pool);
-    ck_assert_int_eq(uv_loop_close(&loop), 0);
-    config_free(&cfg);
+    pipe_close(&f);
 }
 END_TEST
 
@@ -187,18 +206,8 @@ static void count_item(void *owner, const pipeline_done_t *d)
  * as over the bytes in one piece. */
 START_TEST(pipeline_hashes_a_small_batch_on_the_loop_and_a_large_one_in_an_item)
 {
-    uv_loop_t loop;
-    ck_assert_int_eq(uv_loop_init(&loop), 0);
-    hubd_config_t cfg;
-    ck_assert_int_eq(config_defaults(&cfg), 0);
-    bufpool_t pool;
-    bufpool_init(&pool, cfg.read_buffer_size, 8);
-    uint64_t from_origin = 0;
-    int64_t total = -1;
-    static const pipeline_ops_t ops = {.item_done = count_item};
-    pipeline_t p;
-    pipeline_init(&p, &loop, &cfg, NULL, NULL, &pool, &from_origin, &ops, NULL);
-    p.total = &total;
+    pipe_fixture_t f;
+    pipe_open(&f, count_item);
     static char data[4096 + 65536];
     for (size_t i = 0; i < sizeof data; i++)
         data[i] = (char)(i * 7 + 3);
@@ -208,36 +217,34 @@ START_TEST(pipeline_hashes_a_small_batch_on_the_loop_and_a_large_one_in_an_item)
     large->iov[0] = (struct iovec){data + 4096, 65536};
     small->niov = large->niov = 1;
     small->written = large->written = 1; /* no write item here */
-    p.head = p.hash_next = small;
-    p.tail = small;
-    p.queued_bytes = 4096;
-    pipeline_pump(&p);
-    ck_assert_uint_eq(p.hashed, 4096);
-    ck_assert_uint_eq(p.items, 0); /* on the loop */
-    ck_assert_ptr_null(p.head);    /* hashed and written: freed in the same pump */
+    f.p.head = f.p.hash_next = small;
+    f.p.tail = small;
+    f.p.queued_bytes = 4096;
+    pipeline_pump(&f.p);
+    ck_assert_uint_eq(f.p.hashed, 4096);
+    ck_assert_uint_eq(f.p.items, 0); /* on the loop */
+    ck_assert_ptr_null(f.p.head);    /* hashed and written: freed in the same pump */
 
-    p.head = p.tail = p.hash_next = large;
-    p.queued_bytes = 65536;
-    pipeline_pump(&p);
-    ck_assert_uint_eq(p.items, PIPE_HASH); /* too large for the loop */
-    ck_assert_uint_eq(p.hashed, 4096);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    f.p.head = f.p.tail = f.p.hash_next = large;
+    f.p.queued_bytes = 65536;
+    pipeline_pump(&f.p);
+    ck_assert_uint_eq(f.p.items, PIPE_HASH); /* too large for the loop */
+    ck_assert_uint_eq(f.p.hashed, 4096);
+    uv_run(&f.loop, UV_RUN_DEFAULT);
     ck_assert_int_eq(items_back, 1);
-    ck_assert_uint_eq(p.hashed, 4096 + 65536);
-    pipeline_pump(&p);
-    ck_assert_ptr_null(p.head);
+    ck_assert_uint_eq(f.p.hashed, 4096 + 65536);
+    pipeline_pump(&f.p);
+    ck_assert_ptr_null(f.p.head);
 
     uint8_t got[32], want[32];
-    sha256_final(&p.sha, got);
+    sha256_final(&f.p.sha, got);
     sha256_ctx_t one;
     sha256_init(&one);
     sha256_update(&one, data, sizeof data);
     sha256_final(&one, want);
     ck_assert_mem_eq(got, want, 32);
 
-    bufpool_destroy(&pool);
-    ck_assert_int_eq(uv_loop_close(&loop), 0);
-    config_free(&cfg);
+    pipe_close(&f);
 }
 END_TEST
 
@@ -248,42 +255,30 @@ END_TEST
  * reached its commit (found by review). */
 START_TEST(pipeline_a_small_last_batch_written_before_its_hash_goes_in_one_pump)
 {
-    uv_loop_t loop;
-    ck_assert_int_eq(uv_loop_init(&loop), 0);
-    hubd_config_t cfg;
-    ck_assert_int_eq(config_defaults(&cfg), 0);
-    bufpool_t pool;
-    bufpool_init(&pool, cfg.read_buffer_size, 8);
-    uint64_t from_origin = 0;
-    int64_t total = -1;
-    static const pipeline_ops_t ops = {.item_done = count_item};
-    pipeline_t p;
-    pipeline_init(&p, &loop, &cfg, NULL, NULL, &pool, &from_origin, &ops, NULL);
-    p.total = &total;
+    pipe_fixture_t f;
+    pipe_open(&f, count_item);
     static char data[65536 + 4096];
     batch_t *large = batch_new(0, 65536), *small = batch_new(65536, 4096);
     large->iov[0] = (struct iovec){data, 65536};
     small->iov[0] = (struct iovec){data + 65536, 4096};
     large->niov = small->niov = 1;
     large->written = 1; /* no write item here */
-    p.head = p.tail = p.hash_next = large;
-    p.queued_bytes = 65536;
-    pipeline_pump(&p);
-    ck_assert_uint_eq(p.items, PIPE_HASH);
+    f.p.head = f.p.tail = f.p.hash_next = large;
+    f.p.queued_bytes = 65536;
+    pipeline_pump(&f.p);
+    ck_assert_uint_eq(f.p.items, PIPE_HASH);
     large->next = small; /* sealed meanwhile (as add_batch links it), and its write item is back */
-    p.tail = small;
-    p.hash_next = small;
-    p.queued_bytes += 4096;
+    f.p.tail = small;
+    f.p.hash_next = small;
+    f.p.queued_bytes += 4096;
     small->written = 1;
-    pipeline_pump(&p);
+    pipeline_pump(&f.p);
     ck_assert_int_eq(small->hashed, 0); /* in order: the hash item is out */
-    uv_run(&loop, UV_RUN_DEFAULT);      /* the hash item comes back */
-    pipeline_pump(&p);                  /* job_step's one pump */
-    ck_assert_ptr_null(p.head);
-    ck_assert_int_eq(pipeline_drained(&p), 1);
-    bufpool_destroy(&pool);
-    ck_assert_int_eq(uv_loop_close(&loop), 0);
-    config_free(&cfg);
+    uv_run(&f.loop, UV_RUN_DEFAULT);    /* the hash item comes back */
+    pipeline_pump(&f.p);                /* job_step's one pump */
+    ck_assert_ptr_null(f.p.head);
+    ck_assert_int_eq(pipeline_drained(&f.p), 1);
+    pipe_close(&f);
 }
 END_TEST
 
