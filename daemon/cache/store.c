@@ -415,6 +415,7 @@ int store_check_synced(const store_t *s, int fd)
     unsigned all = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
     return sync_file_range(fd, 0, 0, all) ? -errno : 0;
 }
+
 int store_sync_blob_dir(const store_t *s, const char *hex, int new_dir)
 {
     char rel_dir[16];
