@@ -10,6 +10,7 @@ The binaries come from the environment (set by CTest): HUBD_BIN, HUBCTL_BIN.
 import hashlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -90,16 +91,38 @@ class TestCerts:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def free_port(host="127.0.0.1"):
-    """A loopback port nobody listens on just now (the kernel's pick; a
-    server started on it later may lose a race, which its caller retries
-    or reports)."""
-    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+def _ephemeral_low():
     try:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_PORTS = random.SystemRandom()
+
+
+def free_port(host="127.0.0.1"):
+    """A loopback port nobody listens on just now, for a server a test starts
+    later. It is drawn at random from below the kernel's ephemeral range: a
+    port the kernel picked (bind to 0) is also what every outgoing connection
+    of the tests running beside this one may be given as its own local port,
+    and one such connection made the server's later bind fail (CI, issue 26).
+    Below the range only another test's draw can meet it, one in thousands."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    high = min(_ephemeral_low(), 65536)
+    low = max(1024, high - 16384)
+    for _ in range(200):
+        port = _PORTS.randrange(low, high)
+        s = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            s.bind((host, port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise AssertionError("no free port below %d on %s" % (high, host))
 
 
 def ipv6_loopback_works():

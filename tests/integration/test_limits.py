@@ -8,7 +8,7 @@ import subprocess
 import time
 import unittest
 
-from harness import write_config, HUBCTL, HUBD, Hubd, HubTestCase, sha256_file, wait_for
+from harness import write_config, free_port, HUBCTL, HUBD, Hubd, HubTestCase, sha256_file, wait_for
 
 
 
@@ -113,10 +113,7 @@ class LimitsTest(HubTestCase):
         # 13); a test takes a free one, so that runs side by side never meet.
         shipped = "\nhttp_listen = 127.0.0.1:8399, [::1]:8399\n"
         self.assertIn(shipped, text)
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
+        port = free_port()
         conf = os.path.join(self.tmp, "shipped.conf")
         with open(conf, "w") as f:
             f.write(text.replace(shipped, "\nhttp_listen = 127.0.0.1:%d\n" % port))
