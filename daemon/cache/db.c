@@ -285,7 +285,9 @@ int db_open_ex(const char *path, int quick_check_it, db_t **out)
                         NULL, &last, NULL);
     atomic_store(&db->seq, last);
     if (!rc)
-        rc = db_totals_init(db);       /* STATS' totals: counted once, then kept */
+        rc = db_totals_init(db); /* STATS' totals: counted once, then kept */
+    if (!rc)
+        rc = db_memo_init(db);         /* the hits' look-ups, remembered */
     atomic_store(&db->holds_dirty, 1); /* STATS' holds: counted at start-up */
     if (!rc)
         rc = open_conn(path, SQLITE_OPEN_NOMUTEX, 100, &db->rd);
@@ -295,18 +297,20 @@ int db_open_ex(const char *path, int quick_check_it, db_t **out)
         goto fail;
     if (sqlite3_prepare_v2(db->rd,
                            "SELECT e.sha256, b.size, e.etag, e.last_modified,"
-                           " coalesce(e.validated, e.created)"
+                           " coalesce(e.validated, e.created), b.ino, b.mtime_ns, b.ctime_ns"
                            " FROM entries e JOIN blobs b USING (sha256)"
                            " WHERE e.url = ?1 AND e.cred_tag = ?2",
                            -1, &db->find_entry, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db->rd, "SELECT size FROM blobs WHERE sha256 = ?1", -1, &db->find_blob,
-                           NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db->rd,
+                           "SELECT size, ino, mtime_ns, ctime_ns FROM blobs WHERE sha256 = ?1", -1,
+                           &db->find_blob, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db->rd,
                            "SELECT id, etag, last_modified, total, durable, ranges FROM partials"
                            " WHERE url = ?1 AND cred_tag = ?2",
                            -1, &db->find_part, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db->rd,
-                           "SELECT b.size FROM blobs b WHERE b.sha256 = ?1 AND (b.public OR EXISTS"
+                           "SELECT b.size, b.ino, b.mtime_ns, b.ctime_ns FROM blobs b"
+                           " WHERE b.sha256 = ?1 AND (b.public OR EXISTS"
                            " (SELECT 1 FROM entries e WHERE e.sha256 = b.sha256"
                            " AND e.cred_tag = ?2))",
                            -1, &db->find_blob_for, NULL) != SQLITE_OK) {
@@ -333,12 +337,12 @@ void db_close(db_t *db)
 {
     if (!db)
         return;
+    db_memo_free(db);
     sqlite3_finalize(db->find_entry);
     sqlite3_finalize(db->find_blob);
     sqlite3_finalize(db->find_part);
     sqlite3_finalize(db->find_blob_for);
     sqlite3_finalize(db->blob_stat);
-    sqlite3_finalize(db->look_stat);
     sqlite3_close(db->rp);
     sqlite3_close(db->rd);
     sqlite3_close(db->wr);
@@ -373,6 +377,12 @@ int db_find_entry(db_t *db, const char *url, const char *cred_tag, char sha_out[
 int db_find_entry_meta(db_t *db, const char *url, const char *cred_tag, char sha_out[65],
                        uint64_t *size_out, db_entry_meta_t *meta)
 {
+    uint64_t gen;
+    const db_memo_slot_t *m = db_memo_get(db, MEMO_ENTRY, url, cred_tag, &gen);
+    if (m) {
+        db_memo_answer(m, sha_out, size_out, NULL, meta);
+        return 0;
+    }
     sqlite3_stmt *st = db->find_entry;
     sqlite3_bind_text(st, 1, url, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, cred_tag, -1, SQLITE_STATIC);
@@ -380,13 +390,16 @@ int db_find_entry_meta(db_t *db, const char *url, const char *cred_tag, char sha
     if (sqlite3_step(st) == SQLITE_ROW) {
         const unsigned char *sha = sqlite3_column_text(st, 0);
         if (sha && strlen((const char *)sha) == 64) {
+            db_entry_meta_t got;
             memcpy(sha_out, sha, 65);
             *size_out = (uint64_t)sqlite3_column_int64(st, 1);
-            if (meta) {
-                column_copy(st, 2, meta->etag, sizeof meta->etag);
-                column_copy(st, 3, meta->last_modified, sizeof meta->last_modified);
-                meta->validated = sqlite3_column_int64(st, 4);
-            }
+            column_copy(st, 2, got.etag, sizeof got.etag);
+            column_copy(st, 3, got.last_modified, sizeof got.last_modified);
+            got.validated = sqlite3_column_int64(st, 4);
+            db_column_stat(st, 5, &got.stat);
+            if (meta)
+                *meta = got;
+            db_memo_put(db, MEMO_ENTRY, url, cred_tag, gen, sha_out, *size_out, &got.stat, &got);
             rc = 0;
         }
     }
@@ -395,15 +408,30 @@ int db_find_entry_meta(db_t *db, const char *url, const char *cred_tag, char sha
     return rc;
 }
 
-/* Runs a prepared size look-up with one or two text parameters. */
-static int find_size(sqlite3_stmt *st, const char *a, const char *b, uint64_t *size_out)
+int db_find_blob_stat(db_t *db, const char *sha256, const char *cred_tag, uint64_t *size_out,
+                      db_blob_stat_t *stat_out)
 {
-    sqlite3_bind_text(st, 1, a, -1, SQLITE_STATIC);
-    if (b)
-        sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC);
+    db_memo_kind_t kind = cred_tag ? MEMO_BLOB_FOR : MEMO_BLOB_ANY;
+    const char *tag = cred_tag ? cred_tag : "";
+    uint64_t gen;
+    const db_memo_slot_t *m = db_memo_get(db, kind, sha256, tag, &gen);
+    if (m) {
+        db_memo_answer(m, NULL, size_out, stat_out, NULL);
+        return 0;
+    }
+    sqlite3_stmt *st = cred_tag ? db->find_blob_for : db->find_blob;
+    sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
+    if (cred_tag)
+        sqlite3_bind_text(st, 2, cred_tag, -1, SQLITE_STATIC);
     int rc = -ENOENT;
     if (sqlite3_step(st) == SQLITE_ROW) {
+        db_blob_stat_t got;
         *size_out = (uint64_t)sqlite3_column_int64(st, 0);
+        db_column_stat(st, 1, &got);
+        if (stat_out)
+            *stat_out = got;
+        if (strlen(sha256) == 64)
+            db_memo_put(db, kind, sha256, tag, gen, sha256, *size_out, &got, NULL);
         rc = 0;
     }
     sqlite3_reset(st);
@@ -413,12 +441,12 @@ static int find_size(sqlite3_stmt *st, const char *a, const char *b, uint64_t *s
 
 int db_find_blob(db_t *db, const char *sha256, uint64_t *size_out)
 {
-    return find_size(db->find_blob, sha256, NULL, size_out);
+    return db_find_blob_stat(db, sha256, NULL, size_out, NULL);
 }
 
 int db_find_blob_for(db_t *db, const char *sha256, const char *cred_tag, uint64_t *size_out)
 {
-    return find_size(db->find_blob_for, sha256, cred_tag, size_out);
+    return db_find_blob_stat(db, sha256, cred_tag, size_out, NULL);
 }
 
 int db_list_page(db_t *db, uint64_t before, unsigned max, uid_t uid,

@@ -115,6 +115,7 @@ typedef struct db_entry_meta {
     char etag[256];
     char last_modified[64];
     int64_t validated;
+    db_blob_stat_t stat; /* its blob's recorded identity (db_blobstat) */
 } db_entry_meta_t;
 /* db_find_entry, and the entry's meta (NULL: not wanted). */
 int db_find_entry_meta(db_t *db, const char *url, const char *cred_tag, char sha_out[65],
@@ -130,6 +131,16 @@ int db_find_blob(db_t *db, const char *sha256, uint64_t *size_out);
  * digest alone must not open a gated file to whoever knows it, even after
  * its entry moved to other bytes. */
 int db_find_blob_for(db_t *db, const char *sha256, const char *cred_tag, uint64_t *size_out);
+/* Loop thread. db_find_blob_for (db_find_blob when cred_tag is NULL), and
+ * the blob's recorded identity (db_blobstat) from the same statement: a
+ * hit on the loop needs both, and each statement on the loop's reader
+ * takes and drops its WAL read locks (fcntl calls). */
+int db_find_blob_stat(db_t *db, const char *sha256, const char *cred_tag, uint64_t *size_out,
+                      db_blob_stat_t *stat_out);
+/* Loop thread. How many of the look-ups above (db_find_entry*,
+ * db_find_blob*) were answered from memory: each is remembered until a
+ * commit changes a row it read (db_memo.c). */
+uint64_t db_memo_answers(const db_t *db);
 /* Pool threads. One page of the entries, most recently used first: up to
  * max entries with a use sequence below `before` (0: from the newest);
  * `mine` says whether uid asked for each. Returns the number of rows read
@@ -256,9 +267,6 @@ int db_set_blob_stats(db_t *db, const char *const *sha256, const db_blob_stat_t 
  * it never waits for the writer (a commit's fsync, an eviction's batch);
  * it sees the rows as the last commit left them. */
 int db_read_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out);
-/* Loop thread. The same read on the loop's reader (an indexed look-up; a
- * WAL reader waits for no writer), for a hit served on the loop. */
-int db_look_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out);
 
 /* Pool threads. The blob least recently verified, if that was before
  * `before` (unix seconds; -ENOENT when none is due), and recording a

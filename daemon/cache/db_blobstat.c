@@ -1,12 +1,21 @@
 /* db_blobstat: the identity recorded for a blob's file (inode, mtime and
  * ctime in ns), which a hit compares with the file it opened, and its
  * recording (at commit, by verification). Read on three connections: the
- * writer's (under its lock, as a commit holds it), the pool readers' (a
- * hit in the pool: it never waits for a commit) and the loop's own
- * reader (a hit served on the loop, issue 26 point 2). */
+ * writer's (under its lock, as a commit holds it) and the pool readers' (a
+ * hit in the pool: it never waits for a commit). A hit served on the loop
+ * (issue 26 point 2) has it from the look-up that found the blob
+ * (db_find_blob_stat, db_find_entry_meta): one statement on the loop's
+ * reader, not two, each with its WAL read locks. */
 #include "db_internal.h"
 
 #include <errno.h>
+
+void db_column_stat(sqlite3_stmt *st, int col, db_blob_stat_t *out)
+{
+    out->ino = (uint64_t)sqlite3_column_int64(st, col);
+    out->mtime_ns = sqlite3_column_int64(st, col + 1);
+    out->ctime_ns = sqlite3_column_int64(st, col + 2);
+}
 
 /* One blob's recorded identity, on connection h with its statement st
  * (prepared on h, or NULL: prepared here). */
@@ -20,9 +29,7 @@ static int blob_stat_on(sqlite3 *h, sqlite3_stmt *st, const char *sha256, db_blo
     } else {
         sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
         if (sqlite3_step(st) == SQLITE_ROW) {
-            out->ino = (uint64_t)sqlite3_column_int64(st, 0);
-            out->mtime_ns = sqlite3_column_int64(st, 1);
-            out->ctime_ns = sqlite3_column_int64(st, 2);
+            db_column_stat(st, 0, out);
             rc = 0;
         }
         if (own)
@@ -44,15 +51,6 @@ int db_get_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out)
 int db_read_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out)
 {
     return blob_stat_on(db->rp, db->blob_stat, sha256, out);
-}
-
-int db_look_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out)
-{
-    if (!db->look_stat &&
-        sqlite3_prepare_v2(db->rd, "SELECT ino, mtime_ns, ctime_ns FROM blobs WHERE sha256 = ?1",
-                           -1, &db->look_stat, NULL) != SQLITE_OK)
-        return db_sq_err(db->rd, "blob stat");
-    return blob_stat_on(db->rd, db->look_stat, sha256, out);
 }
 
 int db_set_blob_stats(db_t *db, const char *const *sha256, const db_blob_stat_t *bs, size_t n)

@@ -29,6 +29,10 @@ typedef struct db_use {
     int64_t seq_blob, seq_ent; /* its use sequence numbers, taken at the hit */
 } db_use_t;
 
+/* db_memo.c: what a remembered look-up was. */
+typedef enum { MEMO_BLOB_ANY = 1, MEMO_BLOB_FOR, MEMO_ENTRY } db_memo_kind_t;
+typedef struct db_memo_slot db_memo_slot_t;
+
 struct db {
     sqlite3 *rd;                  /* loop thread only */
     _Atomic uint64_t seq;         /* last use sequence number given out (under wr's mutex;
@@ -37,7 +41,6 @@ struct db {
     sqlite3 *rp;                  /* pool threads' reads that must not wait for a commit
                                      (serialized mode; WAL: they see the last commit) */
     sqlite3_stmt *blob_stat;      /* on rp */
-    sqlite3_stmt *look_stat;      /* on rd, prepared at its first use */
     sqlite3_stmt *find_entry;     /* on rd */
     sqlite3_stmt *find_blob;      /* on rd */
     sqlite3_stmt *find_part;      /* on rd */
@@ -53,11 +56,17 @@ struct db {
     int64_t pending_blobs;
     int64_t committing_bytes; /* those of a COMMIT under way (db_totals.c) */
     int64_t committing_blobs;
-    char *path;                /* hubd.db's path, for db_check_pages' own connection */
-    _Atomic int damaged;       /* db_check_pages found a bad page */
-    _Atomic int pages_checked; /* this run checked every page (at open, or db_check_pages) */
-    pthread_mutex_t uses_mu;   /* guards the queue of uses (db_uses.c) */
-    db_use_t *uses;            /* hits not yet written */
+    char *path;                  /* hubd.db's path, for db_check_pages' own connection */
+    _Atomic int damaged;         /* db_check_pages found a bad page */
+    _Atomic int pages_checked;   /* this run checked every page (at open, or db_check_pages) */
+    _Atomic uint64_t lookup_gen; /* bumped once a commit changed what the loop's look-ups read
+                                    (db_memo.c) */
+    int pending_lookups;         /* the open transaction changed such a row (wr's mutex) */
+    int committing_lookups;      /* and its COMMIT is under way */
+    db_memo_slot_t **memo;       /* the remembered look-ups (loop thread; NULL until the first) */
+    uint64_t memo_answers;       /* look-ups answered from it */
+    pthread_mutex_t uses_mu;     /* guards the queue of uses (db_uses.c) */
+    db_use_t *uses;              /* hits not yet written */
     size_t nuses, uses_cap;
 };
 
@@ -113,5 +122,25 @@ int db_exec(sqlite3 *h, const char *sql, const char *types, ...);
  * db_tx_end commits when rc is 0, else rolls back, and returns the outcome. */
 int db_tx_begin(sqlite3 *h);
 int db_tx_end(sqlite3 *h, int rc);
+/* A blob's recorded identity from columns col..col+2 of a row (ino,
+ * mtime_ns, ctime_ns: db_blobstat.c). */
+void db_column_stat(sqlite3_stmt *st, int col, db_blob_stat_t *out);
+
+/* db_memo.c. db_memo_init makes the triggers that mark a change (writer,
+ * at open). db_memo_get sets *gen to the generation a miss's statement
+ * must be remembered with (read before that statement runs), and returns
+ * the answer remembered for (kind, key, tag) when no commit has changed a
+ * row since, else NULL; db_memo_answer copies it out (any of sha_out,
+ * stat_out, meta_out may be NULL). db_memo_put remembers a found row.
+ * Loop thread. */
+int db_memo_init(db_t *db);
+void db_memo_free(db_t *db);
+const db_memo_slot_t *db_memo_get(db_t *db, db_memo_kind_t kind, const char *key, const char *tag,
+                                  uint64_t *gen);
+void db_memo_answer(const db_memo_slot_t *m, char sha_out[65], uint64_t *size_out,
+                    db_blob_stat_t *stat_out, db_entry_meta_t *meta_out);
+void db_memo_put(db_t *db, db_memo_kind_t kind, const char *key, const char *tag, uint64_t gen,
+                 const char sha[65], uint64_t size, const db_blob_stat_t *stat,
+                 const db_entry_meta_t *meta);
 
 #endif

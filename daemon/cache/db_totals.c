@@ -13,7 +13,8 @@
  * them. So the totals are those of what is committed. A change by another
  * connection is not seen: db_totals_check finds and mends that. The
  * triggers are TEMP, made at open outside any transaction: nothing on disk
- * to migrate. */
+ * to migrate. The same hooks bump the generation of the loop's look-up
+ * memo (db_memo.c), whose triggers mark the transaction in the same way. */
 #include "db.h"
 #include "db_internal.h"
 
@@ -49,6 +50,8 @@ static int on_commit(void *arg)
     db->committing_bytes += db->pending_bytes;
     db->committing_blobs += db->pending_blobs;
     db->pending_bytes = db->pending_blobs = 0;
+    db->committing_lookups |= db->pending_lookups;
+    db->pending_lookups = 0;
     return 0; /* the commit goes on */
 }
 
@@ -61,6 +64,9 @@ static int on_wal(void *arg, sqlite3 *h, const char *name, int pages)
         atomic_fetch_add(&db->total_blobs, (uint64_t)db->committing_blobs);
     }
     db->committing_bytes = db->committing_blobs = 0;
+    if (db->committing_lookups) /* after the commit is visible: db_memo.c */
+        atomic_fetch_add(&db->lookup_gen, 1);
+    db->committing_lookups = 0;
     if (pages >= AUTOCHECKPOINT_PAGES)
         sqlite3_wal_checkpoint_v2(h, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     return SQLITE_OK;
@@ -71,6 +77,7 @@ static void on_rollback(void *arg)
     db_t *db = arg;
     db->pending_bytes = db->pending_blobs = 0;
     db->committing_bytes = db->committing_blobs = 0;
+    db->pending_lookups = db->committing_lookups = 0;
 }
 
 /* The totals by a scan of the table, on h. */

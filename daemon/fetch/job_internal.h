@@ -260,6 +260,8 @@ struct job_hit {
     uint64_t size;
     int by_entry;    /* found through the URL's entry (touch it too) */
     int revalidated; /* the origin said 304: the entry is marked current */
+    int rec_known;   /* rec was read by the look-up that found the blob */
+    db_blob_stat_t rec;
     int fd;
     int rc;
     list_node_t ready_node; /* in js->hits_ready: served on the loop, answered next turn */

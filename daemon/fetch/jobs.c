@@ -40,7 +40,8 @@ static void on_jobs_drained(void *arg)
 }
 
 static int jobs_serve_cached(jobs_t *js, job_waiter_t *w, const char *url, const char sha[65],
-                             uint64_t size, int by_entry, int revalidated);
+                             uint64_t size, const db_blob_stat_t *rec, int by_entry,
+                             int revalidated);
 
 /* Whether a job not yet freed (failed ones too) still uses partial id. */
 static int part_in_use(const jobs_t *js, uint64_t id)
@@ -458,14 +459,15 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *cons
     uint64_t size = 0;
     int by_entry = 0;
     db_entry_meta_t meta;
-    int found =
-        sha256 && (waiter_vouched(w) ? db_find_blob(js->db, sha256, &size)
-                                     : db_find_blob_for(js->db, sha256, w->cred_tag, &size)) == 0;
+    db_blob_stat_t rec;
+    int found = sha256 && db_find_blob_stat(js->db, sha256, waiter_vouched(w) ? NULL : w->cred_tag,
+                                            &size, &rec) == 0;
     if (found) {
         memcpy(sha, w->expected, sizeof sha);
     } else if (db_find_entry_meta(js->db, u.canonical, w->cred_tag, sha, &size, &meta) == 0 &&
                (!sha256 || strcmp(sha, sha256) == 0)) {
         found = by_entry = 1;
+        rec = meta.stat;
         /* Asked to, or older than revalidate_after: the origin is asked
          * whether it is still current first (a digest asked for and held
          * needs no network: that bytes are right is known). */
@@ -482,7 +484,7 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *cons
         }
     }
     /* Found by digest, the entry is not touched (by_entry 0). */
-    if (found && jobs_serve_cached(js, w, u.canonical, sha, size, by_entry, 0) == 0) {
+    if (found && jobs_serve_cached(js, w, u.canonical, sha, size, &rec, by_entry, 0) == 0) {
         url_free(&u);
         return 0;
     }
@@ -500,21 +502,20 @@ int jobs_fetch(jobs_t *js, const char *url, const char *sha256, const char *cons
 
 /* A hit on the loop: where the blob's path is in the kernel's lookup
  * cache (no disk read: store_open_blob_cached) and its file is the one
- * recorded (read on the loop's reader: an indexed look-up), the hit needs
- * no pool item, whose two thread wake-ups cost more CPU than the rest of
- * the hit. Anything else (not cached, another file, a revalidation to
- * record) goes to the pool as before, which decides. 1 if served. */
+ * recorded (read on the loop's reader by the look-up that found the blob),
+ * the hit needs no pool item, whose two thread wake-ups cost more CPU than
+ * the rest of the hit. Anything else (not cached, another file, a
+ * revalidation to record) goes to the pool as before, which decides. 1 if
+ * served. */
 static int hit_on_loop(job_hit_t *hit)
 {
     jobs_t *js = hit->js;
     struct stat st;
-    db_blob_stat_t rec;
-    if (hit->revalidated || js->hits_closed ||
+    if (hit->revalidated || !hit->rec_known || js->hits_closed ||
         store_open_blob_cached(js->store, hit->sha, hit->size, &hit->fd, &st) != 0)
         return 0;
     db_blob_stat_t now = db_blob_stat_of(&st);
-    if (db_look_blob_stat(js->db, hit->sha, &rec) != 0 ||
-        (rec.ino && memcmp(&now, &rec, sizeof now) != 0)) {
+    if (hit->rec.ino && memcmp(&now, &hit->rec, sizeof now) != 0) {
         close(hit->fd);
         hit->fd = -1;
         return 0;
@@ -545,7 +546,8 @@ static void on_hits_ready(uv_idle_t *idle)
 }
 
 static int jobs_serve_cached(jobs_t *js, job_waiter_t *w, const char *url, const char sha[65],
-                             uint64_t size, int by_entry, int revalidated)
+                             uint64_t size, const db_blob_stat_t *rec, int by_entry,
+                             int revalidated)
 {
     job_hit_t *hit = calloc(1, sizeof *hit);
     if (!hit || !(hit->url = strdup(url))) {
@@ -560,6 +562,10 @@ static int jobs_serve_cached(jobs_t *js, job_waiter_t *w, const char *url, const
     hit->size = size;
     hit->by_entry = by_entry; /* before the pool item reads it */
     hit->revalidated = revalidated;
+    if (rec) {
+        hit->rec = *rec;
+        hit->rec_known = 1;
+    }
     hit->fd = -1;
     hit->work.data = hit;
     w->hit = hit;
@@ -598,7 +604,7 @@ static void job_not_modified(job_t *job)
         if (!w->cred_block && job->cred_headers)
             w->cred_block = strdup(job->cred_headers);
         w->restarted = 1; /* it heard QUEUED or ATTACHED: no second on_start */
-        if (jobs_serve_cached(js, w, job->key, rv->sha, rv->size, 1, 1)) {
+        if (jobs_serve_cached(js, w, job->key, rv->sha, rv->size, NULL, 1, 1)) {
             wipe_free(w->cred_block);
             w->cred_block = NULL;
             job_result_t res = {

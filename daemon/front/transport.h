@@ -97,7 +97,9 @@ void transport_set_pid(transport_t *t, pid_t pid);
 void transport_read(transport_t *t, int want);
 int transport_reading(const transport_t *t);
 
-/* Queues a copy of a line (OPEN or DRAINING; else dropped). */
+/* Sends a line (OPEN or DRAINING; else dropped): written at once when
+ * nothing is queued and the socket takes it all, else (the rest) queued as
+ * a copy, whose completion calls on_written. */
 void transport_send(transport_t *t, const char *line, size_t len);
 
 /* Queues a line that must leave with fd (one reference taken), after every
