@@ -72,6 +72,7 @@ enum {
     JOB_SHORT_WAIT = 1u << 3, /* short of room: waiting for an eviction run (short_runs) */
     JOB_PARK = 1u << 5,       /* failed by a shutdown: the partial is kept to resume */
     JOB_CLEANING = 1u << 6,   /* the discard or park item started (or the job went) */
+    JOB_SLOT_FREED = 1u << 7, /* in js->active, committing: holds no slot (jobs_release_slot) */
 };
 
 /* job->items: the job's own pool items in flight (the pipeline's are
@@ -93,9 +94,10 @@ struct jobs {
     db_t *db;
     bufpool_t pool;
     http_client_t *http;
-    list_t active; /* jobs past QUEUED and not finished, newest first (job_t.node) */
-    list_t all;    /* every job not yet freed, failed ones too (job_t.all_node) */
-    list_t queue;  /* QUEUED jobs, oldest first (job_t.node) */
+    list_t active;        /* jobs past QUEUED and not finished, newest first (job_t.node) */
+    unsigned slots_freed; /* of them, committing ones that hold no slot (JOB_SLOT_FREED) */
+    list_t all;           /* every job not yet freed, failed ones too (job_t.all_node) */
+    list_t queue;         /* QUEUED jobs, oldest first (job_t.node) */
     uint64_t next_id;
     worktrack_t work; /* jobs, hits and pool items a shutdown waits for */
     jobs_stats_t stats;
@@ -287,6 +289,10 @@ int jobs_uid_at_limit(const jobs_t *js, uid_t uid);
 void jobs_enqueue(job_t *job);
 /* A job taken off the queue goes into js->active. */
 void jobs_mark_active(job_t *job);
+/* Its bytes are all in and its connections gone (it commits): it stays in
+ * js->active but no longer counts against max_downloads, max_per_host or
+ * its user's max_jobs_per_user, and the queue is looked at again. */
+void jobs_release_slot(job_t *job);
 /* n body bytes came for a job: counted against max_rate. Returns 1 when
  * the bucket is spent: the job is to pause (PAUSE_RATE) until
  * js->rate_refilled is called; -1 when max_rate is off (a pause for it is

@@ -19,6 +19,10 @@ void job_unlist(job_t *job)
         list_remove(&job->node);
         job->flags &= ~JOB_IN_ACTIVE;
         js->stats.active--;
+        if (job->flags & JOB_SLOT_FREED) {
+            job->flags &= ~JOB_SLOT_FREED;
+            js->slots_freed--;
+        }
     }
     if (job->flags & JOB_IN_QUEUE) {
         list_remove(&job->node);
@@ -34,7 +38,7 @@ unsigned jobs_host_connections(jobs_t *js, const char *host_key)
     unsigned n = 0;
     for (list_node_t *p = list_first(&js->active); p; p = list_next(&js->active, p)) {
         job_t *j = list_entry(p, job_t, node);
-        if (strcmp(j->host_key, host_key) == 0) {
+        if (!(j->flags & JOB_SLOT_FREED) && strcmp(j->host_key, host_key) == 0) {
             unsigned c = j->seg ? segs_connections(j) : 1;
             n += c ? c : 1;
         }
@@ -45,9 +49,31 @@ unsigned jobs_host_connections(jobs_t *js, const char *host_key)
 static unsigned active_for_owner(jobs_t *js, uid_t uid)
 {
     unsigned n = 0;
-    for (list_node_t *p = list_first(&js->active); p; p = list_next(&js->active, p))
-        n += list_entry(p, job_t, node)->owner == uid;
+    for (list_node_t *p = list_first(&js->active); p; p = list_next(&js->active, p)) {
+        const job_t *j = list_entry(p, job_t, node);
+        n += j->owner == uid && !(j->flags & JOB_SLOT_FREED);
+    }
     return n;
+}
+
+/* Active jobs that hold a download slot: not those committing, whose
+ * bytes are in. A job waiting for its commit group holds no connection;
+ * counted, it kept the next download from starting, so that a flood of
+ * small files went half downloading, half committing, and each group
+ * took half of max_jobs_per_user (issue 26 point 3). */
+static unsigned downloading(const jobs_t *js)
+{
+    return js->stats.active - js->slots_freed;
+}
+
+void jobs_release_slot(job_t *job)
+{
+    jobs_t *js = job->js;
+    if ((job->flags & (JOB_IN_ACTIVE | JOB_SLOT_FREED)) != JOB_IN_ACTIVE)
+        return;
+    job->flags |= JOB_SLOT_FREED;
+    js->slots_freed++;
+    jobs_start_queued(js);
 }
 
 /* Whether a queued job waits for something other than a connection to its
@@ -56,7 +82,7 @@ static unsigned active_for_owner(jobs_t *js, uid_t uid)
 static int held_elsewhere(jobs_t *js, const job_t *job)
 {
     unsigned per_user = js->cfg->max_jobs_per_user;
-    return js->stats.active >= js->cfg->max_downloads || js->shutting_down ||
+    return downloading(js) >= js->cfg->max_downloads || js->shutting_down ||
            (per_user && active_for_owner(js, job->owner) >= per_user);
 }
 
@@ -81,7 +107,7 @@ void jobs_mark_active(job_t *job)
 
 job_t *jobs_next_startable(jobs_t *js)
 {
-    if (js->stats.active >= js->cfg->max_downloads || js->shutting_down)
+    if (downloading(js) >= js->cfg->max_downloads || js->shutting_down)
         return NULL;
     unsigned per_user = js->cfg->max_jobs_per_user;
     for (list_node_t *n = list_first(&js->queue); n; n = list_next(&js->queue, n)) {

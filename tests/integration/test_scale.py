@@ -22,7 +22,7 @@ import crowd
 import hits
 import idle_clients
 import misses
-from harness import HERE, free_port, Hubd, HubTestCase, write_config
+from harness import HERE, free_port, Hubd, HubTestCase, wait_for, write_config
 
 NGINX_ORIGIN = os.path.join(HERE, "..", "..", "scripts", "nginx-origin.sh")
 SANITIZED = os.environ.get("HUBD_SANITIZED") == "1"
@@ -247,6 +247,43 @@ class GroupCommitTest(HubTestCase):
         self.hubd.start()
         r = hits.measure(self.hubd.socket, urls, count=n)  # each a hit, or it fails
         self.assertEqual(self.stats()["misses"], 0)
+
+    def test_a_download_waiting_for_its_commit_holds_no_slot(self):
+        """A job whose bytes are in and that waits for its commit has no
+        connection: it no longer counts against max_downloads,
+        max_per_host or its user's max_jobs_per_user. Before, it kept the
+        next download queued, so that a flood of small files went half
+        downloading, half committing, and each group took half of
+        max_jobs_per_user (groups of 4, 1,000 files/s)."""
+        self.assertEqual(self.hubd.stop(), 0)
+        conf = write_config(os.path.join(self.tmp, "slot.conf"), max_jobs_per_user=1)
+        self.hubd = Hubd(os.path.join(self.tmp, "slot"), config=conf)
+        for name in ("c1", "c2", "c3"):
+            self.make_file(name, 4096, seed=len(name) + ord(name[1]))
+        # Another writer holds the database: c1's commit waits for it.
+        lock = sqlite3.connect(os.path.join(self.hubd.cache, "hubd.db"), isolation_level=None,
+                               timeout=1)
+        self.addCleanup(lock.close)
+        lock.execute("BEGIN IMMEDIATE")
+        s = hits.Session(self.hubd.socket)
+        self.addCleanup(s.s.close)
+        for i, name in enumerate(("c1", "c2", "c3")):
+            s.s.sendall(b"FETCH id=%d url=%s\n" % (i, self.origin.url("/files/" + name).encode()))
+        # c2 and c3 download one after the other (one slot) while c1 waits.
+        wait_for(lambda: self.origin.requests_for("/files/c3") == 1, timeout=5,
+                 what="c2 and c3 downloaded while c1's commit waits")
+        st = self.stats()
+        self.assertEqual((st["commits"], st["jobs_queued"], st["jobs_active"]), (0, 0, 3), st)
+        lock.execute("ROLLBACK")
+        done = set()
+        while len(done) < 3:
+            line, fds = s.line()
+            for fd in fds:
+                os.close(fd)
+            self.assertFalse(line.startswith(b"ERR"), line)
+            if line.startswith(b"DONE"):
+                done.add(line.split(b"id=")[1].split(b" ")[0])
+        self.assertEqual(self.stats()["commits"], 3)
 
 
 if __name__ == "__main__":
