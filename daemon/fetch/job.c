@@ -753,6 +753,7 @@ static void start_commit(job_t *job)
     job_set_state(job, JOB_COMMITTING);
     job_commit_queue(job, after_commit);
     jobs_release_slot(job); /* its slot to the next queued download */
+    jobs_start_queued(job->js);
 }
 
 /* Back from the discard or the park item: the job goes. */

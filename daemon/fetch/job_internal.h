@@ -291,7 +291,7 @@ void jobs_enqueue(job_t *job);
 void jobs_mark_active(job_t *job);
 /* Its bytes are all in and its connections gone (it commits): it stays in
  * js->active but no longer counts against max_downloads, max_per_host or
- * its user's max_jobs_per_user, and the queue is looked at again. */
+ * its user's max_jobs_per_user (the caller then starts what may start). */
 void jobs_release_slot(job_t *job);
 /* n body bytes came for a job: counted against max_rate. Returns 1 when
  * the bucket is spent: the job is to pause (PAUSE_RATE) until

@@ -73,7 +73,6 @@ void jobs_release_slot(job_t *job)
         return;
     job->flags |= JOB_SLOT_FREED;
     js->slots_freed++;
-    jobs_start_queued(js);
 }
 
 /* Whether a queued job waits for something other than a connection to its
