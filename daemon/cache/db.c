@@ -343,6 +343,9 @@ void db_close(db_t *db)
     sqlite3_finalize(db->find_part);
     sqlite3_finalize(db->find_blob_for);
     sqlite3_finalize(db->blob_stat);
+    db_exec_forget(db->rp);
+    db_exec_forget(db->rd);
+    db_exec_forget(db->wr);
     sqlite3_close(db->rp);
     sqlite3_close(db->rd);
     sqlite3_close(db->wr);

@@ -5,8 +5,10 @@
 #include "log.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <sqlite3.h>
+#include <string.h>
 
 int db_sq_err(sqlite3 *h, const char *what)
 {
@@ -14,10 +16,72 @@ int db_sq_err(sqlite3 *h, const char *what)
     return h && sqlite3_errcode(h) == SQLITE_FULL ? -ENOSPC : -EIO;
 }
 
+/* db_exec's statements, kept prepared between calls. Compiling one costs
+ * more than running it (the TEMP triggers of db_totals.c and db_memo.c are
+ * compiled into every statement that writes their tables): a small file's
+ * commit ran seven of them, about a tenth of its CPU (issue 26 point 3).
+ * Keyed by connection and SQL text (its pointer, then the text itself: a
+ * string built at run time may reuse a freed one's address). A statement
+ * is taken out while it runs, so two threads never share one; when all
+ * slots are taken it is finalized instead. db_exec_forget finalizes a
+ * connection's before it closes. */
+#define STMT_CACHE 48
+
+static struct {
+    sqlite3 *h;
+    const char *sql;
+    sqlite3_stmt *st;
+} stmts[STMT_CACHE];
+static pthread_mutex_t stmts_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static sqlite3_stmt *stmt_take(sqlite3 *h, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    pthread_mutex_lock(&stmts_mu);
+    for (size_t i = 0; i < STMT_CACHE && !st; i++) {
+        if (stmts[i].st && stmts[i].h == h && stmts[i].sql == sql &&
+            strcmp(sqlite3_sql(stmts[i].st), sql) == 0) {
+            st = stmts[i].st;
+            stmts[i].st = NULL;
+        }
+    }
+    pthread_mutex_unlock(&stmts_mu);
+    return st;
+}
+
+static void stmt_give(sqlite3 *h, const char *sql, sqlite3_stmt *st)
+{
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    pthread_mutex_lock(&stmts_mu);
+    for (size_t i = 0; i < STMT_CACHE && st; i++) {
+        if (!stmts[i].st) {
+            stmts[i].h = h;
+            stmts[i].sql = sql;
+            stmts[i].st = st;
+            st = NULL;
+        }
+    }
+    pthread_mutex_unlock(&stmts_mu);
+    sqlite3_finalize(st); /* NULL: kept */
+}
+
+void db_exec_forget(sqlite3 *h)
+{
+    pthread_mutex_lock(&stmts_mu);
+    for (size_t i = 0; i < STMT_CACHE; i++) {
+        if (stmts[i].st && stmts[i].h == h) {
+            sqlite3_finalize(stmts[i].st);
+            stmts[i].st = NULL;
+        }
+    }
+    pthread_mutex_unlock(&stmts_mu);
+}
+
 int db_exec(sqlite3 *h, const char *sql, const char *types, ...)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK)
+    sqlite3_stmt *st = stmt_take(h, sql);
+    if (!st && sqlite3_prepare_v3(h, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK)
         return db_sq_err(h, sql);
     va_list ap;
     va_start(ap, types);
@@ -31,9 +95,9 @@ int db_exec(sqlite3 *h, const char *sql, const char *types, ...)
         }
     }
     va_end(ap);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : db_sq_err(h, sql);
+    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_sq_err(h, sql);
+    stmt_give(h, sql, st);
+    return rc;
 }
 
 /* A write transaction on the writer connection. It holds the connection's

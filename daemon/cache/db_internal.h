@@ -117,6 +117,9 @@ int db_sq_err_or_corrupt(sqlite3 *h, const char *what);
 /* Runs one statement with text/int64 parameters given as a NUL-terminated
  * description: 't' text (may be NULL -> SQL NULL), 'i' int64. */
 int db_exec(sqlite3 *h, const char *sql, const char *types, ...);
+/* db_exec keeps its statements prepared (db_err.c): h's are finalized
+ * here, before h closes. */
+void db_exec_forget(sqlite3 *h);
 /* A write transaction on the writer connection, holding its mutex from
  * begin to end so another pool thread cannot interleave statements;
  * db_tx_end commits when rc is 0, else rolls back, and returns the outcome. */

@@ -109,13 +109,26 @@ job_t *jobs_next_startable(jobs_t *js)
     if (downloading(js) >= js->cfg->max_downloads || js->shutting_down)
         return NULL;
     unsigned per_user = js->cfg->max_jobs_per_user;
+    /* The last host and user found full stay full through this scan:
+     * each counts over the active jobs, and a queue of one user's small
+     * files asked both of every job, one scan per job started. */
+    const char *full_host = NULL;
+    const job_t *full_owner = NULL;
     for (list_node_t *n = list_first(&js->queue); n; n = list_next(&js->queue, n)) {
         job_t *job = list_entry(n, job_t, node);
         /* A full host, or a user at max_jobs_per_user, waits without
          * holding up the others behind it in the queue. */
-        if (jobs_host_connections(js, job->host_key) >= js->cfg->max_per_host ||
-            (per_user && active_for_owner(js, job->owner) >= per_user))
+        if ((full_owner && full_owner->owner == job->owner) ||
+            (full_host && strcmp(full_host, job->host_key) == 0))
             continue;
+        if (per_user && active_for_owner(js, job->owner) >= per_user) {
+            full_owner = job;
+            continue;
+        }
+        if (jobs_host_connections(js, job->host_key) >= js->cfg->max_per_host) {
+            full_host = job->host_key;
+            continue;
+        }
         job_unlist(job);
         return job;
     }

@@ -100,29 +100,76 @@ def _ephemeral_low():
 
 
 _PORTS = random.SystemRandom()
+_PORT_DIR = os.path.join(tempfile.gettempdir(), "hubd-test-ports")
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _reserve(port):
+    """Claims port for this process's life against every other test
+    process's free_port (a file naming the claimant's pid; a dead one's
+    claim is taken over by the next draw)."""
+    os.makedirs(_PORT_DIR, exist_ok=True)
+    path = os.path.join(_PORT_DIR, str(port))
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        try:
+            with open(path) as f:
+                pid = int(f.read() or "0")
+        except (OSError, ValueError):
+            pid = 0
+        if not pid or not _alive(pid):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(str(os.getpid()))
+    return True
+
+
+def _unused(family, host, port):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        if family == socket.AF_INET6:
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        s.bind((host, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
 
 
 def free_port(host="127.0.0.1"):
-    """A loopback port nobody listens on just now, for a server a test starts
-    later. It is drawn at random from below the kernel's ephemeral range: a
-    port the kernel picked (bind to 0) is also what every outgoing connection
-    of the tests running beside this one may be given as its own local port,
-    and one such connection made the server's later bind fail (CI, issue 26).
-    Below the range only another test's draw can meet it, one in thousands."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    """A loopback port nobody uses just now, on any address of either
+    family, for a server a test starts later (host is kept for the callers'
+    sake: the port is free on both loopbacks). It is drawn at random from
+    below the kernel's ephemeral range: a port the kernel picked (bind to 0)
+    is also what every outgoing connection of the tests running beside this
+    one may be given as its own local port, and one such connection made
+    the server's later bind fail (CI, issue 26). Each port drawn is claimed
+    for this process (_reserve), so that no other test's draw meets it."""
+    del host
     high = min(_ephemeral_low(), 65536)
     low = max(1024, high - 16384)
-    for _ in range(200):
+    v6 = ipv6_loopback_works()
+    for _ in range(500):
         port = _PORTS.randrange(low, high)
-        s = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            s.bind((host, port))
+        if (_unused(socket.AF_INET, "0.0.0.0", port) and
+                (not v6 or _unused(socket.AF_INET6, "::", port)) and _reserve(port)):
             return port
-        except OSError:
-            continue
-        finally:
-            s.close()
-    raise AssertionError("no free port below %d on %s" % (high, host))
+    raise AssertionError("no free port below %d" % high)
 
 
 def ipv6_loopback_works():
