@@ -181,16 +181,20 @@ def evict_row(d, n):
         s.hit(i, t)
     target = total // 10
     done = {}
+    blobs0 = int(d.stats()["cache_blobs"])
 
     def watch(t0):
         # Done when the cache is at the target (how many blobs that takes
         # depends on their sizes and the order of use): the rate is what
-        # went meanwhile.
+        # went meanwhile. Counted from cache_blobs, which changes with
+        # cache_bytes at each commit: `evicted` is counted once the run's
+        # last batch is back on the loop, and a run done in one batch read
+        # 0 here.
         while True:
             st = d.stats()
             if int(st["cache_bytes"]) <= target:
                 done["s"] = time.monotonic() - t0
-                done["n"] = int(st["evicted"])
+                done["n"] = blobs0 - int(st["cache_blobs"])
                 return
             time.sleep(0.005)
 
