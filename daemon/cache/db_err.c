@@ -100,6 +100,18 @@ int db_exec(sqlite3 *h, const char *sql, const char *types, ...)
     return rc;
 }
 
+int db_temp_triggers(sqlite3 *h, const char *fn_name, int nargs,
+                     void (*fn)(sqlite3_context *, int, sqlite3_value **), void *arg,
+                     const char *sql)
+{
+    if (sqlite3_create_function(h, fn_name, nargs, SQLITE_UTF8, arg, fn, NULL, NULL) != SQLITE_OK)
+        return db_sq_err(h, fn_name);
+    char *msg = NULL;
+    int rc = sqlite3_exec(h, sql, NULL, NULL, &msg) == SQLITE_OK ? 0 : db_sq_err(h, fn_name);
+    sqlite3_free(msg);
+    return rc;
+}
+
 /* A write transaction on the writer connection. It holds the connection's
  * mutex from begin to end, so another pool thread cannot interleave its
  * statements into it. */

@@ -117,6 +117,11 @@ int db_sq_err_or_corrupt(sqlite3 *h, const char *what);
 /* Runs one statement with text/int64 parameters given as a NUL-terminated
  * description: 't' text (may be NULL -> SQL NULL), 'i' int64. */
 int db_exec(sqlite3 *h, const char *sql, const char *types, ...);
+/* Makes the SQL function fn_name (its user data arg) and then runs sql,
+ * the TEMP triggers that call it (db_totals.c, db_memo.c). */
+int db_temp_triggers(sqlite3 *h, const char *fn_name, int nargs,
+                     void (*fn)(sqlite3_context *, int, sqlite3_value **), void *arg,
+                     const char *sql);
 /* db_exec keeps its statements prepared (db_err.c): h's are finalized
  * here, before h closes. */
 void db_exec_forget(sqlite3 *h);

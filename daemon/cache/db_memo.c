@@ -71,17 +71,8 @@ static void lookups_changed(sqlite3_context *ctx, int argc, sqlite3_value **argv
 
 int db_memo_init(db_t *db)
 {
-    sqlite3 *h = db->wr;
     atomic_store(&db->lookup_gen, 1); /* a slot of generation 0 is empty */
-    if (sqlite3_create_function(h, "hubd_lookups_changed", 0, SQLITE_UTF8, db, lookups_changed,
-                                NULL, NULL) != SQLITE_OK)
-        return db_sq_err(h, "hubd_lookups_changed");
-    char *msg = NULL;
-    int rc = sqlite3_exec(h, triggers, NULL, NULL, &msg) == SQLITE_OK
-                 ? 0
-                 : db_sq_err(h, "creating the look-up memo's triggers");
-    sqlite3_free(msg);
-    return rc;
+    return db_temp_triggers(db->wr, "hubd_lookups_changed", 0, lookups_changed, db, triggers);
 }
 
 void db_memo_free(db_t *db)

@@ -115,14 +115,7 @@ static int read_kept(sqlite3 *h, uint64_t *bytes, uint64_t *blobs)
 int db_totals_init(db_t *db)
 {
     sqlite3 *h = db->wr;
-    if (sqlite3_create_function(h, "hubd_blob_delta", 2, SQLITE_UTF8, db, blob_delta, NULL, NULL) !=
-        SQLITE_OK)
-        return db_sq_err(h, "hubd_blob_delta");
-    char *msg = NULL;
-    int rc = sqlite3_exec(h, triggers, NULL, NULL, &msg) == SQLITE_OK
-                 ? 0
-                 : db_sq_err(h, "creating the blob totals' triggers");
-    sqlite3_free(msg);
+    int rc = db_temp_triggers(h, "hubd_blob_delta", 2, blob_delta, db, triggers);
     if (rc)
         return rc;
     sqlite3_commit_hook(h, on_commit, db);
