@@ -700,6 +700,53 @@ START_TEST(db_concurrent_record_download)
 }
 END_TEST
 
+/* A group commit's records: all in one transaction; one that fails goes
+ * back alone (its blob row and its share of the totals too), the others
+ * stand. The group is tried first without a savepoint each (they had
+ * SQLite write a sub-journal to a temporary file), then, after a failure,
+ * again with them. */
+START_TEST(db_record_downloads_one_failing_goes_back_alone)
+{
+    char a[65], c[65];
+    make_sha(a, 0x5a);
+    make_sha(c, 0x5c);
+    db_record_t recs[3] = {
+        {.url = "http://h/ga", .cred_tag = "", .sha256 = a, .size = 100},
+        {.url = "http://h/gb", .cred_tag = "", .sha256 = NULL, .size = 7}, /* NOT NULL fails */
+        {.url = "http://h/gc", .cred_tag = "", .sha256 = c, .size = 300},
+    };
+    int rcs[3] = {9, 9, 9};
+    uint64_t bytes = 0, blobs = 0;
+    ck_assert_int_eq(db_record_downloads(db, recs, 3, rcs), 0); /* the transaction stands */
+    ck_assert_int_eq(rcs[0], 0);
+    ck_assert_int_ne(rcs[1], 0);
+    ck_assert_int_eq(rcs[2], 0);
+    find_entry_is("http://h/ga", "", a, 100);
+    find_entry_is("http://h/gc", "", c, 300);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM blobs"), 2);
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM entries WHERE url = 'http://h/gb'"), 0);
+    ck_assert_int_eq(db_cache_size(db, &bytes, &blobs), 0);
+    ck_assert_uint_eq(bytes, 400);
+    ck_assert_uint_eq(blobs, 2);
+
+    /* A group that all stands: one transaction, every row and the totals. */
+    char d[65], e[65];
+    make_sha(d, 0x5d);
+    make_sha(e, 0x5e);
+    db_record_t good[2] = {
+        {.url = "http://h/gd", .cred_tag = "", .sha256 = d, .size = 40},
+        {.url = "http://h/ge", .cred_tag = "t", .sha256 = e, .size = 50},
+    };
+    ck_assert_int_eq(db_record_downloads(db, good, 2, rcs), 0);
+    ck_assert_int_eq(rcs[0] | rcs[1], 0);
+    find_entry_is("http://h/gd", "", d, 40);
+    find_entry_is("http://h/ge", "t", e, 50);
+    ck_assert_int_eq(db_cache_size(db, &bytes, &blobs), 0);
+    ck_assert_uint_eq(bytes, 490);
+    ck_assert_uint_eq(blobs, 4);
+}
+END_TEST
+
 static Suite *db_suite(void)
 {
     Suite *s = suite_create("db");
@@ -721,6 +768,7 @@ static Suite *db_suite(void)
     tcase_add_test(tc, db_lru_follows_use_not_the_clock);
     tcase_add_test(tc, db_requesters_are_recorded);
     tcase_add_test(tc, db_eviction_fence_is_on_recording_not_use);
+    tcase_add_test(tc, db_record_downloads_one_failing_goes_back_alone);
     /* Each commit fsyncs (synchronous=FULL). */
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
