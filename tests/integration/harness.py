@@ -117,9 +117,9 @@ def _reserve(port):
     """Claims port for this process's life against every other test
     process's free_port (a file naming the claimant's pid; a dead one's
     claim is taken over by the next draw)."""
-    os.makedirs(_PORT_DIR, exist_ok=True)
     path = os.path.join(_PORT_DIR, str(port))
     try:
+        os.makedirs(_PORT_DIR, exist_ok=True)
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         try:
@@ -133,6 +133,8 @@ def _reserve(port):
             except OSError:
                 pass
         return False
+    except OSError:  # no claims here (another user's folder): the draw alone
+        return True
     with os.fdopen(fd, "w") as f:
         f.write(str(os.getpid()))
     return True
