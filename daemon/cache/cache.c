@@ -358,8 +358,7 @@ int cache_verify_one(store_t *store, db_t *db, const char *sha256, uint64_t size
         /* Verified: from now on hits compare the file with this identity
          * (the one a commit recorded, unless a cache from before had none). */
         db_blob_stat_t bs = db_blob_stat_of(&st);
-        db_set_blob_stat(db, sha256, &bs);
-        db_set_verified(db, sha256, now);
+        db_set_verified(db, sha256, now, &bs);
     }
     db_unlock(db);
     return rc;

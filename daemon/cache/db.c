@@ -644,11 +644,14 @@ int db_next_to_verify(db_t *db, int64_t before, char sha_out[65], uint64_t *size
     return rc ? rc : o.found ? 0 : -ENOENT;
 }
 
-int db_set_verified(db_t *db, const char *sha256, int64_t when)
+int db_set_verified(db_t *db, const char *sha256, int64_t when, const db_blob_stat_t *bs)
 {
     sqlite3 *h = db->wr;
     sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc = db_exec(h, "UPDATE blobs SET verified = ?2 WHERE sha256 = ?1", "ti", sha256, when);
+    int rc = db_exec(h,
+                     "UPDATE blobs SET verified = ?2, ino = ?3, mtime_ns = ?4, ctime_ns = ?5"
+                     " WHERE sha256 = ?1",
+                     "tiiii", sha256, when, (int64_t)bs->ino, bs->mtime_ns, bs->ctime_ns);
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
     return rc;
 }

@@ -270,9 +270,10 @@ int db_read_blob_stat(db_t *db, const char *sha256, db_blob_stat_t *out);
 
 /* Pool threads. The blob least recently verified, if that was before
  * `before` (unix seconds; -ENOENT when none is due), and recording a
- * verification. */
+ * verification with the identity of the file verified, in one statement
+ * (one commit). */
 int db_next_to_verify(db_t *db, int64_t before, char sha_out[65], uint64_t *size_out);
-int db_set_verified(db_t *db, const char *sha256, int64_t when);
+int db_set_verified(db_t *db, const char *sha256, int64_t when, const db_blob_stat_t *bs);
 
 /* ---- holds (db_holds.c) --------------------------------------------------
  * A hold keeps a blob from eviction while a user's HF cache links to it:

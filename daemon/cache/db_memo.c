@@ -11,13 +11,15 @@
  * could see goes through the writer connection (db.c opens the others
  * read-only in all but name: no statement on them writes), and TEMP
  * triggers on it call hubd_lookups_changed() for each row inserted,
- * deleted or updated in a column that the look-ups read. The uses of a
- * hit (accessed, seq) touch none of them, so hits do not undo their own
- * memo. As with the totals (db_totals.c), the WAL hook, called once a
- * commit has taken place, bumps the generation; a rollback drops the
- * mark. A remembered answer holds the generation read before its
- * statement ran: any commit that its statement did not see bumps the
- * generation after it is visible, so such an answer is never used again.
+ * deleted or updated to another value in a column that the look-ups read
+ * (an update to the same value leaves every answer as it was: the
+ * background verifier records a blob's unchanged identity every few ms,
+ * and undid the whole memo each time). The uses of a hit (accessed, seq)
+ * touch none of them, so hits do not undo their own memo. As with the totals (db_totals.c), the WAL
+ * hook, called once a commit has taken place, bumps the generation; a rollback drops the mark. A
+ * remembered answer holds the generation read before its statement ran: any commit that its
+ * statement did not see bumps the generation after it is visible, so such an answer is never used
+ * again.
  *
  * A hit so answered is still checked against its file by the caller
  * (the fstat of the file it opened against the identity remembered here),
@@ -52,13 +54,18 @@ static const char triggers[] =
     "CREATE TEMP TRIGGER IF NOT EXISTS memo_blob_del AFTER DELETE ON blobs BEGIN"
     " SELECT hubd_lookups_changed(); END;"
     "CREATE TEMP TRIGGER IF NOT EXISTS memo_blob_set AFTER UPDATE OF sha256, size, public, ino,"
-    " mtime_ns, ctime_ns ON blobs BEGIN SELECT hubd_lookups_changed(); END;"
+    " mtime_ns, ctime_ns ON blobs WHEN NEW.sha256 IS NOT OLD.sha256 OR NEW.size IS NOT OLD.size"
+    " OR NEW.public IS NOT OLD.public OR NEW.ino IS NOT OLD.ino OR NEW.mtime_ns IS NOT"
+    " OLD.mtime_ns OR NEW.ctime_ns IS NOT OLD.ctime_ns BEGIN SELECT hubd_lookups_changed(); END;"
     "CREATE TEMP TRIGGER IF NOT EXISTS memo_entry_add AFTER INSERT ON entries BEGIN"
     " SELECT hubd_lookups_changed(); END;"
     "CREATE TEMP TRIGGER IF NOT EXISTS memo_entry_del AFTER DELETE ON entries BEGIN"
     " SELECT hubd_lookups_changed(); END;"
     "CREATE TEMP TRIGGER IF NOT EXISTS memo_entry_set AFTER UPDATE OF url, cred_tag, sha256, etag,"
-    " last_modified, created, validated ON entries BEGIN SELECT hubd_lookups_changed(); END;";
+    " last_modified, created, validated ON entries WHEN NEW.url IS NOT OLD.url OR NEW.cred_tag IS"
+    " NOT OLD.cred_tag OR NEW.sha256 IS NOT OLD.sha256 OR NEW.etag IS NOT OLD.etag OR"
+    " NEW.last_modified IS NOT OLD.last_modified OR NEW.created IS NOT OLD.created OR"
+    " NEW.validated IS NOT OLD.validated BEGIN SELECT hubd_lookups_changed(); END;";
 
 /* Called by SQLite inside a statement on the writer (its mutex held). */
 static void lookups_changed(sqlite3_context *ctx, int argc, sqlite3_value **argv)

@@ -5,7 +5,8 @@
  * other bytes, a revalidation, a blob's file re-recorded, an entry or a
  * blob forgotten, a gated blob's last entry for a tag removed. The hits'
  * own uses (accessed, seq) change nothing a look-up reads, and do not undo
- * the memo. The fixture is db_fixture.h's. */
+ * the memo; nor does an update that writes the values already there. The fixture is db_fixture.h's.
+ */
 #include "db_fixture.h"
 
 #include <check.h>
@@ -144,6 +145,34 @@ START_TEST(memo_survives_the_hits_own_uses)
 }
 END_TEST
 
+/* A verification records the identity it found: the same as before, it
+ * leaves the memo alone (the verifier does this every few ms, and undid
+ * every remembered answer each time); another, the next look-up sees it. */
+START_TEST(memo_survives_an_update_to_the_same_values)
+{
+    char a[65], sha[65];
+    uint64_t size;
+    db_entry_meta_t meta;
+    db_blob_stat_t st, other = {.ino = 123, .mtime_ns = 456, .ctime_ns = 789};
+    make_sha(a, 0xa7);
+    record("http://h/v", "", a, 10, NULL, NULL);
+    ck_assert_int_eq(db_get_blob_stat(db, a, &st), 0);
+    ck_assert_int_eq(db_find_entry_meta(db, "http://h/v", "", sha, &size, &meta), 0);
+    remembered("http://h/v", "", a, 10);
+    ck_assert_int_eq(db_set_verified(db, a, 1000, &st), 0);
+    ck_assert_int_eq(db_set_blob_stat(db, a, &st), 0);
+    ck_assert_int_eq(db_entry_validated(db, "http://h/v", "", meta.validated), 0); /* as was */
+    uint64_t before = db_memo_answers(db);
+    find_entry_is("http://h/v", "", a, 10);
+    ck_assert_uint_eq(db_memo_answers(db), before + 1);
+
+    ck_assert_int_eq(db_set_verified(db, a, 2000, &other), 0);
+    ck_assert_int_eq(db_find_entry_meta(db, "http://h/v", "", sha, &size, &meta), 0);
+    ck_assert_uint_eq(meta.stat.ino, 123);
+    ck_assert_int_eq(meta.stat.mtime_ns, 456);
+}
+END_TEST
+
 static Suite *memo_suite(void)
 {
     Suite *s = suite_create("db_memo");
@@ -155,6 +184,7 @@ static Suite *memo_suite(void)
     tcase_add_test(tc, memo_sees_a_file_recorded_again);
     tcase_add_test(tc, memo_sees_an_entry_and_a_blob_forgotten);
     tcase_add_test(tc, memo_survives_the_hits_own_uses);
+    tcase_add_test(tc, memo_survives_an_update_to_the_same_values);
     suite_add_tcase(s, tc);
     return s;
 }
