@@ -3,11 +3,13 @@
  * files of 4 KiB, in groups of G, only what a commit must for a DONE to
  * mean "on disk": create the file, write it, then per group one syncfs
  * for the data, a link into a two-letter folder per file, an fsync of
- * each folder that got one, one SQLite transaction (WAL, synchronous
- * FULL) for the group's rows, and the temporary names unlinked. No
- * network, no hashing, no thread hand-offs.
+ * each folder that got one (or, with `syncfs`, one more syncfs for all
+ * the names, as hubd does for a group spread over many folders), one
+ * SQLite transaction (WAL, synchronous FULL) for the group's rows, and
+ * the temporary names unlinked. No network, no hashing, no thread
+ * hand-offs.
  *
- *   commitfloor DIR N G
+ *   commitfloor DIR N G [fsync|syncfs]
  *
  * DIR is made (it must not exist) on the file system to measure; prints
  * one JSON object: files per second and CPU us per file (this process:
@@ -64,10 +66,11 @@ static void fsync_dir(int dir, const char *rel)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: commitfloor DIR N G\n");
+    if (argc != 4 && !(argc == 5 && (!strcmp(argv[4], "fsync") || !strcmp(argv[4], "syncfs")))) {
+        fprintf(stderr, "usage: commitfloor DIR N G [fsync|syncfs]\n");
         return 2;
     }
+    int names_syncfs = argc == 5 && !strcmp(argv[4], "syncfs");
     unsigned n = (unsigned)strtoul(argv[2], NULL, 10), g = (unsigned)strtoul(argv[3], NULL, 10);
     if (n < 1 || g < 1 || g > 4096) {
         fprintf(stderr, "commitfloor: N at least 1, G 1-4096\n");
@@ -131,7 +134,9 @@ int main(int argc, char **argv)
                 die(rel);
             close(fds[i]);
         }
-        for (unsigned i = 0; i < k; i++) {
+        if (names_syncfs && syncfs(dir))
+            die("syncfs");
+        for (unsigned i = 0; i < k && !names_syncfs; i++) {
             unsigned f = (unsigned)strtoul((char[]){names[i][0], names[i][1], 0}, NULL, 16);
             if (!seen[f]) {
                 char rel[16];
@@ -163,8 +168,9 @@ int main(int argc, char **argv)
         done += k;
     }
     double wall = now_s() - t0, cpu = cpu_s() - c0;
-    printf("{\"files\": %u, \"group\": %u, \"per_s\": %.0f, \"cpu_us_each\": %.0f}\n", n, g,
-           n / wall, cpu / n * 1e6);
+    printf("{\"files\": %u, \"group\": %u, \"names\": \"%s\", \"per_s\": %.0f, "
+           "\"cpu_us_each\": %.0f}\n",
+           n, g, names_syncfs ? "syncfs" : "fsync", n / wall, cpu / n * 1e6);
     sqlite3_finalize(blob);
     sqlite3_finalize(entry);
     sqlite3_close(db);

@@ -417,6 +417,11 @@ int store_sync_all(const store_t *s)
     return syncfs(s->dir_fd) ? -errno : 0;
 }
 
+int store_sync_names(const store_t *s)
+{
+    return s->syncfs_errors ? store_sync_all(s) : -ENOTSUP;
+}
+
 int store_check_synced(const store_t *s, int fd)
 {
     if (!s->syncfs_errors)

@@ -92,6 +92,13 @@ int store_sync_all(const store_t *s);
  * (before Linux 5.17, or a file system other than ext4, XFS, btrfs or
  * tmpfs: store.c says why). Waits, writes nothing, no device flush. */
 int store_check_synced(const store_t *s, int fd);
+/* Pool thread: the names made under blobs/ since the last sync made
+ * durable by one syncfs, where that stands for each folder's fsync (as in
+ * store_check_synced: a directory's blocks are written by syncfs as a
+ * file's pages are, and a failed write is told to the next syncfs on
+ * this store's descriptor). 0, the error, or -ENOTSUP: fsync each folder
+ * then. */
+int store_sync_names(const store_t *s);
 /* Pool thread: fsync blobs/<hex's first two>/, and blobs/ when new_dir. */
 int store_sync_blob_dir(const store_t *s, const char *hex, int new_dir);
 

@@ -150,23 +150,43 @@ static void group_sync_data(commit_group_t *g)
     }
 }
 
+/* A group whose names went into this many folders or more makes them
+ * durable with one syncfs (one device flush) instead of a fsync of each
+ * folder (a device flush each: a flood of small files spreads over the
+ * 256 folders, and 50 fsyncs made a group of 57 take 10 ms, in which no
+ * other group could start). Fewer: each folder's fsync, which waits for
+ * no other download's writes. */
+#define GROUP_SYNCFS_DIRS 8
+
 /* The new names made durable: each folder that got one, once (and blobs/
- * when a folder is new). Under the lock, so never a syncfs here: that
- * could take seconds of other downloads' writes, in which every other
- * user of the writer would wait. */
+ * when a folder is new), or all of them by one syncfs where the group
+ * spread over many folders. That syncfs runs under the lock: it writes
+ * only what other downloads wrote since the group's data syncfs, a few
+ * ms before, and the users of the writer that wait for it (other groups,
+ * checkpoints, eviction) are pool items. */
 static void group_sync_names(commit_group_t *g)
 {
-    char seen[256] = {0};
+    char dirs[256] = {0};
+    unsigned ndirs = 0;
     int rc = 0, new_dir = 0;
-    for (size_t i = 0; i < g->n; i++)
-        new_dir |= !g->jobs[i]->commit_rc && g->jobs[i]->commit_new_dir;
-    for (size_t i = 0; i < g->n && !rc; i++) {
-        job_t *job = g->jobs[i];
+    for (size_t i = 0; i < g->n; i++) {
+        const job_t *job = g->jobs[i];
         unsigned b = (unsigned)strtoul((char[]){job->digest[0], job->digest[1], 0}, NULL, 16);
-        if (job->commit_rc || seen[b])
+        if (job->commit_rc)
             continue;
-        seen[b] = 1;
-        rc = store_sync_blob_dir(g->js->store, job->digest, new_dir);
+        new_dir |= job->commit_new_dir;
+        ndirs += !dirs[b];
+        dirs[b] = 1;
+    }
+    g->js->commit_group_syncfs = ndirs >= GROUP_SYNCFS_DIRS && store_sync_names(g->js->store) == 0;
+    if (g->js->commit_group_syncfs)
+        return;
+    for (unsigned b = 0; b < 256 && !rc; b++) {
+        static const char digits[] = "0123456789abcdef";
+        if (!dirs[b])
+            continue;
+        char hex[3] = {digits[b >> 4], digits[b & 15], 0};
+        rc = store_sync_blob_dir(g->js->store, hex, new_dir);
         new_dir = 0; /* blobs/ once */
     }
     for (size_t i = 0; rc && i < g->n; i++)
@@ -275,6 +295,7 @@ static void after_group(uv_work_t *req, int status)
     js->commit_group_out = 0;
     js->commit_group_n = 0;
     js->stats.commit_groups++;
+    js->stats.commit_name_syncs += js->commit_group_syncfs;
     js->stats.commits += n;
     for (size_t i = 0; i < n; i++) {
         job_t *job = js->commit_group[i];

@@ -133,6 +133,7 @@ typedef struct jobs_stats {
     uint64_t revalidated;       /* revalidations the origin answered 304 (served as hits) */
     uint64_t commits;           /* downloads committed (recorded, or failed at the commit) */
     uint64_t commit_groups;     /* the group items that did it: commits share transactions */
+    uint64_t commit_name_syncs; /* groups whose names one syncfs made durable (commit.c) */
     uint64_t hits_on_loop;      /* hits answered with no pool item (jobs.c: hit_on_loop) */
     unsigned active, queued;
 } jobs_stats_t;

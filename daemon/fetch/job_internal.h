@@ -146,6 +146,7 @@ struct jobs {
     int commit_group_out;
     uv_work_t commit_group_work;
     size_t commit_group_n;
+    int commit_group_syncfs; /* the group item's names went durable by one syncfs */
     job_t *commit_group[COMMIT_GROUP_MAX];
     uint64_t fs_size; /* the cache's file system's size: at start-up, then each run's */
     char evict_keep[65], next_keep[65];

@@ -155,6 +155,7 @@ static void verb_stats(session_t *s, const proto_msg_t *m, const char *id, int a
     proto_add_u64(&r.w, "revalidated", st.revalidated);
     proto_add_u64(&r.w, "commits", st.commits);
     proto_add_u64(&r.w, "commit_groups", st.commit_groups);
+    proto_add_u64(&r.w, "commit_name_syncs", st.commit_name_syncs);
     proto_add_u64(&r.w, "hits_on_loop", st.hits_on_loop);
     uint64_t holds = 0, held_bytes = 0; /* in memory: no SQLite on the loop */
     db_holds_stats(srv->db, &holds, &held_bytes);

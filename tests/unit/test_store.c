@@ -175,6 +175,8 @@ START_TEST(store_a_synced_file_is_checked_without_a_flush)
     int stands = kernel_at_least(5, 17) &&
                  (t == 0xEF53 || t == 0x58465342 || t == 0x9123683E || t == 0x01021994);
     ck_assert_int_eq(store_check_synced(st, fd), stands ? 0 : -ENOTSUP);
+    /* The same for a group's new names: one syncfs, or each folder's fsync. */
+    ck_assert_int_eq(store_sync_names(st), stands ? 0 : -ENOTSUP);
     close(fd);
 }
 END_TEST
