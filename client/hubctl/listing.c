@@ -158,6 +158,8 @@ static const struct {
     {"commits", "hubd_commits_total", "counter", "Downloads committed to the cache."},
     {"commit_groups", "hubd_commit_groups_total", "counter",
      "Group commits: the transactions (and fsyncs) those commits shared."},
+    {"commit_name_syncs", "hubd_commit_name_syncs_total", "counter",
+     "Group commits whose new names one syncfs made durable, not an fsync of each folder."},
     {"hits_on_loop", "hubd_hits_on_loop_total", "counter",
      "Hits answered on the event loop, with no thread pool item (their path was cached)."},
     {"jobs_active", "hubd_jobs_active", "gauge", "Downloads transferring now."},
