@@ -376,9 +376,9 @@ def main():
               "".join("%16s" % ("%.0f/s" % mrows[x]["per_s"]) for x in names))
         print("%-22s %10s" % ("  hubd CPU each", "") +
               "".join("%16s" % ("%.2f ms" % mrows[x]["cpu_ms_each"]) for x in names), flush=True)
-        for (g, names), r in floors.items():
+        for (g, how), r in floors.items():
             print("commit floor (bench/commitfloor), groups of %d, names by %s: %.0f files/s, "
-                  "%.2f ms of CPU each" % (g, names, r["per_s"], r["cpu_us_each"] / 1e3),
+                  "%.2f ms of CPU each" % (g, how, r["per_s"], r["cpu_us_each"] / 1e3),
                   flush=True)
         rows = idle_rows(builds, work)
         for kind, label in (("sessions", "idle session"), ("front", "idle front conn")):

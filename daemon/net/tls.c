@@ -607,10 +607,11 @@ static char **split_hosts(const char *list)
 
 /* Parses the configured bundle into ca (initialised, empty): 0 or -EINVAL
  * with err set. *have says whether it holds a certificate. */
-static int load_ca(mbedtls_x509_crt *ca, const hubd_config_t *cfg, int *have, char *bundle,
-                   size_t bundlelen, char *err, size_t errlen)
+/* ca_file and ca_path as configured (NULL: not set). */
+static int load_ca(mbedtls_x509_crt *ca, const char *ca_file, const char *ca_path, int *have,
+                   char *bundle, size_t bundlelen, char *err, size_t errlen)
 {
-    const char *file = cfg->ca_file, *path = cfg->ca_path;
+    const char *file = ca_file, *path = ca_path;
     if (!file && !path)
         file = TLS_SYSTEM_BUNDLE;
     snprintf(bundle, bundlelen, "%s%s%s", file ? file : "", file && path ? " and " : "",
@@ -618,9 +619,9 @@ static int load_ca(mbedtls_x509_crt *ca, const hubd_config_t *cfg, int *have, ch
     int rc = 0;
     /* Named, a bundle that cannot be read is said plainly (mbedTLS would
      * say "PK - Read/write of file failed"). */
-    const char *unreadable = cfg->ca_file && access(cfg->ca_file, R_OK) ? cfg->ca_file
-                             : path && access(path, R_OK | X_OK)        ? path
-                                                                        : NULL;
+    const char *unreadable = ca_file && access(ca_file, R_OK)    ? ca_file
+                             : path && access(path, R_OK | X_OK) ? path
+                                                                 : NULL;
     if (unreadable) {
         snprintf(err, errlen, "cannot read %s %s: %s", unreadable == path ? "ca_path" : "ca_file",
                  unreadable, strerror(errno));
@@ -628,7 +629,7 @@ static int load_ca(mbedtls_x509_crt *ca, const hubd_config_t *cfg, int *have, ch
     }
     if (file) {
         rc = mbedtls_x509_crt_parse_file(ca, file);
-        if (rc < 0 && (cfg->ca_file || access(file, R_OK) == 0)) {
+        if (rc < 0 && (ca_file || access(file, R_OK) == 0)) {
             mbed_msg(rc, file, err, errlen);
             return -EINVAL;
         }
@@ -671,7 +672,8 @@ int tls_ctx_new(const hubd_config_t *cfg, tls_ctx_t **out, char *err, size_t err
         mbed_msg(rc, "seeding the random generator", err, errlen);
         goto fail;
     }
-    if ((rc = load_ca(&ctx->ca, cfg, &ctx->have_ca, ctx->bundle, sizeof ctx->bundle, err, errlen)))
+    if ((rc = load_ca(&ctx->ca, cfg->ca_file, cfg->ca_path, &ctx->have_ca, ctx->bundle,
+                      sizeof ctx->bundle, err, errlen)))
         goto fail;
     if ((rc = setup_conf(ctx, &ctx->verify, MBEDTLS_SSL_VERIFY_REQUIRED)) ||
         (rc = setup_conf(ctx, &ctx->insecure, MBEDTLS_SSL_VERIFY_NONE))) {
@@ -701,25 +703,63 @@ static int same_chain(const mbedtls_x509_crt *a, const mbedtls_x509_crt *b)
     return !a && !b;
 }
 
-int tls_ctx_reload_ca(tls_ctx_t *ctx, const hubd_config_t *cfg, char *err, size_t errlen)
+/* A bundle read again for a reload: what to read (copied from the
+ * configuration on the loop), then what was read (in the pool). */
+struct tls_ca {
+    char *file, *path; /* ca_file, ca_path as configured (NULL: not set) */
+    mbedtls_x509_crt crt;
+    int rc, have;
+    char bundle[sizeof((tls_ctx_t *)0)->bundle];
+    char err[600];
+};
+
+tls_ca_t *tls_ca_new(const hubd_config_t *cfg)
 {
-    mbedtls_x509_crt fresh;
-    char bundle[sizeof ctx->bundle];
-    int have = 0;
-    mbedtls_x509_crt_init(&fresh);
-    if (load_ca(&fresh, cfg, &have, bundle, sizeof bundle, err, errlen)) {
-        mbedtls_x509_crt_free(&fresh);
+    tls_ca_t *ca = calloc(1, sizeof *ca);
+    if (!ca)
+        return NULL;
+    mbedtls_x509_crt_init(&ca->crt);
+    ca->file = cfg->ca_file ? strdup(cfg->ca_file) : NULL;
+    ca->path = cfg->ca_path ? strdup(cfg->ca_path) : NULL;
+    if ((cfg->ca_file && !ca->file) || (cfg->ca_path && !ca->path)) {
+        tls_ca_free(ca);
+        return NULL;
+    }
+    return ca;
+}
+
+void tls_ca_load(tls_ca_t *ca)
+{
+    ca->rc = load_ca(&ca->crt, ca->file, ca->path, &ca->have, ca->bundle, sizeof ca->bundle,
+                     ca->err, sizeof ca->err);
+}
+
+void tls_ca_free(tls_ca_t *ca)
+{
+    if (!ca)
+        return;
+    mbedtls_x509_crt_free(&ca->crt);
+    free(ca->file);
+    free(ca->path);
+    free(ca);
+}
+
+int tls_ctx_take_ca(tls_ctx_t *ctx, tls_ca_t *ca, char *err, size_t errlen)
+{
+    if (ca->rc) {
+        snprintf(err, errlen, "%s", ca->err);
         return -EINVAL;
     }
     /* The configuration points at ctx->ca, the head of the list: the new
-     * list moves into it. Handshakes verify on the loop thread, so none is
-     * in the middle of reading it now. */
-    int changed = !same_chain(&ctx->ca, &fresh);
+     * list moves into it (and the old one into ca, freed with it).
+     * Handshakes verify on the loop thread, so none is in the middle of
+     * reading it now. */
+    int changed = !same_chain(&ctx->ca, &ca->crt);
     mbedtls_x509_crt old = ctx->ca;
-    ctx->ca = fresh;
-    mbedtls_x509_crt_free(&old);
-    ctx->have_ca = have;
-    memcpy(ctx->bundle, bundle, sizeof bundle);
+    ctx->ca = ca->crt;
+    ca->crt = old;
+    ctx->have_ca = ca->have;
+    memcpy(ctx->bundle, ca->bundle, sizeof ca->bundle);
     /* A resumed session skips verification: one made under the old bundle
      * would go on trusting a CA just taken out of it. They go, and the
      * pools stop reusing the connections made before (tls_ctx_generation).

@@ -35,9 +35,19 @@ int tls_ctx_new(const hubd_config_t *cfg, tls_ctx_t **out, char *err, size_t err
 void tls_ctx_free(tls_ctx_t *ctx);
 
 /* SIGHUP: the CA bundle of cfg is read again (its file may have changed, or
- * cfg names another), for the handshakes from now on. A bundle that does
- * not load changes nothing: -EINVAL with err set. Loop thread. */
-int tls_ctx_reload_ca(tls_ctx_t *ctx, const hubd_config_t *cfg, char *err, size_t errlen);
+ * cfg names another), for the handshakes from now on, in three steps so
+ * that the parse runs off the loop (a system bundle of 140 certificates
+ * took 5-7 ms, in which the loop answered no hit):
+ * - tls_ca_new (loop): copies what to read from cfg; NULL: no memory;
+ * - tls_ca_load (any thread, one at a time per tls_ca_t): reads it;
+ * - tls_ctx_take_ca (loop): the handshakes from now on use it. A bundle
+ *   that did not load changes nothing: -EINVAL with err set.
+ * tls_ca_free (loop, after take or instead of it) frees what is left. */
+typedef struct tls_ca tls_ca_t;
+tls_ca_t *tls_ca_new(const hubd_config_t *cfg);
+void tls_ca_load(tls_ca_t *ca);
+int tls_ctx_take_ca(tls_ctx_t *ctx, tls_ca_t *ca, char *err, size_t errlen);
+void tls_ca_free(tls_ca_t *ca);
 
 /* How many times a reload changed the CA bundle. The remembered sessions
  * go with each such reload; a connection made before one (the HTTP client's pool

@@ -6,8 +6,10 @@ import json
 import os
 import shutil
 import signal
+import time
 import unittest
 
+import hits
 from harness import TestCerts, write_config, HUBD as HUBD_BIN, Hubd, HubTestCase, Origin, sha256_file, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -218,6 +220,37 @@ class BadCertTest(HubTestCase):
         wait_for(lambda: "configuration reloaded" in self.hubd.read_log(), what="the reload")
         r = self.hubctl("fetch", "https://localhost:%d/files/x.bin" % self.origin_port)
         self.assertEqual(r.rc, 0, r)
+
+    def test_the_loop_answers_while_a_reload_reads_the_ca_bundle(self):
+        # A large bundle (the test CA 6,000 times) takes hundreds of ms to
+        # parse. Before, a SIGHUP parsed it on the event loop, and no client
+        # was answered meanwhile (the system bundle: 5-7 ms of every hit's
+        # time); now the pool parses it, and the reload is said done once
+        # the bundle is in use.
+        bundle = os.path.join(self.tmp, "big-bundle.pem")
+        with open(CERTS.path("ca.crt")) as f:
+            pem = f.read()
+        with open(bundle, "w") as f:
+            f.write(pem * 6000)
+        self.hubd.stop()
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-big-ca"),
+                         config=write_config(os.path.join(self.tmp, "big.conf"), ca_file=bundle))
+        s = hits.Session(self.hubd.socket)
+        self.addCleanup(s.close)
+        t0 = time.monotonic()
+        self.hubd.proc.send_signal(signal.SIGHUP)
+        slowest, answers = 0.0, 0
+        while "configuration reloaded" not in self.hubd.read_log():
+            t = time.monotonic()
+            self.assertTrue(s.ask(b"STATS").startswith(b"STATS "))
+            slowest, answers = max(slowest, time.monotonic() - t), answers + 1
+            self.assertLess(t - t0, 60, "no reload")
+        took = time.monotonic() - t0
+        print("\n  reload of a %d KiB bundle: %.0f ms; %d STATS answered meanwhile, the slowest "
+              "in %.1f ms" % (len(pem) * 6000 // 1024, took * 1e3, answers, slowest * 1e3))
+        self.assertGreater(took, 0.1, "the bundle parsed too fast to show anything")
+        self.assertLess(slowest, took / 2)
+        self.assertGreater(answers, 5)
 
     def distrust_after_reuse(self, keepalive, replace_ca=True):
         # A CA taken out of the bundle (compromised, or trusted by mistake)
