@@ -15,11 +15,12 @@
  * (an update to the same value leaves every answer as it was: the
  * background verifier records a blob's unchanged identity every few ms,
  * and undid the whole memo each time). The uses of a hit (accessed, seq)
- * touch none of them, so hits do not undo their own memo. As with the totals (db_totals.c), the WAL
- * hook, called once a commit has taken place, bumps the generation; a rollback drops the mark. A
- * remembered answer holds the generation read before its statement ran: any commit that its
- * statement did not see bumps the generation after it is visible, so such an answer is never used
- * again.
+ * touch none of them, so hits do not undo their own memo. As with the
+ * totals (db_totals.c), the WAL hook, called once a commit has taken
+ * place, bumps the generation; a rollback drops the mark. A remembered
+ * answer holds the generation read before its statement ran: any commit
+ * that its statement did not see bumps the generation after it is
+ * visible, so such an answer is never used again.
  *
  * A hit so answered is still checked against its file by the caller
  * (the fstat of the file it opened against the identity remembered here),

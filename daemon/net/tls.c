@@ -605,9 +605,9 @@ static char **split_hosts(const char *list)
     return v;
 }
 
-/* Parses the configured bundle into ca (initialised, empty): 0 or -EINVAL
- * with err set. *have says whether it holds a certificate. */
-/* ca_file and ca_path as configured (NULL: not set). */
+/* Parses the configured bundle (ca_file and ca_path as configured, NULL:
+ * not set) into ca (initialised, empty): 0 or -EINVAL with err set. *have
+ * says whether it holds a certificate. Any thread. */
 static int load_ca(mbedtls_x509_crt *ca, const char *ca_file, const char *ca_path, int *have,
                    char *bundle, size_t bundlelen, char *err, size_t errlen)
 {
