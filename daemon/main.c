@@ -409,6 +409,14 @@ static int open_db(daemon_state_t *d, const char *db_path, reconcile_report_t *r
 
 static void ca_start(daemon_state_t *d);
 
+/* The reload done: logged, and systemd told. */
+static void reload_done(daemon_state_t *d)
+{
+    log_info("configuration reloaded%s%s%s", d->reload_restart[0] ? " (changes to " : "",
+             d->reload_restart, d->reload_restart[0] ? " need a restart)" : "");
+    service_ready();
+}
+
 static void ca_work(uv_work_t *w)
 {
     daemon_state_t *d = w->data;
@@ -429,13 +437,10 @@ static void ca_done(uv_work_t *w, int status)
     d->ca = NULL;
     if (d->stopping)
         return;
-    if (d->ca_again) {
+    if (d->ca_again)
         ca_start(d);
-        return;
-    }
-    log_info("configuration reloaded%s%s%s", d->reload_restart[0] ? " (changes to " : "",
-             d->reload_restart, d->reload_restart[0] ? " need a restart)" : "");
-    service_ready();
+    else
+        reload_done(d);
 }
 
 /* The CA bundle read again in the pool (a parse of 140 certificates took
@@ -450,7 +455,7 @@ static void ca_start(daemon_state_t *d)
     d->ca = tls_ca_new(&d->cfg);
     if (!d->ca) {
         log_err("the CA bundle was not reloaded (the one loaded before stays): out of memory");
-        service_ready();
+        reload_done(d);
         return;
     }
     d->ca_out = 1;

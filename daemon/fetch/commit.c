@@ -130,8 +130,9 @@ static commit_group_t group_of(jobs_t *js)
  * error once, maybe to another group's call): a wait without a flush of
  * its own, where the kernel can tell (store_check_synced), else its
  * fdatasync. A lone one: its fsync. Outside the lock: syncfs also writes
- * what other downloads have not yet made durable. */
-static void group_sync_data(commit_group_t *g)
+ * what other downloads have not yet made durable. Whether a syncfs ran and
+ * succeeded (then the names' one, if any, finds little left to write). */
+static int group_sync_data(commit_group_t *g)
 {
     size_t unsynced = 0;
     for (size_t i = 0; i < g->n; i++)
@@ -148,6 +149,7 @@ static void group_sync_data(commit_group_t *g)
             err = (rc ? fsync(fd) : fdatasync(fd)) ? -errno : 0;
         job->commit_rc = err;
     }
+    return rc == 0;
 }
 
 /* A group whose names went into this many folders or more makes them
@@ -160,11 +162,13 @@ static void group_sync_data(commit_group_t *g)
 
 /* The new names made durable: each folder that got one, once (and blobs/
  * when a folder is new), or all of them by one syncfs where the group
- * spread over many folders. That syncfs runs under the lock: it writes
- * only what other downloads wrote since the group's data syncfs, a few
- * ms before, and the users of the writer that wait for it (other groups,
- * checkpoints, eviction) are pool items. */
-static void group_sync_names(commit_group_t *g)
+ * spread over many folders and its data's syncfs ran (data_synced). That
+ * syncfs runs under the lock, so only then: it writes what other
+ * downloads wrote since the data's syncfs, a few ms before, not all they
+ * hold (a group of large files, each fsync'ed alone, has none). The users
+ * of the writer that wait for it (other groups, checkpoints, eviction)
+ * are pool items. One that fails leaves it to each folder's fsync. */
+static void group_sync_names(commit_group_t *g, int data_synced)
 {
     char dirs[256] = {0};
     unsigned ndirs = 0;
@@ -178,9 +182,14 @@ static void group_sync_names(commit_group_t *g)
         ndirs += !dirs[b];
         dirs[b] = 1;
     }
-    g->js->commit_group_syncfs = ndirs >= GROUP_SYNCFS_DIRS && store_sync_names(g->js->store) == 0;
-    if (g->js->commit_group_syncfs)
+    rc = data_synced && ndirs >= GROUP_SYNCFS_DIRS ? store_sync_names(g->js->store) : -EAGAIN;
+    if (rc && rc != -EAGAIN && rc != -ENOTSUP)
+        log_warn("syncfs of the cache for %u new names: %s: each folder is synced alone", ndirs,
+                 strerror(-rc));
+    g->js->commit_group_syncfs = rc == 0;
+    if (rc == 0)
         return;
+    rc = 0;
     for (unsigned b = 0; b < 256 && !rc; b++) {
         static const char digits[] = "0123456789abcdef";
         if (!dirs[b])
@@ -221,7 +230,7 @@ static void group_work(uv_work_t *req)
     const char **shas = calloc(g->n, sizeof *shas);
     db_blob_stat_t *ids = calloc(g->n, sizeof *ids);
     int nomem = !recs || !rcs || !at || !shas || !ids;
-    group_sync_data(g);
+    int data_synced = group_sync_data(g);
     db_lock(js->db);
     for (size_t i = 0; i < g->n; i++) {
         job_t *job = g->jobs[i];
@@ -237,7 +246,7 @@ static void group_work(uv_work_t *req)
                              &job->ro_fd, &job->commit_created, &job->commit_new_dir);
         p->fd = -1;
     }
-    group_sync_names(g);
+    group_sync_names(g, data_synced);
     size_t m = 0;
     for (size_t i = 0; i < g->n; i++) {
         job_t *job = g->jobs[i];

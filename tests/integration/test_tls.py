@@ -222,7 +222,7 @@ class BadCertTest(HubTestCase):
         self.assertEqual(r.rc, 0, r)
 
     def test_the_loop_answers_while_a_reload_reads_the_ca_bundle(self):
-        # A large bundle (the test CA 6,000 times) takes hundreds of ms to
+        # A large bundle (the test CA 8,000 times) takes hundreds of ms to
         # parse. Before, a SIGHUP parsed it on the event loop, and no client
         # was answered meanwhile (the system bundle: 5-7 ms of every hit's
         # time); now the pool parses it, and the reload is said done once
@@ -231,7 +231,7 @@ class BadCertTest(HubTestCase):
         with open(CERTS.path("ca.crt")) as f:
             pem = f.read()
         with open(bundle, "w") as f:
-            f.write(pem * 6000)
+            f.write(pem * 8000)
         self.hubd.stop()
         self.hubd = Hubd(os.path.join(self.tmp, "hub-big-ca"),
                          config=write_config(os.path.join(self.tmp, "big.conf"), ca_file=bundle))
@@ -247,7 +247,7 @@ class BadCertTest(HubTestCase):
             self.assertLess(t - t0, 60, "no reload")
         took = time.monotonic() - t0
         print("\n  reload of a %d KiB bundle: %.0f ms; %d STATS answered meanwhile, the slowest "
-              "in %.1f ms" % (len(pem) * 6000 // 1024, took * 1e3, answers, slowest * 1e3))
+              "in %.1f ms" % (len(pem) * 8000 // 1024, took * 1e3, answers, slowest * 1e3))
         self.assertGreater(took, 0.1, "the bundle parsed too fast to show anything")
         self.assertLess(slowest, took / 2)
         self.assertGreater(answers, 5)
