@@ -297,7 +297,14 @@ class Hubd:
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log, env=self.env,
                                      preexec_fn=self.preexec_fn)
-        wait_for(self._answers, WRAPPER_WAIT, what="hubd to listen")
+        try:
+            wait_for(self._answers, WRAPPER_WAIT, what="hubd to listen")
+        except AssertionError:
+            # Not left running: no test holds this object to stop it.
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            raise
 
     def _answers(self):
         if self.proc.poll() is not None:
