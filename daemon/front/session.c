@@ -61,11 +61,36 @@ void session_kick(session_t *s)
 
 /* ---- reading: one line at a time, while the replies are read ------------ */
 
+static int fds_spent(const session_t *s)
+{
+    return s->nfds >= SESSION_MAX_FDS || quota_fds_full(&s->srv->quota, &s->who);
+}
+
+/* The fd budget is spent: the fds passed and read since the transports
+ * last looked are retired (they look lazily), this session's first, then
+ * those of its uid's other sessions. Runs only at the budget's end, so the
+ * walk over the sessions is not paid per line. */
+static void reclaim_fds(session_t *s)
+{
+    transport_retire(&s->t);
+    if (!quota_fds_full(&s->srv->quota, &s->who))
+        return;
+    list_node_t *n, *tmp;
+    list_foreach_safe(&s->srv->sessions, n, tmp)
+    {
+        session_t *o = list_entry(n, session_t, node);
+        if (o != s && o->who.uid == s->who.uid && transport_open(&o->t))
+            transport_retire(&o->t);
+    }
+}
+
 /* Whether this session's next line must wait (see session_internal.h). */
 static int must_pause(session_t *s)
 {
-    return s->stream || s->nfds >= SESSION_MAX_FDS || quota_fds_full(&s->srv->quota, &s->who) ||
-           s->nfetches >= SESSION_MAX_FETCHES || transport_congested(&s->t);
+    if (fds_spent(s))
+        reclaim_fds(s);
+    return s->stream || fds_spent(s) || s->nfetches >= SESSION_MAX_FETCHES ||
+           transport_congested(&s->t);
 }
 
 /* After each line: 1 stops the feed for good (closing), LINE_PAUSE until

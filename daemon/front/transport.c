@@ -13,13 +13,20 @@
 
 #define FD_RETRY_MS 20 /* socket full while passing an fd: try again */
 #define FD_POLL_MS 5   /* fds passed, not yet known read: look again (SIOCOUTQ) this often */
+/* Fds in flight before sending another looks whether they were read: one
+ * ioctl per this many passed, instead of one per DONE (a tenth of a hit's
+ * system calls). The poll timer and an owner whose budget is spent
+ * (transport_retire) look at any count. */
+#define FD_RETIRE_AT 4
 
 /* A DONE line that must leave with its fd, queued until libuv's write queue
- * is empty (so the fd rides on the right byte). */
+ * is empty (so the fd rides on the right byte), maybe after a head: plain
+ * lines that leave in the same system call, before it. */
 typedef struct fd_msg {
     list_node_t node; /* in transport.fdq */
     job_fd_t *fd;     /* one reference: dropped once sent */
-    size_t len;       /* bytes of line */
+    size_t head;      /* bytes of line before the fd's line (at most TRANSPORT_FD_HEAD_MAX) */
+    size_t len;       /* bytes of line, head included */
     char line[];
 } fd_msg_t;
 
@@ -160,9 +167,13 @@ void transport_send(transport_t *t, const char *line, size_t len)
         transport_fail(t, uv_strerror(rc), 0);
 }
 
-/* Sends the line with its fd in one sendmsg; the fd rides on the first byte.
- * Returns 1 when sent (any unsent tail was queued as a plain write), 0 when
- * the socket is full, or a negative errno. */
+/* Sends the head (if any) and the line with its fd in one sendmmsg: the
+ * head as a message of its own, so that the fd rides on the line's first
+ * byte. A head of at most TRANSPORT_FD_HEAD_MAX bytes is one skb of a Unix
+ * stream socket, queued whole or not at all, so the line never follows a
+ * part of it. Returns 1 when the line was sent (any unsent tail queued as
+ * a plain write), 0 when the socket is full (the head, if it went, is
+ * dropped from m: only the line is left to send), or a negative errno. */
 static int send_with_fd(transport_t *t, fd_msg_t *m)
 {
     uv_os_fd_t sock;
@@ -173,22 +184,39 @@ static int send_with_fd(transport_t *t, fd_msg_t *m)
         char buf[CMSG_SPACE(sizeof(int))];
     } ctl;
     memset(&ctl, 0, sizeof ctl);
-    struct iovec iov = {m->line, m->len};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    struct iovec iov[2] = {{m->line, m->head}, {m->line + m->head, m->len - m->head}};
+    struct mmsghdr mm[2];
+    memset(mm, 0, sizeof mm);
+    mm[0].msg_hdr.msg_iov = &iov[0];
+    mm[0].msg_hdr.msg_iovlen = 1;
+    struct msghdr *mh = &mm[1].msg_hdr;
+    mh->msg_iov = &iov[1];
+    mh->msg_iovlen = 1;
+    mh->msg_control = ctl.buf;
+    mh->msg_controllen = sizeof ctl.buf;
+    struct cmsghdr *c = CMSG_FIRSTHDR(mh);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(c), &m->fd->fd, sizeof(int));
-    ssize_t n;
+    int n;
     do
-        n = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        n = sendmmsg(sock, m->head ? mm : mm + 1, m->head ? 2 : 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     while (n < 0 && errno == EINTR);
     if (n < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
-    if ((size_t)n < m->len) {
-        int rc = send_copy(t, m->line + n, m->len - (size_t)n);
+    if (m->head) {
+        if (mm[0].msg_len != m->head) /* cannot happen (see above): the stream would be torn */
+            return -EPROTO;
+        m->len -= m->head;
+        memmove(m->line, m->line + m->head, m->len);
+        m->head = 0;
+        if (n == 1) /* the line's own error, if any, comes again with the retry */
+            return 0;
+    }
+    size_t sent = mm[1].msg_len;
+    if (sent < m->len) {
+        int rc = send_copy(t, m->line + sent, m->len - sent);
         if (rc)
             return rc;
     }
@@ -201,7 +229,7 @@ static int send_with_fd(transport_t *t, fd_msg_t *m)
  * client's DONE. So a passed fd stays counted until all that was sent to
  * the peer has been read: SIOCOUTQ says only that (0), not how far a stream
  * was read. */
-static void retire_in_flight(transport_t *t)
+void transport_retire(transport_t *t)
 {
     uv_os_fd_t sock;
     int outq = 0;
@@ -230,10 +258,15 @@ static void drop_fd_msg(transport_t *t, fd_msg_t *m)
  * draining). */
 static void flush_fd_queue(transport_t *t)
 {
-    retire_in_flight(t);
+    if (t->fds_in_flight >= FD_RETIRE_AT)
+        transport_retire(t);
     list_node_t *n;
-    while ((n = list_first(&t->fdq)) && can_send(t) &&
-           t->fds_in_flight < TRANSPORT_MAX_FDS_IN_FLIGHT && transport_queued(t) == 0) {
+    while ((n = list_first(&t->fdq)) && can_send(t) && transport_queued(t) == 0) {
+        if (t->fds_in_flight >= TRANSPORT_MAX_FDS_IN_FLIGHT) {
+            transport_retire(t);
+            if (t->fds_in_flight >= TRANSPORT_MAX_FDS_IN_FLIGHT)
+                break;
+        }
         fd_msg_t *m = list_entry(n, fd_msg_t, node);
         int rc = send_with_fd(t, m);
         if (rc == 0) {
@@ -249,15 +282,22 @@ static void flush_fd_queue(transport_t *t)
         }
         t->fds_in_flight++; /* it stays counted until the peer has read it */
     }
-    if (t->fds_in_flight && t->state == TRANSPORT_OPEN)
+    if (t->fds_in_flight && t->state == TRANSPORT_OPEN) {
+        t->fd_poll_at = uv_now(t->timer.loop) + FD_POLL_MS;
         uv_timer_start(&t->timer, on_timer, FD_POLL_MS, 0);
+    }
 }
 
-void transport_send_fd(transport_t *t, const char *line, size_t len, job_fd_t *fd)
+void transport_send_fd(transport_t *t, const char *head, size_t head_len, const char *line,
+                       size_t len, job_fd_t *fd)
 {
+    if (head_len > TRANSPORT_FD_HEAD_MAX) { /* too long to be sure to leave whole: on its own */
+        transport_send(t, head, head_len);
+        head_len = 0;
+    }
     if (!can_send(t))
         return;
-    fd_msg_t *m = malloc(sizeof *m + len);
+    fd_msg_t *m = malloc(sizeof *m + head_len + len);
     if (!m) {
         log_err("session pid %d: cannot pass the blob fd: out of memory", (int)t->pid);
         transport_fail(t, "passing an fd", ENOMEM);
@@ -265,8 +305,11 @@ void transport_send_fd(transport_t *t, const char *line, size_t len, job_fd_t *f
     }
     t->ops->on_fd_count(t->arg, +1);
     m->fd = job_fd_ref(fd);
-    m->len = len;
-    memcpy(m->line, line, len);
+    m->head = head_len;
+    m->len = head_len + len;
+    if (head_len)
+        memcpy(m->line, head, head_len);
+    memcpy(m->line + head_len, line, len);
     list_push_back(&t->fdq, &m->node);
     t->nfdq++;
     flush_fd_queue(t);
@@ -301,6 +344,8 @@ static void on_timer(uv_timer_t *timer)
         drain_step(t);
         break;
     case TRANSPORT_OPEN:
+        if (uv_now(t->timer.loop) >= t->fd_poll_at) /* a poll, not a kick */
+            transport_retire(t);
         flush_fd_queue(t);
         t->ops->on_tick(t->arg);
         break;

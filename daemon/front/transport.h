@@ -3,11 +3,15 @@
  *
  * Replies are copied into libuv's write queue. A line that carries a blob
  * descriptor (DONE) waits in an fd queue until libuv has nothing of ours
- * unwritten, then leaves in one sendmsg with SCM_RIGHTS, so the fd rides on
- * its line's first byte. A passed fd stays counted until the peer has read
- * everything sent to it (SIOCOUTQ 0): the kernel holds it until then, against
- * hubd's uid. The owner learns each count change (on_fd_count), and reads
- * the queued bytes (transport_queued) to decide its own backpressure.
+ * unwritten, then leaves with SCM_RIGHTS so that the fd rides on its line's
+ * first byte: in one sendmmsg with the short lines that must come before it
+ * (a hit's HIT), each its own message. A passed fd stays counted until the
+ * peer has read everything sent to it (SIOCOUTQ 0): the kernel holds it
+ * until then, against hubd's uid. Whether it was is looked at lazily: once
+ * a few are in flight, every few ms while any is, and when the owner asks
+ * (transport_retire, its budget spent). The owner learns each count change
+ * (on_fd_count), and reads the queued bytes (transport_queued) to decide
+ * its own backpressure.
  *
  * States: OPEN; DRAINING (shutdown: no reading, queued replies and fd lines
  * go out, then the write side shuts, within a deadline); BROKEN (a write
@@ -31,6 +35,7 @@
 
 #define TRANSPORT_PAUSE_QUEUE (1u << 20) /* queued reply bytes past which a client is congested */
 #define TRANSPORT_MAX_FDS_IN_FLIGHT 16   /* fds passed and not yet read, per connection */
+#define TRANSPORT_FD_HEAD_MAX 256        /* bytes of lines that may leave with an fd's line */
 
 typedef enum {
     TRANSPORT_OPEN,
@@ -68,6 +73,7 @@ typedef struct transport {
     list_t fdq;              /* fd lines waiting for their turn (struct fd_msg) */
     unsigned nfdq;           /* their number */
     unsigned fds_in_flight;  /* fds passed that the peer may not have read yet */
+    uint64_t fd_poll_at;     /* uv_now() from which the timer looks whether they were */
     int reading;             /* uv_read_start in force */
     int shutdown_started;    /* drain: uv_shutdown issued */
     uint64_t drain_deadline; /* drain: uv_now() at which the connection is cut off */
@@ -103,8 +109,15 @@ int transport_reading(const transport_t *t);
 void transport_send(transport_t *t, const char *line, size_t len);
 
 /* Queues a line that must leave with fd (one reference taken), after every
- * line queued before it. */
-void transport_send_fd(transport_t *t, const char *line, size_t len, job_fd_t *fd);
+ * line queued before it, with head (head_len bytes, maybe 0: whole lines)
+ * just before it, in the same system call where head_len is at most
+ * TRANSPORT_FD_HEAD_MAX (else head is sent first, as transport_send). */
+void transport_send_fd(transport_t *t, const char *head, size_t head_len, const char *line,
+                       size_t len, job_fd_t *fd);
+
+/* Retires the fds in flight if the peer has read everything sent to it
+ * (each reported to on_fd_count): for an owner whose fd budget is spent. */
+void transport_retire(transport_t *t);
 
 /* Bytes queued and not yet written; whether that is past
  * TRANSPORT_PAUSE_QUEUE. */

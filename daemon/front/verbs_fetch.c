@@ -37,6 +37,7 @@ typedef struct fetch {
     session_t *s;
     list_node_t node; /* in s->fetches */
     int pinned;       /* a hit item is opening its blob: counts as a pinned fd */
+    int hit_held;     /* HIT said by the job, not sent yet: it leaves with DONE */
     char id[VERB_ID_MAX + 1];
     /* A FETCH of a Hub URL: what jobs_fetch gets once the Hub answered. */
     hf_ask_t *ask;                   /* the question in flight, or NULL */
@@ -78,6 +79,10 @@ static void fetch_on_start(job_waiter_t *w, fetch_kind_t kind, uint64_t job_id)
         f->pinned = 0;
         session_unpin(f->s);
     }
+    if (kind == FETCH_HIT) { /* with DONE, in one system call (fetch_answer) */
+        f->hit_held = 1;
+        return;
+    }
     reply_t r;
     static const char *const verbs[] = {"HIT", "QUEUED", "ATTACHED"};
     reply_begin(&r, verbs[kind]);
@@ -110,12 +115,36 @@ static void fetch_on_progress(job_waiter_t *w, const job_progress_t *p)
     reply_send(&s->t, &r);
 }
 
-/* f's last line, DONE with the file or ERR; f ends. */
+/* f's HIT line into buf: its length, or 0 when it does not fit. */
+static size_t hit_line(const fetch_t *f, char *buf, size_t cap)
+{
+    proto_writer_t w;
+    proto_begin(&w, buf, cap, "HIT");
+    proto_add(&w, "id", f->id);
+    int n = proto_end(&w);
+    return n > 0 ? (size_t)n : 0;
+}
+
+/* A held HIT goes out on its own: before an ERR, or a check that makes
+ * DONE wait. */
+static void send_held_hit(fetch_t *f)
+{
+    char buf[PROTO_MAX_LINE];
+    size_t n = f->hit_held ? hit_line(f, buf, sizeof buf) : 0;
+    f->hit_held = 0;
+    if (n)
+        transport_send(&f->s->t, buf, n);
+}
+
+/* f's last line, DONE with the file or ERR; f ends. A held HIT leaves
+ * just before DONE, in the same system call: on a hit the client is woken
+ * once, and the loop makes one call fewer. */
 static void fetch_answer(fetch_t *f, const job_result_t *res)
 {
     session_t *s = f->s;
     fetch_unlink(f);
     if (res->err_code) {
+        send_held_hit(f);
         reply_err(&s->t, f->id, res->err_code, res->err_msg ? res->err_msg : "");
     } else {
         static const char *const sources[] = {"hit", "download", "attached"};
@@ -127,8 +156,13 @@ static void fetch_answer(fetch_t *f, const job_result_t *res)
         proto_add_u64(&r.w, "size", res->size);
         proto_add(&r.w, "source", sources[res->kind]);
         size_t n = reply_end(&r);
+        char head[TRANSPORT_FD_HEAD_MAX];
+        size_t head_len = f->hit_held ? hit_line(f, head, sizeof head) : 0;
+        if (!head_len || !n)
+            send_held_hit(f);
+        f->hit_held = 0;
         if (n) { /* given the bytes: HOLD may pin them (served.h) */
-            transport_send_fd(&s->t, r.buf, n, res->fd);
+            transport_send_fd(&s->t, head, head_len, r.buf, n, res->fd);
             served_note(&s->srv->served, s->who.uid, res->sha256, uv_now(s->srv->loop));
         } else { /* no DONE could be made: nothing was given */
             reply_err(&s->t, f->id, "internal", "the DONE line could not be made");
@@ -175,7 +209,8 @@ static void fetch_on_finish(job_waiter_t *w, const job_result_t *res)
         return;
     }
     /* A small Hub file: DONE waits for its git SHA-1 (f stays linked and
-     * counted meanwhile; a hit keeps its pin). */
+     * counted meanwhile; a hit keeps its pin, and says HIT now). */
+    send_held_hit(f);
     git_check_env_t env = {s->srv->loop, jobs_work(s->srv->jobs), s->srv->store, s->srv->db};
     int rc = git_check_start(&env, res, f->url, f->tag, f->git_sha1, fetch_checked, f, &f->check);
     if (rc == 0)

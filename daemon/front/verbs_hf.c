@@ -220,7 +220,7 @@ static void after_listing(uv_work_t *w, int status)
     }
     log_info("session pid %d uid %d: HFREPO %s%s@%s: %llu files", (int)s->who.pid, (int)s->who.uid,
              hf_repo_prefix(r->type), repo, l->commit, (unsigned long long)l->files);
-    transport_send_fd(&s->t, rep.buf, n, fd);
+    transport_send_fd(&s->t, NULL, 0, rep.buf, n, fd);
     job_fd_unref(fd); /* the transport holds its own reference */
     hfrepo_end(r);
 }

@@ -109,6 +109,36 @@ class ProtocolTest(HubTestCase):
         with self.assertRaises(OSError):
             os.write(s.fds[0], b"x")  # read-only
 
+    def test_a_hits_fd_rides_on_the_first_byte_of_its_done_line(self):
+        # A hit's HIT and DONE leave in one system call (two messages): the
+        # bytes and the descriptor's place are what they were when each had
+        # its own. Read one byte at a time, the fd comes with DONE's "D".
+        self.make_file("h.bin", 4096)
+        url = self.origin.url("/files/h.bin")
+        s = self.session()
+        s.send("FETCH id=warm url=%s\n" % url)
+        self.assertEqual(s.until("DONE", "warm")[0], "DONE")
+        for n in range(3):
+            s.send("FETCH id=h%d url=%s\n" % (n, url))
+            got, fd_at = b"", []
+            while not got.endswith(b"\n") or got.count(b"\n") < 2:
+                data, anc, _, _ = s.sock.recvmsg(1, socket.CMSG_SPACE(4 * 4))
+                self.assertTrue(data, "hubd closed the session")
+                for level, kind, payload in anc:
+                    if (level, kind) == (socket.SOL_SOCKET, socket.SCM_RIGHTS):
+                        fds = array.array("i")
+                        fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+                        fd_at += [len(got)] * len(fds)
+                        for fd in fds:
+                            self.assertEqual(os.fstat(fd).st_size, 4096)
+                            os.close(fd)
+                got += data
+            hit, done = got.decode().splitlines()
+            self.assertEqual(hit, "HIT id=h%d" % n)
+            self.assertTrue(done.startswith("DONE id=h%d " % n), done)
+            self.assertIn(" source=hit", done)
+            self.assertEqual(fd_at, [len(hit) + 1], got)
+
     def test_pipelined_fetches_on_one_session(self):
         names = ["p%d" % i for i in range(5)]
         digests = {n: self.make_file(n, 50000 + i, seed=i) for i, n in enumerate(names)}
