@@ -1,54 +1,162 @@
-/* bufpool: a free list of equal buffers per size, so steady-state downloads
- * do not touch malloc and freshly faulted pages on every read. */
+/* bufpool: small buffers from slabs, full ones from a free list, so that
+ * steady-state downloads do not touch malloc and freshly faulted pages on
+ * every read, and a crowd's buffers do not fragment the heap. */
 #include "bufpool.h"
 
 #include <assert.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+
+/* Under AddressSanitizer the slabs keep a poisoned gap after each buffer's
+ * bytes, and a free buffer's bytes are poisoned, so that an overrun or a
+ * use after release is reported as it would be between malloc's blocks. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define REDZONE 64
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define REDZONE 0
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+#define ALIGN64(n) (((n) + 63) & ~(size_t)63)
+#define HEAD ALIGN64(sizeof(buf_t)) /* a buffer's header; its data 64-byte aligned for the hasher  \
+                                     */
+
+typedef struct bufslab {
+    struct bufslab *prev, *next; /* in the pool's avail list, or next in its spare list */
+    buf_t *free;                 /* its buffers not handed out */
+    unsigned nfree, nbufs;
+} bufslab_t;
 
 void bufpool_init(bufpool_t *p, size_t size, unsigned max_free)
 {
-    p->size = size;
-    p->small = size < BUFPOOL_SMALL ? size : BUFPOOL_SMALL;
-    for (int i = 0; i < 2; i++)
-        p->cls[i] = (bufpool_class_t){.free = NULL, .nfree = 0, .max_free = max_free};
-    p->live = 0;
+    *p = (bufpool_t){
+        .size = size, .small = size < BUFPOOL_SMALL ? size : BUFPOOL_SMALL, .max_free = max_free};
+}
+
+static void slab_unmap(bufpool_t *p, bufslab_t *s)
+{
+    UNPOISON(s, BUFPOOL_SLAB_BYTES);
+    munmap(s, BUFPOOL_SLAB_BYTES);
+    p->slabs--;
 }
 
 void bufpool_destroy(bufpool_t *p)
 {
-    assert(p->live == 0);
-    for (int i = 0; i < 2; i++) {
-        while (p->cls[i].free) {
-            buf_t *b = p->cls[i].free;
-            p->cls[i].free = b->next_free;
-            free(b);
+    assert(p->live == 0 && !p->avail); /* every slab is empty: spare or unmapped */
+    while (p->free) {
+        buf_t *b = p->free;
+        p->free = b->next_free;
+        free(b);
+    }
+    p->nfree = 0;
+    while (p->spare) {
+        bufslab_t *s = p->spare;
+        p->spare = s->next;
+        slab_unmap(p, s);
+    }
+    p->nspare = 0;
+}
+
+static void avail_push(bufpool_t *p, bufslab_t *s)
+{
+    s->prev = NULL;
+    s->next = p->avail;
+    if (p->avail)
+        p->avail->prev = s;
+    p->avail = s;
+}
+
+static void avail_remove(bufpool_t *p, bufslab_t *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        p->avail = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+}
+
+/* A slab with every buffer free, in the avail list: a spare one, or one
+ * mapped and cut into small buffers. NULL when out of memory. */
+static bufslab_t *slab_new(bufpool_t *p)
+{
+    bufslab_t *s = p->spare;
+    if (s) {
+        p->spare = s->next;
+        p->nspare--;
+    } else {
+        void *m = mmap(NULL, BUFPOOL_SLAB_BYTES, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            return NULL;
+        p->slabs++;
+        s = m;
+        *s = (bufslab_t){0};
+        size_t stride = HEAD + ALIGN64(p->small) + REDZONE;
+        char *end = (char *)m + BUFPOOL_SLAB_BYTES;
+        POISON((char *)m + sizeof *s, BUFPOOL_SLAB_BYTES - sizeof *s);
+        for (char *at = (char *)m + ALIGN64(sizeof *s); at + stride <= end; at += stride) {
+            buf_t *b = (buf_t *)at;
+            UNPOISON(b, sizeof *b);
+            *b = (buf_t){.next_free = s->free, .slab = s, .cap = p->small, .data = at + HEAD};
+            s->free = b;
+            s->nbufs++;
         }
-        p->cls[i].nfree = 0;
+        s->nfree = s->nbufs;
+    }
+    avail_push(p, s);
+    return s;
+}
+
+/* An empty slab: kept, up to BUFPOOL_SPARE_SLABS, else unmapped. */
+static void slab_retire(bufpool_t *p, bufslab_t *s)
+{
+    avail_remove(p, s);
+    if (p->nspare < BUFPOOL_SPARE_SLABS) {
+        s->next = p->spare;
+        p->spare = s;
+        p->nspare++;
+    } else {
+        slab_unmap(p, s);
     }
 }
 
-static bufpool_class_t *class_of(bufpool_t *p, size_t cap)
+static buf_t *get_small(bufpool_t *p)
 {
-    return &p->cls[cap == p->small ? 0 : 1];
+    bufslab_t *s = p->avail ? p->avail : slab_new(p);
+    if (!s)
+        return NULL;
+    buf_t *b = s->free;
+    s->free = b->next_free;
+    if (--s->nfree == 0)
+        avail_remove(p, s);
+    UNPOISON(b->data, b->cap);
+    return b;
+}
+
+static buf_t *get_full(bufpool_t *p)
+{
+    buf_t *b = p->free;
+    if (b) {
+        p->free = b->next_free;
+        p->nfree--;
+        return b;
+    }
+    b = aligned_alloc(64, ALIGN64(HEAD + p->size));
+    if (b)
+        *b = (buf_t){.cap = p->size, .data = (char *)b + HEAD};
+    return b;
 }
 
 buf_t *bufpool_get(bufpool_t *p, size_t want)
 {
-    size_t cap = want <= p->small ? p->small : p->size;
-    bufpool_class_t *c = class_of(p, cap);
-    buf_t *b = c->free;
-    if (b) {
-        c->free = b->next_free;
-        c->nfree--;
-    } else {
-        /* Header and data in one block; data 64-byte aligned for the hasher. */
-        size_t head = (sizeof(buf_t) + 63) & ~(size_t)63;
-        b = aligned_alloc(64, (head + cap + 63) & ~(size_t)63);
-        if (!b)
-            return NULL;
-        b->data = (char *)b + head;
-        b->cap = cap;
-    }
+    buf_t *b = want <= p->small || p->size == p->small ? get_small(p) : get_full(p);
+    if (!b)
+        return NULL;
     b->next_free = NULL;
     b->refs = 1;
     b->len = 0;
@@ -68,11 +176,19 @@ void buf_unref(bufpool_t *p, buf_t *b)
     if (--b->refs > 0)
         return;
     p->live--;
-    bufpool_class_t *c = class_of(p, b->cap);
-    if (c->nfree < c->max_free) {
-        b->next_free = c->free;
-        c->free = b;
-        c->nfree++;
+    bufslab_t *s = b->slab;
+    if (s) {
+        POISON(b->data, b->cap);
+        b->next_free = s->free;
+        s->free = b;
+        if (++s->nfree == 1)
+            avail_push(p, s);
+        if (s->nfree == s->nbufs)
+            slab_retire(p, s);
+    } else if (p->nfree < p->max_free) {
+        b->next_free = p->free;
+        p->free = b;
+        p->nfree++;
     } else {
         free(b);
     }

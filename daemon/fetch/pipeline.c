@@ -21,9 +21,41 @@ static void after_sync(uv_work_t *req, int status);
 
 /* ---- decisions: pure functions of their arguments (test_pipeline.c) ---- */
 
-int pipeline_batch_add(batch_t *b, const buf_t *buf, const char *p, size_t n)
+void pipeline_batch_init(batch_t *b)
+{
+    b->iov = b->iov_in;
+    b->bufs = b->bufs_in;
+    b->room = BATCH_FIRST_IOV;
+}
+
+int pipeline_batch_reserve(batch_t *b)
 {
     assert(b->niov < BATCH_MAX_IOV && b->nbufs < BATCH_MAX_IOV); /* not full: sealed before */
+    if (b->niov < b->room && b->nbufs < b->room)
+        return 0;
+    struct iovec *iov = malloc(BATCH_MAX_IOV * (sizeof *iov + sizeof *b->bufs));
+    if (!iov)
+        return -ENOMEM;
+    buf_t **bufs = (buf_t **)(iov + BATCH_MAX_IOV);
+    memcpy(iov, b->iov, sizeof *iov * (size_t)b->niov);
+    memcpy(bufs, b->bufs, sizeof *bufs * (size_t)b->nbufs);
+    pipeline_batch_release(b);
+    b->iov = iov;
+    b->bufs = bufs;
+    b->room = BATCH_MAX_IOV;
+    return 0;
+}
+
+void pipeline_batch_release(batch_t *b)
+{
+    if (b->iov != b->iov_in)
+        free(b->iov);
+    pipeline_batch_init(b);
+}
+
+int pipeline_batch_add(batch_t *b, const buf_t *buf, const char *p, size_t n)
+{
+    assert(b->niov < b->room && b->nbufs < b->room); /* pipeline_batch_reserve */
     int fresh = b->nbufs == 0 || b->bufs[b->nbufs - 1] != buf;
     if (fresh)
         b->bufs[b->nbufs++] = (buf_t *)buf;
@@ -59,7 +91,8 @@ int pipeline_should_resume(uint64_t queued, size_t max_inflight)
 int pipeline_checkpoint_due(uint64_t on_disk, uint64_t durable, uint64_t now, uint64_t t_ckpt)
 {
     return on_disk > durable &&
-           (on_disk - durable >= CHECKPOINT_BYTES || now - t_ckpt >= CHECKPOINT_MS);
+           (on_disk - durable >= CHECKPOINT_BYTES ||
+            (now - t_ckpt >= CHECKPOINT_MS && on_disk - durable >= CHECKPOINT_MIN_BYTES));
 }
 
 int pipeline_writeback_due(uint64_t written, uint64_t flushed)
@@ -261,6 +294,7 @@ static void batch_free(pipeline_t *p, batch_t *b)
 {
     for (int i = 0; i < b->nbufs; i++)
         buf_unref(p->pool, b->bufs[i]);
+    pipeline_batch_release(b);
     free(b);
 }
 
@@ -502,9 +536,12 @@ int pipeline_append(pipeline_t *p, pipeline_cursor_t *c, uint64_t off, buf_t *bu
     if (!b) {
         if (!(b = c->cur = calloc(1, sizeof *b)))
             return -ENOMEM;
+        pipeline_batch_init(b);
         b->t0 = uv_now(p->loop);
         c->off = off;
     }
+    if (pipeline_batch_reserve(b))
+        return -ENOMEM;
     if (pipeline_batch_add(b, buf, ptr, n))
         buf_ref(buf); /* the batch's reference */
     if (pipeline_batch_full(b, p->cfg->read_buffer_size)) {

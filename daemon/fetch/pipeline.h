@@ -44,17 +44,31 @@
 #include "store.h"
 
 #define BATCH_MAX_IOV 64
-#define WORK_MAX_BATCHES 32        /* batches one work item takes at most */
-#define BATCH_MAX_AGE_MS 1000      /* a slow stream's batch is handed on after this */
+/* A batch's first room, in the batch itself: a slow stream's batch holds a
+ * few small buffers, and a fast one's few full ones (reads into one buffer
+ * are one iovec); more is allocated up to BATCH_MAX_IOV. 1,000 slow
+ * downloads held 2 MB of batches of BATCH_MAX_IOV. */
+#define BATCH_FIRST_IOV 4
+#define WORK_MAX_BATCHES 32 /* batches one work item takes at most */
+/* A slow stream's batch is handed on after this: its buffers are held no
+ * longer (a paced sender's bursts a second apart did not overlap then,
+ * where at a second they did: 1,000 downloads at 8 KiB/s peaked at 28 MiB
+ * against 35 MiB). */
+#define BATCH_MAX_AGE_MS 500
 #define WRITEBACK_CHUNK (8u << 20) /* start disk writeback every 8 MiB */
-/* A checkpoint (fdatasync, then the partials row) at most this far apart in
- * bytes or in time. What a crash can cost is then bounded by 32 MiB (plus
- * max_inflight) or a quarter second of transfer, whichever is more: under
- * 1.2x of a 256 MiB file, while a fast link pays one fdatasync of data
- * already given to writeback (WRITEBACK_CHUNK) per 32 MiB and a slow one
- * four small ones a second. */
+/* A checkpoint (fdatasync, then the partials row) once CHECKPOINT_BYTES are
+ * on disk and not yet durable, or CHECKPOINT_MS have passed with at least
+ * CHECKPOINT_MIN_BYTES. What a crash can cost (besides max_inflight, and a
+ * slow stream's BATCH_MAX_AGE_MS in memory) is then the least of 32 MiB and
+ * a quarter second of transfer, but not less than 64 KiB: under 1.2x of a
+ * 256 MiB file, while a fast link pays one fdatasync of data already given
+ * to writeback (WRITEBACK_CHUNK) per 32 MiB, and a slow one one per 64 KiB,
+ * not one per write: fetching 64 KiB again costs less than the fdatasyncs
+ * and rows that would keep it (1,000 downloads at 8 KiB/s spent a third of
+ * hubd's CPU in them). */
 #define CHECKPOINT_BYTES (32u << 20)
 #define CHECKPOINT_MS 250
+#define CHECKPOINT_MIN_BYTES (64u << 10)
 #define REHASH_CHUNK (1u << 20)
 
 typedef struct batch {
@@ -63,11 +77,14 @@ typedef struct batch {
     uint64_t t0;     /* loop time of its first bytes (pipeline_batch_stale) */
     size_t bytes;    /* sum of iov lengths */
     int niov, nbufs;
-    struct iovec iov[BATCH_MAX_IOV];
-    buf_t *bufs[BATCH_MAX_IOV]; /* one reference each */
-    int hashed, written;        /* pipeline stages done */
-    void *tag;                  /* its cursor's tag when sealed (a chunk), else NULL */
-    int from_file;              /* a lane's: hashed later from the file, not from memory */
+    int room;            /* entries iov and bufs have: BATCH_FIRST_IOV or BATCH_MAX_IOV */
+    struct iovec *iov;   /* iov_in, or an allocation that also holds bufs */
+    buf_t **bufs;        /* one reference each: bufs_in, or in iov's allocation */
+    int hashed, written; /* pipeline stages done */
+    void *tag;           /* its cursor's tag when sealed (a chunk), else NULL */
+    int from_file;       /* a lane's: hashed later from the file, not from memory */
+    struct iovec iov_in[BATCH_FIRST_IOV];
+    buf_t *bufs_in[BATCH_FIRST_IOV];
 } batch_t;
 
 /* Where appended bytes go: the batch being filled. */
@@ -223,10 +240,19 @@ uint64_t pipeline_space_floor(const struct statvfs *v, uint64_t bytes, unsigned 
  * (-ESTALE: the file is shorter). Pool thread. */
 int pipeline_hash_file(int fd, uint64_t from, uint64_t len, sha256_ctx_t *sha);
 
+/* An empty batch's room: its own BATCH_FIRST_IOV entries. */
+void pipeline_batch_init(batch_t *b);
+/* Room for one more iovec and buffer in b (not full: pipeline_batch_full):
+ * its entries move to an allocation of BATCH_MAX_IOV when its own are
+ * taken. 0, or -ENOMEM. */
+int pipeline_batch_reserve(batch_t *b);
+/* Frees what pipeline_batch_reserve allocated (not b, nor its references). */
+void pipeline_batch_release(batch_t *b);
+
 /* The pipeline's decisions, pure functions of their arguments: */
 /* Appends n bytes at p, in buf, to b: one iovec with the last one when they
  * follow it in memory. Returns 1 when buf is new to b: the caller takes a
- * reference for it. b must not be full (pipeline_batch_full). */
+ * reference for it. b must have room (pipeline_batch_reserve). */
 int pipeline_batch_add(batch_t *b, const buf_t *buf, const char *p, size_t n);
 /* Whether b is to be sealed: about read_buffer_size bytes, or no room for
  * another iovec or buffer. */

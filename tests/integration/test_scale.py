@@ -3,9 +3,14 @@
 A thousand slow downloads in flight at once (64 KiB each, at 8 KiB/s a
 connection, from nginx) must not hold a thousand full read buffers: a stream
 reads into small buffers until it is fast (bufpool_meter_next), and a slow
-batch is handed on after a second (BATCH_MAX_AGE_MS) instead of waiting for
-read_buffer_size bytes. Before: 88 MB peak RSS for this crowd; the bound is
-the issue's 64 MiB (bench/bench.sh BENCH_CROWD=1 prints the exact figure).
+batch is handed on after half a second (BATCH_MAX_AGE_MS) instead of waiting
+for read_buffer_size bytes. Before: 88 MB peak RSS for this crowd, then 45-50
+MiB; issue 26's goal is 64 MiB and its stretch 32 MiB (bench/bench.sh
+BENCH_CROWD=1 prints the exact figure). Small buffers come from slabs of their
+own, a batch has room for a few buffers in itself, an idle stream holds no
+buffer, and a slow download checkpoints per 64 KiB, not per write: 27.6-29.3
+MiB. The bound here is 40 MiB, generous for a loaded machine, and under what
+the build before measured.
 """
 
 import json
@@ -64,7 +69,7 @@ class CrowdTest(HubTestCase):
         self.assertTrue(all(g[3] == str(64 * KiB) for g in gets))
         if SANITIZED:
             self.skipTest("RSS not bounded under the sanitizers (their shadow and quarantine)")
-        self.assertLess(r["peak_rss_kib"], 64 * KiB, r)
+        self.assertLess(r["peak_rss_kib"], 40 * KiB, r)
 
 
 class StatsAtScaleTest(HubTestCase):

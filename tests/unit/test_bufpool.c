@@ -1,7 +1,9 @@
-/* Unit tests for bufpool: two sizes of buffer with a free list each, and the
+/* Unit tests for bufpool: two sizes of buffer (small ones from slabs), and the
  * meter that picks a stream's next size from how fast it reads. */
 #include <check.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bufpool.h"
 
@@ -38,6 +40,43 @@ START_TEST(bufpool_gives_small_or_full_and_reuses_each_kind)
     ck_assert_ptr_eq(bufpool_get(&p, 4096), s);
     buf_unref(&p, s);
     bufpool_destroy(&p);
+}
+END_TEST
+
+START_TEST(bufpool_small_buffers_come_from_slabs_given_back_when_empty)
+{
+    enum { N = 500 };
+    static buf_t *got[N];
+    bufpool_t p;
+    bufpool_init(&p, FULL, 8);
+    for (int i = 0; i < N; i++) {
+        got[i] = bufpool_get(&p, 100);
+        ck_assert_ptr_nonnull(got[i]);
+        ck_assert_uint_eq(got[i]->cap, BUFPOOL_SMALL);
+        ck_assert_uint_eq((uintptr_t)got[i]->data % 64, 0); /* for the hasher */
+        memset(got[i]->data, i & 0xff, BUFPOOL_SMALL);      /* its whole capacity, its own */
+    }
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq((unsigned char)got[i]->data[BUFPOOL_SMALL - 1], i & 0xff);
+    unsigned per_slab = BUFPOOL_SLAB_BYTES / (BUFPOOL_SMALL + 64);
+    ck_assert_uint_ge(p.slabs, (N + per_slab - 1) / per_slab);
+    ck_assert_uint_le(p.slabs, N / (per_slab - 1) + 1); /* packed: few buffers lost a slab */
+    /* Every other one back: no slab is empty, none goes. */
+    unsigned slabs = p.slabs;
+    for (int i = 0; i < N; i += 2)
+        buf_unref(&p, got[i]);
+    ck_assert_uint_eq(p.slabs, slabs);
+    /* Taken again, they come from those slabs: no new one. */
+    for (int i = 0; i < N; i += 2)
+        got[i] = bufpool_get(&p, 1);
+    ck_assert_uint_eq(p.slabs, slabs);
+    /* All back: the empty slabs are unmapped but for BUFPOOL_SPARE_SLABS. */
+    for (int i = 0; i < N; i++)
+        buf_unref(&p, got[i]);
+    ck_assert_uint_eq(p.live, 0);
+    ck_assert_uint_eq(p.slabs, BUFPOOL_SPARE_SLABS);
+    bufpool_destroy(&p);
+    ck_assert_uint_eq(p.slabs, 0);
 }
 END_TEST
 
@@ -88,6 +127,7 @@ static Suite *bufpool_suite(void)
     Suite *s = suite_create("bufpool");
     TCase *tc = tcase_create("sizes");
     tcase_add_test(tc, bufpool_gives_small_or_full_and_reuses_each_kind);
+    tcase_add_test(tc, bufpool_small_buffers_come_from_slabs_given_back_when_empty);
     tcase_add_test(tc, bufpool_meter_starts_small_and_turns_full_for_a_fast_stream);
     tcase_add_test(tc, bufpool_meter_keeps_a_paced_stream_small);
     suite_add_tcase(s, tc);
