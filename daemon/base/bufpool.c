@@ -22,8 +22,8 @@
 #endif
 
 #define ALIGN64(n) (((n) + 63) & ~(size_t)63)
-#define HEAD ALIGN64(sizeof(buf_t)) /* a buffer's header; its data 64-byte aligned for the hasher  \
-                                     */
+/* A buffer's header; its data 64-byte aligned for the hasher. */
+#define HEAD ALIGN64(sizeof(buf_t))
 
 typedef struct bufslab {
     struct bufslab *prev, *next; /* in the pool's avail list, or next in its spare list */
