@@ -193,7 +193,7 @@ def evict_row(d, n):
     # the hits' own session, between hits and not timed: from a thread of
     # this process, as before, the poller held the GIL while a hit's answer
     # waited for it (at 1k, where a run makes 80-400 hits, that was the
-    # p99: 0.4-2.8 ms against 0.1-1.0 ms so).
+    # p99: 0.2-2.8 ms against 0.1-1.1 ms so).
     t0 = time.monotonic()
     d.reload(max_cache_size=str(target))
     times, look = [], t0
