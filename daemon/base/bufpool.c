@@ -10,7 +10,14 @@
 /* Under AddressSanitizer the slabs keep a poisoned gap after each buffer's
  * bytes, and a free buffer's bytes are poisoned, so that an overrun or a
  * use after release is reported as it would be between malloc's blocks. */
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) /* gcc's spelling */
+#define BUFPOOL_ASAN 1
+#elif defined(__has_feature) /* clang's */
+#if __has_feature(address_sanitizer)
+#define BUFPOOL_ASAN 1
+#endif
+#endif
+#ifdef BUFPOOL_ASAN
 #include <sanitizer/asan_interface.h>
 #define REDZONE 64
 #define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))

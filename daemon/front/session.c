@@ -68,13 +68,17 @@ static int fds_spent(const session_t *s)
 
 /* The fd budget is spent: the fds passed and read since the transports
  * last looked are retired (they look lazily), this session's first, then
- * those of its uid's other sessions. Runs only at the budget's end, so the
- * walk over the sessions is not paid per line. */
+ * those of its uid's other sessions. Runs only at the budget's end, and the
+ * walk over the sessions at most once a loop turn (uv_now moves once a
+ * turn): the sessions a uid's freed budget wakes all come here, and each
+ * walking every session would cost the square of their number. */
 static void reclaim_fds(session_t *s)
 {
     transport_retire(&s->t);
-    if (!quota_fds_full(&s->srv->quota, &s->who))
+    uint64_t now = uv_now(s->srv->loop);
+    if (!quota_fds_full(&s->srv->quota, &s->who) || s->srv->reclaimed == now)
         return;
+    s->srv->reclaimed = now;
     list_node_t *n, *tmp;
     list_foreach_safe(&s->srv->sessions, n, tmp)
     {

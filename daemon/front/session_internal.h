@@ -88,7 +88,8 @@ struct session_server {
     list_t sessions;                /* open sessions (session.node), newest first */
     unsigned nsessions;             /* sessions not yet freed (closing ones too) */
     memtrim_t trim;                 /* counts them: their memory goes back after a burst */
-    uint64_t started; /* uv_hrtime() at start: uptime never goes back with the clock */
+    uint64_t started;   /* uv_hrtime() at start: uptime never goes back with the clock */
+    uint64_t reclaimed; /* uv_now() of the last walk of reclaim_fds: one a loop turn */
     /* Every session reads into this, one read at a time on the loop: a
      * session reads only when it keeps nothing, and session_pump copies
      * out what it leaves before the next read can come. */

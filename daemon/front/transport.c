@@ -283,8 +283,12 @@ static void flush_fd_queue(transport_t *t)
         t->fds_in_flight++; /* it stays counted until the peer has read it */
     }
     if (t->fds_in_flight && t->state == TRANSPORT_OPEN) {
-        t->fd_poll_at = uv_now(t->timer.loop) + FD_POLL_MS;
-        uv_timer_start(&t->timer, on_timer, FD_POLL_MS, 0);
+        /* A poll already due keeps its time: a busy session's sends would
+         * otherwise put it off for as long as they go on. */
+        uint64_t now = uv_now(t->timer.loop);
+        if (t->fd_poll_at <= now)
+            t->fd_poll_at = now + FD_POLL_MS;
+        uv_timer_start(&t->timer, on_timer, t->fd_poll_at - now, 0);
     }
 }
 

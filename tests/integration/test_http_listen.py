@@ -16,6 +16,21 @@ import unittest
 from harness import free_port, ipv6_loopback_works, HUBCTL, HUBD, WRAPPER, Hubd, stop_pid, wait_for, write_config
 
 
+def tcp_listening(port):
+    """Whether some socket listens on this TCP port, of either family
+    (/proc/net/tcp and tcp6: local address and state 0A, LISTEN), without
+    connecting to it."""
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as f:
+                rows = [line.split() for line in f.readlines()[1:]]
+        except FileNotFoundError:
+            continue
+        if any(int(r[1].rsplit(":", 1)[1], 16) == port and r[3] == "0A" for r in rows):
+            return True
+    return False
+
+
 def accepts(host, port, family=socket.AF_INET):
     """Whether the HTTP front answers on host:port: a TCP connect succeeds
     and a request gets an HTTP answer (a 404 for "/": no URL in it)."""
@@ -122,7 +137,17 @@ class SocketActivationTest(HttpListenCase):
                                  HUBD, "--cache-dir", os.path.join(self.tmp, "cache"),
                                  "--config", self.conf("svc", **keys)], stdout=log, stderr=log)
         self.addCleanup(stop_pid, proc)
-        wait_for(lambda: os.path.exists(self.sock), what="the listening socket")
+        # The Unix socket's file appears before the TCP socket listens: a
+        # connection in between was refused, and read as hubd not serving
+        # (CI, once). A listener that could not bind (the port taken
+        # meanwhile) exits, and says why.
+        port = int(tcp_addr.rsplit(":", 1)[1])
+
+        def ready():
+            if proc.poll() is not None:
+                raise AssertionError("systemd-socket-activate exited: " + self.read_log())
+            return os.path.exists(self.sock) and tcp_listening(port)
+        wait_for(ready, what="the listening sockets")
         return proc
 
     def read_log(self):
