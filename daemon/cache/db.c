@@ -354,6 +354,7 @@ void db_close(db_t *db)
     for (size_t i = 0; i < db->nuses; i++)
         free(db->uses[i].url);
     free(db->uses);
+    free(db->uses_index);
     pthread_mutex_destroy(&db->uses_mu);
     free(db->path);
     free(db);

@@ -68,6 +68,7 @@ struct db {
     pthread_mutex_t uses_mu;     /* guards the queue of uses (db_uses.c) */
     db_use_t *uses;              /* hits not yet written */
     size_t nuses, uses_cap;
+    uint32_t *uses_index; /* DB_USES_SLOTS: 1 + the place in uses of each key, or 0 */
 };
 
 /* db_totals.c: the triggers and hooks that keep total_bytes and

@@ -9,7 +9,15 @@
  * sequence number at the hit, so the order is the hits' order, and queues
  * the use; db_uses_flush writes the queue in one transaction. The fetch
  * layer flushes every second (jobs.c), the readers of the order (LIST's
- * pages, eviction) before they read, and main before db_close. */
+ * pages, eviction) before they read, and main before db_close.
+ *
+ * The queue holds one use per key (blob, entry, credential tag, uid): a
+ * repeated use takes the place of the one queued, with its later time and
+ * sequence numbers, which are all the order reads (the statements keep the
+ * max). 8 sessions hitting 50 files queued 40,000 uses a few seconds, one
+ * UPDATE each in the pool: 16% of hubd's CPU while they hit, and the writes
+ * went on seconds after (the hits during an eviction then waited for a CPU:
+ * a p99 of 1.6-7.8 ms, against 0.1-0.3 ms three seconds later). */
 #include "db_internal.h"
 #include "log.h"
 
@@ -19,6 +27,41 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#define DB_USES_SLOTS (2 * DB_USES_BOUND) /* a power of two: the index is at most half full */
+
+static uint32_t use_key(const db_use_t *u)
+{
+    uint32_t h = 2166136261u ^ (uint32_t)u->uid;
+    for (const char *p = u->sha256; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    for (const char *p = u->cred_tag; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    h = (h ^ 0xff) * 16777619u;
+    for (const char *p = u->url ? u->url : ""; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return h;
+}
+
+static int same_use(const db_use_t *a, const db_use_t *b)
+{
+    return a->uid == b->uid && strcmp(a->sha256, b->sha256) == 0 &&
+           strcmp(a->cred_tag, b->cred_tag) == 0 && !a->url == !b->url &&
+           (!a->url || strcmp(a->url, b->url) == 0);
+}
+
+/* The index's slot of u's key (uses_mu held): the one naming a queued use
+ * of that key, else the empty one where it goes. NULL without an index. */
+static uint32_t *use_slot(db_t *db, const db_use_t *u)
+{
+    if (!db->uses_index && !(db->uses_index = calloc(DB_USES_SLOTS, sizeof *db->uses_index)))
+        return NULL; /* uses are then queued apart, as before */
+    for (uint32_t i = use_key(u);; i++) {
+        uint32_t *slot = &db->uses_index[i & (DB_USES_SLOTS - 1)];
+        if (!*slot || same_use(&db->uses[*slot - 1], u))
+            return slot;
+    }
+}
 
 /* Queues a use, the queue holding at most `bound`: 0, 1 when it holds
  * DB_USES_MAX or more (to be written), or -ENOMEM when it had no room. */
@@ -33,6 +76,16 @@ static int queue_use(db_t *db, const char *sha256, const char *url, const char *
     pthread_mutex_lock(&db->uses_mu);
     u.seq_blob = (int64_t)(atomic_fetch_add(&db->seq, 1) + 1);
     u.seq_ent = url ? (int64_t)(atomic_fetch_add(&db->seq, 1) + 1) : 0;
+    uint32_t *slot = use_slot(db, &u);
+    if (slot && *slot) { /* queued already: this later use takes its place */
+        db_use_t *o = &db->uses[*slot - 1];
+        o->when = u.when;
+        o->seq_blob = u.seq_blob;
+        o->seq_ent = u.seq_ent;
+        pthread_mutex_unlock(&db->uses_mu);
+        free(u.url);
+        return 0;
+    }
     int rc = 0;
     if (db->nuses == db->uses_cap) {
         size_t cap = db->uses_cap ? db->uses_cap * 2 : 64;
@@ -42,10 +95,13 @@ static int queue_use(db_t *db, const char *sha256, const char *url, const char *
             db->uses_cap = cap;
         }
     }
-    if (db->nuses < db->uses_cap)
+    if (db->nuses < db->uses_cap) {
         db->uses[db->nuses++] = u;
-    else
+        if (slot)
+            *slot = (uint32_t)db->nuses;
+    } else {
         rc = -ENOMEM;
+    }
     if (!rc)
         rc = db->nuses >= DB_USES_MAX;
     pthread_mutex_unlock(&db->uses_mu);
@@ -140,6 +196,8 @@ int db_uses_flush(db_t *db)
     size_t n = db->nuses;
     db->uses = NULL;
     db->nuses = db->uses_cap = 0;
+    if (db->uses_index)
+        memset(db->uses_index, 0, DB_USES_SLOTS * sizeof *db->uses_index);
     pthread_mutex_unlock(&db->uses_mu);
     int rc = n ? db_tx_begin(h) : 0;
     if (n && !rc)

@@ -533,9 +533,33 @@ START_TEST(db_uses_keep_the_hits_order_and_never_go_back)
     ck_assert_uint_eq(l.n, 2);
     ck_assert_str_eq(l.e[0].sha, b);
 
-    /* A full queue is written by the hit that fills it. */
+    /* Repeated uses of one key (blob, entry, tag, uid) are one in the
+     * queue, with the last one's numbers: a, b, a again puts a after b. */
+    ck_assert_int_eq(db_touch(db, a, "http://h/a", "", 0), 0);
+    ck_assert_int_eq(db_touch(db, b, "http://h/b", "", 0), 0);
+    ck_assert_int_eq(db_touch(db, a, "http://h/a", "", 0), 0);
+    ck_assert_int_eq(db_touch(db, a, "http://h/a", "", 0), 0);
+    ck_assert_uint_eq(db_uses_pending(db), 2);
+    ck_assert_int_eq(db_touch(db, a, "http://h/a", "", 9), 0); /* another uid: its own */
+    ck_assert_int_eq(db_touch(db, a, NULL, NULL, 0), 0);       /* by digest: its own */
+    ck_assert_uint_eq(db_uses_pending(db), 4);
+    ck_assert_int_eq(db_uses_flush(db), 0);
+    ck_assert_int_gt(raw_int("SELECT seq FROM blobs WHERE sha256 = %Q", a),
+                     raw_int("SELECT seq FROM blobs WHERE sha256 = %Q", b));
+    ck_assert_int_gt(raw_int("SELECT seq FROM entries WHERE url = 'http://h/a'"),
+                     raw_int("SELECT seq FROM entries WHERE url = 'http://h/b'"));
+    ck_assert_int_eq(raw_int("SELECT count(*) FROM requesters WHERE uid = 9"), 1);
+    /* After a flush the same key queues anew. */
+    ck_assert_int_eq(db_touch(db, b, "http://h/b", "", 0), 0);
+    ck_assert_uint_eq(db_uses_pending(db), 1);
+    ck_assert_int_eq(db_uses_flush(db), 0);
+    ck_assert_int_gt(raw_int("SELECT seq FROM blobs WHERE sha256 = %Q", b),
+                     raw_int("SELECT seq FROM blobs WHERE sha256 = %Q", a));
+
+    /* A full queue is written by the hit that fills it (each use its own
+     * key: another uid). */
     for (unsigned i = 0; i < DB_USES_MAX - 1; i++)
-        ck_assert_int_eq(db_touch(db, a, NULL, NULL, 0), 0);
+        ck_assert_int_eq(db_touch(db, a, NULL, NULL, 100 + i), 0);
     ck_assert_uint_eq(db_uses_pending(db), DB_USES_MAX - 1);
     ck_assert_int_eq(db_touch(db, b, NULL, NULL, 0), 0);
     ck_assert_uint_eq(db_uses_pending(db), 0);
@@ -548,9 +572,9 @@ START_TEST(db_uses_keep_the_hits_order_and_never_go_back)
      * that filled the queue was refused, and lost when that one signal
      * met a write already out. */
     for (unsigned i = 0; i < DB_USES_MAX - 1; i++)
-        ck_assert_int_eq(db_touch_queue(db, a, NULL, NULL, 0), 0);
+        ck_assert_int_eq(db_touch_queue(db, a, NULL, NULL, 100 + i), 0);
     for (unsigned i = DB_USES_MAX - 1; i < DB_USES_BOUND; i++)
-        ck_assert_int_eq(db_touch_queue(db, a, NULL, NULL, 0), 1);
+        ck_assert_int_eq(db_touch_queue(db, a, NULL, NULL, 100 + i), 1);
     ck_assert_uint_eq(db_uses_pending(db), DB_USES_BOUND);
     ck_assert_int_eq(db_touch_queue(db, b, NULL, NULL, 0), -ENOMEM);
     ck_assert_int_eq(db_uses_flush(db), 0);
