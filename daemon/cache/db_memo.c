@@ -96,13 +96,7 @@ void db_memo_free(db_t *db)
 /* FNV-1a over the kind, the key and the tag. */
 static uint32_t memo_hash(db_memo_kind_t kind, const char *key, const char *tag)
 {
-    uint32_t h = 2166136261u ^ (uint32_t)kind;
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
-        h = (h ^ *p) * 16777619u;
-    h = (h ^ 0xff) * 16777619u;
-    for (const unsigned char *p = (const unsigned char *)tag; *p; p++)
-        h = (h ^ *p) * 16777619u;
-    return h;
+    return db_fnv(db_fnv(DB_FNV_BASIS ^ (uint32_t)kind, key), tag);
 }
 
 const db_memo_slot_t *db_memo_get(db_t *db, db_memo_kind_t kind, const char *key, const char *tag,

@@ -30,15 +30,8 @@
 
 static uint32_t use_key(const db_use_t *u)
 {
-    uint32_t h = 2166136261u ^ (uint32_t)u->uid;
-    for (const char *p = u->sha256; *p; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    for (const char *p = u->cred_tag; *p; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    h = (h ^ 0xff) * 16777619u;
-    for (const char *p = u->url ? u->url : ""; *p; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    return h;
+    uint32_t h = db_fnv(DB_FNV_BASIS ^ (uint32_t)u->uid, u->sha256);
+    return db_fnv(db_fnv(h, u->cred_tag), u->url ? u->url : "");
 }
 
 static int same_use(const db_use_t *a, const db_use_t *b)
@@ -194,7 +187,7 @@ int db_uses_flush(db_t *db)
     size_t n = db->nuses;
     db->uses = NULL;
     db->nuses = db->uses_cap = 0;
-    if (db->uses_index)
+    if (n && db->uses_index) /* LIST flushes before each page, mostly with nothing queued */
         memset(db->uses_index, 0, DB_USES_SLOTS * sizeof *db->uses_index);
     pthread_mutex_unlock(&db->uses_mu);
     int rc = n ? db_tx_begin(h) : 0;

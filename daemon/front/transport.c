@@ -4,6 +4,7 @@
 #include "transport.h"
 #include "log.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,10 +296,7 @@ static void flush_fd_queue(transport_t *t)
 void transport_send_fd(transport_t *t, const char *head, size_t head_len, const char *line,
                        size_t len, job_fd_t *fd)
 {
-    if (head_len > TRANSPORT_FD_HEAD_MAX) { /* too long to be sure to leave whole: on its own */
-        transport_send(t, head, head_len);
-        head_len = 0;
-    }
+    assert(head_len <= TRANSPORT_FD_HEAD_MAX); /* one skb: it leaves whole or not at all */
     if (!can_send(t))
         return;
     fd_msg_t *m = malloc(sizeof *m + head_len + len);

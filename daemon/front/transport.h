@@ -109,9 +109,9 @@ int transport_reading(const transport_t *t);
 void transport_send(transport_t *t, const char *line, size_t len);
 
 /* Queues a line that must leave with fd (one reference taken), after every
- * line queued before it, with head (head_len bytes, maybe 0: whole lines)
- * just before it, in the same system call where head_len is at most
- * TRANSPORT_FD_HEAD_MAX (else head is sent first, as transport_send). */
+ * line queued before it, with head (head_len bytes, maybe 0, at most
+ * TRANSPORT_FD_HEAD_MAX: whole lines) just before it, in the same system
+ * call. */
 void transport_send_fd(transport_t *t, const char *head, size_t head_len, const char *line,
                        size_t len, job_fd_t *fd);
 
