@@ -9,6 +9,7 @@
 #define HUBD_JOB_INTERNAL_H
 
 #include "job.h"
+#include "bgwork.h"
 #include "bufpool.h"
 #include "http.h"
 #include "sha256.h"
@@ -126,7 +127,11 @@ struct jobs {
     int shutting_down;
     int starting_queued; /* inside jobs_start_queued: do not re-enter */
     int start_again;     /* jobs_start_queued was asked again meanwhile */
-    /* Eviction: one item at a time; asked again while busy, it runs again. */
+    /* Eviction: one item at a time; asked again while busy, it runs again.
+     * It runs on the background thread (bgwork.h), or in the pool where
+     * that thread could not be made (bg NULL). */
+    bgwork_t *bg;
+    bgwork_item_t evict_item;
     uv_work_t evict_work;
     int evict_busy, evict_again;
     uint64_t evict_runs;      /* runs completed: a download short of space waits for one */

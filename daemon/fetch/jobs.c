@@ -36,6 +36,9 @@ static void on_http_closed(void *arg)
 static void on_jobs_drained(void *arg)
 {
     jobs_t *js = arg;
+    if (js->bg) /* its one user, eviction, holds the tracker while out */
+        bgwork_stop(js->bg);
+    js->bg = NULL;
     http_client_close(js->http, on_http_closed, js);
 }
 
@@ -664,6 +667,10 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
     js->rate_refilled = job_rate_refilled;
     js->restart_waiter = job_waiter_restart;
     js->not_modified = job_not_modified;
+    if ((rc = bgwork_start(loop, &js->bg)) != 0) {
+        js->bg = NULL; /* eviction then runs in the pool, at the loop's priority */
+        log_warn("no background thread for eviction: %s", uv_strerror(rc));
+    }
     jobs_rate_init(js);
     jobs_uses_init(js);
     list_init(&js->hits_ready);

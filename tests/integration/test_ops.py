@@ -131,6 +131,38 @@ class OpsTest(HubTestCase):
         self.assertLessEqual(st["cache_bytes"], 2560 * KiB)
         self.assert_blobs_match_rows()
 
+    def test_eviction_runs_on_a_thread_of_lower_priority(self):
+        """Eviction runs on hubd's background thread (bgwork.h), whose nice
+        value is the loop's plus 10: a run of thousands of blobs must not
+        take the CPU from the hits the loop answers meanwhile."""
+        self.restart_with(max_cache_size="0")
+        for i, name in enumerate("ab"):
+            self.make_file(name, MiB, seed=i + 1)
+            self.fetch(name)
+
+        def thread(tid):
+            """(name, nice, ns on a CPU) of one of hubd's threads."""
+            task = "/proc/%d/task/%d" % (self.hubd.proc.pid, tid)
+            with open(task + "/stat") as f:
+                stat = f.read()
+            with open(task + "/schedstat") as f:
+                ran = int(f.read().split()[0])
+            name = stat[stat.index("(") + 1:stat.rindex(")")]
+            return name, int(stat[stat.rindex(")") + 2:].split()[16]), ran
+
+        tids = [int(t) for t in os.listdir("/proc/%d/task" % self.hubd.proc.pid)]
+        bg = [t for t in tids if thread(t)[0] == "hubd-bg"]
+        self.assertEqual(len(bg), 1, [thread(t) for t in tids])
+        loop_nice = thread(self.hubd.proc.pid)[1]
+        _, bg_nice, bg_ran = thread(bg[0])
+        self.assertEqual(bg_nice, min(loop_nice + 10, 19))
+        self.reload(max_cache_size="1M")
+        wait_for(lambda: self.stats()["evicted"] == 1, what="the eviction")
+        _, nice, ran = thread(bg[0])
+        self.assertGreater(ran, bg_ran, "the eviction ran on another thread")
+        self.assertEqual(nice, bg_nice)
+        self.assertEqual(sorted(self.ls()), ["b"])
+
     def assert_blobs_match_rows(self):
         rows = {sha for sha, in self.hubd.query("SELECT sha256 FROM blobs")}
         files = {os.path.basename(p) for p in self.hubd.blob_files()}

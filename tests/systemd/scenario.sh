@@ -129,6 +129,17 @@ origin() {
 
 # ---- members ---------------------------------------------------------------------
 
+# Eviction's thread lowers its own priority (bgwork.h): under the unit's
+# system call filter and without privileges too.
+bg_thread() {
+    local pid t nice=
+    pid=$(state hubd.service MainPID)
+    for t in /proc/"$pid"/task/*; do
+        [ "$(cat "$t/comm" 2>/dev/null)" = hubd-bg ] && nice=$(awk '{ print $19 }' "$t/stat")
+    done
+    check "hubd's background thread hubd-bg runs at nice 10 (found: ${nice:-none})" [ "$nice" = 10 ]
+}
+
 first_fetch() {
     fetch alice
     path=$(out)
@@ -141,6 +152,7 @@ first_fetch() {
     check "alice reads the file and its sha256 is the origin's" \
         [ "$(runuser -u alice -- sha256sum "$path" 2>/dev/null | cut -d' ' -f1)" = "$sha" ]
     check "hubd.service active after the first fetch" active hubd.service active
+    bg_thread
     fetch bob
     check "bob: hubctl fetch -> the same path" [ "$rc" -eq 0 -a "$(out)" = "$path" ]
     check "the origin served f.bin once (requests: $(origin_requests))" [ "$(origin_requests)" -eq 1 ]
