@@ -1,8 +1,9 @@
-/* evict: the eviction coordinator. One run in the pool at a time, asked
- * again while busy runs once more; what the running downloads will hold is
- * subtracted from max_cache_size, and downloads short of room wait for a
- * run that started after they asked (js->after_evict tells them, the one
- * report up). Loop thread (the item: the pool). */
+/* evict: the eviction coordinator. One run at a time, asked again while
+ * busy runs once more; what the running downloads will hold is subtracted
+ * from max_cache_size, and downloads short of room wait for a run that
+ * started after they asked (js->after_evict tells them, the one report
+ * up). Loop thread (the item: the background thread of bgwork.h, at a
+ * lower priority than the loop's; the pool where it could not be made). */
 #include "job_internal.h"
 #include "log.h"
 
