@@ -579,8 +579,10 @@ int main(int argc, char **argv)
         bad_config = 1; /* ca_file or ca_path: as --check-config says */
         goto out;
     }
-    if ((rc = jobs_new(d.loop, &d.cfg, d.store, d.db, d.tls, &d.jobs)))
+    if ((rc = jobs_new(d.loop, &d.cfg, d.store, d.db, d.tls, &d.jobs))) {
+        log_err("cannot start the downloads' module (its thread, HTTP client): %s", strerror(-rc));
         goto out;
+    }
     jobs_set_first_id(d.jobs, rep.max_partial_id);
     cred_secret_t secret;
     if ((rc = cred_secret_load(d.cfg.cache_dir, &secret))) {

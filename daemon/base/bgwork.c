@@ -14,12 +14,12 @@ struct bgwork {
     uv_thread_t thread;
     uv_mutex_t lock;
     uv_cond_t wake;
-    uv_async_t async;         /* the thread's "done" to the loop */
-    bgwork_item_t *todo;      /* lock: queued, first to run first */
-    bgwork_item_t **todo_end; /* lock: where the next one goes */
-    bgwork_item_t *done;      /* lock: run, last run first (reversed on the loop) */
-    int stopping;             /* lock: the thread ends once todo is empty */
-    unsigned pending;         /* loop: queued and not yet done */
+    uv_async_t async;          /* the thread's "done" to the loop */
+    bgwork_item_t *queue;      /* lock: queued, first to run first */
+    bgwork_item_t **queue_end; /* lock: where the next one goes */
+    bgwork_item_t *done;       /* lock: run, last run first (reversed on the loop) */
+    int stopping;              /* lock: the thread ends once queue is empty */
+    unsigned pending;          /* loop: queued and not yet done */
 };
 
 /* Down by BGWORK_NICE from where the thread starts (hubd's own value),
@@ -44,14 +44,14 @@ static void thread_main(void *arg)
     lower_priority();
     uv_mutex_lock(&bg->lock);
     for (;;) {
-        while (!bg->todo && !bg->stopping)
+        while (!bg->queue && !bg->stopping)
             uv_cond_wait(&bg->wake, &bg->lock);
-        bgwork_item_t *it = bg->todo;
+        bgwork_item_t *it = bg->queue;
         if (!it)
             break; /* stopping, and nothing left */
-        bg->todo = it->next;
-        if (!bg->todo)
-            bg->todo_end = &bg->todo;
+        bg->queue = it->next;
+        if (!bg->queue)
+            bg->queue_end = &bg->queue;
         uv_mutex_unlock(&bg->lock);
         it->work(it);
         uv_mutex_lock(&bg->lock);
@@ -92,7 +92,7 @@ int bgwork_start(uv_loop_t *loop, bgwork_t **out)
     bgwork_t *bg = calloc(1, sizeof *bg);
     if (!bg)
         return -ENOMEM;
-    bg->todo_end = &bg->todo;
+    bg->queue_end = &bg->queue;
     int rc = uv_mutex_init(&bg->lock);
     if (rc)
         goto no_mutex;
@@ -128,8 +128,8 @@ void bgwork_queue(bgwork_t *bg, bgwork_item_t *item, bgwork_fn work, bgwork_fn d
     if (bg->pending++ == 0)
         uv_ref((uv_handle_t *)&bg->async);
     uv_mutex_lock(&bg->lock);
-    *bg->todo_end = item;
-    bg->todo_end = &item->next;
+    *bg->queue_end = item;
+    bg->queue_end = &item->next;
     uv_cond_signal(&bg->wake);
     uv_mutex_unlock(&bg->lock);
 }

@@ -38,8 +38,7 @@ struct bgwork_item {
     void *data; /* the owner's */
 };
 
-/* 0, or a negative errno (the thread or the handle could not be made:
- * the caller runs its work in the pool instead). */
+/* 0, or a negative errno (the thread or the handle could not be made). */
 int bgwork_start(uv_loop_t *loop, bgwork_t **out);
 /* Queues it: its work runs once those queued before have run. */
 void bgwork_queue(bgwork_t *bg, bgwork_item_t *item, bgwork_fn work, bgwork_fn done);

@@ -19,7 +19,6 @@ typedef struct db_hold_pos {
     char link[DB_HOLD_LINK_MAX + 1];   /* ... */
 } db_hold_pos_t;
 
-/* A hit's use of a blob (and of its entry, url set), queued (db_uses.c). */
 /* FNV-1a over s and a 0xff after it (so that "ab","c" and "a","bc"
  * differ), from h: chain it over a key's parts from DB_FNV_BASIS. The
  * memo's and the uses queue's in-memory indexes (db_memo.c, db_uses.c). */
@@ -31,6 +30,7 @@ static inline uint32_t db_fnv(uint32_t h, const char *s)
     return (h ^ 0xff) * 16777619u;
 }
 
+/* A hit's use of a blob (and of its entry, url set), queued (db_uses.c). */
 typedef struct db_use {
     char sha256[65];
     char *url; /* malloc'd; NULL: the blob alone (found by digest) */

@@ -3,7 +3,7 @@
  * from max_cache_size, and downloads short of room wait for a run that
  * started after they asked (js->after_evict tells them, the one report
  * up). Loop thread (the item: the background thread of bgwork.h, at a
- * lower priority than the loop's; the pool where it could not be made). */
+ * lower priority than the loop's). */
 #include "job_internal.h"
 #include "log.h"
 
@@ -18,8 +18,9 @@ static void evict_start(jobs_t *js, const char *keep);
 /* The item: down to max_cache_size less what the running downloads will
  * hold, and (with a floor) to what leaves min_free_space free once they
  * have written the rest. */
-static void evict_run(jobs_t *js)
+static void evict_run(bgwork_item_t *it)
 {
+    jobs_t *js = it->data;
     uint64_t target = js->evict_target, total;
     struct statvfs v;
     js->evict_lack = 0;
@@ -96,8 +97,9 @@ void jobs_drop_oversized(jobs_t *js, const char *sha, uint64_t size)
     uv_queue_work(js->loop, &d->work, drop_work, after_drop);
 }
 
-static void after_evict(jobs_t *js)
+static void after_evict(bgwork_item_t *it)
 {
+    jobs_t *js = it->data;
     js->evict_busy = 0;
     js->evict_runs++;
     if (js->evict_fs_size) /* a file system grown (or shrunk) since start-up */
@@ -122,28 +124,6 @@ static void after_evict(jobs_t *js)
         evict_start(js, js->next_keep[0] ? js->next_keep : NULL);
     }
     worktrack_release(&js->work);
-}
-
-/* The item's two ways: on the background thread, or in the pool. */
-static void evict_bg_work(bgwork_item_t *it)
-{
-    evict_run(it->data);
-}
-
-static void evict_bg_done(bgwork_item_t *it)
-{
-    after_evict(it->data);
-}
-
-static void evict_pool_work(uv_work_t *req)
-{
-    evict_run(req->data);
-}
-
-static void evict_pool_done(uv_work_t *req, int status)
-{
-    (void)status;
-    after_evict(req->data);
 }
 
 /* What the running downloads will hold once done (each one's length when
@@ -186,13 +166,8 @@ static void evict_start(jobs_t *js, const char *keep)
     snprintf(js->evict_keep, sizeof js->evict_keep, "%s", keep ? keep : "");
     js->evict_busy = 1;
     worktrack_hold(&js->work); /* jobs_shutdown waits for it */
-    if (js->bg) {
-        js->evict_item.data = js;
-        bgwork_queue(js->bg, &js->evict_item, evict_bg_work, evict_bg_done);
-        return;
-    }
-    js->evict_work.data = js;
-    uv_queue_work(js->loop, &js->evict_work, evict_pool_work, evict_pool_done);
+    js->evict_item.data = js;
+    bgwork_queue(js->bg, &js->evict_item, evict_run, after_evict);
 }
 
 /* force: a download is short of room, whatever the settings (a full disk

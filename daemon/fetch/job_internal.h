@@ -127,12 +127,10 @@ struct jobs {
     int shutting_down;
     int starting_queued; /* inside jobs_start_queued: do not re-enter */
     int start_again;     /* jobs_start_queued was asked again meanwhile */
-    /* Eviction: one item at a time; asked again while busy, it runs again.
-     * It runs on the background thread (bgwork.h), or in the pool where
-     * that thread could not be made (bg NULL). */
+    /* Eviction: one item at a time, on the background thread (bgwork.h);
+     * asked again while busy, it runs again. */
     bgwork_t *bg;
     bgwork_item_t evict_item;
-    uv_work_t evict_work;
     int evict_busy, evict_again;
     uint64_t evict_runs;      /* runs completed: a download short of space waits for one */
     uint64_t evict_target;    /* the item's copies: max_cache_size less what downloads hold, */

@@ -36,8 +36,7 @@ static void on_http_closed(void *arg)
 static void on_jobs_drained(void *arg)
 {
     jobs_t *js = arg;
-    if (js->bg) /* its one user, eviction, holds the tracker while out */
-        bgwork_stop(js->bg);
+    bgwork_stop(js->bg); /* its one user, eviction, holds the tracker while out */
     js->bg = NULL;
     http_client_close(js->http, on_http_closed, js);
 }
@@ -658,8 +657,15 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
     /* Keep enough free buffers for every job's in-flight window. */
     unsigned keep = (unsigned)(cfg->max_inflight / cfg->read_buffer_size) * 2 + 8;
     bufpool_init(&js->pool, cfg->read_buffer_size, keep);
-    int rc = http_client_new(loop, cfg, &js->pool, tls, &js->http);
+    /* Eviction's thread. Where no thread can be made, libuv's pool could
+     * not be either (it aborts): hubd does not start. */
+    int rc = bgwork_start(loop, &js->bg);
     if (rc) {
+        free(js);
+        return rc;
+    }
+    if ((rc = http_client_new(loop, cfg, &js->pool, tls, &js->http)) != 0) {
+        bgwork_stop(js->bg); /* frees itself on the loop */
         free(js);
         return rc;
     }
@@ -667,10 +673,6 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
     js->rate_refilled = job_rate_refilled;
     js->restart_waiter = job_waiter_restart;
     js->not_modified = job_not_modified;
-    if ((rc = bgwork_start(loop, &js->bg)) != 0) {
-        js->bg = NULL; /* eviction then runs in the pool, at the loop's priority */
-        log_warn("no background thread for eviction: %s", uv_strerror(rc));
-    }
     jobs_rate_init(js);
     jobs_uses_init(js);
     list_init(&js->hits_ready);
