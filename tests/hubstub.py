@@ -76,6 +76,9 @@ off): the Hub's resolve requests with that user's token, except a client's
 metadata question (Range: bytes=0-0), wait S seconds, then are refused as a
 gated repo refuses (status) or answered as usual (null). With "api": true,
 that user's API requests also wait S seconds first (status ignored there).
+POST /control/branch {"repo": ID, "rev": NAME, "commit": SHA40}: the branch
+(or tag) NAME of repo ID names commit SHA40 from now on (a push); the
+commits it named before stay reachable by their hashes, as on the Hub.
 POST /control/hostile {"on": true}: the Hub's refusals of a resolve (401,
 403, gated or private) carry the file's X-Linked-Etag, X-Linked-Size and
 X-Repo-Commit, as a Hub that leaks them would.
@@ -139,6 +142,7 @@ class Repo:
         self.id = spec["id"]
         self.type = spec.get("type", "model")
         self.revisions = spec.get("revisions") or {"main": fake_sha(self.type, self.id, "main")}
+        self.commits = set(self.revisions.values())  # every commit a branch ever named
         self.gated = spec.get("gated")
         self.private = spec.get("private")
         self.xet = bool(spec.get("xet"))
@@ -152,7 +156,7 @@ class Repo:
             rev = "main"
         if rev in self.revisions:
             return self.revisions[rev]
-        return rev if rev in self.revisions.values() else None
+        return rev if rev in self.commits else None
 
 
 class HubError(Exception):
@@ -371,6 +375,13 @@ class Handler(BaseHTTPRequestHandler):
                                                     bool(req.get("api")))
                 else:
                     self.state.hold.clear()
+            return self.send_json({"ok": True})
+        if path == "/control/branch" and self.command == "POST":
+            req = json.loads(self.read_body() or b"{}")
+            with self.state.lock:
+                repo = next(r for r in self.state.repos if r.id == req["repo"])
+                repo.revisions[req["rev"]] = req["commit"]
+                repo.commits.add(req["commit"])
             return self.send_json({"ok": True})
         if path == "/control/hostile" and self.command == "POST":
             self.state.hostile = bool(json.loads(self.read_body() or b"{}").get("on"))

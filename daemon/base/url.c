@@ -351,6 +351,32 @@ static void remove_dot_segments(const char *in, size_t n, char *out)
     *o = '\0';
 }
 
+/* The length of one "." in s[0, n) if it starts with one: '.' (1), or
+ * "%2e" / "%2E" (3); else 0. */
+static size_t dot_at(const char *s, size_t n)
+{
+    if (n >= 1 && s[0] == '.')
+        return 1;
+    if (n >= 3 && s[0] == '%' && s[1] == '2' && (s[2] == 'e' || s[2] == 'E'))
+        return 3;
+    return 0;
+}
+
+int url_path_has_dot_segment(const char *path, size_t n)
+{
+    const char *p = path, *end = path + n;
+    while (p <= end) {
+        const char *seg_end = memchr(p, '/', (size_t)(end - p));
+        if (!seg_end)
+            seg_end = end;
+        size_t sl = (size_t)(seg_end - p), d1 = dot_at(p, sl);
+        if (d1 && (d1 == sl || dot_at(p + d1, sl - d1) == sl - d1))
+            return 1;
+        p = seg_end + 1;
+    }
+    return 0;
+}
+
 /* Splits an absolute ("scheme://auth...") or scheme-relative ("//auth...")
  * reference into its "scheme://auth" prefix (written to prefix) and returns
  * the rest (path, query, fragment); NULL for a relative reference. */

@@ -39,6 +39,13 @@ void url_free(url_t *u);
  * compare addresses as addresses. */
 int url_host_addr(const char *host, size_t n, uint8_t addr[16]);
 
+/* Whether the path [path, path+n) has a "." or ".." segment, in any
+ * spelling a server may decode to one ("%2e", "%2E", ".%2e", ...). A
+ * request target that has one names, once a server removes it, another
+ * path than the one it reads as: whoever keys anything on the text must
+ * refuse it first. Pure. */
+int url_path_has_dot_segment(const char *path, size_t n);
+
 /* Resolves a Location value against base (RFC 3986 section 5.2) into a newly
  * allocated absolute URL string in *out. Returns 0 or -EINVAL / -ENOMEM. */
 int url_resolve(const url_t *base, const char *ref, char **out);

@@ -291,8 +291,10 @@ typedef struct db_hold {
 #define DB_HOLD_LINK_MAX 4096
 
 /* Records h (the same uid, label and link again: moved to h's blob, created
- * renewed). -ENOENT when there is no such blob. */
-int db_hold_add(db_t *db, const db_hold_t *h);
+ * renewed). -ENOENT when there is no such blob. moved_from: the blob the
+ * row held before when it moved and uid holds that blob no more (its
+ * grant is to go), else "". */
+int db_hold_add(db_t *db, const db_hold_t *h, char moved_from[65]);
 /* Whether h fits in uid's bounds (0: no bound): 0 yes; DB_HOLD_OVER_COUNT
  * when it would be a row past max_holds; DB_HOLD_OVER_BYTES when its blob
  * would take the bytes uid holds past max_bytes; or a negative errno. A

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -213,12 +214,41 @@ int db_holds_of(db_t *db, uid_t uid, uint64_t *holds, uint64_t *bytes)
     return rc;
 }
 
-int db_hold_add(db_t *db, const db_hold_t *hd)
+/* The one text column of a one-row answer into out (cap bytes), or "" when
+ * there is no row. */
+static int text_of(sqlite3 *h, sqlite3_stmt *st, char *out, size_t cap)
+{
+    out[0] = '\0';
+    int r = sqlite3_step(st), rc = 0;
+    if (r == SQLITE_ROW && sqlite3_column_text(st, 0))
+        snprintf(out, cap, "%s", (const char *)sqlite3_column_text(st, 0));
+    else if (r != SQLITE_ROW && r != SQLITE_DONE)
+        rc = db_sq_err(h, "reading a hold");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int db_hold_add(db_t *db, const db_hold_t *hd, char moved_from[65])
 {
     sqlite3 *h = db->wr;
+    sqlite3_stmt *st;
+    moved_from[0] = '\0';
     int rc = counted(db); /* before the row: the triggers count it */
     if (rc || (rc = db_tx_begin(h)) != 0)
         return rc;
+    /* The blob the row held before, if another: the uid's grant on it may
+     * have to go with the row. */
+    char before[65] = "";
+    if (!(rc = prepare(h,
+                       "SELECT sha256 FROM holds WHERE uid = ?1 AND label = ?2 AND link = ?3"
+                       " AND sha256 <> ?4",
+                       &st))) {
+        sqlite3_bind_int64(st, 1, (int64_t)hd->uid);
+        sqlite3_bind_text(st, 2, hd->label, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, hd->link, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, hd->sha256, -1, SQLITE_STATIC);
+        rc = text_of(h, st, before, sizeof before);
+    }
     /* Inside the transaction: an eviction or RM of the blob cannot come
      * between the check and the row (its delete takes the same lock). */
     if (!rc)
@@ -231,7 +261,18 @@ int db_hold_add(db_t *db, const db_hold_t *hd)
             "itttii", (int64_t)hd->uid, hd->label, hd->link, hd->sha256, hd->created);
     if (!rc && sqlite3_changes(h) == 0)
         rc = -ENOENT;
+    if (!rc && before[0] &&
+        !(rc =
+              prepare(h, "SELECT sha256 FROM holds WHERE uid = ?1 AND sha256 = ?2 LIMIT 1", &st))) {
+        char still[65];
+        sqlite3_bind_int64(st, 1, (int64_t)hd->uid);
+        sqlite3_bind_text(st, 2, before, -1, SQLITE_STATIC);
+        if (!(rc = text_of(h, st, still, sizeof still)) && !still[0])
+            memcpy(moved_from, before, 65);
+    }
     rc = db_tx_end(h, rc);
+    if (rc)
+        moved_from[0] = '\0';
     sqlite3_mutex_enter(sqlite3_db_mutex(h));
     publish_locked(db);
     sqlite3_mutex_leave(sqlite3_db_mutex(h));

@@ -114,8 +114,13 @@ int holds_add(store_t *store, db_t *db, const holds_bounds_t *b, const db_hold_t
         }
     }
     close(fd);
+    char moved_from[65] = "";
     if (!rc && *readable)
-        rc = db_hold_add(db, h);
+        rc = db_hold_add(db, h, moved_from);
+    /* The link held another blob before, which uid holds no more: its
+     * grant goes, as UNHOLD's would. */
+    if (!rc && moved_from[0])
+        ungrant(store, db, h->uid, moved_from);
 out:
     db_unlock(db);
     return rc;

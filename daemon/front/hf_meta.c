@@ -7,6 +7,7 @@
 #include "url.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,10 @@ int hf_where_parse(const char *s, hf_where_t *out)
         pre = "spaces/", t += 7, tl -= 7;
     else if (strncmp(t, "models/", 7) == 0)
         t += 7, tl -= 7;
+    /* What a dot segment would make of the path is the Hub's to decide,
+     * not ours to guess: the parts must be what is asked. */
+    if (url_path_has_dot_segment(t, tl))
+        return -1;
     const char *res = NULL;
     for (const char *p = t; p + 9 <= t + tl; p++)
         if (strncmp(p, "/resolve/", 9) == 0) {
@@ -127,34 +132,48 @@ int hf_sha256_of_etag(const char *etag, char out[65])
 
 /* ---- the memory ------------------------------------------------------------ */
 
+/* Every remembered answer is one uid's, under one credential tag: another
+ * user, or another token, never reads it, so what one asker made the Hub
+ * say cannot become another's answer. The tables are bounded, and shared
+ * fairly (slot_pick): a uid replaces its own oldest answer once it holds
+ * HF_PER_UID, and takes another uid's only from one that holds at least
+ * two more than it does, so that nobody's burst pushes out what a quieter
+ * user was just told. A forgotten answer is only asked again. */
+#define HF_SLOTS 256  /* entries of each table */
+#define HF_PER_UID 16 /* of them one uid may hold */
+
+/* What each entry begins with: whose it is, and until when. */
+typedef struct hf_slot {
+    uid_t uid;
+    uint64_t until; /* uv_now() when it is forgotten; 0: free */
+    char tag[65];   /* the credential tag ("" without credentials) */
+} hf_slot_t;
+
 /* A revision a HEAD resolved to a commit, for the GET that follows it: a
  * branch may move between the two, and the client must get the file the
  * HEAD described. */
-#define HF_REVS 64
 #define HF_REV_TTL_MS 300000
 typedef struct hf_rev {
+    hf_slot_t head;
     char key[512]; /* "datasets/org/name@rev" */
     char commit[41];
-    uint64_t until; /* uv_now() when it is forgotten */
 } hf_rev_t;
 
-/* What the Hub said of one file to one credential tag: the GET that
- * follows a HEAD (huggingface_hub's way) needs no second question, and a
- * token the Hub accepted stays accepted this long, no longer. */
-#define HF_KNOWN 64
+/* What the Hub said of one file: the GET that follows a HEAD
+ * (huggingface_hub's way) needs no second question, and a token the Hub
+ * accepted stays accepted this long, no longer. */
 #define HF_KNOWN_TTL_MS 60000
 typedef struct hf_known {
-    char tag[65];   /* the credential tag ("" without credentials) */
-    char key[1024]; /* "datasets/org/name@rev/path" as the client named it */
+    hf_slot_t head;
+    char key[1024]; /* "datasets/org/name@rev/path" */
     hf_file_t file;
-    uint64_t until; /* uv_now() when it is forgotten */
 } hf_known_t;
 
-/* Flat, one per daemon: the oldest entry goes first when full. */
+/* Flat, one per daemon. */
 struct hf_meta {
     uv_loop_t *loop;
-    hf_rev_t revs[HF_REVS];
-    hf_known_t known[HF_KNOWN];
+    hf_rev_t revs[HF_SLOTS];
+    hf_known_t known[HF_SLOTS];
 };
 
 int hf_meta_new(uv_loop_t *loop, hf_meta_t **out)
@@ -172,62 +191,120 @@ void hf_meta_free(hf_meta_t *m)
     free(m);
 }
 
-const char *hf_meta_rev_lookup(hf_meta_t *m, const char *key)
-{
-    uint64_t now = uv_now(m->loop);
-    for (int i = 0; i < HF_REVS; i++)
-        if (m->revs[i].until > now && strcmp(m->revs[i].key, key) == 0)
-            return m->revs[i].commit;
-    return NULL;
-}
+#define SLOT(base, stride, i) ((hf_slot_t *)((char *)(base) + (size_t)(i) * (stride)))
 
-void hf_meta_rev_remember(hf_meta_t *m, const char *key, const char *commit)
+/* How many live entries uid has, and the oldest of them (-1: none). */
+static int uid_count(void *base, size_t stride, uid_t uid, uint64_t now, int *oldest)
 {
-    if (strlen(commit) != 40 || strlen(key) >= sizeof m->revs[0].key)
-        return;
-    hf_rev_t *slot = &m->revs[0];
-    for (int i = 0; i < HF_REVS; i++) { /* the same key, else the oldest */
-        if (strcmp(m->revs[i].key, key) == 0) {
-            slot = &m->revs[i];
-            break;
-        }
-        if (m->revs[i].until < slot->until)
-            slot = &m->revs[i];
+    int count = 0;
+    *oldest = -1;
+    for (int i = 0; i < HF_SLOTS; i++) {
+        hf_slot_t *h = SLOT(base, stride, i);
+        if (h->until <= now || h->uid != uid)
+            continue;
+        count++;
+        if (*oldest < 0 || h->until < SLOT(base, stride, *oldest)->until)
+            *oldest = i;
     }
-    snprintf(slot->key, sizeof slot->key, "%s", key);
-    memcpy(slot->commit, commit, 41);
-    slot->until = uv_now(m->loop) + HF_REV_TTL_MS;
+    return count;
 }
 
-const hf_file_t *hf_meta_known(hf_meta_t *m, const char *tag, const char *key)
+/* Where uid's new entry goes among the HF_SLOTS entries at base (each
+ * stride bytes, beginning with an hf_slot_t): its own oldest when it holds
+ * HF_PER_UID, else a free or expired entry, else the oldest of the uid
+ * holding most when that is at least two more than uid holds; -1: not
+ * remembered. 256 x 256 comparisons at most, once per question to the Hub. */
+static int slot_pick(void *base, size_t stride, uid_t uid, uint64_t now)
+{
+    int own_oldest;
+    int own = uid_count(base, stride, uid, now, &own_oldest);
+    if (own >= HF_PER_UID)
+        return own_oldest;
+    for (int i = 0; i < HF_SLOTS; i++)
+        if (SLOT(base, stride, i)->until <= now)
+            return i;
+    int best = -1, best_count = own + 1; /* must reach own + 2 */
+    for (int i = 0; i < HF_SLOTS; i++) {
+        int oldest, n = uid_count(base, stride, SLOT(base, stride, i)->uid, now, &oldest);
+        if (n > best_count)
+            best = oldest, best_count = n;
+    }
+    return best;
+}
+
+/* The live entry of (uid, tag) whose key (at key_off in each entry) is
+ * key, or -1. */
+static int slot_find(void *base, size_t stride, size_t key_off, uid_t uid, const char *tag,
+                     const char *key, uint64_t now)
+{
+    for (int i = 0; i < HF_SLOTS; i++) {
+        hf_slot_t *h = SLOT(base, stride, i);
+        if (h->until > now && h->uid == uid && strcmp(h->tag, tag) == 0 &&
+            strcmp((char *)h + key_off, key) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* The entry (uid, tag, key) is written to: its own, else slot_pick's,
+ * with its head set; NULL when it is not remembered. */
+static hf_slot_t *slot_take(void *base, size_t stride, size_t key_off, uid_t uid, const char *tag,
+                            const char *key, uint64_t now, uint64_t ttl)
+{
+    int i = slot_find(base, stride, key_off, uid, tag, key, now);
+    if (i < 0)
+        i = slot_pick(base, stride, uid, now);
+    if (i < 0)
+        return NULL;
+    hf_slot_t *h = SLOT(base, stride, i);
+    h->uid = uid;
+    h->until = now + ttl;
+    snprintf(h->tag, sizeof h->tag, "%s", tag);
+    return h;
+}
+
+const char *hf_meta_rev_lookup(hf_meta_t *m, uid_t uid, const char *tag, const char *key)
+{
+    int i = slot_find(m->revs, sizeof m->revs[0], offsetof(hf_rev_t, key), uid, tag, key,
+                      uv_now(m->loop));
+    return i < 0 ? NULL : m->revs[i].commit;
+}
+
+void hf_meta_rev_remember(hf_meta_t *m, uid_t uid, const char *tag, const char *key,
+                          const char *commit)
+{
+    if (strlen(commit) != 40 || strlen(key) >= sizeof m->revs[0].key ||
+        strlen(tag) >= sizeof m->revs[0].head.tag)
+        return;
+    hf_rev_t *r = (hf_rev_t *)slot_take(m->revs, sizeof m->revs[0], offsetof(hf_rev_t, key), uid,
+                                        tag, key, uv_now(m->loop), HF_REV_TTL_MS);
+    if (!r)
+        return;
+    snprintf(r->key, sizeof r->key, "%s", key);
+    memcpy(r->commit, commit, 41);
+}
+
+const hf_file_t *hf_meta_known(hf_meta_t *m, uid_t uid, const char *tag, const char *key)
 {
     if (!key[0])
         return NULL;
-    uint64_t now = uv_now(m->loop);
-    for (int i = 0; i < HF_KNOWN; i++)
-        if (m->known[i].until > now && strcmp(m->known[i].tag, tag) == 0 &&
-            strcmp(m->known[i].key, key) == 0)
-            return &m->known[i].file;
-    return NULL;
+    int i = slot_find(m->known, sizeof m->known[0], offsetof(hf_known_t, key), uid, tag, key,
+                      uv_now(m->loop));
+    return i < 0 ? NULL : &m->known[i].file;
 }
 
-static void known_remember(hf_meta_t *m, const char *tag, const char *key, const hf_file_t *f)
+static void known_remember(hf_meta_t *m, uid_t uid, const char *tag, const char *key,
+                           const hf_file_t *f)
 {
-    if (!key[0] || strlen(key) >= sizeof m->known[0].key)
+    if (!key[0] || strlen(key) >= sizeof m->known[0].key ||
+        strlen(tag) >= sizeof m->known[0].head.tag)
         return;
-    hf_known_t *slot = &m->known[0];
-    for (int i = 0; i < HF_KNOWN; i++) { /* the same, else the oldest */
-        if (strcmp(m->known[i].tag, tag) == 0 && strcmp(m->known[i].key, key) == 0) {
-            slot = &m->known[i];
-            break;
-        }
-        if (m->known[i].until < slot->until)
-            slot = &m->known[i];
-    }
-    snprintf(slot->tag, sizeof slot->tag, "%s", tag);
-    snprintf(slot->key, sizeof slot->key, "%s", key);
-    slot->file = *f;
-    slot->until = uv_now(m->loop) + HF_KNOWN_TTL_MS;
+    hf_known_t *k = (hf_known_t *)slot_take(m->known, sizeof m->known[0], offsetof(hf_known_t, key),
+                                            uid, tag, key, uv_now(m->loop), HF_KNOWN_TTL_MS);
+    if (!k)
+        return;
+    snprintf(k->key, sizeof k->key, "%s", key);
+    k->file = *f;
 }
 
 /* ---- a question ------------------------------------------------------------ */
@@ -235,6 +312,7 @@ static void known_remember(hf_meta_t *m, const char *tag, const char *key, const
 struct hf_ask {
     hf_meta_t *m;
     hub_req_t *req; /* the request in flight (hub_req.h) */
+    uid_t uid;      /* whose answer it is */
     char tag[65];
     char *file_key;
     hf_meta_cb cb;
@@ -313,12 +391,12 @@ static void answered(void *arg, const char *code, const char *msg, hub_answer_t 
         finish(a, &ans);
         return;
     }
-    known_remember(a->m, a->tag, a->file_key, &f);
+    known_remember(a->m, a->uid, a->tag, a->file_key, &f);
     hf_meta_answer_t ans = {.kind = HF_META_FILE, .file = &f};
     finish(a, &ans);
 }
 
-int hf_meta_ask(hf_meta_t *m, struct http_client *http, const char *url, const char *tag,
+int hf_meta_ask(hf_meta_t *m, struct http_client *http, const char *url, uid_t uid, const char *tag,
                 const char *file_key, const char *const *cred, size_t ncred, hf_meta_cb cb,
                 void *arg, hf_ask_t **out, const char **why)
 {
@@ -326,6 +404,7 @@ int hf_meta_ask(hf_meta_t *m, struct http_client *http, const char *url, const c
     if (!a)
         return -ENOMEM;
     a->m = m;
+    a->uid = uid;
     a->cb = cb;
     a->arg = arg;
     snprintf(a->tag, sizeof a->tag, "%s", tag);

@@ -9,13 +9,19 @@
  *
  * Two ways in ask it: the HTTP front's /hf route (httpd_hf.c) and a FETCH
  * of a Hub URL with credentials over the socket (verbs_fetch.c). Both share
- * one memory (hf_meta_t, one per daemon, owned by the session server):
- * - what the Hub said of a file to a credential tag, for a minute
- *   (hf_meta_known): the GET after a HEAD asks no second time, and another
- *   token is always asked. Only an answer that names a file is kept: a
- *   refusal is asked again each time.
- * - a revision a HEAD resolved to a commit, for five minutes, for anyone
+ * one memory (hf_meta_t, one per daemon, owned by the session server).
+ * Every answer in it is one asker's: a uid and its credential tag, and
+ * nobody else reads it; each uid holds a bounded share, and a burst of one
+ * uid's questions does not push out another's answers (hf_meta.c's
+ * slot_pick):
+ * - what the Hub said of a file, for a minute (hf_meta_known): the GET
+ *   after a HEAD asks no second time, and another token is always asked.
+ *   Only an answer that names a file is kept: a refusal is asked again
+ *   each time.
+ * - a revision a HEAD resolved to a commit, for five minutes
  *   (hf_meta_rev_*): the GET after a HEAD gets the file the HEAD described.
+ *   The caller remembers it only under the key of the repo and revision
+ *   its question named.
  *
  * Why one module: an LFS file's SHA-256 the Hub names to a client's own
  * credentials vouches for that client (job.h's `vouched`): the same code
@@ -29,6 +35,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <uv.h>
 
 struct http_client;
@@ -54,8 +61,9 @@ typedef struct hf_where {
 
 /* s is what follows "/hf/" or "{hf_upstream}/":
  * "[datasets/|spaces/|models/]{repo}/resolve/{rev}/{path}[?query]". 0 with
- * the parts, -1 for another form (or no memory; then nothing to free).
- * Pure. */
+ * the parts, -1 for another form, a "." or ".." segment in any spelling
+ * (url_path_has_dot_segment: the Hub would read another path), or no
+ * memory; then nothing to free. Pure. */
 int hf_where_parse(const char *s, hf_where_t *out);
 void hf_where_free(hf_where_t *w);
 
@@ -83,14 +91,15 @@ int hf_meta_new(uv_loop_t *loop, hf_meta_t **out);
 /* Every question must have ended or been aborted before. NULL is fine. */
 void hf_meta_free(hf_meta_t *m);
 
-/* The commit a HEAD announced for key, or NULL (forgotten, or never). */
-const char *hf_meta_rev_lookup(hf_meta_t *m, const char *key);
-void hf_meta_rev_remember(hf_meta_t *m, const char *key, const char *commit);
+/* The commit a HEAD of uid with credential tag ("" without credentials)
+ * announced for key, or NULL (forgotten, or never). */
+const char *hf_meta_rev_lookup(hf_meta_t *m, uid_t uid, const char *tag, const char *key);
+void hf_meta_rev_remember(hf_meta_t *m, uid_t uid, const char *tag, const char *key,
+                          const char *commit);
 
-/* What the Hub said of file_key to credential tag ("" without
- * credentials) within the last minute, or NULL. Valid until the next call
- * into the module. */
-const hf_file_t *hf_meta_known(hf_meta_t *m, const char *tag, const char *file_key);
+/* What the Hub said of file_key to uid's credential tag within the last
+ * minute, or NULL. Valid until the next call into the module. */
+const hf_file_t *hf_meta_known(hf_meta_t *m, uid_t uid, const char *tag, const char *file_key);
 
 /* ---- a question ------------------------------------------------------------ */
 
@@ -120,11 +129,11 @@ typedef struct hf_ask hf_ask_t;
 /* Asks the Hub about the file at url (a resolve URL under hf_upstream)
  * through http (the downloads' client: proxies, network policy) with the
  * credential header lines cred ("Name: value"). A file it names is
- * remembered under (tag, file_key) (file_key "": not remembered). 0 and
+ * remembered under (uid, tag, file_key) (file_key "": not remembered). 0 and
  * *out (for hf_meta_abort) until cb is called once; else -EINVAL (url does
  * not parse: *why), -EACCES (the network policy refuses the Hub's host) or
  * -ENOMEM, and no callback. */
-int hf_meta_ask(hf_meta_t *m, struct http_client *http, const char *url, const char *tag,
+int hf_meta_ask(hf_meta_t *m, struct http_client *http, const char *url, uid_t uid, const char *tag,
                 const char *file_key, const char *const *cred, size_t ncred, hf_meta_cb cb,
                 void *arg, hf_ask_t **out, const char **why);
 

@@ -1,4 +1,4 @@
-/* httpd_hf: the Hugging Face Hub endpoint of the HTTP front (issue 13), so
+/* httpd_hf: the Hugging Face Hub endpoint of the HTTP front, so
  * that HF_ENDPOINT=http://127.0.0.1:8399/hf sends the Hub clients' file
  * downloads through hubd.
  *
@@ -25,11 +25,15 @@
  *
  * The question to the Hub, and what is remembered of its answers, are
  * hf_meta.h's (shared with the socket's FETCH of a Hub URL): the Hub's
- * answer about a file is remembered for a minute by the client's credential
- * tag, so the GET that follows a HEAD with the same credentials is not
- * asked again, and another token is always asked; a HEAD's commit is
- * remembered longer, for anyone, so that the GET after it gets the file the
- * HEAD described even if the branch moved.
+ * answer about a file is remembered for a minute for the client's uid and
+ * credential tag, so the GET that follows a HEAD with the same credentials
+ * is not asked again, and another user or token is always asked; a HEAD's
+ * commit is remembered longer, for the same uid and tag, so that the GET
+ * after it gets the file the HEAD described even if the branch moved. The
+ * front refuses dot segments before any route reads the target
+ * (httpd_request.c), and the commit is remembered only when the URL asked
+ * names the repo and revision of its key: no request can make "main"
+ * stand for another commit, not even for its own user.
  *
  * A small (non-LFS) file's ETag is its git blob SHA-1 (sha1("blob <size>\0"
  * + bytes)): the stored file is checked against it (git_check.h) before
@@ -59,6 +63,8 @@ typedef struct hf_req {
     char key[512];       /* "prefix repo@rev" as the client named it (hf_meta_rev_*) */
     char file_key[1024]; /* key + "/path" (hf_meta_known), "" when too long */
     char tag[65];        /* the client's credential tag */
+    int asked_as_named;  /* the URL asked names where's repo and revision (a HEAD's commit
+                            may be remembered under key) */
     hf_ask_t *ask;       /* the question to the Hub in flight, or NULL */
     /* once the file is known: its download */
     char git_sha1[41]; /* a small file's git blob SHA-1 (the Hub's ETag) to check, or "" */
@@ -121,7 +127,8 @@ static void serve(hconn_t *c, hf_req_t *q, const hf_file_t *f)
         hanswer_add_line(c, "X-Linked-Size", f->linked_size);
     }
     if (r->method == HTTP_HEAD) {
-        hf_meta_rev_remember(c->srv->d.hf, q->key, f->commit);
+        if (q->asked_as_named)
+            hf_meta_rev_remember(c->srv->d.hf, c->who.uid, q->tag, q->key, f->commit);
         hanswer_head(c, (uint64_t)f->size);
         return;
     }
@@ -158,6 +165,20 @@ static void on_answer(void *arg, const hf_meta_answer_t *a)
         hanswer_text(c, httpd_status_of(a->code), a->code, a->msg, 0);
 }
 
+/* Whether url, read as the HTTP client will read it (its canonical form),
+ * names w's repo and revision: only then may the commit the Hub answers
+ * be remembered as that revision's. */
+static int names_where(const char *upstream, const char *url, const hf_where_t *w)
+{
+    hf_where_t asked;
+    if (!hf_where_of_url(upstream, url, &asked))
+        return 0;
+    int same = strcmp(asked.prefix, w->prefix) == 0 && strcmp(asked.repo, w->repo) == 0 &&
+               strcmp(asked.rev, w->rev) == 0;
+    hf_where_free(&asked);
+    return same;
+}
+
 static int hf_match(const char *target)
 {
     return strcmp(target, "/hf") == 0 || strncmp(target, "/hf/", 4) == 0;
@@ -188,22 +209,25 @@ static void hf_handle(hconn_t *c, void *mem)
     }
     /* The Hub answered this client's credentials for this file a moment
      * ago (the HEAD before a GET): no second question. */
-    const hf_file_t *known = hf_meta_known(meta, q->tag, q->file_key);
+    const hf_file_t *known = hf_meta_known(meta, c->who.uid, q->tag, q->file_key);
     if (known) {
         hf_file_t f = *known;
         c->rstate = q;
         serve(c, q, &f);
         return;
     }
-    const char *pinned = c->req->method == HTTP_GET ? hf_meta_rev_lookup(meta, q->key) : NULL;
+    const char *pinned =
+        c->req->method == HTTP_GET ? hf_meta_rev_lookup(meta, c->who.uid, q->tag, q->key) : NULL;
     char *text = NULL;
     int n = asprintf(&text, "%s/%s%s/resolve/%s/%s", c->srv->d.cfg->hf_upstream, q->where.prefix,
                      q->where.repo, pinned ? pinned : q->where.rev, q->where.path);
+    q->asked_as_named =
+        n >= 0 && !pinned && names_where(c->srv->d.cfg->hf_upstream, text, &q->where);
     const char *why = NULL;
     int rc = n < 0 ? -ENOMEM
-                   : hf_meta_ask(meta, jobs_http(c->srv->d.jobs), text, q->tag, q->file_key,
-                                 (const char *const *)c->req->cred, c->req->ncred, on_answer, q,
-                                 &q->ask, &why);
+                   : hf_meta_ask(meta, jobs_http(c->srv->d.jobs), text, c->who.uid, q->tag,
+                                 q->file_key, (const char *const *)c->req->cred, c->req->ncred,
+                                 on_answer, q, &q->ask, &why);
     free(text);
     if (rc) {
         hf_req_free(q);

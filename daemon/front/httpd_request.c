@@ -6,6 +6,7 @@
  * own refusals (httpd_answer.c). */
 #include "httpd_internal.h"
 #include "log.h"
+#include "url.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -284,7 +285,7 @@ static int from_a_page_elsewhere(const hconn_t *c)
 /* The connection's hook: a request's head (and any body read) is in. The
  * front's own checks come first, in a fixed order (an answer names the
  * first one broken): a refusal decided before the request was read, Host,
- * cross-site, the method, a body not read (its route's words, else the
+ * cross-site, dot segments, the method, a body not read (its route's words, else the
  * front's), the target's length; then the route answers. */
 static void hreq_handle(hconn_t *c)
 {
@@ -311,6 +312,15 @@ static void hreq_handle(hconn_t *c)
                  (unsigned)c->who.uid, r->origin[0] ? r->origin : "-",
                  r->fetch_site[0] ? r->fetch_site : "-");
         hanswer_text(c, 403, "forbidden", "cross-site requests are refused", 1);
+        return;
+    }
+    /* A route keys what it remembers on the target's text, and the server
+     * it asks removes dot segments: refused before any route reads it, so
+     * that the text is the path asked (curl sends them only with
+     * --path-as-is). */
+    if (url_path_has_dot_segment(r->target, strcspn(r->target, "?"))) {
+        hanswer_text(c, 400, "bad_url",
+                     "the request target has a \".\" or \"..\" segment (or its %2e spelling)", 1);
         return;
     }
     size_t i = route_of(r->target);

@@ -341,7 +341,7 @@ static int ask_hub(fetch_t *f, const char *url, const char *const *headers, size
         }
         f->nheaders = i + 1;
     }
-    const hf_file_t *known = hf_meta_known(meta, tag, file_key);
+    const hf_file_t *known = hf_meta_known(meta, s->who.uid, tag, file_key);
     if (known) {
         free(ask_url);
         hf_file_t file = *known;
@@ -350,8 +350,8 @@ static int ask_hub(fetch_t *f, const char *url, const char *const *headers, size
         return 1;
     }
     const char *why = NULL;
-    int rc = hf_meta_ask(meta, jobs_http(s->srv->jobs), ask_url, tag, file_key, headers, nheaders,
-                         hub_answered, f, &f->ask, &why);
+    int rc = hf_meta_ask(meta, jobs_http(s->srv->jobs), ask_url, s->who.uid, tag, file_key, headers,
+                         nheaders, hub_answered, f, &f->ask, &why);
     free(ask_url);
     if (rc) {
         log_info("session pid %d uid %d: FETCH id %s: cannot ask the Hub (%s): fetched as any URL, "

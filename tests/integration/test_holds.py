@@ -261,6 +261,26 @@ class HoldsTest(HoldsBase):
         last = self.talk(UID_A, "UNHOLD id=u label=models/org/m@main link=rel")[-1]
         self.assertEqual(fields(last)["code"], "bad_request", last)
 
+    def test_a_moved_hold_takes_its_grant_with_it(self):
+        """A HOLD of the same label and link to another blob moves the row:
+        the first blob's grant goes with it, and after UNHOLD the uid
+        holds nothing and reads neither blob."""
+        digest, path, link = self.held_private()
+        url2, digest2 = self.gated("g2.bin", TOKEN_A, 6000, seed=2)
+        path2 = self.fetch(UID_A, url2, TOKEN_A)["path"]
+        last, _ = self.hold(UID_A, digest2, link=link)  # the same label and link
+        self.assertEqual(fields(last)["readable"], "1", last)
+        self.assertEqual(self.hubd.query("SELECT sha256 FROM holds"), [(digest2,)])
+        self.assertNotEqual(self.read_as(UID_A, path).returncode, 0)
+        self.assertNotIn("system.posix_acl_access", os.listxattr(path))
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o400)
+        self.assertEqual(self.read_as(UID_A, path2).returncode, 0)
+        last = self.talk(UID_A, "UNHOLD id=u label=models/org/m@main")[-1]
+        self.assertEqual(last, "OK id=u released=1")
+        for p in (path, path2):
+            self.assertNotEqual(self.read_as(UID_A, p).returncode, 0, p)
+            self.assertNotIn("system.posix_acl_access", os.listxattr(p))
+
     def test_a_link_with_control_bytes_is_refused(self):
         """link= goes into the log: no control bytes (log forging)."""
         digest = self.make_file("p.bin", 3000, seed=7)

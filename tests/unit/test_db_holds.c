@@ -7,7 +7,8 @@
 static void hold(uid_t uid, const char *label, const char *sha, const char *link, int64_t created)
 {
     db_hold_t h = {uid, label, sha, link, created};
-    ck_assert_int_eq(db_hold_add(db, &h), 0);
+    char moved[65];
+    ck_assert_int_eq(db_hold_add(db, &h, moved), 0);
 }
 
 static unsigned nlru;
@@ -33,7 +34,9 @@ START_TEST(db_holds_add_needs_a_blob_and_counts)
     make_sha(a, 1);
     make_sha(b, 2);
     db_hold_t h = {1000, "models/o/m@main", a, "/home/u/x", 5};
-    ck_assert_int_eq(db_hold_add(db, &h), -ENOENT); /* no such blob */
+    char moved[65];
+    ck_assert_int_eq(db_hold_add(db, &h, moved), -ENOENT); /* no such blob */
+    ck_assert_str_eq(moved, "");
     record("http://h/a", "", a, 100, NULL, NULL);
     record("http://h/b", "", b, 50, NULL, NULL);
     hold(1000, "models/o/m@main", a, "/home/u/x", 5);
@@ -45,6 +48,39 @@ START_TEST(db_holds_add_needs_a_blob_and_counts)
     ck_assert_uint_eq(n, 3);
     ck_assert_uint_eq(bytes, 150); /* a once, though twice held */
     ck_assert_int_eq(raw_int("SELECT created FROM holds WHERE link = '/home/u/x'"), 6);
+}
+END_TEST
+
+/* A HOLD of the same uid, label and link to another blob moves the row:
+ * the blob it held is named when uid holds it no more, so that its grant
+ * goes; not while another link of uid still holds it. */
+START_TEST(db_holds_a_moved_row_names_the_blob_left)
+{
+    char a[65], b[65], c[65], moved[65];
+    make_sha(a, 1);
+    make_sha(b, 2);
+    make_sha(c, 3);
+    record("http://h/a", "", a, 100, NULL, NULL);
+    record("http://h/b", "", b, 50, NULL, NULL);
+    record("http://h/c", "", c, 10, NULL, NULL);
+    hold(1000, "L", a, "/u/x", 1);
+    hold(1000, "L", a, "/u/y", 1);
+    db_hold_t h = {1000, "L", b, "/u/x", 2};
+    ck_assert_int_eq(db_hold_add(db, &h, moved), 0);
+    ck_assert_str_eq(moved, ""); /* /u/y still holds a */
+    db_hold_t h2 = {1000, "L", b, "/u/y", 2};
+    ck_assert_int_eq(db_hold_add(db, &h2, moved), 0);
+    ck_assert_str_eq(moved, a);                       /* a held by uid no more */
+    ck_assert_int_eq(db_hold_add(db, &h2, moved), 0); /* a renewal moves nothing */
+    ck_assert_str_eq(moved, "");
+    hold(1001, "L", c, "/v/x", 1); /* another uid's rows are not uid 1000's */
+    db_hold_t h3 = {1000, "L", c, "/u/x", 3};
+    ck_assert_int_eq(db_hold_add(db, &h3, moved), 0);
+    ck_assert_str_eq(moved, ""); /* /u/y holds b still */
+    uint64_t n, bytes;
+    ck_assert_int_eq(db_holds_of(db, 1000, &n, &bytes), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(bytes, 60);
 }
 END_TEST
 
@@ -362,6 +398,7 @@ int main(void)
     TCase *tc = tcase_create("holds");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, db_holds_add_needs_a_blob_and_counts);
+    tcase_add_test(tc, db_holds_a_moved_row_names_the_blob_left);
     tcase_add_test(tc, db_holds_list_sums_per_uid_and_label);
     tcase_add_test(tc, db_holds_release_names_blobs_no_longer_held);
     tcase_add_test(tc, db_holds_drop_only_the_row_seen);

@@ -127,6 +127,24 @@ START_TEST(url_parse_removes_dot_segments)
 }
 END_TEST
 
+/* A path that a server would read, once its dots are decoded and removed,
+ * as another path: each spelling of "." and ".." as a whole segment is
+ * found, dots inside a name are not. */
+START_TEST(url_path_dot_segments_in_any_spelling)
+{
+    const char *dotted[] = {"/a/../b",     "/a/./b",    "/..",     "/.",       "..",     "/a/..",
+                            "/a/%2e%2e/b", "/a/%2E./b", "/a/.%2e", "/a/%2e/b", "/a/%2E", "."};
+    for (size_t i = 0; i < sizeof dotted / sizeof dotted[0]; i++)
+        ck_assert_msg(url_path_has_dot_segment(dotted[i], strlen(dotted[i])), "%s", dotted[i]);
+    const char *plain[] = {"/a/b",    "/a/.b",     "/a/b.", "/a/...", "/a/%2e%2e%2e", "/a/x%2e",
+                           "/a/%2ex", "/a/%2f..x", "",      "/",      "/a//b",        "/.git/x"};
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
+        ck_assert_msg(!url_path_has_dot_segment(plain[i], strlen(plain[i])), "%s", plain[i]);
+    /* Only the bytes given are read: the dots after n do not count. */
+    ck_assert(!url_path_has_dot_segment("/a/b/../c", 4));
+}
+END_TEST
+
 START_TEST(url_parse_rejects)
 {
     static const char *const bad[] = {
@@ -651,6 +669,7 @@ static Suite *url_suite(void)
     tcase_add_test(parse, url_host_addr_kinds);
     tcase_add_test(parse, url_parse_target_forms);
     tcase_add_test(parse, url_parse_removes_dot_segments);
+    tcase_add_test(parse, url_path_dot_segments_in_any_spelling);
     tcase_add_test(parse, url_parse_unsupported_scheme);
     tcase_add_test(parse, url_same_origin_rules);
     tcase_add_test(parse, url_parse_rejects);
