@@ -295,17 +295,35 @@ typedef struct db_hold {
  * row held before when it moved and uid holds that blob no more (its
  * grant is to go), else "". */
 int db_hold_add(db_t *db, const db_hold_t *h, char moved_from[65]);
-/* Whether h fits in uid's bounds (0: no bound): 0 yes; DB_HOLD_OVER_COUNT
- * when it would be a row past max_holds; DB_HOLD_OVER_BYTES when its blob
+/* A uid's bounds on its holds; 0: none. */
+typedef struct db_hold_bounds {
+    uint64_t max_holds;    /* rows */
+    uint64_t max_bytes;    /* bytes of the blobs held, each once */
+    uint64_t max_text;     /* bytes the rows store (db_hold_row_bytes, summed) */
+    uint64_t max_per_blob; /* rows on one blob */
+} db_hold_bounds_t;
+/* The bytes h's row stores, as the bounds count them: its label, its link
+ * and DB_HOLD_ROW_BYTES for the rest (the key's index stores label and
+ * link again, so the file grows by about twice the sum). Pure. */
+uint64_t db_hold_row_bytes(const db_hold_t *h);
+#define DB_HOLD_ROW_BYTES 100
+#define DB_HOLD_ROW_BYTES_SQL "100"
+/* Whether h fits in uid's bounds b: 0 yes; DB_HOLD_OVER_COUNT when it
+ * would be a row past max_holds; DB_HOLD_OVER_TEXT when its row would take
+ * what uid's rows store past max_text; DB_HOLD_OVER_LINKS when uid has
+ * max_per_blob other rows on the blob; DB_HOLD_OVER_BYTES when its blob
  * would take the bytes uid holds past max_bytes; or a negative errno. A
  * renewal adds no row, a blob uid holds already no bytes. Call it under
  * db_lock, which db_hold_add's transaction takes too, so that the answer
- * still stands when the row is added. */
-int db_hold_fits(db_t *db, const db_hold_t *h, uint64_t max_holds, uint64_t max_bytes);
+ * still holds when the row is written. */
+int db_hold_fits(db_t *db, const db_hold_t *h, const db_hold_bounds_t *b);
 #define DB_HOLD_OVER_COUNT 1
 #define DB_HOLD_OVER_BYTES 2
-/* uid's hold rows and the bytes of the blobs it holds (each once). */
-int db_holds_of(db_t *db, uid_t uid, uint64_t *holds, uint64_t *bytes);
+#define DB_HOLD_OVER_TEXT 3
+#define DB_HOLD_OVER_LINKS 4
+/* uid's hold rows, the bytes of the blobs it holds (each once), and what
+ * its rows store (text, db_hold_row_bytes summed; NULL: not asked). */
+int db_holds_of(db_t *db, uid_t uid, uint64_t *holds, uint64_t *bytes, uint64_t *text);
 /* Deletes uid's holds of label, or only its hold through link (link not
  * NULL); *released gets how many. fn (may be NULL) gets each blob that uid
  * no longer holds at all, after the transaction. */

@@ -33,20 +33,25 @@ static int prepare(sqlite3 *h, const char *sql, sqlite3_stmt **st)
 #define FIRST_OF(x, u) \
     "(SELECT count(*) FROM (SELECT 1 FROM holds WHERE sha256 = " x \
     " AND (hold_uids.uid = -1 OR uid = " u ") LIMIT 2)) = 1"
+/* What a row stores, in bytes: its label and link, and the rest of it
+ * (DB_HOLD_ROW_BYTES); the table's key stores label and link once more. */
+#define ROW_TEXT(r) "(length(CAST(" r ".label AS BLOB)) + length(CAST(" r ".link AS BLOB)) + " \
+    DB_HOLD_ROW_BYTES_SQL ")"
 /* Whether the blob is held no more (after a delete). */
 #define NONE_OF(x, u) \
     "NOT EXISTS (SELECT 1 FROM holds WHERE sha256 = " x \
     " AND (hold_uids.uid = -1 OR uid = " u "))"
 static const char counts_schema[] =
     "CREATE TEMP TABLE IF NOT EXISTS hold_uids (uid INTEGER PRIMARY KEY,"
-    " holds INTEGER NOT NULL, bytes INTEGER NOT NULL);"
+    " holds INTEGER NOT NULL, bytes INTEGER NOT NULL, text INTEGER NOT NULL);"
     "CREATE TEMP TRIGGER IF NOT EXISTS holds_counted_add AFTER INSERT ON holds BEGIN"
-    " INSERT OR IGNORE INTO hold_uids VALUES (new.uid, 0, 0), (-1, 0, 0);"
-    " UPDATE hold_uids SET holds = holds + 1, bytes = bytes"
+    " INSERT OR IGNORE INTO hold_uids VALUES (new.uid, 0, 0, 0), (-1, 0, 0, 0);"
+    " UPDATE hold_uids SET holds = holds + 1, text = text + " ROW_TEXT("new") ", bytes = bytes"
     " + CASE WHEN " FIRST_OF("new.sha256", "new.uid") " THEN " SIZE_OF("new.sha256") " ELSE 0 END"
     " WHERE uid IN (new.uid, -1); END;"
     "CREATE TEMP TRIGGER IF NOT EXISTS holds_counted_del AFTER DELETE ON holds BEGIN"
-    " UPDATE hold_uids SET holds = holds - 1, bytes = max(0, bytes"
+    " UPDATE hold_uids SET holds = holds - 1, text = max(0, text - " ROW_TEXT("old") "),"
+    " bytes = max(0, bytes"
     " - CASE WHEN " NONE_OF("old.sha256", "old.uid") " THEN " SIZE_OF("old.sha256") " ELSE 0 END)"
     " WHERE uid IN (old.uid, -1);"
     " DELETE FROM hold_uids WHERE uid = old.uid AND holds <= 0; END;"
@@ -64,18 +69,22 @@ static const char counts_schema[] =
 static const char counts_rebuild[] =
     "DELETE FROM hold_uids;"
     "INSERT INTO hold_uids SELECT uid, count(*), (SELECT coalesce(sum(b.size), 0) FROM blobs b"
-    " WHERE b.sha256 IN (SELECT sha256 FROM holds i WHERE i.uid = o.uid)) FROM holds o"
-    " GROUP BY uid;"
-    "INSERT INTO hold_uids SELECT -1, (SELECT count(*) FROM holds), (SELECT coalesce(sum(size), 0)"
-    " FROM blobs WHERE sha256 IN (SELECT sha256 FROM holds));";
+    " WHERE b.sha256 IN (SELECT sha256 FROM holds i WHERE i.uid = o.uid)),"
+    " sum(" ROW_TEXT("o") ") FROM holds o GROUP BY uid;"
+                          "INSERT INTO hold_uids SELECT -1, (SELECT count(*) FROM holds), (SELECT "
+                          "coalesce(sum(size), 0)"
+                          " FROM blobs WHERE sha256 IN (SELECT sha256 FROM holds)),"
+                          " (SELECT coalesce(sum(" ROW_TEXT("a") "), 0) FROM holds a);";
 
 /* A uid's row (-1: the total); zeros when it has none. The caller holds
  * the writer's mutex. */
-static int counts_of(db_t *db, int64_t uid, uint64_t *holds, uint64_t *bytes)
+static int counts_of(db_t *db, int64_t uid, uint64_t *holds, uint64_t *bytes, uint64_t *text)
 {
     sqlite3_stmt *st;
-    *holds = *bytes = 0;
-    int rc = prepare(db->wr, "SELECT holds, bytes FROM hold_uids WHERE uid = ?1", &st);
+    uint64_t ignored;
+    text = text ? text : &ignored;
+    *holds = *bytes = *text = 0;
+    int rc = prepare(db->wr, "SELECT holds, bytes, text FROM hold_uids WHERE uid = ?1", &st);
     if (rc)
         return rc;
     sqlite3_bind_int64(st, 1, uid);
@@ -83,6 +92,7 @@ static int counts_of(db_t *db, int64_t uid, uint64_t *holds, uint64_t *bytes)
     if (r == SQLITE_ROW) {
         *holds = (uint64_t)sqlite3_column_int64(st, 0);
         *bytes = (uint64_t)sqlite3_column_int64(st, 1);
+        *text = (uint64_t)sqlite3_column_int64(st, 2);
     } else if (r != SQLITE_DONE) {
         rc = db_sq_err(db->wr, "counting holds");
     }
@@ -94,7 +104,7 @@ static int counts_of(db_t *db, int64_t uid, uint64_t *holds, uint64_t *bytes)
 static int publish_locked(db_t *db)
 {
     uint64_t n, bytes;
-    int rc = counts_of(db, -1, &n, &bytes);
+    int rc = counts_of(db, -1, &n, &bytes, NULL);
     if (!rc) {
         atomic_store(&db->holds, n);
         atomic_store(&db->held_bytes, bytes);
@@ -161,21 +171,25 @@ void db_holds_stats(db_t *db, uint64_t *holds, uint64_t *held_bytes)
     *held_bytes = atomic_load(&db->held_bytes);
 }
 
-int db_hold_fits(db_t *db, const db_hold_t *hd, uint64_t max_holds, uint64_t max_bytes)
+int db_hold_fits(db_t *db, const db_hold_t *hd, const db_hold_bounds_t *b)
 {
     sqlite3 *h = db->wr;
     sqlite3_stmt *st;
     sqlite3_mutex_enter(sqlite3_db_mutex(h));
     int rc = counted_locked(db);
-    /* Whether the row is new, and whether uid holds the blob already
-     * (its bytes are counted then), and the blob's size. */
+    /* Whether the row is new, whether uid holds the blob already (its
+     * bytes are counted then), the blob's size, and the other rows of uid
+     * on the blob (the row itself, moved from another blob, is not one). */
     if (!rc)
-        rc = prepare(h,
-                     "SELECT NOT EXISTS (SELECT 1 FROM holds WHERE uid = ?1 AND label = ?2"
-                     " AND link = ?3), NOT EXISTS (SELECT 1 FROM holds WHERE sha256 = ?4"
-                     " AND uid = ?1), " SIZE_OF("?4"),
-                     &st);
-    int64_t new_row = 0, new_blob = 0, size = 0;
+        rc =
+            prepare(h,
+                    "SELECT NOT EXISTS (SELECT 1 FROM holds WHERE uid = ?1 AND label = ?2"
+                    " AND link = ?3), NOT EXISTS (SELECT 1 FROM holds WHERE sha256 = ?4"
+                    " AND uid = ?1), " SIZE_OF(
+                        "?4") ", (SELECT count(*) FROM holds"
+                              " WHERE uid = ?1 AND sha256 = ?4 AND NOT (label = ?2 AND link = ?3))",
+                    &st);
+    int64_t new_row = 0, new_blob = 0, size = 0, links = 0;
     if (!rc) {
         sqlite3_bind_int64(st, 1, (int64_t)hd->uid);
         sqlite3_bind_text(st, 2, hd->label, -1, SQLITE_STATIC);
@@ -185,31 +199,42 @@ int db_hold_fits(db_t *db, const db_hold_t *hd, uint64_t max_holds, uint64_t max
             new_row = sqlite3_column_int64(st, 0);
             new_blob = sqlite3_column_int64(st, 1);
             size = sqlite3_column_int64(st, 2);
+            links = sqlite3_column_int64(st, 3);
         } else {
             rc = db_sq_err(h, "checking a hold's bounds");
         }
         sqlite3_finalize(st);
     }
-    uint64_t n = 0, bytes = 0;
+    uint64_t n = 0, bytes = 0, text = 0;
     if (!rc)
-        rc = counts_of(db, (int64_t)hd->uid, &n, &bytes);
+        rc = counts_of(db, (int64_t)hd->uid, &n, &bytes, &text);
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
     if (rc)
         return rc;
-    if (new_row && max_holds && n >= max_holds)
+    uint64_t row = db_hold_row_bytes(hd);
+    if (new_row && b->max_holds && n >= b->max_holds)
         return DB_HOLD_OVER_COUNT;
-    if (new_blob && max_bytes &&
-        (uint64_t)size > max_bytes - (bytes < max_bytes ? bytes : max_bytes))
+    if (new_row && b->max_text && row > b->max_text - (text < b->max_text ? text : b->max_text))
+        return DB_HOLD_OVER_TEXT;
+    if (b->max_per_blob && (uint64_t)links >= b->max_per_blob)
+        return DB_HOLD_OVER_LINKS;
+    if (new_blob && b->max_bytes &&
+        (uint64_t)size > b->max_bytes - (bytes < b->max_bytes ? bytes : b->max_bytes))
         return DB_HOLD_OVER_BYTES;
     return 0;
 }
 
-int db_holds_of(db_t *db, uid_t uid, uint64_t *holds, uint64_t *bytes)
+uint64_t db_hold_row_bytes(const db_hold_t *h)
+{
+    return strlen(h->label) + strlen(h->link) + DB_HOLD_ROW_BYTES;
+}
+
+int db_holds_of(db_t *db, uid_t uid, uint64_t *holds, uint64_t *bytes, uint64_t *text)
 {
     sqlite3_mutex_enter(sqlite3_db_mutex(db->wr));
     int rc = counted_locked(db);
     if (!rc)
-        rc = counts_of(db, (int64_t)uid, holds, bytes);
+        rc = counts_of(db, (int64_t)uid, holds, bytes, text);
     sqlite3_mutex_leave(sqlite3_db_mutex(db->wr));
     return rc;
 }

@@ -93,7 +93,8 @@ int holds_add(store_t *store, db_t *db, const holds_bounds_t *b, const db_hold_t
     }
     /* Public or not, only bytes this uid was given: a hold pins them in
      * the cache, and a pin is for what the user has. */
-    rc = served ? db_hold_fits(db, h, b->max_holds, bytes_bound(b, fd)) : -EPERM;
+    db_hold_bounds_t bounds = {b->max_holds, bytes_bound(b, fd), b->max_text, b->max_per_blob};
+    rc = served ? db_hold_fits(db, h, &bounds) : -EPERM;
     if (rc > 0) { /* past a bound: no row, the client copies */
         *over = rc;
         rc = 0;

@@ -24,15 +24,17 @@
 
 /* A uid's bounds (from the settings, copied on the loop). */
 typedef struct holds_bounds {
-    uint64_t max_holds; /* hold rows of one uid; 0: none */
-    uint64_t max_bytes; /* bytes of the blobs one uid holds; 0: half of cache_max */
-    uint64_t cache_max; /* max_cache_size; 0: the half is of the file system */
+    uint64_t max_holds;    /* hold rows of one uid; 0: none */
+    uint64_t max_bytes;    /* bytes of the blobs one uid holds; 0: half of cache_max */
+    uint64_t cache_max;    /* max_cache_size; 0: the half is of the file system */
+    uint64_t max_text;     /* bytes one uid's rows store (labels, links); 0: none */
+    uint64_t max_per_blob; /* rows of one uid on one blob; 0: none */
 } holds_bounds_t;
 
 /* h->uid holds blob h->sha256 for h->label through h->link. Allowed when
  * `served` (this uid was answered DONE for the blob lately: the caller's
  * served map), public blob or not. Past one of uid's bounds, *over says
- * which (DB_HOLD_OVER_COUNT, DB_HOLD_OVER_BYTES) and nothing is recorded. A
+ * which (DB_HOLD_OVER_*, db.h) and nothing is recorded. A
  * private blob gets a read grant for uid; *readable says whether uid may
  * open it by name now (0: past a bound, over GRANT_MAX_USERS, or the file
  * system keeps no ACLs; no hold is recorded then: the client copies, so

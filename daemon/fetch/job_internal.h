@@ -142,6 +142,13 @@ struct jobs {
     uint64_t evict_floor;     /* and the free-space floor */
     unsigned evict_floor_pct;
     uint64_t evict_fs_size; /* the item's finding: the file system's size (0: unknown) */
+    /* The periodic check of the holds' links (holdcheck.c). */
+    uv_timer_t holdcheck_timer;
+    bgwork_item_t holdcheck_item;
+    unsigned holdcheck_ms; /* the timer's interval now (0: stopped) */
+    int holdcheck_out;     /* the item is queued or running */
+    int holdcheck_dropped; /* the item's finding: holds dropped, or a negative errno */
+    int holdcheck_closed;  /* the timer was closed (jobs_stop) */
     /* Group commit (commit.c): ready jobs wait here while a group item is
      * out; the next group takes them all, at most COMMIT_GROUP_MAX (one
      * group is out at a time: its slot is here, nothing to allocate). */
@@ -305,6 +312,12 @@ int jobs_rate_take(jobs_t *js, size_t n);
 void jobs_rate_init(jobs_t *js);
 void jobs_rate_reload(jobs_t *js); /* SIGHUP */
 void jobs_rate_close(jobs_t *js);
+
+/* holdcheck.c: holds whose links are gone dropped every hold_check_interval,
+ * on the background thread; reload re-arms the timer. */
+void jobs_holdcheck_init(jobs_t *js);
+void jobs_holdcheck_reload(jobs_t *js);
+void jobs_holdcheck_close(jobs_t *js);
 
 /* uses.c: the hits' uses (db_touch) written every second, in the pool. */
 void jobs_uses_init(jobs_t *js);

@@ -675,6 +675,7 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
     js->not_modified = job_not_modified;
     jobs_rate_init(js);
     jobs_uses_init(js);
+    jobs_holdcheck_init(js);
     list_init(&js->hits_ready);
     uv_idle_init(loop, &js->hits_idle);
     js->hits_idle.data = js;
@@ -696,6 +697,7 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
 void jobs_reload(jobs_t *js)
 {
     jobs_rate_reload(js);
+    jobs_holdcheck_reload(js);
     jobs_evict(js, NULL);
     jobs_start_queued(js);
 }
@@ -727,6 +729,7 @@ void jobs_stop(jobs_t *js)
         uv_close((uv_handle_t *)&js->hits_idle, on_hits_idle_closed);
     }
     jobs_uses_close(js);
+    jobs_holdcheck_close(js);
     cache_cancel_all();
     if (js->verifier) {
         verifier_stop(js->verifier);

@@ -45,7 +45,7 @@ typedef struct hold_req {
     /* Results. */
     int rc;
     int readable;
-    int over; /* HOLD past a bound: DB_HOLD_OVER_COUNT or _BYTES, else 0 */
+    int over; /* HOLD past a bound: DB_HOLD_OVER_*, else 0 */
     unsigned released;
     hold_line_t *lines;
     size_t nlines, cap; /* HOLDS: at most HOLDS_LINES_MAX + 1 (one more: truncated) */
@@ -167,6 +167,14 @@ static void tell_over(session_server_t *srv, const hold_req_t *r)
         log_info("uid %u has max_holds_per_user (%llu) holds: its further files are copied, "
                  "not linked",
                  (unsigned)r->uid, (unsigned long long)r->bounds.max_holds);
+    else if (r->over == DB_HOLD_OVER_TEXT)
+        log_info("uid %u: its holds' labels and links would store more than "
+                 "max_hold_text_per_user (%llu bytes): its further files are copied, not linked",
+                 (unsigned)r->uid, (unsigned long long)r->bounds.max_text);
+    else if (r->over == DB_HOLD_OVER_LINKS)
+        log_info("uid %u: blob %s has max_holds_per_blob (%llu) holds of it already: further "
+                 "links to it are copies",
+                 (unsigned)r->uid, r->sha, (unsigned long long)r->bounds.max_per_blob);
     else
         log_info("uid %u: blob %s would take its held bytes past max_held_bytes_per_user "
                  "(%s): copied, not linked",
@@ -285,7 +293,8 @@ void verbs_hold(session_t *s, const proto_msg_t *m, const char *id, int arg)
             !bad && served_recent(&s->srv->served, s->who.uid, r->sha, uv_now(s->srv->loop));
         const hubd_config_t *cfg = s->srv->cfg;
         r->bounds = (holds_bounds_t){cfg->max_holds_per_user, cfg->max_held_bytes_per_user,
-                                     cfg->max_cache_size};
+                                     cfg->max_cache_size, cfg->max_hold_text_per_user,
+                                     cfg->max_holds_per_blob};
     } else if (op == OP_UNHOLD && proto_get(m, "link")) {
         const char *link = proto_get(m, "link");
         if (!valid_link(link))

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import urllib.parse
 
-from harness import Hubd, HubTestCase, write_config
+from harness import Hubd, HubTestCase, wait_for, write_config
 
 TOKEN_A = "tok-holds-a-4f1e2d3c"
 TOKEN_B = "tok-holds-b-9a8b7c6d"
@@ -280,6 +280,58 @@ class HoldsTest(HoldsBase):
         for p in (path, path2):
             self.assertNotEqual(self.read_as(UID_A, p).returncode, 0, p)
             self.assertNotIn("system.posix_acl_access", os.listxattr(p))
+
+    def test_hold_rows_are_bounded_by_what_they_store_and_per_blob(self):
+        """A uid's hold rows are bounded by the bytes of their labels and
+        links (max_hold_text_per_user) and by its links to one blob
+        (max_holds_per_blob): past either, HELD readable=0 and no row, said
+        once in the log. Before, 3,000 HOLDs of one blob with 4 KB links
+        added 30 MiB to hubd.db."""
+        self.restart(max_hold_text_per_user="40K", max_holds_per_blob="4")
+        digests = []
+        for k in range(4):
+            digests.append(self.make_file("t%d.bin" % k, 4096, seed=30 + k))
+            self.fetch(UID_B, self.origin.url("/files/t%d.bin" % k))
+        label = "l" * 500
+        lines = ["HOLD id=h%d sha256=%s label=%s link=%s" % (i, digests[i % 4], label,
+                                                            "/" + "%04d" % i + "x" * 4000)
+                 for i in range(20)]
+        got = [fields(l)["readable"] for l in self.talk(UID_B, *lines)]
+        # 4,605 bytes a row: 8 fit in 40 KiB (36,840), the 9th does not.
+        self.assertEqual(got, ["1"] * 8 + ["0"] * 12, got)
+        self.assertEqual(self.hubd.query("SELECT count(*) FROM holds"), [(8,)])
+        log = self.hubd.read_log()
+        self.assertEqual(log.count("uid %d: its holds' labels and links would store more" % UID_B),
+                         1, log)
+        # Short links, one blob: the 5th link to it is a copy.
+        self.talk(UID_B, "UNHOLD id=u label=%s" % label)
+        lines = ["HOLD id=h%d sha256=%s label=s link=/s/%d" % (i, digests[0], i) for i in range(6)]
+        got = [fields(l)["readable"] for l in self.talk(UID_B, *lines)]
+        self.assertEqual(got, ["1"] * 4 + ["0"] * 2, got)
+        # A renewal of a link it has is no 5th.
+        last, _ = self.hold(UID_B, digests[0], label="s", link="/s/0")
+        self.assertEqual(fields(last)["readable"], "1", last)
+
+    def test_a_hold_whose_link_is_gone_is_dropped_without_an_eviction(self):
+        """hold_check_interval: the holds whose links are gone go, with
+        their grants, though no eviction runs (before: only when eviction
+        had to run)."""
+        self.restart(hold_check_interval="1s")
+        digest, path, link = self.held_private()
+        last, link2 = self.hold(UID_A, digest, link=os.path.join(self.homes[UID_A], "kept"))
+        self.link_as(UID_A, path, link2)
+        self.age_holds()
+        os.unlink(link)
+        wait_for(lambda: self.hubd.query("SELECT link FROM holds") == [(link2,)], timeout=20,
+                 what="the hold whose link is gone to be dropped")
+        self.assertEqual(self.read_as(UID_A, path).returncode, 0)  # link2 keeps the grant
+        os.unlink(link2)
+        wait_for(lambda: self.hubd.query("SELECT count(*) FROM holds") == [(0,)], timeout=20,
+                 what="the last hold to be dropped")
+        wait_for(lambda: "system.posix_acl_access" not in os.listxattr(path), timeout=5,
+                 what="the grant to go")
+        self.assertEqual(self.stats()["evicted"], 0)
+        self.assertIn("whose links are gone dropped", self.hubd.read_log())
 
     def test_a_link_with_control_bytes_is_refused(self):
         """link= goes into the log: no control bytes (log forging)."""

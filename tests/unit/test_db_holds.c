@@ -78,7 +78,7 @@ START_TEST(db_holds_a_moved_row_names_the_blob_left)
     ck_assert_int_eq(db_hold_add(db, &h3, moved), 0);
     ck_assert_str_eq(moved, ""); /* /u/y holds b still */
     uint64_t n, bytes;
-    ck_assert_int_eq(db_holds_of(db, 1000, &n, &bytes), 0);
+    ck_assert_int_eq(db_holds_of(db, 1000, &n, &bytes, NULL), 0);
     ck_assert_uint_eq(n, 2);
     ck_assert_uint_eq(bytes, 60);
 }
@@ -128,7 +128,7 @@ END_TEST
 static void ck_of(uid_t uid, uint64_t holds, uint64_t bytes)
 {
     uint64_t n = 99, b = 99;
-    ck_assert_int_eq(db_holds_of(db, uid, &n, &b), 0);
+    ck_assert_int_eq(db_holds_of(db, uid, &n, &b, NULL), 0);
     ck_assert_uint_eq(n, holds);
     ck_assert_uint_eq(b, bytes);
 }
@@ -182,6 +182,13 @@ START_TEST(db_holds_counts_by_uid_follow_every_change)
 }
 END_TEST
 
+/* db_hold_fits with the row and byte bounds only. */
+static int fits(const db_hold_t *h, uint64_t max_holds, uint64_t max_bytes)
+{
+    db_hold_bounds_t b = {max_holds, max_bytes, 0, 0};
+    return db_hold_fits(db, h, &b);
+}
+
 START_TEST(db_hold_fits_the_bounds_of_its_uid)
 {
     char a[65], b[65];
@@ -192,14 +199,60 @@ START_TEST(db_hold_fits_the_bounds_of_its_uid)
     hold(1000, "L", a, "/u/1", 1);
     db_hold_t same = {1000, "L", a, "/u/1", 2}, another = {1000, "L", a, "/u/2", 2},
               other = {1000, "L", b, "/u/3", 2}, them = {1001, "L", a, "/v/1", 2};
-    ck_assert_int_eq(db_hold_fits(db, &same, 1, 100), 0); /* a renewal adds nothing */
-    ck_assert_int_eq(db_hold_fits(db, &another, 1, 0), DB_HOLD_OVER_COUNT);
-    ck_assert_int_eq(db_hold_fits(db, &another, 2, 100), 0); /* a's bytes counted already */
-    ck_assert_int_eq(db_hold_fits(db, &other, 0, 149), DB_HOLD_OVER_BYTES);
-    ck_assert_int_eq(db_hold_fits(db, &other, 0, 150), 0);
-    ck_assert_int_eq(db_hold_fits(db, &other, 0, 0), 0);  /* 0: no bound */
-    ck_assert_int_eq(db_hold_fits(db, &them, 1, 100), 0); /* another uid's own count */
-    ck_assert_int_eq(db_hold_fits(db, &them, 1, 99), DB_HOLD_OVER_BYTES);
+    ck_assert_int_eq(fits(&same, 1, 100), 0); /* a renewal adds nothing */
+    ck_assert_int_eq(fits(&another, 1, 0), DB_HOLD_OVER_COUNT);
+    ck_assert_int_eq(fits(&another, 2, 100), 0); /* a's bytes counted already */
+    ck_assert_int_eq(fits(&other, 0, 149), DB_HOLD_OVER_BYTES);
+    ck_assert_int_eq(fits(&other, 0, 150), 0);
+    ck_assert_int_eq(fits(&other, 0, 0), 0);  /* 0: no bound */
+    ck_assert_int_eq(fits(&them, 1, 100), 0); /* another uid's own count */
+    ck_assert_int_eq(fits(&them, 1, 99), DB_HOLD_OVER_BYTES);
+}
+END_TEST
+
+/* What a uid's rows store (labels, links and DB_HOLD_ROW_BYTES each) is
+ * counted as rows come and go, and bounds its further rows; and a uid has
+ * at most max_per_blob rows on one blob (the row being moved onto it is
+ * not one of them). */
+START_TEST(db_hold_fits_the_text_and_links_of_its_uid)
+{
+    char a[65], b[65];
+    make_sha(a, 1);
+    make_sha(b, 2);
+    record("http://h/a", "", a, 100, NULL, NULL);
+    record("http://h/b", "", b, 50, NULL, NULL);
+    hold(1000, "LL", a, "/u/1", 1);  /* 2 + 4 + 100 */
+    hold(1000, "LL", a, "/u/22", 1); /* 2 + 5 + 100 */
+    hold(1001, "LL", a, "/v/1", 1);
+    uint64_t n, bytes, text;
+    ck_assert_int_eq(db_holds_of(db, 1000, &n, &bytes, &text), 0);
+    ck_assert_uint_eq(text, 213);
+    db_hold_t next = {1000, "LL", b, "/u/3", 2}; /* 106 more: 319 */
+    ck_assert_uint_eq(db_hold_row_bytes(&next), 106);
+    db_hold_bounds_t bd = {0, 0, 318, 0};
+    ck_assert_int_eq(db_hold_fits(db, &next, &bd), DB_HOLD_OVER_TEXT);
+    bd.max_text = 319;
+    ck_assert_int_eq(db_hold_fits(db, &next, &bd), 0);
+    db_hold_t renew = {1000, "LL", a, "/u/1", 2}; /* no new row: no text */
+    bd.max_text = 1;
+    ck_assert_int_eq(db_hold_fits(db, &renew, &bd), 0);
+    /* Two rows of uid 1000 on a: a third is past max_per_blob 2. */
+    db_hold_t third = {1000, "LL", a, "/u/4", 2};
+    db_hold_bounds_t links = {0, 0, 0, 2};
+    ck_assert_int_eq(db_hold_fits(db, &third, &links), DB_HOLD_OVER_LINKS);
+    ck_assert_int_eq(db_hold_fits(db, &renew, &links), 0); /* itself is not another */
+    links.max_per_blob = 3;
+    ck_assert_int_eq(db_hold_fits(db, &third, &links), 0);
+    db_hold_t theirs = {1001, "LL", a, "/v/2", 2}; /* uid 1001 has one */
+    links.max_per_blob = 2;
+    ck_assert_int_eq(db_hold_fits(db, &theirs, &links), 0);
+    /* A release gives its text back; a reopen counts the same. */
+    unsigned released;
+    ck_assert_int_eq(db_hold_release(db, 1000, "LL", "/u/22", &released, NULL, NULL), 0);
+    ck_assert_int_eq(db_holds_of(db, 1000, &n, &bytes, &text), 0);
+    ck_assert_uint_eq(text, 106);
+    ck_assert_int_eq(db_holds_of(db, 1001, &n, &bytes, &text), 0);
+    ck_assert_uint_eq(text, 106);
 }
 END_TEST
 
@@ -406,6 +459,7 @@ int main(void)
     tcase_add_test(tc, db_holds_each_goes_on_where_the_last_call_stopped);
     tcase_add_test(tc, db_holds_counts_by_uid_follow_every_change);
     tcase_add_test(tc, db_hold_fits_the_bounds_of_its_uid);
+    tcase_add_test(tc, db_hold_fits_the_text_and_links_of_its_uid);
     tcase_add_test(tc, db_holds_release_of_one_link);
     tcase_add_test(tc, db_holds_keep_a_blob_from_eviction_not_from_removal);
     tcase_add_test(tc, db_forget_blobs_in_one_batch_keeps_the_held);
