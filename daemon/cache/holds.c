@@ -2,6 +2,7 @@
  * eviction runs first. Pool threads. */
 #include "holds.h"
 #include "grant.h"
+#include "linkcheck.h"
 #include "log.h"
 
 #include <errno.h>
@@ -160,20 +161,19 @@ int holds_release(store_t *store, db_t *db, uid_t uid, const char *label, const 
  * whether a symlink of uid's, to this blob, stands there. */
 int holds_link_stands(const store_t *store, const char *link, uid_t uid, const char *sha256)
 {
-    struct stat st;
-    if (lstat(link, &st))
-        return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+    /* Within a deadline: the link is in a user's folder, which may be a
+     * file system that never answers (linkcheck.h); then it is kept. */
+    linkcheck_t lc;
+    int rc = linkcheck_read(link, LINKCHECK_TIMEOUT_MS, NULL, &lc);
+    if (rc)
+        return rc == -ENOENT || rc == -ENOTDIR ? 0 : rc;
     /* The user's own link: another's (or a file put in its place) says
      * nothing about what this user still uses. */
-    if (!S_ISLNK(st.st_mode) || st.st_uid != uid)
+    if (!S_ISLNK(lc.st.st_mode) || lc.st.st_uid != uid)
         return 0;
-    char to[PATH_MAX], want[PATH_MAX];
-    ssize_t n = readlink(link, to, sizeof to - 1);
-    if (n < 0)
-        return errno == ENOENT ? 0 : -errno;
-    to[n] = '\0';
+    char want[PATH_MAX];
     store_blob_path(store, sha256, want, sizeof want);
-    return strcmp(to, want) == 0;
+    return strcmp(lc.target, want) == 0;
 }
 
 /* Holds to check, copied out of the statement. */
@@ -227,11 +227,17 @@ int holds_prune(store_t *store, db_t *db, unsigned max)
     if (!rc)
         rc = a.err;
     int dropped = 0;
+    unsigned unanswered = 0; /* links that did not answer in time: said once a run */
     for (size_t i = 0; i < a.n; i++) {
         held_t *x = &a.v[i];
         /* Without the lock: a link in a slow home folder must not stall
          * the commits. db_hold_drop deletes only the row seen here. */
-        if (!rc && holds_link_stands(store, x->link, x->uid, x->sha) == 0) {
+        int stands = rc ? 1 : holds_link_stands(store, x->link, x->uid, x->sha);
+        if ((stands == -ETIMEDOUT || stands == -EAGAIN) && unanswered++ == 0)
+            log_warn("hold of uid %u on blob %s: its link %s did not answer within %u ms (a "
+                     "file system that hangs?): kept, as are the others that do not answer",
+                     (unsigned)x->uid, x->sha, x->link, LINKCHECK_TIMEOUT_MS);
+        if (stands == 0) {
             db_hold_t h = {x->uid, x->label, x->sha, x->link, x->created};
             int still = 1;
             db_lock(db);
@@ -248,5 +254,7 @@ int holds_prune(store_t *store, db_t *db, unsigned max)
         free(x->link);
     }
     free(a.v);
+    if (unanswered > 1)
+        log_warn("holds: %u links did not answer in time: their holds are kept", unanswered);
     return rc ? rc : dropped;
 }

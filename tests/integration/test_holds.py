@@ -7,6 +7,8 @@ other local users (setpriv)."""
 import hashlib
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import urllib.parse
@@ -332,6 +334,46 @@ class HoldsTest(HoldsBase):
                  what="the grant to go")
         self.assertEqual(self.stats()["evicted"], 0)
         self.assertIn("whose links are gone dropped", self.hubd.read_log())
+
+    def test_a_link_in_a_file_system_that_hangs_does_not_stall_eviction(self):
+        """A hold's link in a FUSE file system whose server stopped: its
+        look-up is given up on after 2 s (the hold is kept), and eviction
+        goes on (before: hubd-bg slept in lstat, and nothing was evicted
+        again)."""
+        if shutil.which("bindfs") is None:
+            self.fail("bindfs missing: run scripts/install-deps.sh")
+        self.restart(max_cache_size="12K", hold_check_interval="0")
+        src, mnt = os.path.join(self.tmp, "fuse-src"), os.path.join(self.tmp, "fuse-mnt")
+        os.mkdir(src)
+        os.mkdir(mnt)
+        fs = subprocess.Popen(["bindfs", "-f", src, mnt], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+
+        def unmount():
+            os.kill(fs.pid, signal.SIGCONT)
+            subprocess.run(["fusermount", "-u", mnt], capture_output=True, timeout=30)
+            if fs.poll() is None:
+                fs.terminate()
+            fs.wait(30)
+        self.addCleanup(unmount)
+        wait_for(lambda: os.path.ismount(mnt), what="the FUSE mount")
+        url, digest = self.gated("g.bin", TOKEN_A, 5000)
+        path = self.fetch(UID_A, url, TOKEN_A)["path"]
+        link = os.path.join(mnt, "g.bin")
+        last, _ = self.hold(UID_A, digest, link=link)
+        self.assertEqual(fields(last)["readable"], "1", last)
+        os.symlink(path, os.path.join(src, "g.bin"))
+        os.lchown(os.path.join(src, "g.bin"), UID_A, UID_A)
+        self.age_holds()
+        os.kill(fs.pid, signal.SIGSTOP)  # every look-up in the mount hangs now
+        for k in range(3):  # 5000 + 3 x 4000 > 12K: the oldest public one goes
+            self.make_file("p%d.bin" % k, 4000, seed=40 + k)
+            self.fetch(UID_B, self.origin.url("/files/p%d.bin" % k))
+        wait_for(lambda: self.stats()["evicted"] >= 1, timeout=20, what="an eviction")
+        self.assertEqual(self.hubd.query("SELECT count(*) FROM holds"), [(1,)])
+        self.assertTrue(os.path.exists(path))
+        wait_for(lambda: "did not answer within 2000 ms" in self.hubd.read_log(), timeout=5,
+                 what="the log to say why the hold is kept")
 
     def test_a_link_with_control_bytes_is_refused(self):
         """link= goes into the log: no control bytes (log forging)."""
