@@ -26,9 +26,13 @@ Repo description (JSON):
      "renamed_from": "old-org/name",  # relative redirects from the old id
      "files": {"config.json": {"text": "..."},     # small (git) files
                "a.bin": {"b64": "..."},
-               "model.safetensors": {"lfs": {"size": N, "seed": S}}}}]}
+               "model.safetensors": {"lfs": {"size": N, "seed": S}},
+               "borrowed.bin": {"lfs_pointer": {"sha256": HEX64, "size": N}}}}]}
   An LFS file's bytes are random.Random(seed).randbytes(size) (seed 0 by
   default; past 64 MiB, such calls of 64 MiB each); it is LFS because of "lfs", whatever its size, as on the Hub.
+  "lfs_pointer" is a pointer committed without its object (naming another
+  repo's file, say): the Hub answers for it as for any LFS file, and the CDN,
+  whose objects are each repo's own (as the Hub's CDN paths are), has none.
 
 Hub routes (GET and HEAD unless said):
   /[datasets/|spaces/]{repo}/resolve/{rev}/{path}
@@ -57,8 +61,9 @@ Hub routes (GET and HEAD unless said):
   unknown token. A renamed repo's old id gets a relative 307 (Location: the
   same path with the new id; "rename_status" changes the code).
 
-CDN routes: /cdn/{sha256}?X-Amz-...&Expires=T&X-Amz-Signature=S (signature
-checked, 403 when wrong or expired), ETag = quoted sha256, one Range gives
+CDN routes: /cdn/{sha256}?X-Amz-...&Expires=T&X-Repo=R&X-Amz-Signature=S
+(signature checked, 403 when wrong or expired; 404 when repo R stores no
+such object), ETag = quoted sha256, one Range gives
 206 + Content-Range, an unsatisfiable one 416.
 --cdn-dir DIR --cdn-base URL (the benchmark's): every LFS file is also written
 to DIR/{sha256}, and the Hub redirects to URL/{sha256}?... instead, a real
@@ -66,7 +71,8 @@ server (nginx capping each connection) serving DIR there; the query it
 ignores, and its access log counts the bytes.
 
 Both servers: /stats (JSON: requests, ranges, auth, bytes per path without
-query; not counted), /reset (zero them), and POST /control/corrupt with JSON
+query; not counted; on the CDN a one-byte probe, Range: bytes=0-0, is
+counted under probes alone, its byte in no bytes: it is no download), /reset (zero them), and POST /control/corrupt with JSON
 {"oid": SHA256_OR_SHA1, "mode": "flip"|"short"|null}: every later response
 carrying that file's bytes (LFS: by sha256 on the CDN; small: by git sha1 on
 the Hub) is wrong: "flip" flips every byte in the middle third (same
@@ -124,15 +130,25 @@ def fake_sha(*parts):
 class File:
     def __init__(self, path, spec):
         self.path = path
-        self.lfs = "lfs" in spec
-        if self.lfs:
+        self.lfs = "lfs" in spec or "lfs_pointer" in spec
+        # A pointer committed without its object: the repo stores no bytes.
+        self.stored = "lfs" in spec
+        if "lfs_pointer" in spec:
+            p = spec["lfs_pointer"]
+            self.data, self.sha256, self.size = None, p["sha256"], p["size"]
+            self.pointer = ("version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n"
+                            % (self.sha256, self.size)).encode()
+            self.xet_hash = hashlib.sha256(b"xet" + self.pointer).hexdigest()
+        elif self.lfs:
             self.data = lfs_bytes(spec["lfs"].get("seed", 0), spec["lfs"]["size"])
+            self.size = len(self.data)
             self.sha256 = hashlib.sha256(self.data).hexdigest()
             self.pointer = ("version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n"
                             % (self.sha256, len(self.data))).encode()
             self.xet_hash = hashlib.sha256(b"xet" + self.data).hexdigest()
         else:
             self.data = spec["text"].encode() if "text" in spec else base64.b64decode(spec["b64"])
+            self.size = len(self.data)
             self.pointer = self.data
         self.oid = git_blob_sha1(self.pointer)  # the git blob: the pointer for LFS
 
@@ -175,7 +191,11 @@ class State:
         self.page_size = page_size or desc.get("page_size", 50)
         self.url_ttl = desc.get("url_ttl", 3600)
         self.rename_status = desc.get("rename_status", 307)
-        self.blobs = {f.sha256: f for r in self.repos for f in r.files.values() if f.lfs}
+        self.blobs = {f.sha256: f for r in self.repos for f in r.files.values() if f.stored}
+        # What each repo's storage holds, as the CDN's paths are the repo's
+        # on the Hub: (repo key, sha256).
+        self.stored = {(r.type + "/" + r.id, f.sha256) for r in self.repos
+                       for f in r.files.values() if f.stored}
         self.corrupt = {}
         self.hold = {}  # user -> (delay s, status or None): /control/hold
         self.hostile = False  # refusals name the file: /control/hostile
@@ -186,12 +206,18 @@ class State:
 
     @staticmethod
     def _zero():
-        return {"requests": {}, "ranges": {}, "auth": {}, "bytes": {}, "methods": {}}
+        return {"requests": {}, "ranges": {}, "auth": {}, "bytes": {}, "methods": {}, "probes": {}}
 
     def count(self, side, path, method, headers):
         with self.lock:
             s = self.stats[side]
-            s["requests"][path] = s["requests"].get(path, 0) + 1
+            # A one-byte probe of the CDN (hubd asks whether the repo holds
+            # an LFS file's object) is no download: counted apart.
+            probe = side == "cdn" and headers.get("Range") == "bytes=0-0"
+            key = "probes" if probe else "requests"
+            s[key][path] = s[key].get(path, 0) + 1
+            if probe:
+                return
             s["methods"].setdefault(path, []).append(method)
             s["auth"].setdefault(path, []).append(headers.get("Authorization", ""))
             if headers.get("Range") is not None:
@@ -236,20 +262,22 @@ class State:
             raise HubError(403, "GatedRepo", "Access to %s is restricted and you are not in the "
                            "authorized list. Visit the repo page to ask for access." % what)
 
-    def sign(self, sha, expires):
-        return hmac.new(SECRET, ("%s:%d" % (sha, expires)).encode(), hashlib.sha256).hexdigest()
+    def sign(self, sha, expires, repo=""):
+        return hmac.new(SECRET, ("%s:%d:%s" % (sha, expires, repo)).encode(),
+                        hashlib.sha256).hexdigest()
 
-    def cdn_url(self, f):
+    def cdn_url(self, f, repo):
         expires = int(time.time()) + self.url_ttl
         now = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         q = urllib.parse.urlencode([
             ("X-Amz-Algorithm", "AWS4-HMAC-SHA256"), ("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD"),
             ("X-Amz-Credential", "STUB/%s/us-east-1/s3/aws4_request" % now[:8]),
             ("X-Amz-Date", now), ("X-Amz-Expires", str(self.url_ttl)),
-            ("X-Amz-Signature", self.sign(f.sha256, expires)), ("X-Amz-SignedHeaders", "host"),
+            ("X-Amz-Signature", self.sign(f.sha256, expires, repo)),
+            ("X-Amz-SignedHeaders", "host"),
             ("response-content-disposition",
              "inline; filename*=UTF-8''%s;" % urllib.parse.quote(f.path.split("/")[-1])),
-            ("x-id", "GetObject"), ("Expires", str(expires))])
+            ("x-id", "GetObject"), ("Expires", str(expires)), ("X-Repo", repo)])
         if self.cdn_external:
             return "%s/%s?%s" % (self.cdn_external, f.sha256, q)
         return "%s/cdn/%s?%s" % (self.cdn_base, f.sha256, q)
@@ -338,7 +366,8 @@ class Handler(BaseHTTPRequestHandler):
         if self.command == "HEAD":
             return
         self.wfile.write(body[:stop])
-        self.state.add_bytes(self.side, self.path.split("?")[0], stop)
+        if not (self.side == "cdn" and self.headers.get("Range") == "bytes=0-0"):  # a probe's
+            self.state.add_bytes(self.side, self.path.split("?")[0], stop)
         if stop < len(body):
             self.wfile.flush()
             self.close_connection = True
@@ -402,11 +431,13 @@ class Handler(BaseHTTPRequestHandler):
     def cdn(self, path, q):
         m = re.fullmatch(r"/cdn/([0-9a-f]{64})", path)
         f = m and self.state.blobs.get(m.group(1))
-        if not f:
+        repo = q.get("X-Repo", [""])[0]
+        if not f or (repo, f.sha256) not in self.state.stored:
             return self.send(404, b"<Error><Code>NoSuchKey</Code></Error>", ctype="application/xml")
         try:
             expires = int(q["Expires"][0])
-            good = hmac.compare_digest(q["X-Amz-Signature"][0], self.state.sign(f.sha256, expires))
+            good = hmac.compare_digest(q["X-Amz-Signature"][0],
+                                       self.state.sign(f.sha256, expires, repo))
         except (KeyError, ValueError):
             good, expires = False, 0
         if not good or expires < time.time():
@@ -482,7 +513,7 @@ class Handler(BaseHTTPRequestHandler):
             repo = self.state.find(rtype, rid)
             f = repo and repo.files.get(fpath)
             if self.state.hostile and f is not None and f.lfs:
-                e.extra = [("X-Linked-Etag", '"%s"' % f.sha256), ("X-Linked-Size", str(len(f.data))),
+                e.extra = [("X-Linked-Etag", '"%s"' % f.sha256), ("X-Linked-Size", str(f.size)),
                            ("X-Repo-Commit", repo.commit(rev) or rev), ("ETag", '"%s"' % f.oid)]
             raise
         f = repo.files.get(fpath)
@@ -492,7 +523,7 @@ class Handler(BaseHTTPRequestHandler):
         if kind == "raw" or not f.lfs:
             return self.send_bytes(f.pointer, f.oid, headers + [("ETag", '"%s"' % f.oid)],
                                    "text/plain; charset=utf-8")
-        headers += [("X-Linked-Etag", '"%s"' % f.sha256), ("X-Linked-Size", str(len(f.data))),
+        headers += [("X-Linked-Etag", '"%s"' % f.sha256), ("X-Linked-Size", str(f.size)),
                     ("ETag", '"%s"' % f.oid)]
         if repo.xet:
             api = "%s/api/%ss/%s/xet-read-token/%s" % (self.state.hub_base, rtype, repo.id, commit)
@@ -502,10 +533,10 @@ class Handler(BaseHTTPRequestHandler):
                         ("Link", '<%s>; rel="xet-auth", <%s>; rel="xet-reconstruction-info"'
                          % (api, recon))]
             if XET_ACCEPT in self.headers.get("Accept", ""):
-                body = {"hash": f.xet_hash, "etag": f.sha256, "size": len(f.data),
+                body = {"hash": f.xet_hash, "etag": f.sha256, "size": f.size,
                         "refreshUrl": api, "reconstructionUrl": recon}
                 return self.send(200, json.dumps(body).encode(), headers, XET_ACCEPT)
-        loc = self.state.cdn_url(f)
+        loc = self.state.cdn_url(f, repo.type + "/" + repo.id)
         self.send(302, ("Found. Redirecting to %s" % loc).encode(),
                   headers + [("Location", loc)], "text/plain; charset=utf-8")
 
@@ -545,16 +576,16 @@ class Handler(BaseHTTPRequestHandler):
         for f in repo.files.values():
             s = {"rfilename": f.path}
             if blobs:
-                s.update(blobId=f.oid, size=len(f.data))
+                s.update(blobId=f.oid, size=f.size)
                 if f.lfs:
-                    s["lfs"] = {"sha256": f.sha256, "size": len(f.data), "pointerSize": len(f.pointer)}
+                    s["lfs"] = {"sha256": f.sha256, "size": f.size, "pointerSize": len(f.pointer)}
             sib.append(s)
         out = {"_id": fake_sha("id", repo.id)[:24], "id": repo.id, "author": repo.id.split("/")[0],
                "sha": commit, "lastModified": "2024-01-02T03:04:05.000Z",
                "createdAt": "2024-01-01T00:00:00.000Z", "private": repo.private is not None,
                "gated": "manual" if repo.gated is not None else False, "disabled": False,
                "downloads": 0, "likes": 0, "tags": [], "siblings": sib,
-               "usedStorage": sum(len(f.data) for f in repo.files.values())}
+               "usedStorage": sum(f.size for f in repo.files.values())}
         if repo.type == "model":
             out.update(modelId=repo.id, pipeline_tag=None, library_name=None)
         if repo.xet:
@@ -566,9 +597,9 @@ class Handler(BaseHTTPRequestHandler):
         if f is None:
             e = {"type": "directory", "oid": fake_sha("tree", repo.id, commit, p), "size": 0, "path": p}
         else:
-            e = {"type": "file", "oid": f.oid, "size": len(f.data), "path": p}
+            e = {"type": "file", "oid": f.oid, "size": f.size, "path": p}
             if f.lfs:
-                e["lfs"] = {"oid": f.sha256, "size": len(f.data), "pointerSize": len(f.pointer)}
+                e["lfs"] = {"oid": f.sha256, "size": f.size, "pointerSize": len(f.pointer)}
                 if repo.xet:
                     e["xetHash"] = f.xet_hash
         if expand:
@@ -651,7 +682,7 @@ def main():
         state.cdn_external = a.cdn_base.rstrip("/")
         for sha, f in state.blobs.items():
             path = os.path.join(a.cdn_dir, sha)
-            if not (os.path.exists(path) and os.path.getsize(path) == len(f.data)):
+            if not (os.path.exists(path) and os.path.getsize(path) == f.size):
                 with open(path + ".tmp", "wb") as out:
                     out.write(f.data)
                 os.rename(path + ".tmp", path)

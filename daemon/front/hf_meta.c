@@ -311,10 +311,12 @@ static void known_remember(hf_meta_t *m, uid_t uid, const char *tag, const char 
 
 struct hf_ask {
     hf_meta_t *m;
-    hub_req_t *req; /* the request in flight (hub_req.h) */
+    struct http_client *http;
+    hub_req_t *req; /* the request in flight (hub_req.h): the question, then the CDN's byte */
     uid_t uid;      /* whose answer it is */
     char tag[65];
     char *file_key;
+    hf_file_t file; /* an LFS file's answer, while its CDN is asked */
     hf_meta_cb cb;
     void *arg;
 };
@@ -357,6 +359,45 @@ static void finish(hf_ask_t *a, const hf_meta_answer_t *ans)
     ask_free(a);
 }
 
+/* The file named: remembered for the asker, and told. */
+static void named(hf_ask_t *a, const hf_file_t *f)
+{
+    known_remember(a->m, a->uid, a->tag, a->file_key, f);
+    hf_meta_answer_t ans = {.kind = HF_META_FILE, .file = f};
+    finish(a, &ans);
+}
+
+/* The CDN's answer to the first byte of an LFS file (cdn_ask): the file is
+ * stored there for the repo when it answers that byte of an object of the
+ * size the Hub named. Anything else (no answer, a 404, another size) names
+ * the file all the same, unstored: its digest is still what the download
+ * is verified against, but it vouches for nobody. */
+static void cdn_answered(void *arg, const char *code, const char *msg, hub_answer_t *h)
+{
+    hf_ask_t *a = arg;
+    (void)msg;
+    a->req = NULL;
+    int64_t total = !code && h->status == 206   ? hf_range_total(h->content_range)
+                    : !code && h->status == 200 ? h->content_length
+                                                : -1;
+    a->file.stored = total >= 0 && total == a->file.size;
+    named(a, &a->file);
+}
+
+/* An LFS file vouches for its asker only if the bytes are what the Hub
+ * serves from this repo: a pointer committed to repo B that names repo A's
+ * digest must not open A's blob, cached for a user of A, to readers of B.
+ * The Hub's CDN keeps each repo's objects apart (its paths are the
+ * repo's), so one byte of the Location it answered, asked as the client
+ * would download it (no credentials go to another origin), says whether
+ * this client could have downloaded those bytes itself. 0 while it is
+ * asked, else -1 (the file is named unstored at once). */
+static int cdn_ask(hf_ask_t *a, const char *location)
+{
+    hub_req_opts_t o = {.headers = "Range: bytes=0-0\r\n", .keep = HUB_BODY_NONE};
+    return hub_req_start(a->http, location, &o, cdn_answered, a, &a->req, NULL) ? -1 : 0;
+}
+
 /* The Hub's answer (hub_req.h; its same-origin redirects followed): a
  * redirect elsewhere (an LFS file's CDN), a 200 or a 206 names the file,
  * which is remembered for this credential tag; anything else is a
@@ -391,9 +432,14 @@ static void answered(void *arg, const char *code, const char *msg, hub_answer_t 
         finish(a, &ans);
         return;
     }
-    known_remember(a->m, a->uid, a->tag, a->file_key, &f);
-    hf_meta_answer_t ans = {.kind = HF_META_FILE, .file = &f};
-    finish(a, &ans);
+    if (f.lfs) {
+        a->file = f;
+        if (cdn_ask(a, h->location) == 0)
+            return;
+        named(a, &a->file); /* not stored: the CDN cannot be asked */
+        return;
+    }
+    named(a, &f);
 }
 
 int hf_meta_ask(hf_meta_t *m, struct http_client *http, const char *url, uid_t uid, const char *tag,
@@ -404,6 +450,7 @@ int hf_meta_ask(hf_meta_t *m, struct http_client *http, const char *url, uid_t u
     if (!a)
         return -ENOMEM;
     a->m = m;
+    a->http = http;
     a->uid = uid;
     a->cb = cb;
     a->arg = arg;

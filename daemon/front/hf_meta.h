@@ -26,7 +26,10 @@
  * Why one module: an LFS file's SHA-256 the Hub names to a client's own
  * credentials vouches for that client (job.h's `vouched`): the same code
  * must decide what counts as the Hub naming it (never a refusal: a 4xx
- * names nothing, whatever headers it carries) for every way in.
+ * names nothing, whatever headers it carries) for every way in. It
+ * vouches only when the Hub's CDN answers the first byte of the file at
+ * the Location the Hub gave (`stored`): a pointer committed to one repo
+ * naming another repo's digest names bytes its repo does not hold.
  *
  * Loop thread only. Callbacks never come from inside hf_meta_ask or
  * hf_meta_abort (http.h's rule). */
@@ -49,6 +52,8 @@ typedef struct hf_file {
     char etag[136];   /* the Hub's ETag as sent, or "" */
     char linked[136]; /* X-Linked-Etag as sent (LFS), or "" */
     char linked_size[24];
+    int stored; /* an LFS file whose CDN answered its first byte, of that size: the bytes are
+                   this repo's, and the digest may vouch (job.h) */
 } hf_file_t;
 
 /* A resolve path's parts, malloc'd (hf_where_free). */

@@ -143,9 +143,11 @@ static void serve(hconn_t *c, hf_req_t *q, const hf_file_t *f)
     q->pinned = url; /* the entry's URL, for the git SHA-1 check */
     /* f is the Hub's answer to this client's own credentials (asked now,
      * or remembered by their tag), and not a refusal: the Hub named the
-     * LFS file's SHA-256 to them, so its blob is theirs whoever's token
-     * fetched it, and so is a running download of it (job.h). */
-    q->fetch.vouched = f->lfs;
+     * LFS file's SHA-256 to them, and its CDN holds those bytes for the
+     * repo (stored), so its blob is theirs whoever's token fetched it, and
+     * so is a running download of it (job.h). Unstored, the digest is
+     * only what the download is verified against. */
+    q->fetch.vouched = f->lfs && f->stored;
     hfetch_start(&q->fetch, c, url, f->lfs ? f->sha256 : NULL,
                  q->git_sha1[0] ? check_git_sha1 : NULL, q);
 }

@@ -287,7 +287,7 @@ static void hub_answered(void *arg, const hf_meta_answer_t *a)
             return;
         }
         memcpy(f->sha, a->file->sha256, sizeof f->sha);
-        f->w.vouched = 1;
+        f->w.vouched = a->file->stored; /* else only verified against it (hf_meta.h) */
     } else if (a->kind == HF_META_FILE) {
         git_check_etag(a->file->etag, f->git_sha1); /* stays "" when not a git blob SHA-1 */
     } else if (a->kind != HF_META_FILE) {

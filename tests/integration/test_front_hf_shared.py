@@ -13,6 +13,7 @@ own token. The stand-in Hub is tests/hubstub.py (its /control/hold and
 import hashlib
 import http.client
 import os
+import random
 import threading
 import time
 import urllib.parse
@@ -24,12 +25,18 @@ ALICE = {"Authorization": "Bearer hf_alice"}
 BOB = {"Authorization": "Bearer hf_bob"}
 CAROL = {"Authorization": "Bearer hf_carol"}  # a valid token, not granted
 
+GATED_SHA = hashlib.sha256(random.Random(22).randbytes(3 * 1024 * 1024)).hexdigest()
 REPOS = {
     "tokens": {"hf_alice": "alice", "hf_bob": "bob", "hf_carol": "carol"},
     "repos": [
         {"id": "org/gated", "gated": ["alice", "bob"],
          "files": {"g.bin": {"lfs": {"size": 3 * 1024 * 1024, "seed": 22}},
                    "README.md": {"text": "gated\n"}}},
+        # Anyone's public repo whose pointer names the gated file's digest,
+        # its object never uploaded: the Hub names the digest, and the CDN
+        # has nothing for this repo.
+        {"id": "evil/borrow",
+         "files": {"b.bin": {"lfs_pointer": {"sha256": GATED_SHA, "size": 3 * 1024 * 1024}}}},
     ],
 }
 
@@ -142,6 +149,29 @@ class SharedGatedTest(HubTestCase):
         self.assert_refused(get(self.url), 401)
         self.assert_refused(get(self.url, CAROL, "HEAD"), 403)
         self.assertEqual(self.cdn_requests(), 1)
+
+    def test_a_pointer_in_another_repo_naming_the_digest_opens_nothing(self):
+        """A public repo's LFS pointer names the gated file's digest, its
+        object never uploaded: the Hub names that digest to anyone, but
+        the CDN holds nothing for that repo, so the digest vouches for
+        nobody. Before, Carol (not granted) and a client without a token
+        got the gated bytes from the cache through the other repo."""
+        self.assertEqual(GATED_SHA, self.sha)
+        self.assert_served(get(self.url, ALICE))
+        borrow = "http://127.0.0.1:%d/hf/evil/borrow/resolve/main/b.bin" % self.port
+        for hdrs in (CAROL, None):
+            st, h, body, _ = out = get(borrow, hdrs)
+            self.assertNotEqual(st, 200, h)
+            self.assertNotIn(self.data[:4096], body)
+            self.assertIsNone(h["X-Hubd-Sha256"])
+        # The Hub did name the digest; the CDN was asked for one byte of
+        # the other repo's object, and had none.
+        st, h, _, _ = get(self.stub.hub_url + "/evil/borrow/resolve/main/b.bin")
+        self.assertEqual((st, h["X-Linked-Etag"]), (302, '"%s"' % self.sha))
+        self.assertGreaterEqual(self.stub.stats("cdn")["probes"].get(self.cdn_path, 0), 2)
+        self.assertEqual(self.cdn_requests(), 3)  # Alice's download, then each refused try
+        # Alice's own file still comes from the cache.
+        self.assert_served(get(self.url, BOB), "hit")
 
     def test_wrong_bytes_from_the_cdn_are_served_and_kept_for_nobody(self):
         self.stub.corrupt(self.sha, "flip")

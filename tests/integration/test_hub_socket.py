@@ -12,6 +12,7 @@ CDN bytes serve nobody. The stand-in Hub is tests/hubstub.py.
 import array
 import hashlib
 import os
+import random
 import re
 import socket
 import threading
@@ -46,6 +47,11 @@ REPOS = {
         {"id": "new-org/model", "renamed_from": "old-org/model",
          "files": {"m.txt": {"text": "renamed\n"}}},
         {"id": "org/many", "files": {"f%04d.txt" % i: {"text": "%d\n" % i} for i in range(3000)}},
+        # A public pointer to the gated file's digest, its object never
+        # uploaded: the CDN has nothing for this repo.
+        {"id": "evil/borrow", "files": {"b.bin": {"lfs_pointer": {
+            "sha256": hashlib.sha256(random.Random(22).randbytes(3 * 1024 * 1024)).hexdigest(),
+            "size": 3 * 1024 * 1024}}}},
     ],
 }
 
@@ -330,6 +336,18 @@ class HubSocketTest(HubTestCase):
         self.assertEqual((verb, f["code"]), ("ERR", code), f)
         self.assertIsNone(fd)
         self.assertEqual(seen, ["ERR"])  # no QUEUED, HIT or ATTACHED before it
+
+    def test_a_pointer_in_another_repo_naming_the_digest_opens_nothing(self):
+        """The socket's FETCH of another repo's pointer to the gated digest,
+        whose object that repo never stored: the Hub names the digest, the
+        CDN has no such object for that repo, so it vouches for nobody and
+        the fetch fails (before: DONE with the gated bytes, a hit)."""
+        self.assert_served(self.fetch(ALICE), "download")
+        borrow = self.stub.resolve_url("evil/borrow", "b.bin")
+        verb, f, fd, _ = self.fetch(CAROL, url=borrow)
+        self.assertEqual(verb, "ERR", f)
+        self.assertIsNone(fd)
+        self.assertGreaterEqual(self.stub.stats("cdn")["probes"].get(self.cdn_path, 0), 1)
 
     def test_two_granted_tokens_one_after_the_other_download_once(self):
         self.assert_served(self.fetch(ALICE), "download")
