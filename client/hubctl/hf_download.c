@@ -44,6 +44,7 @@ typedef struct hf_item {
     const char *placed;    /* symlink, reflink, copy, present, or NULL (--warm) */
     size_t hold_seq;       /* HF_HOLDING: its HOLD was the hold_seq'th sent */
     int exit;              /* EXIT_OK or why it failed */
+    char *refused;         /* plan: why a folder on its way was refused, or NULL; owned */
 } hf_item_t;
 
 typedef struct hf_dl {
@@ -198,18 +199,26 @@ static void tell_copy(hf_dl_t *d, int clone_err)
         strerror(clone_err));
 }
 
+/* Item i could not be placed in the layout (rc: hf_layout's), what was
+ * tried in `what`: a folder refused on the way is named. */
+static void fail_output(hf_dl_t *d, size_t i, const char *what, int rc)
+{
+    char msg[2 * PATH_MAX + 256], why[PATH_MAX + 200];
+    snprintf(msg, sizeof msg, "%s: %s", what, hf_layout_why(&d->layout, rc, why, sizeof why));
+    item_fail(d, i, EXIT_FAILED, "output", msg);
+}
+
 /* The snapshot link of item i, then its end. */
 static void finish_linked(hf_dl_t *d, size_t i, const char *placed)
 {
     hf_item_t *it = &d->items[i];
-    char msg[PATH_MAX + 64];
+    char what[PATH_MAX + 32];
     int rc = d->layout.local ? 0
                              : hf_layout_snapshot_link(&d->layout, d->commit, it->file->path,
                                                        hf_file_etag(it->file));
     if (rc < 0) {
-        snprintf(msg, sizeof msg, "cannot link it in %s/snapshots: %s", d->layout.root,
-                 strerror(-rc));
-        item_fail(d, i, EXIT_FAILED, "output", msg);
+        snprintf(what, sizeof what, "cannot link it in %s/snapshots", d->layout.root);
+        fail_output(d, i, what, rc);
         return;
     }
     item_ok(d, i, placed);
@@ -220,12 +229,12 @@ static void place_copy(hf_dl_t *d, size_t i)
 {
     hf_item_t *it = &d->items[i];
     int clone_err = 0;
-    char msg[PATH_MAX + 64];
+    char what[PATH_MAX + 32];
     int rc = hf_layout_place_copy(&d->layout, d->commit, it->file->path, hf_file_etag(it->file),
                                   it->fd, it->file->size, &clone_err);
     if (rc < 0) {
-        snprintf(msg, sizeof msg, "cannot write it into %s: %s", d->layout.root, strerror(-rc));
-        item_fail(d, i, EXIT_FAILED, "output", msg);
+        snprintf(what, sizeof what, "cannot write it into %s", d->layout.root);
+        fail_output(d, i, what, rc);
         return;
     }
     if (clone_err)
@@ -248,7 +257,12 @@ static void place(hf_dl_t *d, size_t i)
         place_copy(d, i);
         return;
     }
-    if (hf_layout_present(&d->layout, d->commit, f->path, hf_file_etag(f), f->size)) {
+    int there = hf_layout_present(&d->layout, d->commit, f->path, hf_file_etag(f), f->size);
+    if (there < 0) {
+        fail_output(d, i, "cannot look for its blob", there);
+        return;
+    }
+    if (there) {
         finish_linked(d, i, "present");
         return;
     }
@@ -508,8 +522,14 @@ static void plan_items(hf_dl_t *d)
         r->has_total = 1;
         r->total = it->file->size;
         r->last_line = -1e9;
-        if (!d->o->cli->warm && hf_layout_present(&d->layout, d->commit, it->file->path,
-                                                  hf_file_etag(it->file), it->file->size)) {
+        int there = d->o->cli->warm ? 0
+                                    : hf_layout_present(&d->layout, d->commit, it->file->path,
+                                                        hf_file_etag(it->file), it->file->size);
+        if (there < 0) { /* failed by on_repo, before anything is fetched */
+            char why[PATH_MAX + 200];
+            it->state = HF_FAILED; /* not WAITING: queue_more must not send it */
+            it->refused = xstrdup(hf_layout_why(&d->layout, there, why, sizeof why));
+        } else if (there) {
             it->state = HF_PRESENT;
             it->source = xstrdup("present");
             r->via = VIA_HIT;
@@ -546,7 +566,9 @@ static void on_repo(hf_dl_t *d, const proto_msg_t *m, int fd)
         return;
     }
     if (!d->o->cli->warm && (rc = hf_layout_write_ref(&d->layout, d->o->revision, d->commit)) < 0) {
-        say(d, "cannot write %s/refs/%s: %s", d->layout.root, d->o->revision, strerror(-rc));
+        char why[PATH_MAX + 200];
+        say(d, "cannot write %s/refs/%s: %s", d->layout.root, d->o->revision,
+            hf_layout_why(&d->layout, rc, why, sizeof why));
         worst(d, EXIT_FAILED);
         d->stop = 1;
         return;
@@ -554,6 +576,12 @@ static void on_repo(hf_dl_t *d, const proto_msg_t *m, int fd)
     plan_items(d);
     size_t present = 0;
     for (size_t i = 0; i < d->n; i++) {
+        if (d->items[i].refused) {
+            char msg[PATH_MAX + 256];
+            snprintf(msg, sizeof msg, "cannot place it: %s", d->items[i].refused);
+            item_fail(d, i, EXIT_FAILED, "output", msg);
+            continue;
+        }
         if (d->items[i].state != HF_PRESENT)
             continue;
         present++;
@@ -732,6 +760,7 @@ static void dl_free(hf_dl_t *d)
         free(d->items[i].store);
         free(d->items[i].sha256);
         free(d->items[i].source);
+        free(d->items[i].refused);
     }
     for (size_t i = 0; i < d->prog.n; i++)
         free(d->prog.req[i].label);
@@ -751,8 +780,22 @@ int hf_download_run(const hf_opts_t *o)
     d.prog.t_start = progress_now();
     if (!o->cli->warm)
         hf_layout_init(&d.layout, o->cache_dir, o->local_dir, o->type, o->repo);
+    /* a folder refused is said before hubd is asked anything; another
+     * user's repo folder in a shared cache is the likely one, hence the hint */
+    int rc = o->cli->warm ? 0 : hf_layout_check(&d.layout);
+    if (rc < 0) {
+        char why[PATH_MAX + 200];
+        int theirs = rc == -EPERM && !d.layout.local;
+        say(&d, "cannot write into %s: %s%s", d.layout.root,
+            hf_layout_why(&d.layout, rc, why, sizeof why),
+            theirs ? "; use an HF cache folder of your own (--cache-dir or HF_HUB_CACHE): its "
+                     "blobs are links into hubd's store, not a second copy"
+                   : "");
+        hf_layout_free(&d.layout);
+        return EXIT_FAILED;
+    }
     d.conn = conn_new(o->cli->socket, 1, o->cli->quiet, dl_on_msg, &d);
-    int rc = queue_hfrepo(&d);
+    rc = queue_hfrepo(&d);
     if (rc == 0)
         rc = conn_open(d.conn);
     if (rc == 0) {

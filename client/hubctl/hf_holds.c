@@ -3,6 +3,7 @@
 
 #include "conn.h"
 #include "hf_cli.h"
+#include "hf_dir.h"
 #include "hf_layout.h"
 #include "json.h"
 #include "out.h"
@@ -196,12 +197,30 @@ static int is_used(char **used, size_t n, const char *name)
     return 0;
 }
 
-/* Reads refs/NAME (a commit, no newline) into out. */
-static int read_ref(int repofd, const char *name, char out[64])
+/* The folder of l's repo folder holding rel's last name (refs/pr/1: the
+ * folder refs/pr), walked by hf_dir from the cache folder named: a link or
+ * another user's folder on the way is refused, so nothing outside the
+ * cache is read as a ref or removed. *base: that name. */
+static int repo_parent(const hf_layout_t *l, const char *rel, char path[PATH_MAX],
+                       const char **base)
 {
-    char rel[PATH_MAX];
+    hf_dir_refusal_t why;
+    if (snprintf(path, PATH_MAX, "%s%s", l->below, rel) >= PATH_MAX)
+        return -ENAMETOOLONG;
+    return hf_dir_open_parent(l->top, path, 0, &why, base);
+}
+
+/* Reads refs/NAME (a commit, no newline) into out. */
+static int read_ref(const hf_layout_t *l, const char *name, char out[64])
+{
+    char rel[PATH_MAX], path[PATH_MAX];
+    const char *base;
     snprintf(rel, sizeof rel, "refs/%s", name);
-    int fd = openat(repofd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int dirfd = repo_parent(l, rel, path, &base);
+    if (dirfd < 0)
+        return dirfd;
+    int fd = openat(dirfd, base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    close(dirfd);
     if (fd < 0)
         return -errno;
     ssize_t k = read(fd, out, 63);
@@ -211,6 +230,20 @@ static int read_ref(int repofd, const char *name, char out[64])
     out[k] = '\0';
     out[strcspn(out, "\r\n")] = '\0';
     return 0;
+}
+
+/* Removes refs/NAME; 0 or -errno. */
+static int unlink_ref(const hf_layout_t *l, const char *name)
+{
+    char rel[PATH_MAX], path[PATH_MAX];
+    const char *base;
+    snprintf(rel, sizeof rel, "refs/%s", name);
+    int dirfd = repo_parent(l, rel, path, &base);
+    if (dirfd < 0)
+        return dirfd;
+    int rc = unlinkat(dirfd, base, 0) < 0 ? -errno : 0;
+    close(dirfd);
+    return rc;
 }
 
 /* Every ref name under refs/ (refs/pr/1 is "refs/pr/1": nested), into names. */
@@ -331,46 +364,79 @@ static char *label_of(const char *type, const char *repo, const char *rev)
     return l;
 }
 
-/* Removes from folder (the repo's, in the HF cache root) the snapshots of
- * rev (NULL: all), the refs naming them and the blobs no snapshot left
- * links to; then UNHOLDs the blob links removed. Returns the exit code. */
-static int rm_repo(const char *sock, const char *root, const char *folder, const char *type,
-                   const char *repo, const char *rev)
+/* The folders hf rm removes in: the repo folder, its refs/, snapshots/
+ * and blobs/ (-1 when missing), each walked by hf_dir from the cache
+ * folder named. 0, or says which was refused (or why the repo folder
+ * cannot be opened) and returns EXIT_FAILED with nothing removed. */
+enum { RM_REPO, RM_REFS, RM_SNAPSHOTS, RM_BLOBS, RM_FOLDERS };
+
+static int rm_open(const hf_layout_t *l, int fds[RM_FOLDERS])
 {
-    int repofd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (repofd < 0) {
-        fprintf(stderr, "hubctl: hf rm: %s: %s\n", folder, strerror(errno));
+    static const char *const sub[RM_FOLDERS] = {"", "refs", "snapshots", "blobs"};
+    char rel[PATH_MAX], why[PATH_MAX + 200];
+    hf_dir_refusal_t refused;
+    for (int i = 0; i < RM_FOLDERS; i++)
+        fds[i] = -1;
+    for (int i = 0; i < RM_FOLDERS; i++) {
+        snprintf(rel, sizeof rel, "%s%s", l->below, sub[i]);
+        if (i == RM_REPO)
+            rel[strlen(rel) - 1] = '\0'; /* "{type}s--{org}--{name}" */
+        int fd = hf_dir_open(l->top, rel, 0, &refused);
+        if (fd >= 0 || (i != RM_REPO && fd == -ENOENT)) {
+            fds[i] = fd >= 0 ? fd : -1;
+            continue;
+        }
+        if (refused.err)
+            fprintf(stderr, "hubctl: hf rm: %s\n", hf_dir_explain(&refused, why, sizeof why));
+        else
+            fprintf(stderr, "hubctl: hf rm: %s%s%s: %s\n", l->root, *sub[i] ? "/" : "", sub[i],
+                    strerror(-fd));
+        for (int k = 0; k < i; k++)
+            close_fd(fds[k]);
         return EXIT_FAILED;
     }
+    return 0;
+}
+
+/* Removes from l's repo folder (in the HF cache folder) the snapshots of
+ * rev (NULL: all), the refs naming them and the blobs no snapshot left
+ * links to; then UNHOLDs the blob links removed. Returns the exit code. */
+static int rm_repo(const char *sock, const hf_layout_t *l, const char *type, const char *repo,
+                   const char *rev)
+{
+    const char *folder = l->root;
+    int fds[RM_FOLDERS];
+    if (rm_open(l, fds) != 0)
+        return EXIT_FAILED;
+    int repofd = fds[RM_REPO];
+    close_fd(fds[RM_REFS]); /* checked; each ref is walked to again */
     /* Which commits go, and the refs naming them. Every ref and snapshot
      * names a label a blob link may be held for. */
     char **refs = NULL, **labels = NULL, **links = NULL, **used = NULL;
     size_t nrefs = 0, nlabels = 0, nlinks = 0, nused = 0, ngone = 0, nrefs_gone = 0;
     list_refs(repofd, "refs", "", &refs, &nrefs);
     char commit[64] = "";
-    if (rev && read_ref(repofd, rev, commit) != 0)
+    if (rev && read_ref(l, rev, commit) != 0)
         snprintf(commit, sizeof commit, "%s", rev); /* a commit itself */
     for (size_t i = 0; i < nrefs; i++) {
-        char c[64], *l = label_of(type, repo, refs[i]);
-        add_once(&labels, &nlabels, l);
-        free(l);
-        if (read_ref(repofd, refs[i], c) || (rev && !str_eq(c, commit)))
+        char c[64], *label = label_of(type, repo, refs[i]);
+        add_once(&labels, &nlabels, label);
+        free(label);
+        if (read_ref(l, refs[i], c) || (rev && !str_eq(c, commit)))
             continue;
-        char rel[PATH_MAX];
-        snprintf(rel, sizeof rel, "refs/%s", refs[i]);
-        if (unlinkat(repofd, rel, 0) == 0)
+        if (unlink_ref(l, refs[i]) == 0)
             nrefs_gone++;
     }
     rm_stats_t st = {0};
-    int snapfd = openat(repofd, "snapshots", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int snapfd = fds[RM_SNAPSHOTS];
     DIR *d = snapfd >= 0 ? fdopendir(snapfd) : NULL;
     struct dirent *e;
     while (d && (e = readdir(d))) {
         if (str_eq(e->d_name, ".") || str_eq(e->d_name, ".."))
             continue;
-        char *l = label_of(type, repo, e->d_name);
-        add_once(&labels, &nlabels, l);
-        free(l);
+        char *label = label_of(type, repo, e->d_name);
+        add_once(&labels, &nlabels, label);
+        free(label);
         if (rev && !str_eq(e->d_name, commit)) {
             mark_used(dirfd(d), e->d_name, &used, &nused); /* stays */
             continue;
@@ -383,7 +449,7 @@ static int rm_repo(const char *sock, const char *root, const char *folder, const
     else if (snapfd >= 0)
         close(snapfd);
     /* Blobs no remaining snapshot links to. */
-    int blobfd = openat(repofd, "blobs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int blobfd = fds[RM_BLOBS];
     d = blobfd >= 0 ? fdopendir(blobfd) : NULL;
     while (d && (e = readdir(d))) {
         if (e->d_name[0] == '.' || is_used(used, nused, e->d_name))
@@ -415,8 +481,9 @@ static int rm_repo(const char *sock, const char *root, const char *folder, const
         (!rev || nused == 0)) { /* nothing left: the repo's folder goes, as hf cache rm does */
         close(repofd);
         repofd = -1;
-        int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd >= 0) {
+        hf_dir_refusal_t refused;
+        int fd = hf_dir_open(l->top, "", 0, &refused);
+        if (fd >= 0) { /* the repo folder is a name in it: rm_tree follows no link */
             rm_stats_t none = {0};
             rm_tree(fd, strrchr(folder, '/') + 1, &none);
             close(fd);
@@ -462,10 +529,12 @@ int hf_rm_main(int argc, char **argv)
         return usage("hf rm needs a Hub repo id (org/name or name)", repo);
     if (!str_eq(type, "model") && !str_eq(type, "dataset") && !str_eq(type, "space"))
         return usage("--repo-type is model, dataset or space", type);
+    if (rev && !hf_path_safe(rev))
+        return usage("--revision is a plain relative name (a branch, tag or commit)", rev);
     char *root = hf_find_cache_dir(given);
     hf_layout_t layout;
     hf_layout_init(&layout, root, NULL, type, repo);
-    int rc = rm_repo(sock, root, layout.root, type, repo, rev);
+    int rc = rm_repo(sock, &layout, type, repo, rev);
     hf_layout_free(&layout);
     free(root);
     return rc;

@@ -38,8 +38,11 @@ void hf_layout_init(hf_layout_t *l, const char *cache_dir, const char *local_dir
                     const char *repo)
 {
     l->local = local_dir != NULL;
+    l->refused.err = 0;
     if (l->local) {
         l->root = xstrdup(local_dir);
+        l->top = xstrdup(local_dir);
+        l->below = xstrdup("");
         return;
     }
     /* models--org--name: huggingface_hub's repo_folder_name */
@@ -53,12 +56,16 @@ void hf_layout_init(hf_layout_t *l, const char *cache_dir, const char *local_dir
     }
     name[n] = '\0';
     l->root = xasprintf("%s/%ss--%s", cache_dir, type, name);
+    l->top = xstrdup(cache_dir);
+    l->below = xasprintf("%ss--%s/", type, name);
 }
 
 void hf_layout_free(hf_layout_t *l)
 {
     free(l->root);
-    l->root = NULL;
+    free(l->top);
+    free(l->below);
+    l->root = l->top = l->below = NULL;
 }
 
 int hf_path_safe(const char *path)
@@ -85,40 +92,41 @@ int hf_path_is_meta(const char *path)
     return strncmp(path, meta, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
-int hf_mkdirs_for(const char *path)
+/* ---- below the root, through hf_dir --------------------------------------- */
+
+/* The folder holding rel's last name ({below}rel: rel in the repo folder,
+ * or in the local dir), walked by hf_dir from the root named; *base is
+ * that name in *relp, which the caller frees. A descriptor or -errno. */
+static int open_parent(hf_layout_t *l, const char *rel, int flags, char **relp, const char **base)
 {
-    char buf[PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return -ENAMETOOLONG;
-    for (char *p = buf + 1; (p = strchr(p, '/')) != NULL; p++) {
-        *p = '\0';
-        if (mkdir(buf, 0777) < 0 && errno != EEXIST)
-            return -errno;
-        *p = '/';
-    }
-    return 0;
+    *relp = xasprintf("%s%s", l->below, rel);
+    return hf_dir_open_parent(l->top, *relp, flags, &l->refused, base);
 }
 
-/* A name beside path for a file being made: ".{base}.hubctl-XXXXXXXX".
- * Malloc'd. */
-static char *temp_beside(const char *path)
+/* close(2) of a folder's descriptor, unless open_parent failed (< 0). */
+static void close_dir(int dirfd)
+{
+    if (dirfd >= 0)
+        close(dirfd);
+}
+
+/* A name beside name in the same folder for a file being made:
+ * ".{name}.hubctl-XXXXXXXX". Malloc'd. */
+static char *temp_beside(const char *name)
 {
     unsigned r;
     if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
         r = (unsigned)getpid() ^ (unsigned)time(NULL);
-    const char *slash = strrchr(path, '/');
-    int dir = slash ? (int)(slash - path + 1) : 0;
-    return xasprintf("%.*s.%.200s.hubctl-%08x", dir, path, path + dir, r);
+    return xasprintf(".%.200s.hubctl-%08x", name, r);
 }
 
-/* Writes n bytes of data to path by temp file and rename. */
-static int write_file_atomic(const char *path, const char *data, size_t n)
+/* Writes n bytes of data to name in the folder dirfd, by temp file and
+ * rename: a link planted at name is replaced, never followed. */
+static int write_file_at(int dirfd, const char *name, const char *data, size_t n)
 {
-    int rc = hf_mkdirs_for(path);
-    if (rc < 0)
-        return rc;
-    char *tmp = temp_beside(path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int rc = 0;
+    char *tmp = temp_beside(name);
+    int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
         rc = -errno;
         free(tmp);
@@ -128,46 +136,80 @@ static int write_file_atomic(const char *path, const char *data, size_t n)
         rc = errno ? -errno : -EIO;
     if (close(fd) < 0 && rc == 0)
         rc = -errno;
-    if (rc == 0 && rename(tmp, path) < 0)
+    if (rc == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
         rc = -errno;
     if (rc < 0)
-        unlink(tmp);
+        unlinkat(dirfd, tmp, 0);
     free(tmp);
     return rc;
 }
 
-/* A symlink at path to target, made beside it and renamed over whatever
- * was there. */
-static int symlink_atomic(const char *target, const char *path)
+/* A symlink name -> target in the folder dirfd, made beside it and
+ * renamed over whatever was there. */
+static int symlink_at(const char *target, int dirfd, const char *name)
 {
-    int rc = hf_mkdirs_for(path);
-    if (rc < 0)
-        return rc;
-    char *tmp = temp_beside(path);
-    if (symlink(target, tmp) < 0)
+    int rc = 0;
+    char *tmp = temp_beside(name);
+    if (symlinkat(target, dirfd, tmp) < 0)
         rc = -errno;
-    else if (rename(tmp, path) < 0) {
+    else if (renameat(dirfd, tmp, dirfd, name) < 0) {
         rc = -errno;
-        unlink(tmp);
+        unlinkat(dirfd, tmp, 0);
     }
     free(tmp);
     return rc;
 }
 
-int hf_layout_write_ref(const hf_layout_t *l, const char *revision, const char *commit)
+int hf_layout_check(hf_layout_t *l)
+{
+    static const char *const cache[] = {"", "refs", "blobs", "snapshots"};
+    static const char *const local[] = {".cache", ".cache/huggingface", META_DIR};
+    const char *const *sub = l->local ? local : cache;
+    size_t n = l->local ? ARRAY_LEN(local) : ARRAY_LEN(cache);
+    for (size_t i = 0; i < n; i++) {
+        char *rel = xasprintf("%s%s", l->below, sub[i]);
+        size_t len = strlen(rel);
+        if (len && rel[len - 1] == '/')
+            rel[len - 1] = '\0'; /* the repo folder itself */
+        int fd = hf_dir_open(l->top, rel, 0, &l->refused);
+        free(rel);
+        if (fd < 0 && l->refused.err)
+            return fd;
+        close_dir(fd); /* missing, or unreadable: the writes say so */
+    }
+    return 0;
+}
+
+const char *hf_layout_why(const hf_layout_t *l, int rc, char *buf, size_t cap)
+{
+    if (l->refused.err && l->refused.err == rc)
+        return hf_dir_explain(&l->refused, buf, cap);
+    snprintf(buf, cap, "%s", strerror(-rc));
+    return buf;
+}
+
+int hf_layout_write_ref(hf_layout_t *l, const char *revision, const char *commit)
 {
     if (l->local || strcmp(revision, commit) == 0)
         return 0;
     if (!hf_path_safe(revision))
         return -EINVAL;
-    char *path = xasprintf("%s/refs/%s", l->root, revision);
+    char *rel = xasprintf("refs/%s", revision), *relp;
+    const char *base;
+    int dirfd = open_parent(l, rel, HF_DIR_CREATE, &relp, &base);
+    free(rel);
+    if (dirfd < 0) {
+        free(relp);
+        return dirfd;
+    }
     char cur[64];
-    int rc = 0, fd = open(path, O_RDONLY | O_CLOEXEC);
+    int rc = 0, fd = openat(dirfd, base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     ssize_t n = fd >= 0 ? read(fd, cur, sizeof cur) : -1;
     close_fd(fd);
     if (n != (ssize_t)strlen(commit) || memcmp(cur, commit, (size_t)n) != 0)
-        rc = write_file_atomic(path, commit, strlen(commit));
-    free(path);
+        rc = write_file_at(dirfd, base, commit, strlen(commit));
+    close(dirfd);
+    free(relp);
     return rc;
 }
 
@@ -190,44 +232,65 @@ char *hf_layout_folder(const hf_layout_t *l, const char *commit)
     return xasprintf("%s/snapshots/%s", l->root, commit);
 }
 
-static char *meta_path(const hf_layout_t *l, const char *path)
+/* Writes data (n bytes) to rel below the root, its folders made: by temp
+ * file and rename. */
+static int write_rel(hf_layout_t *l, const char *rel, const char *data, size_t n)
 {
-    return xasprintf("%s/" META_DIR "/%s.metadata", l->root, path);
+    char *relp;
+    const char *base;
+    int dirfd = open_parent(l, rel, HF_DIR_CREATE, &relp, &base);
+    int rc = dirfd < 0 ? dirfd : write_file_at(dirfd, base, data, n);
+    close_dir(dirfd);
+    free(relp);
+    return rc;
 }
 
 /* --local-dir's metadata of path: commit, etag, and a time no earlier
  * than the file's mtime. Also the .gitignore that keeps .cache out of git,
- * as huggingface_hub writes it. */
-static int write_metadata(const hf_layout_t *l, const char *path, const char *commit,
-                          const char *etag)
+ * as huggingface_hub writes it (kept when it is a file; a link in its
+ * place is replaced). */
+static int write_metadata(hf_layout_t *l, const char *path, const char *commit, const char *etag)
 {
-    char *ignore = xasprintf("%s/.cache/huggingface/.gitignore", l->root);
+    char *relp;
+    const char *base;
     struct stat st;
-    int rc = stat(ignore, &st) == 0 ? 0 : write_file_atomic(ignore, "*", 1);
-    free(ignore);
+    int dirfd = open_parent(l, ".cache/huggingface/.gitignore", HF_DIR_CREATE, &relp, &base);
+    int rc = dirfd < 0 ? dirfd : 0;
+    if (rc == 0 && (fstatat(dirfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)))
+        rc = write_file_at(dirfd, base, "*", 1);
+    close_dir(dirfd);
+    free(relp);
     if (rc < 0)
         return rc;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 + MTIME_SLACK;
     char *text = xasprintf("%s\n%s\n%.6f\n", commit, etag, now);
-    char *meta = meta_path(l, path);
-    rc = write_file_atomic(meta, text, strlen(text));
+    char *meta = xasprintf(META_DIR "/%s.metadata", path);
+    rc = write_rel(l, meta, text, strlen(text));
     free(meta);
     free(text);
     return rc;
 }
 
 /* Reads --local-dir metadata: 1 when it names commit or etag and its time
- * is not earlier than mtime (the file was not changed since). */
-static int metadata_matches(const hf_layout_t *l, const char *path, const char *commit,
-                            const char *etag, double mtime)
+ * is not earlier than mtime (the file was not changed since); 0, or a
+ * refusal of a folder on the way. */
+static int metadata_matches(hf_layout_t *l, const char *path, const char *commit, const char *etag,
+                            double mtime)
 {
-    char *meta = meta_path(l, path);
-    FILE *f = fopen(meta, "r");
+    char *meta = xasprintf(META_DIR "/%s.metadata", path), *relp;
+    const char *base;
+    int dirfd = open_parent(l, meta, 0, &relp, &base);
+    int fd = dirfd < 0 ? -1 : openat(dirfd, base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    close_dir(dirfd);
+    free(relp);
     free(meta);
-    if (!f)
-        return 0;
+    if (!f) {
+        close_fd(fd);
+        return dirfd < 0 && l->refused.err ? dirfd : 0;
+    }
     char c[128] = "", e[128] = "";
     double t = 0;
     int ok = fscanf(f, "%127s %127s %lf", c, e, &t) == 3;
@@ -235,47 +298,63 @@ static int metadata_matches(const hf_layout_t *l, const char *path, const char *
     return ok && (strcmp(c, commit) == 0 || strcmp(e, etag) == 0) && mtime <= t + MTIME_SLACK;
 }
 
-int hf_layout_present(const hf_layout_t *l, const char *commit, const char *path, const char *etag,
+int hf_layout_present(hf_layout_t *l, const char *commit, const char *path, const char *etag,
                       uint64_t size)
 {
-    char *file = l->local ? hf_layout_file(l, commit, path) : hf_layout_blob(l, etag);
+    char *rel = l->local ? xstrdup(path) : xasprintf("blobs/%s", etag), *relp;
+    const char *base;
+    int dirfd = open_parent(l, rel, 0, &relp, &base);
+    free(rel);
+    if (dirfd < 0) {
+        free(relp);
+        return l->refused.err ? dirfd : 0;
+    }
     /* opened, not stat'ed: a link into hubd's store whose grant is gone
-     * (EACCES) is not there for its user; fetched and held again, it is */
+     * (EACCES) is not there for its user; fetched and held again, it is.
+     * The last name is followed if a link (a blob is one, into the store):
+     * only read, never written through; the folders on the way were not. */
     struct stat st;
-    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int fd = openat(dirfd, base, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     int there =
         fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == size;
     close_fd(fd);
-    free(file);
+    close(dirfd);
+    free(relp);
     if (!there || !l->local)
         return there;
     double mtime = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec / 1e9;
     return metadata_matches(l, path, commit, etag, mtime);
 }
 
-int hf_layout_blob_symlink(const hf_layout_t *l, const char *etag, const char *target)
+int hf_layout_blob_symlink(hf_layout_t *l, const char *etag, const char *target)
 {
-    char *blob = hf_layout_blob(l, etag);
-    int rc = symlink_atomic(target, blob);
-    free(blob);
+    char *rel = xasprintf("blobs/%s", etag), *relp;
+    const char *base;
+    int dirfd = open_parent(l, rel, HF_DIR_CREATE, &relp, &base);
+    int rc = dirfd < 0 ? dirfd : symlink_at(target, dirfd, base);
+    close_dir(dirfd);
+    free(relp);
+    free(rel);
     return rc;
 }
 
-int hf_layout_place_copy(const hf_layout_t *l, const char *commit, const char *path,
-                         const char *etag, int fd, uint64_t size, int *clone_err)
+int hf_layout_place_copy(hf_layout_t *l, const char *commit, const char *path, const char *etag,
+                         int fd, uint64_t size, int *clone_err)
 {
-    char *dest = l->local ? hf_layout_file(l, commit, path) : hf_layout_blob(l, etag);
-    int rc = hf_mkdirs_for(dest);
-    if (rc == 0)
-        rc = materialize_file_how(fd, size, dest, clone_err);
-    free(dest);
+    char *rel = l->local ? xstrdup(path) : xasprintf("blobs/%s", etag), *relp;
+    const char *base;
+    *clone_err = EOPNOTSUPP;
+    int dirfd = open_parent(l, rel, HF_DIR_CREATE, &relp, &base);
+    int rc = dirfd < 0 ? dirfd : materialize_file_at(fd, size, dirfd, base, clone_err);
+    close_dir(dirfd);
+    free(relp);
+    free(rel);
     if (rc == 0 && l->local)
         rc = write_metadata(l, path, commit, etag);
     return rc;
 }
 
-int hf_layout_snapshot_link(const hf_layout_t *l, const char *commit, const char *path,
-                            const char *etag)
+int hf_layout_snapshot_link(hf_layout_t *l, const char *commit, const char *path, const char *etag)
 {
     /* ../../blobs/{etag}, one ../ more per folder of path */
     size_t depth = 0;
@@ -286,12 +365,16 @@ int hf_layout_snapshot_link(const hf_layout_t *l, const char *commit, const char
     for (size_t i = 0; i < depth + 2; i++, t += 3)
         memcpy(t, "../", 3);
     sprintf(t, "blobs/%s", etag);
-    char *link = hf_layout_file(l, commit, path), cur[PATH_MAX];
-    ssize_t n = readlink(link, cur, sizeof cur - 1);
-    int rc = 0;
-    if (n < 0 || (size_t)n != strlen(target) || memcmp(cur, target, (size_t)n) != 0)
-        rc = symlink_atomic(target, link);
-    free(link);
+    char *rel = xasprintf("snapshots/%s/%s", commit, path), *relp, cur[PATH_MAX];
+    const char *base;
+    int dirfd = open_parent(l, rel, HF_DIR_CREATE, &relp, &base);
+    int rc = dirfd < 0 ? dirfd : 0;
+    ssize_t n = rc < 0 ? -1 : readlinkat(dirfd, base, cur, sizeof cur - 1);
+    if (rc == 0 && (n < 0 || (size_t)n != strlen(target) || memcmp(cur, target, (size_t)n) != 0))
+        rc = symlink_at(target, dirfd, base);
+    close_dir(dirfd);
+    free(relp);
+    free(rel);
     free(target);
     return rc;
 }

@@ -34,7 +34,8 @@ static unsigned temp_suffix(int attempt)
 
 /* Names the temp file "<dir>/.<base>.hubctl-XXXXXXXX": in dest's directory so
  * the final rename(2) is atomic, hidden so a half-written file is not taken
- * for the real one. The base is cut to keep the name under NAME_MAX. */
+ * for the real one. The base is cut to keep the name under NAME_MAX. dest
+ * may be a path, or one name in a folder's descriptor (the same rule). */
 static int temp_path(const char *dest, int attempt, char *out, size_t cap)
 {
     const char *slash = strrchr(dest, '/');
@@ -46,14 +47,15 @@ static int temp_path(const char *dest, int attempt, char *out, size_t cap)
     return 0;
 }
 
-/* Creates the temp file; mode 0644 is narrowed by the caller's umask. */
-static int open_temp(const char *dest, char *tmp, size_t cap)
+/* Creates the temp file in dirfd; mode 0644 is narrowed by the caller's
+ * umask. */
+static int open_temp(int dirfd, const char *dest, char *tmp, size_t cap)
 {
     for (int i = 0; i < TEMP_TRIES; i++) {
         int rc = temp_path(dest, i, tmp, cap);
         if (rc < 0)
             return rc;
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd >= 0)
             return fd;
         if (errno != EEXIST)
@@ -191,21 +193,26 @@ int materialize_file(int src_fd, uint64_t size, const char *dest)
 
 int materialize_file_how(int src_fd, uint64_t size, const char *dest, int *clone_err)
 {
+    return materialize_file_at(src_fd, size, AT_FDCWD, dest, clone_err);
+}
+
+int materialize_file_at(int src_fd, uint64_t size, int dirfd, const char *dest, int *clone_err)
+{
     *clone_err = EOPNOTSUPP;
     int rc = check_blob(src_fd, size);
     if (rc)
         return rc;
 
     char tmp[PATH_MAX];
-    int dst = open_temp(dest, tmp, sizeof tmp);
+    int dst = open_temp(dirfd, dest, tmp, sizeof tmp);
     if (dst < 0)
         return dst;
     rc = copy_blob(src_fd, dst, size, clone_err);
     if (close(dst) < 0 && rc == 0)
         rc = -errno; /* NFS and friends report write errors at close */
-    if (rc == 0 && rename(tmp, dest) < 0)
+    if (rc == 0 && renameat(dirfd, tmp, dirfd, dest) < 0)
         rc = -errno;
     if (rc < 0)
-        unlink(tmp);
+        unlinkat(dirfd, tmp, 0);
     return rc;
 }

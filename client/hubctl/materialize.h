@@ -24,6 +24,12 @@ int materialize_file(int src_fd, uint64_t size, const char *dest);
  * and the bytes were copied. */
 int materialize_file_how(int src_fd, uint64_t size, const char *dest, int *clone_err);
 
+/* materialize_file_how of dest relative to the folder dirfd (AT_FDCWD: as
+ * a path): the temp file, the rename and any cleanup all happen in that
+ * folder's descriptor, so a link planted in place of a folder on dest's
+ * path is never followed (hf download's walk, hf_dir.h, opened dirfd). */
+int materialize_file_at(int src_fd, uint64_t size, int dirfd, const char *dest, int *clone_err);
+
 /* Writes the `size` bytes of src_fd to out in order (`-o -`: stdout, a pipe
  * or a terminal), by sendfile(2), else read/write. Returns 0 or a negative
  * errno; -EBADMSG as materialize_file. */

@@ -3,6 +3,7 @@
  * metadata, the git blob check, the REPO file list and the include /
  * exclude rules of filter_repo_objects. The .c files are included to test
  * them without the rest of hubctl. */
+#include "../../client/hubctl/hf_dir.c"
 #include "../../client/hubctl/hf_layout.c"
 #include "../../client/hubctl/hf_list.c"
 #include "../../client/hubctl/materialize.c"

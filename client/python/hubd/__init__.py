@@ -32,6 +32,9 @@ It carries ``.code`` (the protocol's error code, e.g. ``http_404``,
 - ``protocol``: hubd's reply made no sense to this client.
 - ``offline_not_cached``: ``HF_HUB_OFFLINE`` is set and the file or snapshot
   asked of ``hf_hub_download`` or ``snapshot_download`` is not on disk.
+- ``unsafe_folder``: a folder below the HF cache folder or ``local_dir``
+  named is a symbolic link, or not the running user's: ``hf_hub_download``
+  and ``snapshot_download`` write nothing through it (hubd/hf.py).
 
 Which socket (see :func:`_connect`): ``$HUBD_SOCKET`` if set (and nothing
 else); else the system daemon's ``/run/hubd/hubd.sock`` if it answers; else

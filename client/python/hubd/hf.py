@@ -37,6 +37,16 @@ does it:
   control byte, a backslash or an empty, ``.`` or ``..`` part.
 - A file already in place is not fetched again (``N files already in the
   cache`` on stderr from snapshot_download).
+- The cache folder or ``local_dir`` is the root the caller named, resolved
+  as any path is; every folder below it (``{type}s--{org}--{name}`` and all
+  under it; the local dir's sub folders and ``.cache/``) is opened one name
+  at a time from its parent's descriptor with ``O_NOFOLLOW``, made first
+  with ``mkdir(dir_fd=)`` when missing, and must belong to the running
+  user. A link there, or another user's folder, raises ``unsafe_folder``
+  naming it, and nothing is written through it: in a shared cache or
+  local dir another user could otherwise plant ``sub -> ~victim/dir``
+  (hubd/_hfdir.py). Every file is then made, renamed, linked by its name
+  in that folder's descriptor.
 
 Where the cache is: ``cache_dir``; else ``$HF_HUB_CACHE``; else
 ``$HF_HOME/hub``; else ``$XDG_CACHE_HOME/huggingface/hub``; else
@@ -73,6 +83,7 @@ import uuid
 
 from . import (HubdError, LINE_MAX, __version__, _build_line, _check_blob_fd, _connect,
                _copy_range, _fetch_line, _make_bar, _parse_line, _why)
+from ._hfdir import folder as _folder, open_folder as _open_folder
 
 __all__ = ["hf_hub_download", "snapshot_download"]
 
@@ -83,6 +94,10 @@ _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1 << 20
 _META = ".cache/huggingface"  # local_dir's metadata folder
+_META_DIRS = [".cache", "huggingface", "download"]  # its download/ folder, by name
+# What a user of a shared cache does when another user made the repo folder.
+_OWN_CACHE = ("use an HF cache folder of your own (cache_dir= or HF_HUB_CACHE): its blobs are "
+              "links into hubd's store, not a second copy")
 _said_copy = False         # "blobs are copied" is said once per process
 
 
@@ -170,18 +185,31 @@ def _readable(path):
         return False
 
 
-def _write_atomic(path, text):
-    """path gets text through a temp name (O_EXCL: no planted link is
-    followed) and a rename over whatever was there."""
-    tmp = _tmp_beside(path, ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+def _readable_at(dir_fd, name):
+    """_readable of name in the folder dir_fd (its own link followed: a
+    blob is one, into hubd's store)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(dir_fd, name, text):
+    """name in the folder dir_fd gets text through a temp name (O_EXCL: no
+    planted link is followed) and a rename over whatever was there."""
+    tmp = _tmp_name(name, ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
     try:
         with os.fdopen(fd, "w") as w:
             w.write(text)
-        os.rename(tmp, path)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         try:
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         except OSError:
             pass
         raise
@@ -364,17 +392,19 @@ def _git_blob_sha1(fd, size):
     return h.hexdigest(), off
 
 
-def _tmp_beside(path, suffix=".incomplete"):
-    return "%s.%s%s" % (path, uuid.uuid4().hex[:12], suffix)
+def _tmp_name(name, suffix=".incomplete"):
+    return "%s.%s%s" % (name[:200], uuid.uuid4().hex[:12], suffix)
 
 
-def _write_from_fd(src, size, dst, tmp_dir=None):
-    """dst gets the bytes of src (a reflink when the file system can, else
-    a copy), through a temp name and a rename. Returns None for a reflink,
-    else why not (text)."""
-    tmp = _tmp_beside(os.path.join(tmp_dir, os.path.basename(dst)) if tmp_dir else dst)
+def _write_from_fd(src, size, dir_fd, name, tmp_fd=None):
+    """name in the folder dir_fd gets the bytes of src (a reflink when the
+    file system can, else a copy), through a temp name (in the folder
+    tmp_fd, else dir_fd) and a rename. Returns None for a reflink, else why
+    not (text)."""
+    tmp_fd = dir_fd if tmp_fd is None else tmp_fd
+    tmp = _tmp_name(name)
     why = None
-    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666, dir_fd=tmp_fd)
     try:
         try:
             try:
@@ -384,24 +414,26 @@ def _write_from_fd(src, size, dst, tmp_dir=None):
                 _copy_range(src, out, size)
         finally:
             os.close(out)
-        os.rename(tmp, dst)
+        os.replace(tmp, name, src_dir_fd=tmp_fd, dst_dir_fd=dir_fd)
         tmp = None
     finally:
         if tmp is not None:
             try:
-                os.unlink(tmp)
+                os.unlink(tmp, dir_fd=tmp_fd)
             except OSError:
                 pass
     return why
 
 
-def _symlink_over(target, link):
-    tmp = _tmp_beside(link, ".tmp")
-    os.symlink(target, tmp)
+def _symlink_over(target, dir_fd, name):
+    """name in the folder dir_fd becomes a link to target, made beside it
+    and renamed over whatever was there."""
+    tmp = _tmp_name(name, ".tmp")
+    os.symlink(target, tmp, dir_fd=dir_fd)
     try:
-        os.rename(tmp, link)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
-        os.unlink(tmp)
+        os.unlink(tmp, dir_fd=dir_fd)
         raise
 
 
@@ -435,14 +467,55 @@ class _Run:
             raise HubdError("bad_request", "the token holds a line break or NUL")
         self.headers = ["Authorization: Bearer " + tok] if tok else []
         self.local_dir = os.fspath(local_dir) if local_dir is not None else None
-        self.storage = os.path.join(_cache_dir(cache_dir), _repo_folder(repo_id, repo_type))
+        self.top = _cache_dir(cache_dir)  # the root named, with local_dir its own
+        self.repo_folder = _repo_folder(repo_id, repo_type)
+        self.storage = os.path.join(self.top, self.repo_folder)
         self.label = "%ss/%s@%s" % (repo_type, repo_id, self.revision)
         self.present = 0
         self.sess = None
 
     def __enter__(self):
+        self.check_folders()
         self.sess = _Session()
         return self
+
+    def check_folders(self):
+        """The folders already there that every run writes in (the repo
+        folder's, or local_dir's .cache/huggingface/download), walked before
+        hubd is asked anything: HubdError unsafe_folder for a link or
+        another user's. A missing one is no error."""
+        hint = None
+        if self.local_dir is not None:
+            root, walks = self.local_dir, [_META_DIRS[:n] for n in (1, 2, 3)]
+        else:
+            root, walks = self.top, [[self.repo_folder]] + [
+                [self.repo_folder, sub] for sub in ("refs", "blobs", "snapshots")]
+            hint = _OWN_CACHE
+        for names in walks:
+            try:
+                os.close(_open_folder(root, names, False, hint))
+            except HubdError:
+                raise
+            except OSError:
+                pass  # missing, or unreadable: the writes say so
+
+    def folder(self, names, create=True):
+        """_folder of names below the repo folder (the cache), or below
+        local_dir."""
+        if self.local_dir is not None:
+            return _folder(self.local_dir, names, create)
+        return _folder(self.top, [self.repo_folder] + names, create)
+
+    def there(self, names, name):
+        """Does names/name (below the repo folder, or local_dir) open for
+        reading? A folder missing on the way: no; refused: HubdError."""
+        try:
+            with self.folder(names, False) as d:
+                return _readable_at(d, name)
+        except HubdError:
+            raise
+        except OSError:
+            return False
 
     def __exit__(self, *exc):
         self.sess.close()
@@ -459,45 +532,64 @@ class _Run:
     def snap_path(self, f):
         return os.path.join(self.storage, "snapshots", self.commit, *f.path.split("/"))
 
+    def blob_there(self, f):
+        return self.there(["blobs"], f.etag)
+
+    def snap_there(self, f):
+        parts = f.path.split("/")
+        return self.there(["snapshots", self.commit] + parts[:-1], parts[-1])
+
     def link_snapshot(self, f):
-        link = self.snap_path(f)
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        _symlink_over("../" * (2 + f.path.count("/")) + "blobs/" + f.etag, link)
+        parts = f.path.split("/")
+        with self.folder(["snapshots", self.commit] + parts[:-1]) as d:
+            _symlink_over("../" * (2 + f.path.count("/")) + "blobs/" + f.etag, d, parts[-1])
 
     def write_ref(self):
         if self.revision == self.commit:
             return
-        ref = os.path.join(self.storage, "refs", *self.revision.split("/"))
-        os.makedirs(os.path.dirname(ref), exist_ok=True)
-        try:
-            with open(ref) as r:
-                if r.read() == self.commit:
-                    return
-        except OSError:
-            pass
-        _write_atomic(ref, self.commit)
+        parts = self.revision.split("/")
+        with self.folder(["refs"] + parts[:-1]) as d:
+            try:
+                fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                             dir_fd=d)
+                with os.fdopen(fd) as r:
+                    if r.read() == self.commit:
+                        return
+            except (OSError, ValueError):
+                pass
+            _write_atomic(d, parts[-1], self.commit)
 
     # -- local_dir --
-    def local_paths(self, f):
-        rel = os.path.join(*f.path.split("/"))
-        meta_dir = os.path.join(self.local_dir, ".cache", "huggingface")
-        return (os.path.join(self.local_dir, rel),
-                os.path.join(meta_dir, "download", rel + ".metadata"))
-
     def local_ready(self):
-        hf = os.path.join(self.local_dir, ".cache", "huggingface")
-        os.makedirs(os.path.join(hf, "download"), exist_ok=True)
-        gi = os.path.join(hf, ".gitignore")
-        if not os.path.isfile(gi):
-            _write_atomic(gi, "*")
+        with self.folder(_META_DIRS):
+            pass
+        with self.folder(_META_DIRS[:2]) as hf:
+            try:  # kept when it is a file; a link in its place is replaced
+                keep = stat.S_ISREG(os.stat(".gitignore", dir_fd=hf, follow_symlinks=False).st_mode)
+            except OSError:
+                keep = False
+            if not keep:
+                _write_atomic(hf, ".gitignore", "*")
+
+    def meta_names(self, f):
+        """(folders, name) of f's metadata below local_dir."""
+        parts = f.path.split("/")
+        return _META_DIRS + parts[:-1], parts[-1] + ".metadata"
 
     def local_present(self, f):
-        path, meta = self.local_paths(f)
+        parts = f.path.split("/")
+        names, name = self.meta_names(f)
         try:
-            with open(meta) as m:
+            with self.folder(names, False) as d:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                             dir_fd=d)
+            with os.fdopen(fd) as m:
                 commit, etag, stamp = m.readline().strip(), m.readline().strip(), float(m.readline())
-            if os.stat(path).st_mtime > stamp:
-                return False
+            with self.folder(parts[:-1], False) as d:
+                if os.stat(parts[-1], dir_fd=d).st_mtime > stamp:
+                    return False
+        except HubdError:
+            raise
         except (OSError, ValueError):
             return False
         if commit == self.commit:
@@ -508,9 +600,9 @@ class _Run:
         return False
 
     def write_meta(self, f):
-        meta = self.local_paths(f)[1]
-        os.makedirs(os.path.dirname(meta), exist_ok=True)
-        _write_atomic(meta, "%s\n%s\n%s\n" % (self.commit, f.etag, time.time()))
+        names, name = self.meta_names(f)
+        with self.folder(names) as d:
+            _write_atomic(d, name, "%s\n%s\n%s\n" % (self.commit, f.etag, time.time()))
 
     # -- what to fetch --
     def plan(self, files):
@@ -529,10 +621,10 @@ class _Run:
                 if self.local_present(f):
                     self.present += 1
                     continue
-            elif _readable(self.snap_path(f)):
+            elif self.snap_there(f):
                 self.present += 1
                 continue
-            elif _readable(self.blob_path(f)):  # another revision's, or an earlier run's
+            elif self.blob_there(f):  # another revision's, or an earlier run's
                 self.link_snapshot(f)
                 self.present += 1
                 continue
@@ -587,7 +679,7 @@ class _Run:
                     self.check(w, f)
                     finished += w.file.size
                     hold = None
-                    if self.local_dir is None and not _readable(self.blob_path(w.file)):
+                    if self.local_dir is None and not self.blob_there(w.file):
                         hid = self.sess.new_id("h")
                         hold = _build_line("HOLD", [
                             ("id", hid), ("sha256", f["sha256"].lower()), ("label", self.label),
@@ -648,29 +740,32 @@ class _Run:
         try:
             if self.local_dir is not None:
                 for f in w.files:
-                    path, meta = self.local_paths(f)
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
-                    os.makedirs(os.path.dirname(meta), exist_ok=True)
-                    why = _write_from_fd(w.fd, f.size, path, os.path.dirname(meta))
+                    parts = f.path.split("/")
+                    with self.folder(parts[:-1]) as d, self.folder(self.meta_names(f)[0]) as m:
+                        # the temp file in the metadata folder, as huggingface_hub's
+                        why = _write_from_fd(w.fd, f.size, d, parts[-1], m)
                     if why:  # as hubctl says it: local_dir files are plain
                         _say_copy(self.local_dir, "this file system makes no " + why)
                     self.write_meta(f)
                 return
-            blob = self.blob_path(w.file)
-            os.makedirs(os.path.dirname(blob), exist_ok=True)
-            if not _readable(blob):
-                store = held.get("path") if held else None
-                if held and held.get("readable") == "1" and store and os.access(store, os.R_OK):
-                    _symlink_over(store, blob)
-                else:
-                    why = _write_from_fd(w.fd, w.file.size, blob)
-                    if why:
-                        if held is None or held.get("err"):
-                            grant = "no hold (%s)" % (held.get("msg") or held.get("code")
-                                                       if held else "not asked")
-                        else:
-                            grant = "hubd could grant no read access to its copy (HELD readable=0)"
-                        _say_copy(os.path.dirname(blob), "%s, and %s" % (grant, why))
+            etag = w.file.etag
+            with self.folder(["blobs"]) as blobs:
+                if not _readable_at(blobs, etag):
+                    store = held.get("path") if held else None
+                    if (held and held.get("readable") == "1" and store
+                            and os.access(store, os.R_OK)):
+                        _symlink_over(store, blobs, etag)
+                    else:
+                        why = _write_from_fd(w.fd, w.file.size, blobs, etag)
+                        if why:
+                            if held is None or held.get("err"):
+                                grant = "no hold (%s)" % (held.get("msg") or held.get("code")
+                                                           if held else "not asked")
+                            else:
+                                grant = ("hubd could grant no read access to its copy "
+                                         "(HELD readable=0)")
+                            _say_copy(os.path.join(self.storage, "blobs"),
+                                      "%s, and %s" % (grant, why))
             for f in w.files:
                 self.link_snapshot(f)
         finally:
@@ -796,6 +891,6 @@ def snapshot_download(repo_id, *, repo_type=None, revision=None, allow_patterns=
         if run.local_dir is not None:
             return os.path.realpath(run.local_dir)
         run.write_ref()
-        folder = os.path.join(run.storage, "snapshots", run.commit)
-        os.makedirs(folder, exist_ok=True)
-        return folder
+        with run.folder(["snapshots", run.commit]):
+            pass
+        return os.path.join(run.storage, "snapshots", run.commit)
