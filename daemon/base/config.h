@@ -26,6 +26,7 @@ typedef struct hubd_config {
     char *admin_group;    /* members (and root) may use admin verbs; NULL: root only */
     char *allow_users;    /* if set (or allow_groups), only these may connect (and root) */
     char *allow_groups;
+    char *subuid_file;              /* subordinate uid ranges: a uid in one counts as its owner */
     unsigned max_requests_per_user; /* waiting FETCHes of one uid; 0: no limit */
     unsigned max_jobs_per_user;     /* downloads transferring for one uid at once; 0: no limit */
     unsigned max_holds_per_user;    /* HOLD rows of one uid; past it HELD readable=0; 0: no limit */

@@ -728,6 +728,9 @@ static const config_key_t config_keys[] = {
      .help = "if set (or allow_groups), only these users may connect (and root)"},
     {"allow_groups", &types[T_OPTIONAL], FIELD(allow_groups), .def = "", .flags = RELOAD,
      .help = "if set (or allow_users), only members of these groups may connect (and root)"},
+    {"subuid_file", &types[T_OPTIONAL], FIELD(subuid_file), .def = "/etc/subuid", .flags = RELOAD,
+     .help = "users' subordinate uid ranges (newuidmap's): a uid in one is its user for every "
+             "per-user bound; empty: none"},
     {"max_requests_per_user", &types[T_UINT], FIELD(max_requests_per_user), .def = "1024", .min = 0,
      .max = 1000000, .flags = RELOAD, .help = "FETCHes one uid may have waiting; 0: no limit"},
     {"max_jobs_per_user", &types[T_UINT], FIELD(max_jobs_per_user), .def = "8", .min = 0,

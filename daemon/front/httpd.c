@@ -21,7 +21,7 @@ static unsigned uid_conns(const httpd_t *h, uid_t uid)
     unsigned n = 0;
     for (list_node_t *x = list_first(&h->conns); x; x = list_next(&h->conns, x)) {
         const hconn_t *o = list_entry(x, hconn_t, node);
-        n += o->counted && o->who.uid == uid;
+        n += o->counted && o->who.charged == uid;
     }
     return n;
 }
@@ -60,6 +60,8 @@ static void after_peer(uv_work_t *w, int status)
     httpd_t *h = c->srv;
     if (hconn_item_back(c))
         return; /* closing: c may be freed */
+    if (!status && !c->item_err)
+        principal_charge(h->d.acl, &c->who); /* the acl is the loop's: charged here */
     if (status || c->item_err) {
         /* ENOENT: the peer's socket is gone already (it connected and left,
          * as a port probe does); else the lookup failed. */
@@ -78,7 +80,7 @@ static void after_peer(uv_work_t *w, int status)
             "fetches");
     } else if (!principal_may_use_front(h->d.acl, &c->who)) {
         hreq_refuse_unknown_user(c);
-    } else if (uid_conns(h, c->who.uid) >= HTTPD_MAX_CONNS_PER_UID) {
+    } else if (uid_conns(h, c->who.charged) >= HTTPD_MAX_CONNS_PER_UID) {
         char msg[160];
         snprintf(msg, sizeof msg, "uid %u has %d connections to the HTTP front already",
                  (unsigned)c->who.uid, HTTPD_MAX_CONNS_PER_UID);

@@ -177,7 +177,7 @@ void hfetch_start(hfetch_t *f, hconn_t *c, const char *url, const char *sha256,
     f->w.on_progress = on_progress;
     f->w.on_finish = on_finish;
     f->w.on_written = on_written;
-    f->w.uid = c->who.uid;
+    f->w.uid = c->who.charged; /* its user's max_jobs_per_user, a subordinate uid's too */
     f->w.vouched = f->vouched && sha256;
     f->total = -1;
     f->written = 0;

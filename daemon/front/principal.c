@@ -15,7 +15,7 @@ void principal_from_peercred(principal_t *p, uid_t uid, gid_t gid, pid_t pid, co
                              unsigned n)
 {
     memset(p, 0, sizeof *p);
-    p->uid = uid;
+    p->uid = p->charged = uid;
     p->gids[0] = gid;
     p->ngids = 1;
     p->pid = pid;
@@ -31,7 +31,7 @@ void principal_from_peercred(principal_t *p, uid_t uid, gid_t gid, pid_t pid, co
 void principal_from_tcp(principal_t *p, uid_t uid, const gid_t *gids, unsigned n)
 {
     memset(p, 0, sizeof *p);
-    p->uid = uid;
+    p->uid = p->charged = uid;
     p->ngids = n < PRINCIPAL_MAX_GIDS ? n : PRINCIPAL_MAX_GIDS;
     if (p->ngids) /* gids may be NULL with n 0: memcpy's arguments may not */
         memcpy(p->gids, gids, p->ngids * sizeof *gids);
@@ -149,6 +149,72 @@ void principal_acl_free(principal_acl_t *acl)
     set_free(&acl->admins);
     set_free(&acl->allowed);
     acl->restricted = 0;
+    free(acl->subuids);
+    acl->subuids = NULL;
+    acl->nsubuids = 0;
+}
+
+/* One "owner:start:count" line of subuid_file (owner a name or a uid)
+ * into *r: 0, or -1 for another line (a comment, a name NSS does not
+ * know). */
+static int subuid_line(char *line, principal_subuids_t *r)
+{
+    char *start = strchr(line, ':'), *count = start ? strchr(start + 1, ':') : NULL, *end;
+    if (!start || !count || line[0] == '#')
+        return -1;
+    *start++ = '\0';
+    *count++ = '\0';
+    errno = 0;
+    unsigned long long s = strtoull(start, &end, 10), n;
+    if (errno || end == start || *end || s > UINT32_MAX)
+        return -1;
+    n = strtoull(count, &end, 10);
+    if (errno || end == count || (*end && *end != '\n') || n == 0)
+        return -1;
+    unsigned long long id = strtoull(line, &end, 10);
+    if (!*end && end != line && id <= UINT32_MAX) {
+        r->owner = (uid_t)id;
+    } else {
+        struct passwd *pw = getpwnam(line);
+        if (!pw)
+            return -1;
+        r->owner = pw->pw_uid;
+    }
+    r->start = (uid_t)s;
+    r->count = n;
+    return 0;
+}
+
+/* subuid_file's ranges; a file that cannot be read gives none. */
+static void load_subuids(principal_acl_t *acl, const char *path)
+{
+    FILE *f = path && *path ? fopen(path, "re") : NULL;
+    if (!f)
+        return;
+    char line[512];
+    principal_subuids_t r;
+    while (fgets(line, sizeof line, f) && acl->nsubuids < PRINCIPAL_MAX_SUBUID_RANGES) {
+        if (subuid_line(line, &r))
+            continue;
+        principal_subuids_t *v = realloc(acl->subuids, (acl->nsubuids + 1) * sizeof *v);
+        if (!v)
+            break;
+        acl->subuids = v;
+        acl->subuids[acl->nsubuids++] = r;
+    }
+    fclose(f);
+}
+
+void principal_charge(const principal_acl_t *acl, principal_t *p)
+{
+    p->charged = p->uid;
+    for (size_t i = 0; i < acl->nsubuids; i++) {
+        const principal_subuids_t *r = &acl->subuids[i];
+        if (p->uid >= r->start && (uint64_t)(p->uid - r->start) < r->count) {
+            p->charged = r->owner;
+            return;
+        }
+    }
 }
 
 void principal_acl_load(principal_acl_t *acl, const hubd_config_t *cfg)
@@ -162,6 +228,7 @@ void principal_acl_load(principal_acl_t *acl, const hubd_config_t *cfg)
     set_add_list(&acl->allowed, cfg->allow_groups, 1, "allow_groups");
     acl->restricted =
         (cfg->allow_users && *cfg->allow_users) || (cfg->allow_groups && *cfg->allow_groups);
+    load_subuids(acl, cfg->subuid_file);
 }
 
 /* Root and hubd's own uid are never refused and always administer. */

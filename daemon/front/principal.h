@@ -16,6 +16,7 @@
 #define HUBD_PRINCIPAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "config.h"
@@ -30,6 +31,8 @@ typedef enum {
 
 typedef struct principal {
     uid_t uid;
+    uid_t charged; /* whose per-user bounds it counts against: uid, or the user whose
+                      subordinate uids (subuid_file) hold it (principal_charge) */
     gid_t gids[PRINCIPAL_MAX_GIDS]; /* the groups known for it; SO_PEERCRED gives the primary */
     unsigned ngids;                 /* how many of gids are set (0: none known) */
     int groups_exact; /* gids are all the peer's groups: a group's listed members do not count */
@@ -75,18 +78,35 @@ typedef struct principal_node {
     char group[64]; /* its group's name, for messages ("" when unknown) */
 } principal_node_t;
 
+/* A range of subordinate uids and the user they were given to. */
+typedef struct principal_subuids {
+    uid_t owner;
+    uid_t start;
+    uint64_t count;
+} principal_subuids_t;
+#define PRINCIPAL_MAX_SUBUID_RANGES 4096 /* read from subuid_file; the rest are ignored */
+
 /* Access control, from the configuration. */
 typedef struct principal_acl {
-    principal_set_t admins;  /* admin_group: its gid and its listed members */
-    principal_set_t allowed; /* allow_users and allow_groups */
-    int restricted;          /* allow_users or allow_groups is set */
-    principal_node_t node;   /* the Unix socket's file, for the HTTP front */
+    principal_set_t admins;       /* admin_group: its gid and its listed members */
+    principal_set_t allowed;      /* allow_users and allow_groups */
+    int restricted;               /* allow_users or allow_groups is set */
+    principal_node_t node;        /* the Unix socket's file, for the HTTP front */
+    principal_subuids_t *subuids; /* subuid_file's ranges */
+    size_t nsubuids;
 } principal_acl_t;
 
 /* (Re)loads the lists from cfg (replacing what was loaded); unknown names
  * are logged and left out. */
 void principal_acl_load(principal_acl_t *acl, const hubd_config_t *cfg);
 void principal_acl_free(principal_acl_t *acl);
+
+/* Sets p->charged: the user a subordinate range (subuid_file, as
+ * newuidmap grants them) gives p's uid to, else p's uid. A user with
+ * 65,536 subordinate uids can connect as each of them (a user namespace
+ * keeps its groups); each is that user for every per-user bound, so the
+ * bounds are per person, not per uid. */
+void principal_charge(const principal_acl_t *acl, principal_t *p);
 
 /* Whether p may connect: anyone when unrestricted; else root, hubd's own
  * uid, and the allowed users and groups. */

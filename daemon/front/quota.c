@@ -1,5 +1,6 @@
-/* quota: per-uid counters, a small array searched linearly (a daemon sees
- * few distinct uids). */
+/* quota: per-user counters (by charged uid), a small array searched
+ * linearly (a daemon sees few distinct users: subordinate uids are
+ * charged to theirs). */
 #include "quota.h"
 
 #include <errno.h>
@@ -45,7 +46,7 @@ static quota_user_t *find_or_add(quota_t *q, uid_t uid)
 
 int quota_request_begin(quota_t *q, const principal_t *p, unsigned max, unsigned *waiting)
 {
-    quota_user_t *u = find_or_add(q, p->uid);
+    quota_user_t *u = find_or_add(q, p->charged);
     *waiting = u ? u->waiting : 0;
     if (!u || (max && u->waiting >= max))
         return -EAGAIN;
@@ -55,7 +56,7 @@ int quota_request_begin(quota_t *q, const principal_t *p, unsigned max, unsigned
 
 void quota_request_end(quota_t *q, const principal_t *p)
 {
-    quota_user_t *u = find(q, p->uid);
+    quota_user_t *u = find(q, p->charged);
     if (u && u->waiting)
         u->waiting--;
 }
@@ -66,39 +67,39 @@ int quota_request_admit(quota_t *q, const principal_t *p, unsigned max, char *ms
     int rc = quota_request_begin(q, p, max, &waiting);
     if (rc)
         snprintf(msg, cap, "uid %u has %u requests waiting already (max_requests_per_user)",
-                 (unsigned)p->uid, waiting);
+                 (unsigned)p->charged, waiting);
     return rc;
 }
 
 int quota_hfrepo_begin(quota_t *q, const principal_t *p, char *msg, size_t cap)
 {
-    quota_user_t *u = find_or_add(q, p->uid);
+    quota_user_t *u = find_or_add(q, p->charged);
     if (u && u->hfrepos < QUOTA_USER_MAX_HFREPOS) {
         u->hfrepos++;
         return 0;
     }
     snprintf(msg, cap, "uid %u has %u HFREPO requests in flight already (at most %u at once)",
-             (unsigned)p->uid, u ? u->hfrepos : 0, QUOTA_USER_MAX_HFREPOS);
+             (unsigned)p->charged, u ? u->hfrepos : 0, QUOTA_USER_MAX_HFREPOS);
     return -EAGAIN;
 }
 
 void quota_hfrepo_end(quota_t *q, const principal_t *p)
 {
-    quota_user_t *u = find(q, p->uid);
+    quota_user_t *u = find(q, p->charged);
     if (u && u->hfrepos)
         u->hfrepos--;
 }
 
 void quota_fd_pin(quota_t *q, const principal_t *p)
 {
-    quota_user_t *u = find_or_add(q, p->uid);
+    quota_user_t *u = find_or_add(q, p->charged);
     if (u)
         u->fds++;
 }
 
 int quota_fd_unpin(quota_t *q, const principal_t *p)
 {
-    quota_user_t *u = find(q, p->uid);
+    quota_user_t *u = find(q, p->charged);
     if (!u || !u->fds) /* its pin was not counted (no memory then) */
         return 0;
     return u->fds-- == QUOTA_USER_MAX_FDS;
@@ -106,6 +107,6 @@ int quota_fd_unpin(quota_t *q, const principal_t *p)
 
 int quota_fds_full(const quota_t *q, const principal_t *p)
 {
-    const quota_user_t *u = find(q, p->uid);
+    const quota_user_t *u = find(q, p->charged);
     return u && u->fds >= QUOTA_USER_MAX_FDS;
 }

@@ -1,6 +1,8 @@
 /* quota: what each user holds across all its sessions, and its limits.
  *
- * Per uid (a principal's uid, however it was learned): the FETCHes waiting
+ * Per user: a principal's charged uid (its uid, however it was learned, or
+ * the user whose subordinate uids hold it: principal_charge), so that one
+ * person's 65,536 subordinate uids share one user's bounds: the FETCHes waiting
  * (bounded by max_requests_per_user), the HFREPOs in flight (bounded by
  * QUOTA_USER_MAX_HFREPOS: each may hold up to 16 MiB of the Hub's answer,
  * and a tree of it in the pool) and the blob descriptors pinned for it

@@ -337,6 +337,7 @@ static void on_connection(void *arg, listener_t *l)
         return;
     }
     transport_set_pid(&s->t, s->who.pid);
+    principal_charge(&srv->acl, &s->who);
     /* Logged at info with its first line (announce): hubctl's probe of the
      * socket, which sends nothing, would log every call twice. */
     log_debug("session pid %d uid %d gid %d: accepted", (int)s->who.pid, (int)s->who.uid,

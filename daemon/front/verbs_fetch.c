@@ -417,7 +417,7 @@ void verbs_fetch(session_t *s, const proto_msg_t *m, const char *id, int arg)
         return;
     }
     s->nfetches++;
-    f->w.uid = s->who.uid;
+    f->w.uid = s->who.charged; /* its user's max_jobs_per_user, a subordinate uid's too */
     list_push_front(&s->fetches, &f->node);
     if (sha)
         memcpy(f->sha, sha_lc, sizeof f->sha);

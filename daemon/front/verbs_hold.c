@@ -39,6 +39,7 @@ typedef struct hold_req {
     uid_t uid;             /* whose holds */
     int64_t of_uid;        /* HOLDS: the uid listed, -1 every uid */
     int served;            /* HOLD: uid was answered DONE for the blob lately */
+    int subordinate;       /* HOLD: uid is another user's subordinate uid: no hold, a copy */
     holds_bounds_t bounds; /* HOLD: the settings, as of the request */
     char sha[65];
     char *label, *link; /* link: HOLD's, UNHOLD's one (or NULL) */
@@ -83,6 +84,10 @@ static void hold_work(uv_work_t *w)
     hold_req_t *r = w->data;
     switch (r->op) {
     case OP_HOLD: {
+        if (r->subordinate && r->served) { /* readable=0: the client copies */
+            r->rc = 0;
+            break;
+        }
         db_hold_t h = {r->uid, r->label, r->sha, r->link, (int64_t)time(NULL)};
         r->rc = holds_add(r->store, r->db, &r->bounds, &h, r->served, &r->readable, &r->over);
         break;
@@ -291,6 +296,9 @@ void verbs_hold(session_t *s, const proto_msg_t *m, const char *id, int arg)
             sha256_hex(raw, r->sha);
         r->served =
             !bad && served_recent(&s->srv->served, s->who.uid, r->sha, uv_now(s->srv->loop));
+        /* The holds' bounds are per uid, in the database: a user's
+         * subordinate uids would each have them. Their files are copies. */
+        r->subordinate = s->who.charged != s->who.uid;
         const hubd_config_t *cfg = s->srv->cfg;
         r->bounds = (holds_bounds_t){cfg->max_holds_per_user, cfg->max_held_bytes_per_user,
                                      cfg->max_cache_size, cfg->max_hold_text_per_user,

@@ -171,7 +171,7 @@ void verbs_stream_step(session_t *s)
         transport_queued(&s->t) > STREAM_QUEUE)
         return;
     while (s->stream == STREAM_STATUS) {
-        if (jobs_page(s->srv->jobs, s->stream_at, LIST_PAGE, s->who.uid, send_job_line, s) <
+        if (jobs_page(s->srv->jobs, s->stream_at, LIST_PAGE, s->who.charged, send_job_line, s) <
             LIST_PAGE) {
             send_end(s, s->stream_count);
             stream_end(s);
@@ -192,7 +192,7 @@ void verbs_stream_step(session_t *s)
     p->jobs = s->srv->jobs;
     p->db = s->srv->db;
     p->before = s->stream_at;
-    p->uid = s->who.uid;
+    p->uid = s->who.charged; /* a subordinate uid sees what its user asked for */
     p->work.data = p;
     s->page = p;
     worktrack_hold(jobs_work(p->jobs));

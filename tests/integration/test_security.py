@@ -424,6 +424,42 @@ class AccessTest(HubTestCase):
         self.assertEqual(codes[3:], ["ERR"] * 3)
         self.assertLessEqual(len(self.status()), 3)
 
+    def test_subordinate_uids_share_their_users_limits(self):
+        """A user's subordinate uids (subuid_file, as newuidmap grants them)
+        reach the socket from a user namespace as uids of their own: each
+        counts as its user for the per-user bounds. Before, 65,536 of them
+        had 65,536 times the bounds: here six asked where three may."""
+        subuid = os.path.join(self.tmp, "subuid")
+        with open(subuid, "w") as f:
+            f.write("1000:100000:65536\n")
+        self.restart_with(max_requests_per_user="3", max_jobs_per_user="8", subuid_file=subuid)
+        client = ("import socket, sys\n"
+                  "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+                  "s.connect(sys.argv[1])\n"
+                  "f = s.makefile('rwb')\n"
+                  "f.write(b'FETCH id=1 url=' + sys.argv[2].encode() + b'\\n')\n"
+                  "f.flush()\n"
+                  "print(f.readline().decode().strip(), flush=True)\n"
+                  "sys.stdin.read()\n")
+        procs, lines = [], []
+        for i in range(6):  # six subordinate uids of uid 1000, each its own request
+            self.make_file("s%d" % i, 1 << 20, seed=i + 1)
+            p = subprocess.Popen(["setpriv", "--reuid=%d" % (100000 + i), "--regid=%d" % (100000 + i),
+                                  "--clear-groups", "python3", "-c", client, self.hubd.socket,
+                                  self.origin.url("/files/s%d?bps=%d" % (i, 128 << 10))],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            procs.append(p)
+            self.addCleanup(p.kill)
+            lines.append(p.stdout.readline())
+        self.assertEqual([l.split()[0] for l in lines], ["QUEUED"] * 3 + ["ERR"] * 3, lines)
+        self.assertIn("uid 1000 has 3 requests waiting", urllib.parse.unquote(lines[3]))
+        # Another user is not held up by them.
+        r = self.as_nobody("fetch", self.origin.url("/files/s0"))
+        self.assertEqual(r.returncode, 0, r)
+        for p in procs:
+            p.kill()
+            p.wait(30)
+
     def status(self):
         r = self.hubctl("status", "--json")
         return json.loads(r.out) if r.rc == 0 else []

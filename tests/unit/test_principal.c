@@ -165,6 +165,55 @@ START_TEST(quota_waiting_requests_per_uid)
 }
 END_TEST
 
+/* A uid in a user's subordinate range (subuid_file) is that user for the
+ * per-user bounds: its many uids share one quota. Lines that do not parse,
+ * and names nobody has, give no range. */
+START_TEST(quota_subordinate_uids_count_as_their_user)
+{
+    char path[] = "/tmp/subuid-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    const char *text = "# ranges\n"
+                       "1000:100000:65536\n"
+                       "root:300000:10\n"
+                       "no-such-user-here:400000:65536\n"
+                       "1001:x:5\n"
+                       "1002:500000:0\n";
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    principal_acl_t acl = {0};
+    load(&acl, "subuid_file", path, NULL, NULL);
+    unlink(path);
+    principal_t sub1 = peer(100000, OTHER_GID), sub2 = peer(165535, OTHER_GID),
+                past = peer(165536, OTHER_GID), owner = peer(1000, OTHER_GID),
+                rootsub = peer(300009, OTHER_GID), unknown = peer(400001, OTHER_GID),
+                zero = peer(500000, OTHER_GID);
+    principal_t *all[] = {&sub1, &sub2, &past, &owner, &rootsub, &unknown, &zero};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        principal_charge(&acl, all[i]);
+    ck_assert_uint_eq(sub1.charged, 1000);
+    ck_assert_uint_eq(sub2.charged, 1000);
+    ck_assert_uint_eq(past.charged, 165536);
+    ck_assert_uint_eq(owner.charged, 1000);
+    ck_assert_uint_eq(rootsub.charged, 0);
+    ck_assert_uint_eq(unknown.charged, 400001);
+    ck_assert_uint_eq(zero.charged, 500000);
+    quota_t q = {0};
+    unsigned waiting;
+    ck_assert_int_eq(quota_request_begin(&q, &sub1, 2, &waiting), 0);
+    ck_assert_int_eq(quota_request_begin(&q, &owner, 2, &waiting), 0);
+    ck_assert_int_eq(quota_request_begin(&q, &sub2, 2, &waiting), -EAGAIN);
+    ck_assert_int_eq(quota_request_begin(&q, &past, 2, &waiting), 0);
+    quota_free(&q);
+    principal_acl_free(&acl);
+    /* Without the file: every uid is its own. */
+    load(&acl, "subuid_file", "", NULL, NULL);
+    principal_charge(&acl, &sub1);
+    ck_assert_uint_eq(sub1.charged, 100000);
+    principal_acl_free(&acl);
+}
+END_TEST
+
 START_TEST(quota_pinned_descriptors_per_uid)
 {
     quota_t q = {0};
@@ -196,6 +245,7 @@ int main(void)
     tcase_add_test(tc, principal_supplementary_groups_count_and_then_exactly);
     tcase_add_test(tc, quota_waiting_requests_per_uid);
     tcase_add_test(tc, quota_pinned_descriptors_per_uid);
+    tcase_add_test(tc, quota_subordinate_uids_count_as_their_user);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
