@@ -210,13 +210,23 @@ static int repo_parent(const hf_layout_t *l, const char *rel, char path[PATH_MAX
     return hf_dir_open_parent(l->top, path, 0, &why, base);
 }
 
+/* repo_parent of refs/NAME: the folder holding the ref, *base its name in
+ * path (the caller's buffer, which base points into). */
+static int ref_parent(const hf_layout_t *l, const char *name, char path[PATH_MAX],
+                      const char **base)
+{
+    char rel[PATH_MAX];
+    if (snprintf(rel, sizeof rel, "refs/%s", name) >= (int)sizeof rel)
+        return -ENAMETOOLONG;
+    return repo_parent(l, rel, path, base);
+}
+
 /* Reads refs/NAME (a commit, no newline) into out. */
 static int read_ref(const hf_layout_t *l, const char *name, char out[64])
 {
-    char rel[PATH_MAX], path[PATH_MAX];
+    char path[PATH_MAX];
     const char *base;
-    snprintf(rel, sizeof rel, "refs/%s", name);
-    int dirfd = repo_parent(l, rel, path, &base);
+    int dirfd = ref_parent(l, name, path, &base);
     if (dirfd < 0)
         return dirfd;
     int fd = openat(dirfd, base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -235,10 +245,9 @@ static int read_ref(const hf_layout_t *l, const char *name, char out[64])
 /* Removes refs/NAME; 0 or -errno. */
 static int unlink_ref(const hf_layout_t *l, const char *name)
 {
-    char rel[PATH_MAX], path[PATH_MAX];
+    char path[PATH_MAX];
     const char *base;
-    snprintf(rel, sizeof rel, "refs/%s", name);
-    int dirfd = repo_parent(l, rel, path, &base);
+    int dirfd = ref_parent(l, name, path, &base);
     if (dirfd < 0)
         return dirfd;
     int rc = unlinkat(dirfd, base, 0) < 0 ? -errno : 0;
