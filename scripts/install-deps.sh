@@ -9,7 +9,7 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev check
       node-llhttp libinih-dev nginx-light curl python3 openssl ca-certificates clang-format
       libsystemd-dev systemd dpkg-dev file groff-base man-db mandoc
-      clang libclang-rt-14-dev valgrind faketime squid wget util-linux libjansson-dev aria2
+      clang libclang-rt-14-dev valgrind faketime squid wget util-linux libyajl-dev aria2
       lintian debootstrap systemd-container libacl1-dev xfsprogs btrfs-progs bindfs"
 # libsystemd-dev: sd_notify/sd_listen_fds. systemd: systemd-analyze verify of
 # the units. dpkg-dev (dpkg-shlibdeps) and file: cpack -G DEB computing the
@@ -19,8 +19,9 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
 # a test steps hubd's wall clock back, as an admin or NTP may. squid: the
 # forward proxy the proxy tests run in the foreground on a port of their own.
 # wget: a real client of the HTTP front's tests; util-linux: setpriv, to run
-# a client as a second local user. libjansson-dev: the JSON parser the HTTP
-# front's /hf/api routes filter the Hub's answers with (xetHash, xetEnabled).
+# a client as a second local user. libyajl-dev: the streaming JSON parser
+# and writer hubd reads the Hub's answers with, never as a tree (HFREPO's
+# listing; the /hf/api routes' filter of xetHash, xetEnabled).
 # aria2: the multi-connection downloader the segmented rows of the benchmark
 # compare hubd with. lintian: the package test checks the .deb with it.
 # debootstrap, systemd-container (systemd-nspawn): scripts/systemd-test.sh

@@ -174,6 +174,8 @@ static const struct {
      "HTTP front connections refused (user unknown or not allowed, over a limit)."},
     {"holds", "hubd_holds", "gauge", "Holds of blobs linked into users' HF caches."},
     {"held_bytes", "hubd_held_bytes", "gauge", "Bytes of the blobs held (each once)."},
+    {"listing_bytes", "hubd_listing_bytes", "gauge",
+     "Bytes the HFREPO file lists alive hold on the cache's disk."},
     {"uptime", "hubd_uptime_seconds", "gauge", "Seconds since the daemon started."},
 };
 

@@ -30,11 +30,12 @@ typedef struct hubd_config {
     unsigned max_requests_per_user; /* waiting FETCHes of one uid; 0: no limit */
     unsigned max_jobs_per_user;     /* downloads transferring for one uid at once; 0: no limit */
     unsigned max_holds_per_user;    /* HOLD rows of one uid; past it HELD readable=0; 0: no limit */
-    uint64_t max_held_bytes_per_user; /* bytes of the blobs one uid holds; 0: half the cache */
-    uint64_t max_hold_text_per_user;  /* bytes one uid's hold rows store (labels, links) */
-    unsigned max_holds_per_blob;      /* hold rows of one uid on one blob; 0: no limit */
-    unsigned hold_check_interval_ms;  /* holds whose links are gone are dropped this often */
-    char *cache_dir;                  /* root of blobs/, tmp/, hubd.db (malloc'd) */
+    uint64_t max_held_bytes_per_user;    /* bytes of the blobs one uid holds; 0: half the cache */
+    uint64_t max_hold_text_per_user;     /* bytes one uid's hold rows store (labels, links) */
+    unsigned max_holds_per_blob;         /* hold rows of one uid on one blob; 0: no limit */
+    unsigned hold_check_interval_ms;     /* holds whose links are gone are dropped this often */
+    uint64_t max_listing_bytes_per_user; /* HFREPO listings one user keeps alive; 0: none */
+    char *cache_dir;                     /* root of blobs/, tmp/, hubd.db (malloc'd) */
     uint64_t max_cache_size; /* blobs above this are evicted, least recently used first; 0: none */
     uint64_t max_file_size;  /* a download longer than this fails (too_large); 0: none */
     size_t read_buffer_size; /* bytes per pooled socket read buffer */

@@ -754,6 +754,10 @@ static const config_key_t config_keys[] = {
     {"hold_check_interval", &types[T_DURATION], FIELD(hold_check_interval_ms), .def = "10m",
      .flags = RELOAD,
      .help = "holds whose links are gone are dropped this often; 0: only when eviction runs"},
+    {"max_listing_bytes_per_user", &types[T_SIZE], FIELD(max_listing_bytes_per_user), .def = "64M",
+     .min = 0, .max = NOMAX, .flags = RELOAD,
+     .help = "bytes of HFREPO file lists one user keeps on the cache's disk; its oldest are "
+             "emptied past it, everyone's past 8 times it; 0: no limit"},
     /* The cache. */
     {"cache_dir", &types[T_STRING], FIELD(cache_dir), .def_fn = default_cache_dir,
      .help = "the root of blobs/, tmp/ and hubd.db"},

@@ -4,48 +4,218 @@
 #include "url.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <yajl/yajl_gen.h>
+#include <yajl/yajl_parse.h>
 
-size_t hf_strip_xet(json_t *v)
+/* ---- the filter ---------------------------------------------------------------
+ *
+ * yajl's parser calls back with each event; each goes to yajl_gen, which
+ * writes it again, unless it is within a member dropped. The members
+ * dropped are counted with a depth (drop), nothing of them is kept. */
+
+_Static_assert(HF_JSON_MAX_DEPTH < YAJL_MAX_DEPTH, "yajl_gen refuses YAJL_MAX_DEPTH levels");
+
+typedef struct filter {
+    yajl_gen g;    /* writes through print_out into out */
+    char *out;     /* the output, cap bytes allocated */
+    size_t len;    /* of it written */
+    size_t cap;    /* the bound the output keeps (hf_json.h: the input's length) */
+    int overflow;  /* the output would have passed cap (it cannot): the filter fails */
+    int drop_next; /* a dropped key came: its value is not written */
+    size_t drop;   /* > 0: within a dropped value, its containers still open */
+    size_t depth;  /* containers open in the output */
+    int too_deep;  /* a container would pass HF_JSON_MAX_DEPTH: nothing more is written */
+    int gen_error; /* yajl_gen refused an event (it cannot: they come from a parser) */
+} filter_t;
+
+/* yajl_gen's output: appended to out, within cap. The allocation is made
+ * once, of cap bytes: only the pages written are touched. */
+static void print_out(void *ctx, const char *s, size_t n)
 {
-    size_t removed = 0;
-    if (json_is_object(v)) {
-        removed += json_object_del(v, "xetHash") == 0;
-        removed += json_object_del(v, "xetEnabled") == 0;
-        const char *key;
-        json_t *member;
-        json_object_foreach(v, key, member) removed += hf_strip_xet(member);
-    } else if (json_is_array(v)) {
-        size_t i;
-        json_t *item;
-        json_array_foreach(v, i, item) removed += hf_strip_xet(item);
+    filter_t *f = ctx;
+    if (f->overflow || n > f->cap - f->len) {
+        f->overflow = 1;
+        return;
     }
-    return removed;
+    memcpy(f->out + f->len, s, n);
+    f->len += n;
 }
+
+/* Whether an event is written: not within a dropped member, and not past
+ * the depth yajl_gen writes. A scalar ends a dropped member's value. */
+static int writes(filter_t *f)
+{
+    if (f->drop_next) {
+        f->drop_next = 0;
+        return 0;
+    }
+    return !f->drop && !f->too_deep;
+}
+
+static int gen_ok(filter_t *f, yajl_gen_status st)
+{
+    f->gen_error |= st != yajl_gen_status_ok;
+    return !f->gen_error && !f->overflow;
+}
+
+static int f_null(void *ctx)
+{
+    filter_t *f = ctx;
+    return !writes(f) || gen_ok(f, yajl_gen_null(f->g));
+}
+
+static int f_bool(void *ctx, int v)
+{
+    filter_t *f = ctx;
+    return !writes(f) || gen_ok(f, yajl_gen_bool(f->g, v));
+}
+
+static int f_number(void *ctx, const char *s, size_t n)
+{
+    filter_t *f = ctx;
+    return !writes(f) || gen_ok(f, yajl_gen_number(f->g, s, n));
+}
+
+static int f_string(void *ctx, const unsigned char *s, size_t n)
+{
+    filter_t *f = ctx;
+    return !writes(f) || gen_ok(f, yajl_gen_string(f->g, s, n));
+}
+
+static int is_xet_key(const unsigned char *k, size_t n)
+{
+    return (n == 7 && memcmp(k, "xetHash", 7) == 0) ||
+           (n == 10 && memcmp(k, "xetEnabled", 10) == 0);
+}
+
+static int f_key(void *ctx, const unsigned char *k, size_t n)
+{
+    filter_t *f = ctx;
+    if (f->drop || f->too_deep)
+        return 1;
+    if (is_xet_key(k, n)) {
+        f->drop_next = 1;
+        return 1;
+    }
+    return gen_ok(f, yajl_gen_string(f->g, k, n));
+}
+
+/* A container opens: within a dropped value, one more level of it; a
+ * dropped member's value, the first; else written, within the depth. */
+static int f_open(filter_t *f, int map)
+{
+    if (f->drop) {
+        f->drop++;
+        return 1;
+    }
+    if (f->drop_next) {
+        f->drop_next = 0;
+        f->drop = 1;
+        return 1;
+    }
+    if (f->too_deep)
+        return 1;
+    if (f->depth == HF_JSON_MAX_DEPTH) {
+        f->too_deep = 1; /* the parse goes on: JSON or not decides what the answer is */
+        return 1;
+    }
+    f->depth++;
+    return gen_ok(f, map ? yajl_gen_map_open(f->g) : yajl_gen_array_open(f->g));
+}
+
+static int f_close(filter_t *f, int map)
+{
+    if (f->drop) {
+        f->drop--;
+        return 1;
+    }
+    if (f->too_deep)
+        return 1;
+    f->depth--;
+    return gen_ok(f, map ? yajl_gen_map_close(f->g) : yajl_gen_array_close(f->g));
+}
+
+static int f_map_open(void *ctx)
+{
+    return f_open(ctx, 1);
+}
+
+static int f_map_close(void *ctx)
+{
+    return f_close(ctx, 1);
+}
+
+static int f_array_open(void *ctx)
+{
+    return f_open(ctx, 0);
+}
+
+static int f_array_close(void *ctx)
+{
+    return f_close(ctx, 0);
+}
+
+/* Numbers as their text (yajl_number): never rounded through a double. */
+static const yajl_callbacks filter_cbs = {
+    .yajl_null = f_null,
+    .yajl_boolean = f_bool,
+    .yajl_number = f_number,
+    .yajl_string = f_string,
+    .yajl_start_map = f_map_open,
+    .yajl_map_key = f_key,
+    .yajl_end_map = f_map_close,
+    .yajl_start_array = f_array_open,
+    .yajl_end_array = f_array_close,
+};
 
 int hf_json_filter(const char *in, size_t n, char **out, size_t *out_len)
 {
-    json_error_t err;
-    /* Any value (the tree is an array), NUL in strings allowed so that a
-     * valid answer is never taken for an error page. */
-    json_t *v = json_loadb(in, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
-    if (!v)
-        return 1;
-    hf_strip_xet(v);
-    size_t flags = JSON_COMPACT | JSON_ENCODE_ANY;
-    size_t need = json_dumpb(v, NULL, 0, flags);
-    char *text = need ? malloc(need) : NULL;
-    if (!text || json_dumpb(v, text, need, flags) != need) {
-        free(text);
-        json_decref(v);
+    return hf_json_filter_at(in, n, 0, out, out_len);
+}
+
+int hf_json_filter_at(const char *in, size_t n, size_t room, char **out, size_t *out_len)
+{
+    if (n == 0)
+        return 1; /* not JSON */
+    if (room > SIZE_MAX - n)
+        return -ENOMEM;
+    char *buf = malloc(room + n);
+    filter_t f = {.cap = n, .out = buf ? buf + room : NULL};
+    yajl_gen g = f.out ? yajl_gen_alloc(NULL) : NULL;
+    yajl_handle h = g ? yajl_alloc(&filter_cbs, NULL, &f) : NULL;
+    if (!h) {
+        if (g)
+            yajl_gen_free(g);
+        free(buf);
         return -ENOMEM;
     }
-    json_decref(v);
-    *out = text;
-    *out_len = need;
+    f.g = g;
+    yajl_gen_config(g, yajl_gen_print_callback, print_out, &f);
+    /* Bytes that are not UTF-8 in a string do not make the answer "not
+     * JSON" (it would pass unfiltered): they pass as they are. */
+    yajl_config(h, yajl_dont_validate_strings, 1);
+    yajl_status st = yajl_parse(h, (const unsigned char *)in, n);
+    if (st == yajl_status_ok)
+        st = yajl_complete_parse(h);
+    yajl_free(h);
+    yajl_gen_free(g);
+    int rc = f.gen_error || f.overflow           ? -ENOMEM /* neither can be: see hf_json.h */
+             : st == yajl_status_client_canceled ? -ENOMEM
+             : st != yajl_status_ok              ? 1
+             : f.too_deep                        ? HF_JSON_TOO_DEEP
+                                                 : 0;
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    char *shrunk = realloc(buf, room + f.len); /* its unused tail goes back */
+    *out = shrunk ? shrunk : buf;
+    *out_len = f.len;
     return 0;
 }
 

@@ -7,20 +7,39 @@
 #ifndef HUBD_HF_JSON_H
 #define HUBD_HF_JSON_H
 
-#include <jansson.h>
 #include <stddef.h>
 
-/* Removes every "xetHash" and "xetEnabled" key of v, at any depth (objects
- * in arrays in objects...). Returns how many were removed. Recursion is
- * bounded by jansson's parser, which refuses documents nested deeper than
- * JSON_PARSER_MAX_DEPTH (2048). */
-size_t hf_strip_xet(json_t *v);
-
-/* The n bytes of in, read as JSON (any value), stripped (hf_strip_xet) and
- * written back compact into *out (malloc'd, *out_len bytes). 0; 1 when in
- * is not JSON (an error page: it passes as it is, *out untouched);
- * -ENOMEM. */
+/* The n bytes of in, read as JSON (any value) and written back compact
+ * into *out (malloc'd, *out_len bytes) without any "xetHash" or
+ * "xetEnabled" member (key and value, whatever the value holds), at any
+ * depth (objects in arrays in objects...). Numbers pass as their text
+ * (1e400 and 12345678901234567890 too: nothing is rounded), strings as
+ * yajl_gen writes them again (control characters escaped, "\/" as '/', a
+ * \uXXXX as its UTF-8; bytes that are not UTF-8 pass as they are, so that
+ * such a string does not make the answer pass unfiltered).
+ *
+ * 0; 1 when in is not JSON (an error page: it passes as it is, *out
+ * untouched); HF_JSON_TOO_DEEP when it is JSON nested deeper than
+ * HF_JSON_MAX_DEPTH outside the members dropped (yajl_gen writes no
+ * deeper): it cannot be filtered, and must not pass as it is; -ENOMEM.
+ *
+ * The answer is read as a stream (yajl) and written as it is read: no
+ * tree. Besides in's n bytes, the filter holds its output (never longer
+ * than in: whitespace and members go, escapes only get shorter, and
+ * nothing is escaped that JSON allowed raw), yajl's copy of a string with
+ * escapes or of a last token cut short (at most n) and yajl's stack (a
+ * byte a level, within n): at most HF_JSON_COST bytes a byte of answer,
+ * which the /hf/api routes charge the Hub's budget (hub_req.h). */
 int hf_json_filter(const char *in, size_t n, char **out, size_t *out_len);
+
+/* As hf_json_filter, the output at *out + room: room bytes are left before
+ * it, for the caller to write an HTTP head in (the body is then sent
+ * without a copy). */
+int hf_json_filter_at(const char *in, size_t n, size_t room, char **out, size_t *out_len);
+
+#define HF_JSON_TOO_DEEP 2    /* hf_json_filter: JSON it cannot write again */
+#define HF_JSON_MAX_DEPTH 127 /* containers open at once that it writes: yajl_gen's bound */
+#define HF_JSON_COST 3        /* bytes of memory a byte of answer costs hf_json_filter */
 
 /* The Hub's Link value (RFC 8288 list of `<URL>; params`) for the front's
  * answer: each link whose URL is under upstream (hf_upstream, canonical,

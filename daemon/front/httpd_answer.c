@@ -168,14 +168,43 @@ void hanswer_head(hconn_t *c, uint64_t length)
     answer(c, text, len, 0);
 }
 
+/* The head of an answer of len bytes of ctype (malloc'd), or -1. */
+static int bytes_head(hconn_t *c, int status, const char *ctype, size_t len, char **head)
+{
+    return asprintf(head,
+                    "HTTP/1.1 %d %s\r\nServer: hubd\r\nContent-Type: %s\r\n"
+                    "Content-Length: %zu\r\n%s%s\r\n",
+                    status, reason(status), ctype, len, c->req->extra ? c->req->extra : "",
+                    c->keep_alive ? "" : "Connection: close\r\n");
+}
+
+void hanswer_bytes_at(hconn_t *c, int status, const char *ctype, char *buf, size_t room, size_t len)
+{
+    char *head = NULL;
+    int hl = bytes_head(c, status, ctype, len, &head);
+    if (hl < 0 || (size_t)hl > room) {
+        if (hl >= 0) /* a head larger than the room: the body is copied after it */
+            hanswer_bytes(c, status, ctype, buf + room, len);
+        else
+            hconn_close(c);
+        free(head);
+        free(buf);
+        return;
+    }
+    memcpy(buf + room - hl, head, (size_t)hl);
+    free(head);
+    size_t blen = c->req->method == HTTP_HEAD ? 0 : len;
+    free(c->out);
+    c->out = buf;
+    c->out_len = room + blen;
+    c->out_off = room - (size_t)hl;
+    hconn_send(c);
+}
+
 void hanswer_bytes(hconn_t *c, int status, const char *ctype, const char *body, size_t len)
 {
     char *head = NULL;
-    int hl = asprintf(&head,
-                      "HTTP/1.1 %d %s\r\nServer: hubd\r\nContent-Type: %s\r\n"
-                      "Content-Length: %zu\r\n%s%s\r\n",
-                      status, reason(status), ctype, len, c->req->extra ? c->req->extra : "",
-                      c->keep_alive ? "" : "Connection: close\r\n");
+    int hl = bytes_head(c, status, ctype, len, &head);
     size_t blen = c->req->method == HTTP_HEAD ? 0 : len;
     char *text = hl < 0 ? NULL : realloc(head, (size_t)hl + blen);
     if (!text) {

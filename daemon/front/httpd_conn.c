@@ -310,13 +310,25 @@ static void send_body(hconn_t *c)
     }
 }
 
-/* The head (c->out) as far as the socket takes it, then the body. */
+/* The head (c->out) as far as the socket takes it, HTTPD_SEND_TURN
+ * bytes a turn of the loop (an answer held in memory may be 16 MiB, and a
+ * client on loopback takes it as fast as it comes: sent in one go, it held
+ * the loop for tens of ms), then the body. */
 static void send_some(hconn_t *c)
 {
+    size_t turn = 0;
     while (c->out_off < c->out_len) {
-        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        if (turn >= HTTPD_SEND_TURN) {
+            watch(c, UV_WRITABLE); /* the rest at the next turn: the socket is writable */
+            return;
+        }
+        size_t want = c->out_len - c->out_off;
+        if (want > HTTPD_SEND_TURN - turn)
+            want = HTTPD_SEND_TURN - turn;
+        ssize_t n = send(c->fd, c->out + c->out_off, want, MSG_NOSIGNAL);
         if (n > 0) {
             c->out_off += (size_t)n;
+            turn += (size_t)n;
             continue;
         }
         if (n < 0 && errno == EINTR)

@@ -41,6 +41,18 @@
  * back in a libuv pool item: a tree page of several MB is never parsed on
  * the loop.
  *
+ * Across users, the Hub's answer is charged to the daemon's one budget of
+ * the Hub's answers (hub_budget(), which HFREPO's are charged to too) from
+ * its first byte read until the connection holds its filtered copy, at
+ * HF_JSON_COST bytes a byte: the answer, the filter's output and what the
+ * streaming parse holds besides (hf_json.h). Past the budget, a 503 with
+ * Retry-After: 1. huggingface_hub's http_backoff retries a 503 (the pages
+ * of a tree after the first go through it); a first call of a route
+ * (model_info, a tree's first page) is not retried and fails as any 5xx
+ * of the Hub would. The filtered JSON is sent from where the filter wrote
+ * it, the answer's head written in the room left before it: 16 MiB copied
+ * on the loop into memory not touched before held it for tens of ms.
+ *
  * A route of the front's table (hroute_hf_api): a request's state is its
  * hf_api_t. Loop thread, but for the pool item's filter_work. */
 #include "hf_json.h"
@@ -55,6 +67,9 @@
 
 #define HF_API_BODY_MAX (16u << 20) /* the Hub's answer, bytes */
 #define HF_API_PER_UID 4            /* a uid's API requests open: asked or being sent */
+/* Before the filtered JSON, the room its answer's head is written in: the
+ * Hub's header lines passed on are at most 8 KiB each. */
+#define HF_API_HEAD_ROOM (64u << 10)
 
 /* The Hub's headers an API request keeps (the HTTP client knows none of
  * them), by their index in hub_wanted: its errors, the commit, and Link
@@ -101,6 +116,7 @@ typedef struct hf_api {
     int quota_counted; /* a waiting request of its uid (quota_request_end) */
     hub_req_t *req;    /* the request to the Hub in flight (hub_req.h), or NULL */
     bytebuf_t body;    /* the Hub's answer, at most HF_API_BODY_MAX */
+    size_t charged;    /* for body, to hub_budget(): back once the connection holds the answer */
     int status;        /* the Hub's */
     char *ctype;       /* its Content-Type, or NULL */
     char *location;    /* its Location, or NULL */
@@ -108,8 +124,8 @@ typedef struct hf_api {
     uv_work_t work;    /* the JSON filter */
     int work_out;      /* the pool item is out: only it may free this */
     int filtered;      /* the item's outcome: 0 JSON in out, 1 not JSON, -ENOMEM */
-    char *out;         /* the filtered JSON (malloc'd) */
-    size_t out_len;
+    char *out;         /* the filtered JSON (malloc'd), at out + HF_API_HEAD_ROOM */
+    size_t out_len;    /* of the JSON */
 } hf_api_t;
 
 /* ---- routes ------------------------------------------------------------ */
@@ -180,6 +196,7 @@ static int api_takes_body(const char *target)
 
 static void api_free(hf_api_t *a)
 {
+    hub_budget_release(hub_budget(), a->charged);
     bytebuf_free(&a->body);
     free(a->ctype);
     free(a->location);
@@ -213,7 +230,7 @@ static void api_abandon(hconn_t *c)
     else
         api_free(a);
     if (was_open)
-        api_wake(c->srv, c->who.uid);
+        api_wake(c->srv, c->who.charged);
 }
 
 /* The request ends with a short text (an error of the front's). */
@@ -233,12 +250,16 @@ static int has_ctl(const char *s)
     return 0;
 }
 
-/* Pool: the Hub's answer without its xet hints, when it is JSON. */
+/* Pool: the Hub's answer without its xet hints, when it is JSON. The
+ * answer itself goes then (here, not on the loop): what is sent is its
+ * filtered copy. */
 static void filter_work(uv_work_t *w)
 {
     hf_api_t *a = w->data;
-    a->filtered =
-        hf_json_filter(bytebuf_data(&a->body), bytebuf_len(&a->body), &a->out, &a->out_len);
+    a->filtered = hf_json_filter_at(bytebuf_data(&a->body), bytebuf_len(&a->body), HF_API_HEAD_ROOM,
+                                    &a->out, &a->out_len);
+    if (a->filtered == 0 || a->filtered == HF_JSON_TOO_DEEP)
+        bytebuf_free(&a->body);
 }
 
 /* The Hub's answer, its headers made the front's. */
@@ -267,15 +288,17 @@ static void api_answer(hconn_t *c, hf_api_t *a)
     const char *ctype =
         a->ctype && a->ctype[0] && !has_ctl(a->ctype) ? a->ctype : "application/json";
     int status = a->status >= 200 && a->status <= 599 ? a->status : 502;
-    const char *body = a->filtered == 0 ? a->out : bytebuf_data(&a->body);
-    size_t len = a->filtered == 0 ? a->out_len : bytebuf_len(&a->body);
+    int filtered = a->filtered == 0;
+    size_t len = filtered ? a->out_len : bytebuf_len(&a->body);
     log_debug("http front uid %u: %s %s: %d, %zu bytes", (unsigned)c->who.uid,
               r->method == HTTP_POST ? "POST" : "GET", r->target, status, len);
     /* What the answer is made of leaves a first: a stays the request's
      * state while the answer is sent (one of its uid's open requests until
-     * its last byte is out, api_abandon), holding none of it, and the
-     * connection's copy is the one in memory. The request may end inside
-     * hanswer_bytes (a goes then): a is not touched after it. */
+     * its last byte is out, api_abandon), holding none of it: the
+     * connection holds the filtered JSON itself (its head written in the
+     * room before it), or its copy of the Hub's answer that is not JSON.
+     * The request may end inside hanswer_bytes* (a goes then): a is not
+     * touched after it. */
     bytebuf_t hub_body = a->body;
     char *out = a->out, *hub_ctype = a->ctype;
     bytebuf_init(&a->body, 0);
@@ -285,9 +308,13 @@ static void api_answer(hconn_t *c, hf_api_t *a)
         a->quota_counted = 0;
         quota_request_end(c->srv->d.quota, &c->who);
     }
-    hanswer_bytes(c, status, ctype, body, len);
+    if (filtered)
+        hanswer_bytes_at(c, status, ctype, out, HF_API_HEAD_ROOM, len); /* takes out */
+    else
+        hanswer_bytes(c, status, ctype, bytebuf_data(&hub_body), len);
     bytebuf_free(&hub_body);
-    free(out);
+    if (!filtered)
+        free(out);
     free(hub_ctype);
 }
 
@@ -305,7 +332,18 @@ static void after_filter(uv_work_t *w, int status)
                  status ? "the server is shutting down" : "out of memory filtering the Hub's JSON");
         return;
     }
+    if (a->filtered == HF_JSON_TOO_DEEP) { /* JSON, and its xet hints cannot be taken out */
+        api_fail(c, httpd_status_of("http_parse"), "http_parse",
+                 "the Hub's JSON is nested deeper than hubd can filter");
+        return;
+    }
+    /* The charge goes back once the connection holds the answer (the
+     * filtered JSON, or a copy of what is not JSON): api_answer may end the
+     * request, a with it. */
+    size_t charged = a->charged;
+    a->charged = 0;
     api_answer(c, a);
+    hub_budget_release(hub_budget(), charged);
 }
 
 /* ---- the request to the Hub ----------------------------------------------- */
@@ -324,6 +362,11 @@ static void api_answered(void *arg, const char *code, const char *msg, hub_answe
     hconn_t *c = a->c;
     a->req = NULL;
     if (code) {
+        /* busy: the budget of the Hub's answers is full for a moment */
+        if (strcmp(code, "busy") == 0 && hanswer_add_line(c, "Retry-After", "1")) {
+            api_fail(c, 500, "internal", "out of memory");
+            return;
+        }
         api_fail(c, httpd_status_of(code), code, msg);
         return;
     }
@@ -332,7 +375,7 @@ static void api_answered(void *arg, const char *code, const char *msg, hub_answe
     a->location = dup_or_null(h->location);
     for (int i = 0; i < HUB_N; i++)
         a->hub[i] = dup_or_null(h->wanted[i]);
-    hub_answer_take_body(h, &a->body); /* no budget: each counts as its uid's request */
+    a->charged = hub_answer_take_body(h, &a->body);
     a->work.data = a;
     a->work_out = 1;
     if (uv_queue_work(c->srv->d.loop, &a->work, filter_work, after_filter)) {
@@ -379,7 +422,7 @@ static unsigned api_of_uid(const httpd_t *h, uid_t uid, hconn_t **first)
     for (list_node_t *x = list_first(&h->conns); x; x = list_next(&h->conns, x)) {
         hconn_t *o = list_entry(x, hconn_t, node);
         const hf_api_t *a = o->route == &hroute_hf_api ? o->rstate : NULL;
-        if (!a || o->who.uid != uid)
+        if (!a || o->who.charged != uid)
             continue;
         open += a->phase >= API_TURN;
         if (a->phase == API_PARKED && (!best || a->arrival < best->arrival)) {
@@ -441,7 +484,10 @@ static void api_ask(hconn_t *c, hf_api_t *a)
                         .nwanted = HUB_N,
                         .max_hops = 0, /* a redirect is the client's to follow, through the front */
                         .keep = HUB_BODY_ANY,
-                        .body_max = HF_API_BODY_MAX};
+                        .body_max = HF_API_BODY_MAX,
+                        .budget = hub_budget(),
+                        .cost = HF_JSON_COST,
+                        .loop = h->d.loop};
     const char *why = "bad URL";
     int rc = hub_req_start(jobs_http(h->d.jobs), text, &o, api_answered, a, &a->req, &why);
     free(hdrs);
@@ -471,7 +517,7 @@ static void api_timer(hconn_t *c)
     snprintf(msg, sizeof msg,
              "uid %u has %d answers of the Hub's API still being read (or asked): none ended "
              "within %.1f s",
-             (unsigned)c->who.uid, HF_API_PER_UID, waited);
+             (unsigned)c->who.charged, HF_API_PER_UID, waited);
     log_info("http front uid %u: %s: refused (429): waited %.1f s for its turn",
              (unsigned)c->who.uid, c->req->target, waited);
     api_fail(c, 429, "too_many_requests", msg);
@@ -519,7 +565,7 @@ static void api_handle(hconn_t *c, void *mem)
     a->quota_counted = 1;
     a->arrival = ++m->arrivals;
     hconn_t *first;
-    if (api_of_uid(h, c->who.uid, &first) >= HF_API_PER_UID || first) {
+    if (api_of_uid(h, c->who.charged, &first) >= HF_API_PER_UID || first) {
         /* Its turn comes after its uid's parked ones: nothing is asked (or
          * held) meanwhile, and the wait is bounded. */
         a->phase = API_PARKED;

@@ -31,6 +31,7 @@
 #define HTTPD_MAX_CONNS_PER_UID 64   /* connections of one uid */
 #define HTTPD_IDLE_TIMEOUT_MS 60000  /* keep-alive: no new request for this long */
 #define HTTPD_SEND_TIMEOUT_MS 120000 /* a client that takes no byte for this long */
+#define HTTPD_SEND_TURN (1 << 20)    /* bytes of an answer in memory sent a turn of the loop */
 #define HTTPD_LINGER_MS 2000         /* reading after a last answer, before the close */
 #define HTTPD_REFUSED_MS 5000        /* a refused client's time to send the request it is refused */
 #define HTTPD_HOLD_BACK (64 * 1024)  /* a streamed download's tail, sent only once verified */
@@ -227,6 +228,13 @@ void hanswer_head(hconn_t *c, uint64_t length);
 /* Answers with status, Content-Type ctype, the request's extra lines and
  * the len bytes of body (copied). */
 void hanswer_bytes(hconn_t *c, int status, const char *ctype, const char *body, size_t len);
+/* As hanswer_bytes, the body the len bytes at buf + room, buf malloc'd and
+ * taken (freed with the answer): the head is written in the room before
+ * the body, which is not copied (16 MiB copied on the loop into memory
+ * not touched before held it for tens of ms), unless it is larger than
+ * the room. */
+void hanswer_bytes_at(hconn_t *c, int status, const char *ctype, char *buf, size_t room,
+                      size_t len);
 /* Answers 200 with the head of a download of total bytes from source
  * ("download", "attached"), its body the file body (taken) as sending may
  * reach limit (body_limit, raised as the file grows). -1 when out of

@@ -367,6 +367,7 @@ static void on_listener_closed(void *arg)
     quota_free(&srv->quota);
     memtrim_close(&srv->trim);
     hf_meta_free(srv->hf);
+    listings_free(srv->listings);
     free(srv);
     if (cb)
         cb(cb_arg);
@@ -415,10 +416,14 @@ int session_server_start(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *jobs
         return rc;
     }
     rc = hf_meta_new(loop, &srv->hf);
+    if (!rc && (rc = listings_new(loop, &srv->listings)) != 0)
+        hf_meta_free(srv->hf);
     if (!rc) {
         rc = listener_start(loop, cfg, listen_fd, on_connection, srv, &srv->listener);
-        if (rc)
+        if (rc) {
             hf_meta_free(srv->hf);
+            listings_free(srv->listings);
+        }
     }
     if (rc) {
         memtrim_close(&srv->trim);

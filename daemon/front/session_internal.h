@@ -7,6 +7,7 @@
 
 #include "listener.h"
 #include "list.h"
+#include "listings.h"
 #include "memtrim.h"
 #include "principal.h"
 #include "proto.h"
@@ -81,6 +82,7 @@ struct session_server {
     principal_acl_t acl;            /* loaded at start and on reload */
     quota_t quota;                  /* per-uid counters across sessions */
     hf_meta_t *hf;                  /* the Hub's answers about files (hf_meta.h), owned */
+    listings_t *listings;           /* HFREPO's listings alive, by uid (listings.h), owned */
     const httpd_t *httpd;           /* the HTTP front, for STATS; NULL: none */
     served_t served;                /* (uid, blob) pairs lately answered DONE: HOLD's test */
     uid_t hold_told[HOLD_TOLD_MAX]; /* uids whose HOLD went past a bound, logged once each */

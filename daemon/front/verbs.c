@@ -161,6 +161,9 @@ static void verb_stats(session_t *s, const proto_msg_t *m, const char *id, int a
     db_holds_stats(srv->db, &holds, &held_bytes);
     proto_add_u64(&r.w, "holds", holds);
     proto_add_u64(&r.w, "held_bytes", held_bytes);
+    uint64_t listings, listing_bytes; /* one field: the line is at the codec's 32 */
+    listings_stats(srv->listings, &listings, &listing_bytes);
+    proto_add_u64(&r.w, "listing_bytes", listing_bytes);
     httpd_stats_t hs = {0};
     if (srv->httpd)
         httpd_get_stats(srv->httpd, &hs);

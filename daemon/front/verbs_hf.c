@@ -20,11 +20,15 @@
  *   sessions (more: ERR too_many_requests at once); each also counts as
  *   one of its waiting requests (max_requests_per_user) and of the
  *   session's (SESSION_MAX_FETCHES);
- * - all HFREPOs' answers together hold at most HF_REPO_BUDGET bytes, from
- *   the first byte read until the pool item has parsed them (the JSON tree
- *   of an answer is a few times its bytes, and lives within that time):
- *   past it, ERR busy at once, and the client asks again (hubctl and the
- *   Python client do not wait on a shared budget they cannot see);
+ * - the Hub's answers being read or parsed, HFREPO's and the HTTP front's
+ *   /hf/api routes' together, for all users, hold at most the daemon's one
+ *   budget (hub_budget(), HUB_BUDGET bytes), from the first byte read
+ *   until the pool item is done with them: each byte is charged
+ *   HF_REPO_COST, itself and what the streaming parse may hold besides
+ *   (hf_repo.h; no tree is made, and the lines go to the listing's file
+ *   as they are read). Past it, ERR busy at once, and the client asks
+ *   again (hubctl and the Python client do not wait on a shared budget
+ *   they cannot see);
  * - an answered listing is on the cache's disk, not in hubd's memory (a
  *   memfd's pages would be hubd's for as long as the client keeps the
  *   descriptor, and a client may keep thousands): it goes with its last
@@ -49,18 +53,12 @@
 #include <unistd.h>
 
 #define HF_REPO_BODY_MAX (16u << 20) /* the Hub's answer, bytes */
-#define HF_REPO_BUDGET (64u << 20)   /* all HFREPOs' answers being read or parsed, bytes */
 
 enum { HUB_ERROR_CODE, HUB_ERROR_MESSAGE, HUB_N };
 static const http_want_t hub_wanted[HUB_N] = {
     [HUB_ERROR_CODE] = {"X-Error-Code", 0},
     [HUB_ERROR_MESSAGE] = {"X-Error-Message", 0},
 };
-
-/* The daemon's one budget of HFREPO answers (loop thread). Not the session
- * server's: a pool item whose session went may end after the server is
- * freed, and gives its bytes back then. */
-static hub_budget_t budget = {.max = HF_REPO_BUDGET};
 
 typedef struct hfrepo {
     session_t *s;     /* NULL once the session left: the pool item's end frees it */
@@ -70,23 +68,26 @@ typedef struct hfrepo {
     char *repo;     /* as asked */
     hub_req_t *req; /* the request to the Hub in flight, or NULL */
     bytebuf_t body; /* its answer, for the pool item */
-    size_t charged; /* of body, to budget: given back when the pool item is done */
+    size_t charged; /* for body, to hub_budget(): given back when the pool item is done */
     store_t *store; /* where the listing's file goes */
     uv_work_t work; /* the listing */
     int work_out;   /* the pool item is out: only it may free this */
     /* the pool item's outcome */
     int rc; /* 0, or a negative errno */
     hf_listing_t listing;
-    int fd; /* the listing's read-only descriptor, or -1 */
+    int fd;  /* the listing's read-only descriptor, or -1 */
+    int wfd; /* hubd's writable one, to empty it later (listings.h), or -1 */
 } hfrepo_t;
 
 static void hfrepo_free(hfrepo_t *r)
 {
     bytebuf_free(&r->body);
-    hub_budget_release(&budget, r->charged);
+    hub_budget_release(hub_budget(), r->charged);
     hf_listing_free(&r->listing);
     if (r->fd >= 0)
         close(r->fd);
+    if (r->wfd >= 0)
+        close(r->wfd);
     free(r->repo);
     free(r);
 }
@@ -125,53 +126,57 @@ static void hfrepo_fail(hfrepo_t *r, const char *code, const char *msg)
 
 /* ---- the listing, in the pool ---------------------------------------------- */
 
-/* The listing in a file of the store's tmp/ with no name, reopened
- * read-only (through /proc): the client can read it, never change it, and
- * its bytes are on disk, not in hubd's memory. 0400, so that not even a
- * reopen of the client's through its own /proc may write it. */
-static int listing_fd(store_t *store, const char *lines, size_t len)
+/* The listing, written by hf_repo_listing_to as it reads the Hub's answer,
+ * into a file of the store's tmp/ with no name, reopened read-only
+ * (through /proc): the client can read it, never change it, and its bytes
+ * are on disk, not in hubd's memory (nor are they while it is written).
+ * 0400, so that not even a reopen of the client's through its own /proc
+ * may write it. The read-only descriptor, or a negative errno (-EINVAL:
+ * the answer is not a listing, r->listing.error says why); the file goes
+ * with its descriptors on any failure. */
+static int listing_write(hfrepo_t *r)
 {
-    int fd, rc = store_tmp_unnamed(store, &fd);
+    int fd, rc = store_tmp_unnamed(r->store, &fd);
     if (rc)
         return rc;
-    for (size_t off = 0; off < len;) {
-        ssize_t n = write(fd, lines + off, len - off);
-        if (n < 0) {
-            int e = errno;
-            close(fd);
-            return -e;
-        }
-        off += (size_t)n;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        rc = -errno;
+        close(fd);
+        return rc;
     }
-    char proc[64];
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    int ro = fchmod(fd, 0400) ? -1 : open(proc, O_RDONLY | O_CLOEXEC);
-    rc = ro < 0 ? -errno : 0;
-    close(fd);
+    rc = hf_repo_listing_to(bytebuf_data(&r->body), bytebuf_len(&r->body), f, &r->listing);
+    int ro = -1;
+    if (!rc) {
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        ro = fchmod(fd, 0400) ? -1 : open(proc, O_RDONLY | O_CLOEXEC);
+        rc = ro < 0 ? -errno : 0;
+        /* hubd keeps a writable descriptor: the listing counts against its
+         * uid until hubd empties it (listings.h) */
+        if (!rc && (r->wfd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+            rc = -errno;
+            close(ro);
+        }
+    }
+    fclose(f); /* flushed already (hf_repo_listing_to) */
     return rc ? rc : ro;
 }
 
 static void listing_work(uv_work_t *w)
 {
     hfrepo_t *r = w->data;
-    r->rc = hf_repo_listing(bytebuf_data(&r->body), bytebuf_len(&r->body), &r->listing);
+    int fd = listing_write(r);
     bytebuf_free(&r->body); /* done with: the answer may be 16 MiB (still charged) */
-    if (!r->rc) {
-        int fd =
-            listing_fd(r->store, r->listing.lines ? r->listing.lines : "", r->listing.lines_len);
-        if (fd < 0)
-            r->rc = fd;
-        else
-            r->fd = fd;
-        hf_listing_free(&r->listing);
-    }
+    r->rc = fd < 0 ? fd : 0;
+    r->fd = fd < 0 ? -1 : fd;
 }
 
 static void after_listing(uv_work_t *w, int status)
 {
     hfrepo_t *r = w->data;
     r->work_out = 0;
-    hub_budget_release(&budget, r->charged); /* parsed, and its tree freed */
+    hub_budget_release(hub_budget(), r->charged); /* parsed, and the answer freed */
     r->charged = 0;
     if (!r->s) { /* the session went meanwhile */
         hfrepo_free(r);
@@ -181,8 +186,8 @@ static void after_listing(uv_work_t *w, int status)
         hfrepo_fail(r, "shutting_down", "the server is shutting down");
         return;
     }
-    if (r->rc == -EINVAL) {
-        hfrepo_fail(r, "http_parse", r->listing.error ? r->listing.error : "bad answer");
+    if (r->rc == -EINVAL && r->listing.error) {
+        hfrepo_fail(r, "http_parse", r->listing.error);
         return;
     }
     if (r->rc) {
@@ -193,6 +198,21 @@ static void after_listing(uv_work_t *w, int status)
     }
     session_t *s = r->s;
     const hf_listing_t *l = &r->listing;
+    /* Counted against its user from now on, and emptied when its session
+     * goes or newer ones need the room (listings.h). */
+    int added = listings_add(s->srv->listings, s, s->who.charged, r->wfd, l->bytes,
+                             s->srv->cfg->max_listing_bytes_per_user);
+    r->wfd = -1;
+    if (added) {
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 added == -EFBIG
+                     ? "the file list is %llu bytes, more than max_listing_bytes_per_user"
+                     : "out of memory for a file list of %llu bytes",
+                 (unsigned long long)l->bytes);
+        hfrepo_fail(r, added == -EFBIG ? "too_large" : "internal", msg);
+        return;
+    }
     const char *repo = l->id[0] ? l->id : r->repo; /* a renamed repo: its name now */
     char *resolve = NULL;
     if (asprintf(&resolve, "%s/%s%s/resolve/%s/", s->srv->cfg->hf_upstream, hf_repo_prefix(r->type),
@@ -330,7 +350,7 @@ void verbs_hfrepo(session_t *s, const proto_msg_t *m, const char *id, int arg)
     hfrepo_t *r = calloc(1, sizeof *r);
     char *url = hf_repo_api_url(s->srv->cfg->hf_upstream, type, repo, rev);
     if (r) {
-        r->fd = -1;
+        r->fd = r->wfd = -1;
         r->store = s->srv->store;
         snprintf(r->id, sizeof r->id, "%s", id);
         snprintf(r->type, sizeof r->type, "%s", type);
@@ -357,7 +377,9 @@ void verbs_hfrepo(session_t *s, const proto_msg_t *m, const char *id, int arg)
                         .max_hops = HUB_REQ_MAX_HOPS,
                         .keep = HUB_BODY_OK,
                         .body_max = HF_REPO_BODY_MAX,
-                        .budget = &budget};
+                        .budget = hub_budget(),
+                        .cost = HF_REPO_COST,
+                        .loop = s->srv->loop};
     const char *why = "bad URL";
     rc = hub_req_start(jobs_http(s->srv->jobs), url, &o, answered, r, &r->req, &why);
     free(url);
@@ -374,6 +396,7 @@ void verbs_hfrepo(session_t *s, const proto_msg_t *m, const char *id, int arg)
 
 void verbs_hf_close(session_t *s)
 {
+    listings_owner_gone(s->srv->listings, s); /* its client has read them */
     list_node_t *n;
     while ((n = list_first(&s->hfrepos))) {
         hfrepo_t *r = list_entry(n, hfrepo_t, node);

@@ -19,7 +19,7 @@ import threading
 import time
 import urllib.parse
 
-from harness import SLOWED, HubTestCase
+from harness import SLOWED, HubTestCase, Hubd, wait_for, write_config
 from hubstub_fixture import HubStub, git_blob_sha1, start_front
 
 ALICE = "Authorization: Bearer hf_alice"
@@ -309,12 +309,50 @@ class HubSocketTest(HubTestCase):
         self.assertEqual(st.st_mode & 0o777, 0o400)
         self.assertFalse(os.readlink("/proc/self/fd/%d" % fds[0]).startswith("/memfd:"))
         self.assertEqual(self.hubd.tmp_files(), [])
-        held = sum(os.fstat(fd).st_size for fd in fds)
-        self.assertGreater(held, 16 << 20)
+        # Nor the disk without bound: a user's 16 latest stay whole (its
+        # oldest are emptied for them, whoever holds them open), and STATS
+        # says what they hold. Before, all 120 stayed: 25 MB on disk.
+        sizes = [os.fstat(fd).st_size for fd in fds]
+        self.assertEqual(sizes[:104], [0] * 104)
+        self.assertTrue(all(n > 100000 for n in sizes[104:]), sizes[104:])
+        self.assertEqual(self.stats()["listing_bytes"], sum(sizes))
         # Under the sanitizers RSS says nothing (ASan's quarantine keeps
         # what the pool freed); under valgrind pid is not hubd's.
         if not SLOWED:
             self.assertLess(vm_rss(pid) - rss0, 8 << 20, "hubd's RSS grew with the listings held")
+        # The session that asked goes: so do its listings.
+        s.close()
+        wait_for(lambda: self.stats()["listing_bytes"] == 0, what="the listings to be emptied")
+        self.assertEqual([os.fstat(fd).st_size for fd in fds[104:]], [0] * 16)
+
+    def test_hfrepo_listings_are_bounded_by_their_users_bytes(self):
+        """max_listing_bytes_per_user: a user's listings kept open hold at
+        most that on the cache's disk, its oldest emptied first; one
+        larger alone is refused (too_large)."""
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "lb.conf"), hf_upstream=self.stub.hub_url,
+                            max_listing_bytes_per_user="500K")
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-lb"), config=conf)
+        s = self.session()
+        fds = []
+        self.addCleanup(lambda: [os.close(fd) for fd in fds])
+        for i in range(5):
+            s.send("HFREPO", [("id", "l%d" % i), ("repo", "org/many")])
+            verb, f, fd, _ = s.final()
+            self.assertEqual(verb, "REPO", f)
+            fds.append(fd)
+        sizes = [os.fstat(fd).st_size for fd in fds]
+        self.assertLessEqual(sum(sizes), 500 << 10, sizes)
+        self.assertEqual(sizes[0], 0)
+        self.assertGreater(sizes[-1], 100000)
+        self.assertEqual(self.stats()["listing_bytes"], sum(sizes))
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "lb2.conf"), hf_upstream=self.stub.hub_url,
+                            max_listing_bytes_per_user="100K")
+        self.hubd = Hubd(os.path.join(self.tmp, "hub-lb2"), config=conf)
+        verb, f, lines = self.hfrepo("org/many")
+        self.assertEqual((verb, f["code"]), ("ERR", "too_large"), f)
+        self.assertIn("max_listing_bytes_per_user", f["msg"])
 
     # ---- FETCH of a Hub URL with a token ----------------------------------
 

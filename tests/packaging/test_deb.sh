@@ -130,7 +130,7 @@ field() { dpkg-deb -f "$deb" "$1"; }
 [ -n "$(field Description)" ] || fail "no Description"
 depends=$(field Depends)
 for d in adduser python3 libc6 libuv1 libmbedtls14 libmbedx509-1 libmbedcrypto7 libsqlite3-0 \
-    libinih1 libsystemd0 libacl1; do
+    libinih1 libsystemd0 libacl1 libyajl2; do
     echo "$depends" | tr ',' '\n' | sed 's/^ *//; s/[ (].*//' | grep -qx "$d" ||
         fail "Depends lacks $d: $depends"
 done

@@ -48,10 +48,21 @@ START_TEST(hub_req_taken_body_carries_its_charge)
 }
 END_TEST
 
+START_TEST(hub_req_one_budget_for_the_daemon)
+{
+    /* HFREPO and the /hf/api routes name the same one, for all users */
+    hub_budget_t *b = hub_budget();
+    ck_assert_ptr_eq(b, hub_budget());
+    ck_assert_uint_eq(b->max, HUB_BUDGET);
+    ck_assert_uint_eq(b->max, 64u << 20);
+    ck_assert_uint_eq(b->used, 0);
+}
+END_TEST
+
 START_TEST(hub_req_hfrepos_in_flight_per_uid)
 {
     quota_t q = {0};
-    principal_t alice = {.uid = 1000}, bob = {.uid = 1001};
+    principal_t alice = {.uid = 1000, .charged = 1000}, bob = {.uid = 1001, .charged = 1001};
     char msg[160];
     for (int i = 0; i < QUOTA_USER_MAX_HFREPOS; i++)
         ck_assert_int_eq(quota_hfrepo_begin(&q, &alice, msg, sizeof msg), 0);
@@ -73,6 +84,7 @@ int main(void)
     TCase *tc = tcase_create("pure");
     tcase_add_test(tc, hub_req_refusal_in_the_hubs_words);
     tcase_add_test(tc, hub_req_taken_body_carries_its_charge);
+    tcase_add_test(tc, hub_req_one_budget_for_the_daemon);
     tcase_add_test(tc, hub_req_hfrepos_in_flight_per_uid);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
