@@ -12,16 +12,37 @@ cd "$(dirname "$0")/.."
 
 jobs=$(nproc 2>/dev/null || echo 2)
 
-run_suite() {
-    local dir=$1; shift
-    cmake -S . -B "$dir" -DHUBD_WERROR=ON "$@" >/dev/null
-    cmake --build "$dir" -j"$jobs"
-    # --output-on-failure shows a failing test's own report; the summary line
-    # ("N% tests passed, F tests failed out of T") is CTest's own.
-    (cd "$dir" && ctest --output-on-failure --timeout 600 -j"$jobs")
+# The number of tests the tree registers, from a configure of its own: a
+# build dir that another command configured first (the demo's Release
+# build has BUILD_TESTING off, and CMake keeps a cached value) must not run
+# fewer.
+expected_tests() {
+    local dir
+    dir=$(mktemp -d)
+    cmake -S . -B "$dir" -DBUILD_TESTING=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    (cd "$dir" && ctest -N | awk '/^Total Tests:/ {print $3}')
+    rm -rf "$dir"
 }
 
-echo "== build and test (RelWithDebInfo)"
+run_suite() {
+    local dir=$1; shift
+    # The tests asked for explicitly, whatever configured the dir before.
+    cmake -S . -B "$dir" -DHUBD_WERROR=ON -DBUILD_TESTING=ON "$@" >/dev/null
+    cmake --build "$dir" -j"$jobs"
+    local have
+    have=$(cd "$dir" && ctest -N | awk '/^Total Tests:/ {print $3}')
+    if [ "$have" != "$want_tests" ]; then
+        echo "test.sh: $dir registers $have tests, the tree $want_tests" >&2
+        exit 1
+    fi
+    # --output-on-failure shows a failing test's own report; the summary line
+    # ("N% tests passed, F tests failed out of T") is CTest's own.
+    # --no-tests=error: a build dir without tests fails, never passes empty.
+    (cd "$dir" && ctest --output-on-failure --no-tests=error --timeout 600 -j"$jobs")
+}
+
+want_tests=$(expected_tests)
+echo "== build and test (RelWithDebInfo): $want_tests tests"
 run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 # The README's main command, unchanged: it reuses build/.
