@@ -85,6 +85,11 @@ that user's API requests also wait S seconds first (status ignored there).
 POST /control/branch {"repo": ID, "rev": NAME, "commit": SHA40}: the branch
 (or tag) NAME of repo ID names commit SHA40 from now on (a push); the
 commits it named before stay reachable by their hashes, as on the Hub.
+POST /control/down {"status": 503} (status null: off): the Hub answers every
+request but /stats, /reset and /control/* with that status and a JSON error
+body, no X-Error-Code (an outage, not a refusal); counted in /stats as
+usual. With "only": "resolve" or "api", only those routes are down. The CDN
+is not affected.
 POST /control/hostile {"on": true}: the Hub's refusals of a resolve (401,
 403, gated or private) carry the file's X-Linked-Etag, X-Linked-Size and
 X-Repo-Commit, as a Hub that leaks them would.
@@ -199,6 +204,7 @@ class State:
         self.corrupt = {}
         self.hold = {}  # user -> (delay s, status or None): /control/hold
         self.hostile = False  # refusals name the file: /control/hostile
+        self.down = None  # (status, "resolve"|"api"|None) while the Hub is down: /control/down
         self.lock = threading.Lock()
         self.hub_base = self.cdn_base = None
         self.cdn_external = None  # --cdn-base: another server is the CDN
@@ -412,10 +418,20 @@ class Handler(BaseHTTPRequestHandler):
                 repo.revisions[req["rev"]] = req["commit"]
                 repo.commits.add(req["commit"])
             return self.send_json({"ok": True})
+        if path == "/control/down" and self.command == "POST":
+            req = json.loads(self.read_body() or b"{}")
+            with self.state.lock:
+                self.state.down = (int(req["status"]), req.get("only")) if req.get("status") else None
+            return self.send_json({"ok": True})
         if path == "/control/hostile" and self.command == "POST":
             self.state.hostile = bool(json.loads(self.read_body() or b"{}").get("on"))
             return self.send_json({"ok": True})
         self.state.count(self.side, path, self.command, self.headers)
+        down = self.state.down if self.side == "hub" else None
+        if down and down[1] in (None, "api" if path.startswith("/api/") else "resolve"):
+            if self.command == "POST":
+                self.read_body()
+            return self.send_json({"error": "the Hub is down (stub)"}, down[0])
         try:
             if self.side == "cdn":
                 return self.cdn(path, q)

@@ -189,8 +189,12 @@ static int hf_download_cmd(const cli_t *c)
 {
     hf_opts_t o = {.cli = c};
     int rc = hf_download_plan(c, &o);
-    if (rc == 0) /* HF_HUB_OFFLINE: the cache alone, as the Hub's clients */
-        rc = hf_offline() ? hf_offline_run(&o) : hf_download_run(&o);
+    /* HF_HUB_OFFLINE, or a commit's file already cached: the cache alone,
+     * as the Hub's clients answer them */
+    if (rc == 0 && (hf_offline() || hf_offline_commit_cached(&o)))
+        rc = hf_offline_run(&o);
+    else if (rc == 0)
+        rc = hf_download_run(&o);
     free(o.token);
     free(o.cache_dir);
     free(o.local_dir);

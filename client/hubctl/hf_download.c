@@ -6,6 +6,7 @@
 #include "fetch_internal.h"
 #include "hf_layout.h"
 #include "hf_list.h"
+#include "hf_offline.h"
 #include "json.h"
 #include "out.h"
 #include "progress.h"
@@ -67,6 +68,9 @@ typedef struct hf_dl {
     int stop;              /* the listing failed: nothing more to wait for */
     int exit;              /* the run's exit code so far */
     int told_copy;         /* "copying, because..." was said */
+    int told_outage;       /* a file was answered from the cache: said once */
+    char *outage_code;     /* HFREPO's ERR when the Hub gave no answer; owned */
+    char *outage_msg;      /* its msg; owned */
     char why_no_link[256]; /* the first reason a blob could not be a symlink */
 } hf_dl_t;
 
@@ -112,8 +116,10 @@ static void json_item(hf_dl_t *d, const hf_item_t *it, const char *code, const c
             json_str(o, file);
             free(file);
         }
-        fprintf(o, ",\"size\":%" PRIu64 ",\"etag\":", it->file->size);
-        json_str(o, hf_file_etag(it->file));
+        if (!str_eq(it->source, "cache")) { /* a cached copy may be another commit's */
+            fprintf(o, ",\"size\":%" PRIu64 ",\"etag\":", it->file->size);
+            json_str(o, hf_file_etag(it->file));
+        }
         fputs(",\"source\":", o);
         json_str(o, it->source);
         if (it->placed) {
@@ -452,6 +458,18 @@ static void on_fetch_err(hf_dl_t *d, size_t i, const proto_msg_t *m)
             d->next = i;
         return;
     }
+    /* the Hub out of reach: a copy at this commit on disk answers (as
+     * HF_HUB_OFFLINE's lookup finds it; a --local-dir file changed since) */
+    if (!d->o->cli->warm && hf_offline_outage(code) &&
+        hf_offline_has_file(&d->layout, d->commit, d->items[i].file->path)) {
+        if (!d->told_outage++) {
+            progress_clear(&d->prog);
+            hf_offline_note(d->o, code, msg);
+        }
+        d->items[i].source = xstrdup("cache");
+        item_ok(d, i, NULL);
+        return;
+    }
     item_fail(d, i, str_eq(code, "hash_mismatch") ? EXIT_VERIFY : EXIT_FAILED,
               code ? code : "unknown", msg ? msg : "");
 }
@@ -627,12 +645,18 @@ static void on_item_msg(hf_dl_t *d, size_t i, char kind, const proto_msg_t *m, i
 }
 
 /* HFREPO's ERR: the Hub's refusal in its own words (a gated repo, an
- * unknown revision), and hubd's code after it. */
+ * unknown revision), and hubd's code after it. When the Hub gave no answer
+ * (hf_offline_outage), the cache answers once the connection is done. */
 static void on_repo_err(hf_dl_t *d, const proto_msg_t *m)
 {
     const char *code = proto_get(m, "code"), *msg = proto_get(m, "msg");
-    char *clean = out_clean_copy(msg ? msg : "");
     d->listed = d->stop = 1;
+    if (!d->o->cli->warm && hf_offline_outage(code)) { /* the cache answers: hf_download_run */
+        d->outage_code = xstrdup(code);
+        d->outage_msg = xstrdup(msg ? msg : "");
+        return;
+    }
+    char *clean = out_clean_copy(msg ? msg : "");
     if (str_eq(code, "bad_verb") || str_eq(code, "unknown_verb"))
         say(d, "this hubd cannot list Hub repos (HFREPO: %s); update hubd", clean);
     else
@@ -767,6 +791,8 @@ static void dl_free(hf_dl_t *d)
     free(d->prog.req);
     free(d->items);
     free(d->resolve);
+    free(d->outage_code);
+    free(d->outage_msg);
     hf_list_free(&d->list);
     hf_layout_free(&d->layout);
 }
@@ -804,7 +830,9 @@ int hf_download_run(const hf_opts_t *o)
             abandon(&d);
             conn_report(d.conn, err);
         }
-        if (d.exit == EXIT_OK)
+        if (d.outage_code && d.exit == EXIT_OK)
+            d.exit = hf_offline_fallback(o, d.outage_code, d.outage_msg);
+        else if (d.exit == EXIT_OK)
             print_result(&d);
         rc = d.exit;
     }

@@ -1,9 +1,11 @@
-/* hf_offline: hf download from the HF cache alone (HF_HUB_OFFLINE). */
+/* hf_offline: hf download from the HF cache alone (HF_HUB_OFFLINE, or the
+ * Hub out of reach). */
 #include "hf_offline.h"
 
 #include "hf_layout.h"
 #include "hf_list.h"
 #include "json.h"
+#include "out.h"
 #include "util.h"
 
 #include <dirent.h>
@@ -20,6 +22,7 @@
 #define COMMIT_MAX 255    /* a ref longer than a file name names no snapshot */
 #define WALK_FDS 16       /* nftw's descriptors */
 #define META_TOP ".cache" /* --local-dir's metadata folder: not a repo file */
+#define WHY_MAX 640       /* "cannot reach the Hub (...)": hubd's message, cut */
 
 int hf_offline(void)
 {
@@ -33,13 +36,12 @@ int hf_offline(void)
     return 0;
 }
 
-/* "hubctl: HF_HUB_OFFLINE is set and model org/name [FILE] at revision R
- * is not in the cache DIR" on stderr. */
-static void not_cached(const hf_opts_t *o, const char *file)
+/* "hubctl: WHY and model org/name [FILE] at revision R is not in the
+ * cache DIR" on stderr; WHY says why the cache alone answers. */
+static void not_cached(const hf_opts_t *o, const char *why, const char *file)
 {
-    fprintf(stderr,
-            "hubctl: HF_HUB_OFFLINE is set and %s %s%s%s at revision %s is not in the %s %s\n",
-            o->type, o->repo, file ? " " : "", file ? file : "", o->revision,
+    fprintf(stderr, "hubctl: %s and %s %s%s%s at revision %s is not in the %s %s\n", why, o->type,
+            o->repo, file ? " " : "", file ? file : "", o->revision,
             o->local_dir ? "local dir" : "cache", o->local_dir ? o->local_dir : o->cache_dir);
 }
 
@@ -151,16 +153,16 @@ static int folder_ok(const char *folder, int local)
     return any;
 }
 
-int hf_offline_run(const hf_opts_t *o)
+/* The cache's answer to o: printed (as the online run prints it), or each
+ * thing not cached said after why. why NULL: nothing is printed, only
+ * whether the cache holds the answer. Returns the exit code. */
+static int answer(const hf_opts_t *o, const char *why)
 {
-    if (o->cli->warm) {
-        fputs("hubctl: --warm fills hubd's cache from the Hub, and HF_HUB_OFFLINE is set\n",
-              stderr);
-        return EXIT_FAILED;
-    }
     for (size_t k = 0; k < o->nfiles; k++)
         if (!hf_path_safe(o->files[k])) {
-            fprintf(stderr, "hubctl: '%s' is not a plain relative path in the repo\n", o->files[k]);
+            if (why)
+                fprintf(stderr, "hubctl: '%s' is not a plain relative path in the repo\n",
+                        o->files[k]);
             return EXIT_USAGE;
         }
     hf_layout_t l;
@@ -168,22 +170,22 @@ int hf_offline_run(const hf_opts_t *o)
     char commit[COMMIT_MAX + 1] = "";
     int found = l.local || find_commit(&l, o->revision, commit, sizeof commit) == 0;
     int rc = found ? EXIT_OK : EXIT_FAILED;
-    if (!found)
-        not_cached(o, o->nfiles == 1 ? o->files[0] : NULL);
+    if (!found && why)
+        not_cached(o, why, o->nfiles == 1 ? o->files[0] : NULL);
     for (size_t k = 0; found && k < o->nfiles; k++) { /* each missing one is said */
-        char *file = hf_layout_file(&l, commit, o->files[k]);
-        if (!is_file(file)) {
-            not_cached(o, o->files[k]);
+        if (!hf_offline_has_file(&l, commit, o->files[k])) {
+            if (why)
+                not_cached(o, why, o->files[k]);
             rc = EXIT_FAILED;
         }
-        free(file);
     }
     char *folder = hf_layout_folder(&l, commit);
     if (rc == EXIT_OK && o->nfiles == 0 && !folder_ok(folder, l.local)) {
-        not_cached(o, NULL);
+        if (why)
+            not_cached(o, why, NULL);
         rc = EXIT_FAILED;
     }
-    if (rc == EXIT_OK && o->cli->json) {
+    if (rc == EXIT_OK && why && o->cli->json) {
         for (size_t k = 0; k < o->nfiles; k++) {
             char *file = hf_layout_file(&l, commit, o->files[k]);
             json_found(o->files[k], file);
@@ -191,7 +193,7 @@ int hf_offline_run(const hf_opts_t *o)
         }
         if (o->nfiles == 0)
             json_folder(o, folder);
-    } else if (rc == EXIT_OK) {
+    } else if (rc == EXIT_OK && why) {
         char *out = o->nfiles == 1 ? hf_layout_file(&l, commit, o->files[0]) : xstrdup(folder);
         printf("%s\n", out);
         free(out);
@@ -199,4 +201,94 @@ int hf_offline_run(const hf_opts_t *o)
     free(folder);
     hf_layout_free(&l);
     return rc;
+}
+
+/* Does the cache hold o's answer? Nothing is said. */
+static int cached(const hf_opts_t *o)
+{
+    return answer(o, NULL) == EXIT_OK;
+}
+
+int hf_offline_run(const hf_opts_t *o)
+{
+    if (o->cli->warm) {
+        fputs("hubctl: --warm fills hubd's cache from the Hub, and HF_HUB_OFFLINE is set\n",
+              stderr);
+        return EXIT_FAILED;
+    }
+    return answer(o, "HF_HUB_OFFLINE is set");
+}
+
+int hf_offline_has_file(const hf_layout_t *l, const char *commit, const char *path)
+{
+    char *file = hf_layout_file(l, commit, path);
+    int there = is_file(file);
+    free(file);
+    return there;
+}
+
+/* hubd's ERR codes that mean the Hub gave no answer, one row each
+ * (docs/PROTOCOL.md, "Error codes"): hubd's transient codes, those it
+ * retries itself, and dns. Left out, as answers or as what a user must
+ * fix: http_401, http_403, http_404 and other 4xx (the Hub's word on the
+ * repo, the revision or the token); tls_verify, proxy_auth and
+ * proxy_refused (what answered is not trusted, or the proxy's rules said
+ * no: huggingface_hub raises on SSLError and ProxyError too); forbidden,
+ * redirect, http_parse, too_large; and hubd's own refusals (busy,
+ * too_many_requests, io, no_space, shutting_down...). */
+static const char *const outage_codes[] = {
+    "dns",       /* the Hub's name did not resolve: no network */
+    "connect",   /* no address accepted a connection */
+    "timeout",   /* no answer, or too slow, within hubd's timeouts */
+    "tls",       /* the TLS connection broke (a record or the handshake cut) */
+    "truncated", /* the connection ended before the answer was whole */
+    "proxy",     /* the forward proxy could not reach the Hub (a 502, 503) */
+    "http_408",  /* the Hub's front timed out */
+    "http_429",  /* rate-limited: no answer now, none about the repo */
+};
+
+int hf_offline_outage(const char *code)
+{
+    if (!code)
+        return 0;
+    for (size_t i = 0; i < ARRAY_LEN(outage_codes); i++)
+        if (strcmp(code, outage_codes[i]) == 0)
+            return 1;
+    /* http_5NN: the Hub (or its front) failed */
+    return strncmp(code, "http_5", 6) == 0 && strspn(code + 6, "0123456789") == 2 && !code[8];
+}
+
+/* "cannot reach the Hub (MSG; CODE)" into buf, both cleaned. */
+static const char *outage_why(const char *code, const char *msg, char *buf, size_t cap)
+{
+    char *clean = out_clean_copy(msg && *msg ? msg : "hubd gave no reason");
+    char *ccode = out_clean_copy(code ? code : "error");
+    snprintf(buf, cap, "cannot reach the Hub (%s; %s)", clean, ccode);
+    free(clean);
+    free(ccode);
+    return buf;
+}
+
+void hf_offline_note(const hf_opts_t *o, const char *code, const char *msg)
+{
+    char why[WHY_MAX];
+    fprintf(stderr, "hubctl: note: %s: answered from the %s %s\n",
+            outage_why(code, msg, why, sizeof why), o->local_dir ? "local dir" : "cache",
+            o->local_dir ? o->local_dir : o->cache_dir);
+}
+
+/* The note comes only with an answer: a run that fails says the reason
+ * once, in its error. Hence the lookup runs twice (quietly first). */
+int hf_offline_fallback(const hf_opts_t *o, const char *code, const char *msg)
+{
+    char why[WHY_MAX];
+    outage_why(code, msg, why, sizeof why);
+    if (cached(o))
+        hf_offline_note(o, code, msg);
+    return answer(o, why);
+}
+
+int hf_offline_commit_cached(const hf_opts_t *o)
+{
+    return o->nfiles == 1 && !o->cli->warm && !o->local_dir && is_commit(o->revision) && cached(o);
 }

@@ -63,6 +63,19 @@ it is, else ``refs/{revision}`` names the commit; hf_hub_download returns
 the folder ``snapshots/{commit}`` if it exists (with ``local_dir``: that
 folder, if it holds anything); anything else raises ``offline_not_cached``.
 
+When the Hub gives no answer (hubd answers HFREPO with ``dns``, ``connect``,
+``timeout``, ``tls``, ``truncated``, ``proxy``, ``http_408``, ``http_429`` or
+``http_5NN``), they answer what HF_HUB_OFFLINE would, as huggingface_hub
+falls back on its cache, and say so once (a warning logged on
+``hubd._hfcache`` and a ``hubd: note: cannot reach the Hub (...)`` line on
+stderr); when that is not cached either, hubd's error is raised, its
+message saying so ("cannot reach the Hub (...) and model org/x at revision
+main is not in the cache ..."). The Hub's 401, 403 and 404 are answers and
+raise as always. A file whose FETCH gets such a code, the listing having
+come, is answered by its copy at that commit on disk if there is one (a
+``local_dir`` file changed since). hf_hub_download with a commit as the
+revision returns the cached file without asking anything.
+
 Errors raise :class:`hubd.HubdError` with hubd's code and message: the
 Hub's refusals as ``http_NNN`` with the Hub's ``X-Error-Code: message``
 (e.g. ``http_403`` ``GatedRepo: Access to model org/x is restricted...``),
@@ -83,14 +96,14 @@ import uuid
 
 from . import (HubdError, LINE_MAX, __version__, _build_line, _check_blob_fd, _connect,
                _copy_range, _fetch_line, _make_bar, _parse_line, _why)
+from ._hfcache import (REPO_TYPES, _HEX40, _cache_dir, _from_cache, _is_outage, _offline, _offline_lookup,
+                       _outage_note, _repo_args, _repo_folder, _safe_rel, _token)
 from ._hfdir import folder as _folder, open_folder as _open_folder
 
 __all__ = ["hf_hub_download", "snapshot_download"]
 
-REPO_TYPES = ("model", "dataset", "space")
 MAX_IN_FLIGHT = 8          # FETCHes pipelined on the session at once
 FICLONE = 0x40049409       # _IOW(0x94, 9, int), linux/fs.h
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1 << 20
 _META = ".cache/huggingface"  # local_dir's metadata folder
@@ -99,74 +112,6 @@ _META_DIRS = [".cache", "huggingface", "download"]  # its download/ folder, by n
 _OWN_CACHE = ("use an HF cache folder of your own (cache_dir= or HF_HUB_CACHE): its blobs are "
               "links into hubd's store, not a second copy")
 _said_copy = False         # "blobs are copied" is said once per process
-
-
-# ---- where, and with which token ------------------------------------------
-
-def _hf_home():
-    home = os.environ.get("HF_HOME")
-    if home:
-        return os.path.expanduser(home)
-    xdg = os.environ.get("XDG_CACHE_HOME") or "~/.cache"
-    return os.path.join(os.path.expanduser(xdg), "huggingface")
-
-
-def _cache_dir(cache_dir):
-    if cache_dir is not None:
-        return os.fspath(cache_dir)
-    env = os.environ.get("HF_HUB_CACHE")
-    if env:
-        return os.path.expanduser(env)
-    return os.path.join(_hf_home(), "hub")
-
-
-def _token(token):
-    """The token to send, or None: token=False none; a str as it is;
-    None/True: $HF_TOKEN, else the file $HF_TOKEN_PATH or $HF_HOME/token."""
-    if token is False:
-        return None
-    if isinstance(token, str):
-        return token
-    if token not in (None, True):
-        raise TypeError("token must be a str, True, False or None, not %s" % type(token).__name__)
-    found = (os.environ.get("HF_TOKEN") or "").strip()
-    if not found:
-        path = os.environ.get("HF_TOKEN_PATH") or os.path.join(_hf_home(), "token")
-        try:
-            with open(os.path.expanduser(path), encoding="utf-8", errors="replace") as f:
-                found = f.read().strip()
-        except OSError:
-            found = ""
-    if not found and token is True:
-        raise HubdError("bad_request", "token=True, but no token was found ($HF_TOKEN, "
-                        "$HF_TOKEN_PATH or $HF_HOME/token)")
-    return found or None
-
-
-def _repo_args(repo_id, repo_type, revision):
-    """(repo_type, revision) with their defaults, checked; ValueError or
-    HubdError bad_request."""
-    repo_type = "model" if repo_type is None else repo_type
-    if repo_type not in REPO_TYPES:
-        raise ValueError("Invalid repo type: %r (one of %s)" % (repo_type, ", ".join(REPO_TYPES)))
-    if not isinstance(repo_id, str) or not repo_id:
-        raise ValueError("repo_id must be a non-empty str")
-    return repo_type, _safe_rel("main" if revision is None else str(revision), "revision")
-
-
-def _repo_folder(repo_id, repo_type):
-    return "%ss--%s" % (repo_type, repo_id.replace("/", "--"))
-
-
-def _safe_rel(path, what):
-    """A relative path made of plain segments (the Hub's file names, a
-    revision under refs/), or HubdError: nothing may land outside the cache.
-    The rule of hubctl's hf_path_safe: no control byte or backslash."""
-    segs = path.split("/")
-    if (not path or "\\" in path or any(ord(c) < 0x20 or c == "\x7f" for c in path)
-            or any(s in ("", ".", "..") for s in segs)):
-        raise HubdError("bad_request", "refusing the %s %r (not a plain relative path)" % (what, path))
-    return path
 
 
 def _is_meta(path):
@@ -472,6 +417,7 @@ class _Run:
         self.storage = os.path.join(self.top, self.repo_folder)
         self.label = "%ss/%s@%s" % (repo_type, repo_id, self.revision)
         self.present = 0
+        self.told_outage = False  # a file answered from the cache was said
         self.sess = None
 
     def __enter__(self):
@@ -521,9 +467,17 @@ class _Run:
         self.sess.close()
 
     def list(self):
-        self.commit, self.files, self.resolve = _list_repo(
-            self.sess, self.repo_id, self.repo_type, self.revision, self.headers)
-        return self.files
+        """HFREPO into self.commit, self.files, self.resolve. Returns None,
+        or the HubdError of a Hub that gave no answer (the caller answers
+        from the cache); raises any other."""
+        try:
+            self.commit, self.files, self.resolve = _list_repo(
+                self.sess, self.repo_id, self.repo_type, self.revision, self.headers)
+        except HubdError as e:
+            if not _is_outage(e.code):
+                raise
+            return e
+        return None
 
     # -- the HF cache --
     def blob_path(self, f):
@@ -665,7 +619,11 @@ class _Run:
                     if verb == "ERR":
                         if fd is not None:
                             os.close(fd)
-                        raise HubdError(f.get("code", "protocol"), f.get("msg"), w.url)
+                        err = HubdError(f.get("code", "protocol"), f.get("msg"), w.url)
+                        if not self.cached_instead(w, err):
+                            raise err
+                        del running[rid]
+                        continue
                     if verb == "PROGRESS":
                         w.done, w.rate = int(f.get("done", 0)), int(f.get("rate", 0))
                         if bar:
@@ -707,6 +665,23 @@ class _Run:
                     os.close(w.fd)
                     w.fd = None
             raise
+
+    def cached_instead(self, w, err):
+        """A FETCH that got err: when the Hub gave no answer and each of w's
+        files is on disk at this commit as HF_HUB_OFFLINE finds a file (a
+        local_dir file changed since, say), that copy answers, said once."""
+        if not _is_outage(err.code):
+            return False
+        for f in w.files:
+            try:
+                _offline_lookup(self.repo_id, self.repo_type, self.commit, self.top,
+                                self.local_dir, f.path)
+            except HubdError:
+                return False
+        if not self.told_outage:
+            self.told_outage = True
+            _outage_note(err, self.top, self.local_dir)
+        return True
 
     def check(self, w, f):
         """The DONE's blob is the file's bytes, or HubdError (nothing placed)."""
@@ -778,50 +753,6 @@ class _Run:
                              % (self.present, "" if self.present == 1 else "s"))
 
 
-# ---- offline ---------------------------------------------------------------------
-
-def _offline():
-    """huggingface_hub's HF_HUB_OFFLINE (else TRANSFORMERS_OFFLINE): 1, ON,
-    YES or TRUE, any case."""
-    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
-    return value is not None and value.upper() in ("1", "ON", "YES", "TRUE")
-
-
-def _offline_lookup(repo_id, repo_type, revision, cache_dir, local_dir, filename=None):
-    """What huggingface_hub returns offline (try_to_load_from_cache, and
-    snapshot_download's offline branch), found on disk alone: the file
-    (filename), else the snapshot folder. HubdError offline_not_cached when
-    it is not there. hubd is not asked."""
-    repo_type, revision = _repo_args(repo_id, repo_type, revision)
-    cache = _cache_dir(cache_dir)
-    if local_dir is not None:
-        local = os.fspath(local_dir)
-        where = "local dir " + local
-        if filename is not None:
-            found = os.path.join(local, *filename.split("/"))
-            if os.path.isfile(found):
-                return found
-        elif os.path.isdir(local) and os.listdir(local):
-            return os.path.realpath(local)
-    else:
-        where = "cache " + cache
-        storage = os.path.join(cache, _repo_folder(repo_id, repo_type))
-        commit = revision if _HEX40.match(revision) else None
-        ref = os.path.join(storage, "refs", *revision.split("/"))
-        if commit is None and os.path.isfile(ref):
-            with open(ref) as r:
-                commit = r.read()  # as huggingface_hub: whole, no strip
-        if commit and "/" not in commit and commit not in (".", ".."):
-            found = os.path.join(storage, "snapshots", commit)
-            if filename is not None:
-                found = os.path.join(found, *filename.split("/"))
-            if os.path.exists(found):
-                return found
-    what = repo_id if filename is None else repo_id + " " + filename
-    raise HubdError("offline_not_cached", "HF_HUB_OFFLINE is set and %s %s at revision %s is not "
-                    "in the %s" % (repo_type, what, revision, where))
-
-
 # ---- the two functions ------------------------------------------------------------
 
 def hf_hub_download(repo_id, filename, *, repo_type=None, revision=None, token=None,
@@ -852,15 +783,19 @@ def hf_hub_download(repo_id, filename, *, repo_type=None, revision=None, token=N
         if _readable(known):
             return known
     with _Run(repo_id, repo_type, revision, token, cache_dir, local_dir) as run:
-        files = [f for f in run.list() if f.path == filename]
-        if not files:
-            raise HubdError("http_404", "EntryNotFound: %s does not exist in %s %s at revision %s"
-                            % (filename, repo_type or "model", repo_id, run.revision))
-        run.fetch_all(run.plan(files))
-        if run.local_dir is None:
-            run.write_ref()
-            return run.snap_path(files[0])
-        return os.path.join(run.local_dir, *filename.split("/"))
+        outage = run.list()
+        if outage is None:
+            files = [f for f in run.files if f.path == filename]
+            if not files:
+                raise HubdError("http_404", "EntryNotFound: %s does not exist in %s %s at "
+                                "revision %s" % (filename, repo_type or "model", repo_id,
+                                                 run.revision))
+            run.fetch_all(run.plan(files))
+            if run.local_dir is None:
+                run.write_ref()
+                return run.snap_path(files[0])
+            return os.path.join(run.local_dir, *filename.split("/"))
+    return _from_cache(outage, repo_id, repo_type, revision, cache_dir, local_dir, filename)
 
 
 def snapshot_download(repo_id, *, repo_type=None, revision=None, allow_patterns=None,
@@ -883,14 +818,16 @@ def snapshot_download(repo_id, *, repo_type=None, revision=None, allow_patterns=
     if _offline():
         return _offline_lookup(repo_id, repo_type, revision, cache_dir, local_dir)
     with _Run(repo_id, repo_type, revision, token, cache_dir, local_dir) as run:
-        everything = run.list()
-        keep = set(filter_repo_files([f.path for f in everything], allow_patterns, ignore_patterns))
-        files = [f for f in everything if f.path in keep]
-        run.fetch_all(run.plan(files))
-        run.say_present()
-        if run.local_dir is not None:
-            return os.path.realpath(run.local_dir)
-        run.write_ref()
-        with run.folder(["snapshots", run.commit]):
-            pass
-        return os.path.join(run.storage, "snapshots", run.commit)
+        outage = run.list()
+        if outage is None:
+            keep = set(filter_repo_files([f.path for f in run.files], allow_patterns,
+                                         ignore_patterns))
+            run.fetch_all(run.plan([f for f in run.files if f.path in keep]))
+            run.say_present()
+            if run.local_dir is not None:
+                return os.path.realpath(run.local_dir)
+            run.write_ref()
+            with run.folder(["snapshots", run.commit]):
+                pass
+            return os.path.join(run.storage, "snapshots", run.commit)
+    return _from_cache(outage, repo_id, repo_type, revision, cache_dir, local_dir)
