@@ -42,6 +42,22 @@ def file_bytes(spec):
     return base64.b64decode(spec["b64"])
 
 
+def clear_env(case, names):
+    """Takes names out of os.environ for the test case's run, and puts each
+    back as it was (set or not) when the case is cleaned up."""
+    saved = {k: os.environ.get(k) for k in names}
+
+    def restore():
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    case.addCleanup(restore)
+    for k in names:
+        os.environ.pop(k, None)
+
+
 def start_front(case, stub):
     """Restarts case.hubd (a HubTestCase's) with the HTTP front on a free
     loopback port and hf_upstream at stub; returns the port."""

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 from harness import HERE, HUBCTL, HubTestCase
-from hubstub_fixture import HubStub, start_front
+from hubstub_fixture import HubStub, clear_env, start_front
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "client", "python"))
@@ -51,17 +51,7 @@ class HfOutageTest(HubTestCase):
         self.stub = HubStub(os.path.join(self.tmp, "stub"), REPOS)
         self.addCleanup(self.stub.stop)
         start_front(self, self.stub)
-        saved = {k: os.environ.get(k) for k in HF_ENV + ("HUBD_SOCKET",)}
-
-        def restore():
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-        self.addCleanup(restore)
-        for k in HF_ENV:
-            os.environ.pop(k, None)
+        clear_env(self, HF_ENV + ("HUBD_SOCKET",))
         self.home = os.path.join(self.tmp, "home")
         os.mkdir(self.home)
         os.environ["HF_HOME"] = os.path.join(self.home, "hf")

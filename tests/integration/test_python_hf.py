@@ -21,7 +21,7 @@ import sys
 from unittest import mock
 
 from harness import HERE, HubTestCase
-from hubstub_fixture import HubStub, file_bytes, git_blob_sha1, start_front
+from hubstub_fixture import HubStub, clear_env, file_bytes, git_blob_sha1, start_front
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "client", "python"))
@@ -105,17 +105,7 @@ class PythonHfTest(HubTestCase):
         self.stub = HubStub(os.path.join(self.tmp, "stub"), REPOS)
         self.addCleanup(self.stub.stop)
         start_front(self, self.stub)
-        saved = {k: os.environ.get(k) for k in HF_ENV + ("HUBD_SOCKET",)}
-
-        def restore():
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-        self.addCleanup(restore)
-        for k in HF_ENV:
-            os.environ.pop(k, None)
+        clear_env(self, HF_ENV + ("HUBD_SOCKET",))
         self.home = os.path.join(self.tmp, "hfhome")
         os.environ["HF_HOME"] = self.home
         os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
