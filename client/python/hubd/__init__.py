@@ -10,7 +10,9 @@
 
 ``hf_hub_download`` and ``snapshot_download`` (in hubd/hf.py, whose module
 doc says how) take huggingface_hub's arguments, return its paths and write
-its cache layout, every byte through hubd; they raise :class:`HubdError` too.
+its cache layout, every byte through hubd; they raise :class:`HubdError` too,
+as huggingface_hub's exception classes (``RepositoryNotFoundError``,
+``EntryNotFoundError``, ``LocalEntryNotFoundError``... hubd/_hferrors.py).
 
 It speaks the line protocol of docs/PROTOCOL.md over hubd's Unix socket: one
 connection per call, ``HELLO``, then one ``FETCH``, then the replies until
@@ -83,7 +85,10 @@ import warnings
 from . import _trust
 
 __all__ = ["HubdError", "HubdFallbackWarning", "fetch", "cancel", "download_url_to_file",
-           "patch_torch_hub", "hf_hub_download", "snapshot_download"]
+           "patch_torch_hub", "hf_hub_download", "snapshot_download", "HfHubHTTPError",
+           "RepositoryNotFoundError", "GatedRepoError", "RevisionNotFoundError",
+           "EntryNotFoundError", "RemoteEntryNotFoundError", "LocalEntryNotFoundError",
+           "HFValidationError"]
 __version__ = "0.1.0"
 
 SYSTEM_SOCKET = "/run/hubd/hubd.sock"
@@ -888,3 +893,7 @@ def patch_torch_hub():
 # huggingface_hub's two download functions, through hubd (hubd/hf.py). At the
 # end: hf.py uses the connection and codec above.
 from .hf import hf_hub_download, snapshot_download  # noqa: E402
+# huggingface_hub's exception classes, as those two raise them (hubd/_hferrors.py).
+from ._hferrors import (EntryNotFoundError, GatedRepoError, HFValidationError,  # noqa: E402
+                        HfHubHTTPError, LocalEntryNotFoundError, RemoteEntryNotFoundError,
+                        RepositoryNotFoundError, RevisionNotFoundError)

@@ -168,6 +168,8 @@ def _from_cache(err, repo_id, repo_type, revision, cache_dir, local_dir, filenam
     except HubdError as e:
         if e.code != "offline_not_cached":
             raise
-        raise HubdError(err.code, e.msg, err.url) from err
+        missing = HubdError(err.code, e.msg, err.url)
+        missing.not_cached = True  # huggingface_hub's LocalEntryNotFoundError (hubd/_hferrors.py)
+        raise missing from err
     _outage_note(err, cache_dir, local_dir)
     return found

@@ -81,6 +81,14 @@ Hub's refusals as ``http_NNN`` with the Hub's ``X-Error-Code: message``
 (e.g. ``http_403`` ``GatedRepo: Access to model org/x is restricted...``),
 wrong bytes as ``hash_mismatch`` (nothing is placed for that file), a name
 that is not in the repo (hf_hub_download) as ``http_404`` ``EntryNotFound``.
+The Hub's refusals, a file or snapshot not cached (offline, or the Hub not
+answering) and a bad repo id are raised as huggingface_hub's exception
+classes (``RepositoryNotFoundError``, ``GatedRepoError``,
+``RevisionNotFoundError``, ``RemoteEntryNotFoundError`` /
+``EntryNotFoundError``, ``HfHubHTTPError``, ``LocalEntryNotFoundError``,
+``HFValidationError``), huggingface_hub's own when it can be imported,
+each a :class:`hubd.HubdError` with its code all the same
+(hubd/_hferrors.py).
 """
 
 import fcntl
@@ -99,8 +107,12 @@ from . import (HubdError, LINE_MAX, __version__, _build_line, _check_blob_fd, _c
 from ._hfcache import (REPO_TYPES, _HEX40, _cache_dir, _from_cache, _is_outage, _offline, _offline_lookup,
                        _outage_note, _repo_args, _repo_folder, _safe_rel, _token)
 from ._hfdir import folder as _folder, open_folder as _open_folder
+from . import _hferrors
+from ._hferrors import (EntryNotFoundError, GatedRepoError, HFValidationError, HfHubHTTPError,  # noqa: F401
+                        LocalEntryNotFoundError, RemoteEntryNotFoundError, RepositoryNotFoundError,
+                        RevisionNotFoundError)
 
-__all__ = ["hf_hub_download", "snapshot_download"]
+__all__ = ["hf_hub_download", "snapshot_download"] + _hferrors.__all__
 
 MAX_IN_FLIGHT = 8          # FETCHes pipelined on the session at once
 FICLONE = 0x40049409       # _IOW(0x94, 9, int), linux/fs.h
@@ -755,6 +767,15 @@ class _Run:
 
 # ---- the two functions ------------------------------------------------------------
 
+def _raise_as_hf(err, repo_id, repo_type):
+    """Raises err as huggingface_hub would (hubd/_hferrors.py), with err's
+    traceback and cause."""
+    new = _hferrors.convert(err, repo_id, repo_type)
+    if new is err:
+        raise err
+    raise new.with_traceback(err.__traceback__) from err.__cause__
+
+
 def hf_hub_download(repo_id, filename, *, repo_type=None, revision=None, token=None,
                     cache_dir=None, local_dir=None):
     """huggingface_hub's ``hf_hub_download`` through hubd.
@@ -772,7 +793,23 @@ def hf_hub_download(repo_id, filename, *, repo_type=None, revision=None, token=N
     as huggingface_hub's ``try_to_load_from_cache`` finds it: ``refs/``,
     then ``snapshots/{commit}/{filename}``), or with ``local_dir`` the local
     file, is returned, else ``offline_not_cached`` is raised.
+
+    The errors are huggingface_hub's classes (hubd/_hferrors.py), each a
+    :class:`hubd.HubdError` too: ``RepositoryNotFoundError``,
+    ``GatedRepoError``, ``RevisionNotFoundError``,
+    ``RemoteEntryNotFoundError`` (an ``EntryNotFoundError``),
+    ``HfHubHTTPError``, ``LocalEntryNotFoundError`` (offline or the Hub not
+    answering, and not cached), ``HFValidationError`` (a bad repo id).
     """
+    _hferrors.validate_repo_id(repo_id)
+    try:
+        return _hf_hub_download(repo_id, filename, repo_type, revision, token, cache_dir,
+                                local_dir)
+    except HubdError as e:
+        _raise_as_hf(e, repo_id, repo_type)
+
+
+def _hf_hub_download(repo_id, filename, repo_type, revision, token, cache_dir, local_dir):
     filename = _safe_rel(os.fspath(filename), "file name")
     if _offline():
         return _offline_lookup(repo_id, repo_type, revision, cache_dir, local_dir, filename)
@@ -814,7 +851,19 @@ def snapshot_download(repo_id, *, repo_type=None, revision=None, allow_patterns=
     asked: the snapshot folder of the revision (``refs/{revision}`` names its
     commit), or a ``local_dir`` that holds anything, is returned as it is
     (the patterns are not checked), else ``offline_not_cached`` is raised.
+    The errors as :func:`hf_hub_download`'s (``LocalEntryNotFoundError``
+    for a snapshot not cached, as huggingface_hub).
     """
+    _hferrors.validate_repo_id(repo_id)
+    try:
+        return _snapshot_download(repo_id, repo_type, revision, allow_patterns, ignore_patterns,
+                                  token, cache_dir, local_dir)
+    except HubdError as e:
+        _raise_as_hf(e, repo_id, repo_type)
+
+
+def _snapshot_download(repo_id, repo_type, revision, allow_patterns, ignore_patterns, token,
+                       cache_dir, local_dir):
     if _offline():
         return _offline_lookup(repo_id, repo_type, revision, cache_dir, local_dir)
     with _Run(repo_id, repo_type, revision, token, cache_dir, local_dir) as run:
