@@ -745,15 +745,11 @@ static const config_key_t config_keys[] = {
      .help = "bytes of the blobs one uid may hold linked; more are copied; 0: half of "
              "max_cache_size (else of the file system)"},
     {"max_hold_text_per_user", &types[T_SIZE], FIELD(max_hold_text_per_user), .def = "32M",
-     .min = 0, .max = NOMAX, .flags = RELOAD,
-     .help = "bytes one uid's holds may store in hubd.db (labels, links, 100 a row); more are "
-             "copied; 0: no limit"},
+     .min = 0, .max = NOMAX, .flags = RELOAD, .help = "hubd.db bytes one uid's holds may take"},
     {"max_holds_per_blob", &types[T_UINT], FIELD(max_holds_per_blob), .def = "64", .min = 0,
-     .max = 1000000, .flags = RELOAD,
-     .help = "links of one uid to one blob that hold it; more are copied; 0: no limit"},
+     .max = 1000000, .flags = RELOAD, .help = "holds of one uid on one blob; 0: no limit"},
     {"hold_check_interval", &types[T_DURATION], FIELD(hold_check_interval_ms), .def = "10m",
-     .flags = RELOAD,
-     .help = "holds whose links are gone are dropped this often; 0: only when eviction runs"},
+     .flags = RELOAD, .help = "holds whose links are gone are dropped this often; 0: by eviction"},
     {"max_listing_bytes_per_user", &types[T_SIZE], FIELD(max_listing_bytes_per_user), .def = "64M",
      .min = 0, .max = NOMAX, .flags = RELOAD,
      .help = "bytes of HFREPO file lists one user keeps on the cache's disk; its oldest are "

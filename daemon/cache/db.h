@@ -307,7 +307,6 @@ typedef struct db_hold_bounds {
  * link again, so the file grows by about twice the sum). Pure. */
 uint64_t db_hold_row_bytes(const db_hold_t *h);
 #define DB_HOLD_ROW_BYTES 100
-#define DB_HOLD_ROW_BYTES_SQL "100"
 /* Whether h fits in uid's bounds b: 0 yes; DB_HOLD_OVER_COUNT when it
  * would be a row past max_holds; DB_HOLD_OVER_TEXT when its row would take
  * what uid's rows store past max_text; DB_HOLD_OVER_LINKS when uid has

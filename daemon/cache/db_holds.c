@@ -33,10 +33,13 @@ static int prepare(sqlite3 *h, const char *sql, sqlite3_stmt **st)
 #define FIRST_OF(x, u) \
     "(SELECT count(*) FROM (SELECT 1 FROM holds WHERE sha256 = " x \
     " AND (hold_uids.uid = -1 OR uid = " u ") LIMIT 2)) = 1"
+/* A number's C constant as SQL text: one value for both. */
+#define SQL_NUM_(x) #x
+#define SQL_NUM(x) SQL_NUM_(x)
 /* What a row stores, in bytes: its label and link, and the rest of it
  * (DB_HOLD_ROW_BYTES); the table's key stores label and link once more. */
 #define ROW_TEXT(r) "(length(CAST(" r ".label AS BLOB)) + length(CAST(" r ".link AS BLOB)) + " \
-    DB_HOLD_ROW_BYTES_SQL ")"
+    SQL_NUM(DB_HOLD_ROW_BYTES) ")"
 /* Whether the blob is held no more (after a delete). */
 #define NONE_OF(x, u) \
     "NOT EXISTS (SELECT 1 FROM holds WHERE sha256 = " x \
