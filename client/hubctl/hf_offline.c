@@ -1,6 +1,7 @@
 /* hf_offline: hf download from the HF cache alone (HF_HUB_OFFLINE, or the
  * Hub out of reach). */
 #include "hf_offline.h"
+#include "outage.h"
 
 #include "hf_layout.h"
 #include "hf_list.h"
@@ -227,35 +228,9 @@ int hf_offline_has_file(const hf_layout_t *l, const char *commit, const char *pa
     return there;
 }
 
-/* hubd's ERR codes that mean the Hub gave no answer, one row each
- * (docs/PROTOCOL.md, "Error codes"): hubd's transient codes, those it
- * retries itself, and dns. Left out, as answers or as what a user must
- * fix: http_401, http_403, http_404 and other 4xx (the Hub's word on the
- * repo, the revision or the token); tls_verify, proxy_auth and
- * proxy_refused (what answered is not trusted, or the proxy's rules said
- * no: huggingface_hub raises on SSLError and ProxyError too); forbidden,
- * redirect, http_parse, too_large; and hubd's own refusals (busy,
- * too_many_requests, io, no_space, shutting_down...). */
-static const char *const outage_codes[] = {
-    "dns",       /* the Hub's name did not resolve: no network */
-    "connect",   /* no address accepted a connection */
-    "timeout",   /* no answer, or too slow, within hubd's timeouts */
-    "tls",       /* the TLS connection broke (a record or the handshake cut) */
-    "truncated", /* the connection ended before the answer was whole */
-    "proxy",     /* the forward proxy could not reach the Hub (a 502, 503) */
-    "http_408",  /* the Hub's front timed out */
-    "http_429",  /* rate-limited: no answer now, none about the repo */
-};
-
 int hf_offline_outage(const char *code)
 {
-    if (!code)
-        return 0;
-    for (size_t i = 0; i < ARRAY_LEN(outage_codes); i++)
-        if (strcmp(code, outage_codes[i]) == 0)
-            return 1;
-    /* http_5NN: the Hub (or its front) failed */
-    return strncmp(code, "http_5", 6) == 0 && strspn(code + 6, "0123456789") == 2 && !code[8];
+    return outage_code(code);
 }
 
 /* "cannot reach the Hub (MSG; CODE)" into buf, both cleaned. */

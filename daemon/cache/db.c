@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DB_SCHEMA_VERSION 7
+#define DB_SCHEMA_VERSION 8
 
 /* Version 1. entries are keyed by (url, cred_tag) so that a response fetched
  * with credentials is only ever served to the same credentials; blobs are
@@ -176,8 +176,10 @@ static int migrate(sqlite3 *h)
         rc = sqlite3_exec(h, DB_HOLDS_SCHEMA, NULL, NULL, &msg);
     if (rc == SQLITE_OK && version < 7) /* the blobs' totals (db_totals.c) */
         rc = sqlite3_exec(h, DB_TOTALS_SCHEMA, NULL, NULL, &msg);
+    if (rc == SQLITE_OK && version < 8) /* the Hub's revisions (db_revs.c) */
+        rc = sqlite3_exec(h, DB_REVS_SCHEMA, NULL, NULL, &msg);
     if (rc == SQLITE_OK)
-        rc = sqlite3_exec(h, "PRAGMA user_version=7; COMMIT", NULL, NULL, &msg);
+        rc = sqlite3_exec(h, "PRAGMA user_version=8; COMMIT", NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
         log_err("sqlite: creating schema: %s", msg ? msg : "?");
         sqlite3_free(msg);
@@ -313,7 +315,11 @@ int db_open_ex(const char *path, int quick_check_it, db_t **out)
                            " WHERE b.sha256 = ?1 AND (b.public OR EXISTS"
                            " (SELECT 1 FROM entries e WHERE e.sha256 = b.sha256"
                            " AND e.cred_tag = ?2))",
-                           -1, &db->find_blob_for, NULL) != SQLITE_OK) {
+                           -1, &db->find_blob_for, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db->rd,
+                           "SELECT commit_id FROM hf_revs WHERE repo = ?1 AND rev = ?2"
+                           " AND cred_tag IN (?3, '') ORDER BY cred_tag = '' LIMIT 1",
+                           -1, &db->find_rev, NULL) != SQLITE_OK) {
         rc = db_sq_err(db->rd, "prepare");
         goto fail;
     }
@@ -342,6 +348,7 @@ void db_close(db_t *db)
     sqlite3_finalize(db->find_blob);
     sqlite3_finalize(db->find_part);
     sqlite3_finalize(db->find_blob_for);
+    sqlite3_finalize(db->find_rev);
     sqlite3_finalize(db->blob_stat);
     db_exec_forget(db->rp);
     db_exec_forget(db->rd);

@@ -215,6 +215,17 @@ int db_totals_check(db_t *db, uint64_t *was_bytes, uint64_t *was_blobs);
  * (a blob) to the blob's digest; -ENOENT when nothing matches. */
 int db_resolve(db_t *db, const char *url_or_sha, char sha_out[65]);
 
+/* Pool threads (db_revs.c). The Hub named commit (40 hex) for revision rev
+ * of repo ("prefix org/name") to credential tag cred_tag ("": none), asked
+ * by uid: recorded, replacing what it named before; uid's oldest notes
+ * beyond per_uid go. */
+int db_rev_note(db_t *db, const char *repo, const char *rev, const char *cred_tag,
+                const char *commit, uid_t uid, unsigned per_uid);
+/* Loop thread. The commit last noted for rev of repo to cred_tag, else to
+ * no credentials; -ENOENT when neither was noted. */
+int db_rev_find(db_t *db, const char *repo, const char *rev, const char *cred_tag,
+                char commit_out[41]);
+
 /* Any thread. The last use sequence number given out: an eviction run's
  * fence (blobs first recorded after it are not its business). */
 uint64_t db_use_seq(db_t *db);

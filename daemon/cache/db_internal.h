@@ -56,6 +56,7 @@ struct db {
     sqlite3_stmt *find_blob;      /* on rd */
     sqlite3_stmt *find_part;      /* on rd */
     sqlite3_stmt *find_blob_for;  /* on rd */
+    sqlite3_stmt *find_rev;       /* on rd (db_revs.c) */
     _Atomic uint64_t holds;       /* hold rows (db_holds.c; read from any thread) */
     _Atomic uint64_t held_bytes;  /* the size of the blobs they hold, each once */
     _Atomic int holds_dirty;      /* holds deleted with their blob: db_holds_refresh recounts */
@@ -117,6 +118,20 @@ int db_totals_init(db_t *db);
     "  UPDATE totals SET bytes = bytes - OLD.size, blobs = blobs - 1; END;"                        \
     "CREATE TRIGGER totals_size AFTER UPDATE OF size ON blobs BEGIN"                               \
     "  UPDATE totals SET bytes = bytes - OLD.size + NEW.size; END;"
+
+/* Version 8. The commit the Hub last named for a repo's revision to a
+ * credential tag ("" without credentials), and the uid whose question it
+ * answered (each uid's share is bounded: db_rev_note). */
+#define DB_REVS_SCHEMA                                                                             \
+    "CREATE TABLE hf_revs ("                                                                       \
+    "  repo      TEXT NOT NULL,"                                                                   \
+    "  rev       TEXT NOT NULL,"                                                                   \
+    "  cred_tag  TEXT NOT NULL,"                                                                   \
+    "  commit_id TEXT NOT NULL,"                                                                   \
+    "  uid       INTEGER NOT NULL,"                                                                \
+    "  seen      INTEGER NOT NULL,"                                                                \
+    "  PRIMARY KEY (repo, rev, cred_tag)) WITHOUT ROWID;"                                          \
+    "CREATE INDEX hf_revs_uid ON hf_revs(uid, seen);"
 
 /* Logs a failed statement; a full disk is -ENOSPC (ERR code=no_space),
  * anything else -EIO. */

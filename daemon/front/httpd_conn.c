@@ -484,6 +484,7 @@ static void on_closer_closed(uv_handle_t *hd)
     memtrim_close(&h->trim);
     for (size_t i = 0; i < HTTPD_ROUTES_MAX; i++)
         free(h->route_mem[i]);
+    hf_revs_free(h->revs);
     free(h);
     if (cb)
         cb(arg);

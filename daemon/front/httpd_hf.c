@@ -47,6 +47,7 @@
 #include "hf_meta.h"
 #include "httpd_internal.h"
 #include "log.h"
+#include "outage.h"
 #include "url.h"
 
 #include <errno.h>
@@ -148,11 +149,98 @@ static void serve(hconn_t *c, hf_req_t *q, const hf_file_t *f)
      * so is a running download of it (job.h). Unstored, the digest is
      * only what the download is verified against. */
     q->fetch.vouched = f->lfs && f->stored;
-    hfetch_start(&q->fetch, c, url, f->lfs ? f->sha256 : NULL,
+    hfetch_start(&q->fetch, c, url, f->sha256[0] ? f->sha256 : NULL,
                  q->git_sha1[0] ? check_git_sha1 : NULL, q);
 }
 
-/* hf_meta's answer: served, or the Hub's refusal passed, or why not. */
+/* ---- the Hub cannot be reached ------------------------------------------- */
+
+/* Did the Hub give no answer about the file (it cannot be reached, timed
+ * out, or failed), rather than one (a 401, 403, 404)? */
+static int is_outage(const hf_meta_answer_t *a)
+{
+    return a->kind == HF_META_REFUSED ? outage_status(a->status)
+                                      : a->kind == HF_META_FAILED && outage_code(a->code);
+}
+
+/* The file as the cache holds it, as huggingface_hub answers from its own
+ * cache when the Hub fails: the commit the Hub last named for the revision
+ * (hf_revs), and that commit's file as the client's credentials fetched it,
+ * else as fetched without credentials (public bytes). Its metadata is the
+ * entry's: a small file's ETag is its git blob SHA-1, anything else is an
+ * LFS file named by its SHA-256. Never vouched (stored 0): nobody vouches
+ * for another token now. 0 and *f, else -ENOENT. */
+static int cached_file(hconn_t *c, hf_req_t *q, hf_file_t *f)
+{
+    char repo[512], commit[41], *text = NULL, sha[65];
+    snprintf(repo, sizeof repo, "%s%s", q->where.prefix, q->where.repo);
+    if (hf_revs_find(c->srv->revs, repo, q->where.rev, q->tag, commit))
+        return -ENOENT;
+    if (asprintf(&text, "%s/%s/resolve/%s/%s", c->srv->d.cfg->hf_upstream, repo, commit,
+                 q->where.path) < 0)
+        return -ENOMEM;
+    url_t u;
+    int rc = url_parse(text, &u, NULL);
+    free(text);
+    if (rc)
+        return -ENOENT;
+    uint64_t size = 0;
+    db_entry_meta_t meta;
+    rc = db_find_entry_meta(c->srv->d.db, u.canonical, q->tag, sha, &size, &meta);
+    if (rc && q->tag[0])
+        rc = db_find_entry_meta(c->srv->d.db, u.canonical, "", sha, &size, &meta);
+    url_free(&u);
+    if (rc)
+        return -ENOENT;
+    char sha1[41];
+    *f = (hf_file_t){.size = (int64_t)size};
+    memcpy(f->commit, commit, sizeof f->commit);
+    memcpy(f->sha256, sha, sizeof f->sha256);
+    f->lfs = !git_check_etag(meta.etag, sha1);
+    if (f->lfs) {
+        snprintf(f->etag, sizeof f->etag, "\"%s\"", sha);
+        memcpy(f->linked, f->etag, sizeof f->linked);
+        snprintf(f->linked_size, sizeof f->linked_size, "%llu", (unsigned long long)size);
+    } else {
+        snprintf(f->etag, sizeof f->etag, "%.135s", meta.etag); /* a git ETag: short */
+    }
+    return 0;
+}
+
+/* Serves q's file from the cache when the Hub gave no answer and the
+ * cache holds it: 1, else 0 (the Hub's failure is the answer). A header
+ * says why, and the log says it once a minute. */
+static int serve_cached(hconn_t *c, hf_req_t *q, const hf_meta_answer_t *a)
+{
+    hf_file_t f;
+    if (!is_outage(a) || cached_file(c, q, &f))
+        return 0;
+    char why[200];
+    if (a->kind == HF_META_REFUSED)
+        snprintf(why, sizeof why, "the Hub cannot be reached (http_%d): answered from hubd's cache",
+                 a->status);
+    else
+        snprintf(why, sizeof why, "the Hub cannot be reached (%s): answered from hubd's cache",
+                 a->code);
+    hanswer_add_line(c, "X-Hubd-Offline", why);
+    uint64_t now = uv_now(c->srv->d.loop);
+    if (!c->srv->offline_said || now - c->srv->offline_said >= 60000) {
+        c->srv->offline_said = now ? now : 1;
+        log_warn("http front: %s (%s)", why, a->kind == HF_META_REFUSED ? "" : a->msg);
+    }
+    serve(c, q, &f);
+    return 1;
+}
+
+static void note_rev(hconn_t *c, hf_req_t *q, const char *commit)
+{
+    char repo[512];
+    snprintf(repo, sizeof repo, "%s%s", q->where.prefix, q->where.repo);
+    hf_revs_note(c->srv->revs, repo, q->where.rev, q->tag, c->who.uid, commit);
+}
+
+/* hf_meta's answer: served, or the Hub's refusal passed, or (the Hub
+ * failed) served from the cache, or why not. */
 static void on_answer(void *arg, const hf_meta_answer_t *a)
 {
     hf_req_t *q = arg;
@@ -160,7 +248,11 @@ static void on_answer(void *arg, const hf_meta_answer_t *a)
     q->ask = NULL;
     if (a->kind == HF_META_FILE) {
         hf_file_t f = *a->file;
+        if (q->asked_as_named) /* the commit to serve from if the Hub fails later */
+            note_rev(c, q, f.commit);
         serve(c, q, &f);
+    } else if (serve_cached(c, q, a)) {
+        return;
     } else if (a->kind == HF_META_REFUSED)
         pass_error(c, a);
     else

@@ -16,6 +16,7 @@
 #define HUBD_HTTPD_INTERNAL_H
 
 #include "bytebuf.h"
+#include "hf_revs.h"
 #include "httpd.h"
 #include "list.h"
 #include "memtrim.h"
@@ -169,6 +170,8 @@ struct httpd {
     httpd_deps_t d;
     const hconn_hooks_t *hooks;        /* the router's */
     void *route_mem[HTTPD_ROUTES_MAX]; /* each route's memory, by its row (flat: free()) */
+    hf_revs_t *revs;                   /* the Hub's commits of revisions, for its outages */
+    uint64_t offline_said;             /* uv_now when the log last said so (httpd_hf.c) */
     list_t conns;                      /* open connections, closing ones too */
     unsigned nconns;                   /* not yet freed */
     memtrim_t trim;                    /* counts them: their memory goes back after a burst */

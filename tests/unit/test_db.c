@@ -90,7 +90,7 @@ START_TEST(db_open_creates_schema)
     struct stat st;
 
     ck_assert_int_eq(stat(path, &st), 0);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 7);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 8);
     ck_assert_int_eq(raw_int("SELECT count(*) FROM sqlite_master WHERE type = 'table'"
                              " AND name IN ('blobs', 'entries')"),
                      2);
@@ -369,7 +369,7 @@ START_TEST(db_reopen_keeps_rows)
     find_entry_is("http://h/b", "t", b, 22);
     ck_assert_int_eq(db_find_blob(db, b, &size), 0);
     ck_assert_uint_eq(size, 22);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 7);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 8);
     char *etag = raw_text("SELECT etag FROM entries WHERE url = 'http://h/a'");
     ck_assert_str_eq(etag, "\"e\"");
     free(etag);
@@ -391,11 +391,11 @@ START_TEST(db_open_refuses_newer_schema)
     db_t *other = NULL;
 
     /* A database written by a newer hubd is left alone, not "migrated". */
-    raw_exec("PRAGMA user_version = 8");
+    raw_exec("PRAGMA user_version = 9");
     db_close(db);
     db = NULL;
     ck_assert_int_eq(db_open(path, &other), -EPROTO);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 8);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 9);
 
     /* A directory that does not exist: an error, not a crash. */
     char bad[400];
@@ -425,7 +425,7 @@ START_TEST(db_migrates_version_1)
     db_close(db);
     db = NULL;
     raw_exec("DROP TABLE holds; DROP TABLE requesters; DROP TABLE partials; DROP TABLE entries; "
-             "DROP TABLE blobs; DROP TABLE totals");
+             "DROP TABLE blobs; DROP TABLE totals; DROP TABLE hf_revs");
     raw_exec("CREATE TABLE blobs (sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL,"
              " created INTEGER NOT NULL, accessed INTEGER NOT NULL,"
              " pinned INTEGER NOT NULL DEFAULT 0);"
@@ -440,7 +440,7 @@ START_TEST(db_migrates_version_1)
              "PRAGMA user_version = 1",
              a, b, a, b);
     ck_assert_int_eq(db_open(path, &db), 0);
-    ck_assert_int_eq(raw_int("PRAGMA user_version"), 7);
+    ck_assert_int_eq(raw_int("PRAGMA user_version"), 8);
     find_entry_is("http://h/m", "", a, 5);
     /* An entry from before version 5 was last validated when created. */
     char sha[65];
