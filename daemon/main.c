@@ -190,8 +190,12 @@ static int start_httpd(daemon_state_t *d)
         .hf = session_server_hf(d->server),
     };
     int rc = httpd_new(&deps, &d->httpd);
-    if (!rc)
+    if (!rc) {
+        struct sockaddr_storage own[HOSTPORT_MAX_ADDRS];
         session_server_set_httpd(d->server, d->httpd);
+        session_server_set_front(d->server, own,
+                                 tcp_listener_addrs(d->http, own, HOSTPORT_MAX_ADDRS));
+    }
     return rc;
 }
 
@@ -203,8 +207,10 @@ static void close_http(daemon_state_t *d)
         tcp_listener_close(d->http, NULL, NULL);
     d->http = NULL;
     if (d->httpd) { /* its requests leave their jobs, which run on */
-        if (d->server)
+        if (d->server) {
             session_server_set_httpd(d->server, NULL);
+            session_server_set_front(d->server, NULL, 0);
+        }
         httpd_close(d->httpd, NULL, NULL);
     }
     d->httpd = NULL;

@@ -145,6 +145,8 @@ static void render_all(out_line_t *l, const fetch_t *f, double secs)
         }
     }
     req_t sum = {.has_total = total_known, .done = done, .total = total, .rate = rate};
+    if (f->per_file) /* hf download: the count huggingface_hub's bar names */
+        out_line_add(l, "Fetching %zu file%s  ", f->n, f->n == 1 ? "" : "s");
     out_line_add(l, "[%zu/%zu]  ", f->finished, f->n);
     out_line_amount(l, done, total_known, total);
     if (total_known && total > 0 && done <= total)

@@ -469,3 +469,21 @@ void session_server_set_httpd(session_server_t *srv, const httpd_t *httpd)
 {
     srv->httpd = httpd;
 }
+
+void session_server_set_front(session_server_t *srv, const struct sockaddr_storage *addrs, size_t n)
+{
+    size_t len = 0;
+    srv->hf_front[0] = '\0';
+    for (size_t i = 0; i < n && i < HOSTPORT_MAX_ADDRS; i++) {
+        char addr[64];
+        if (hostport_format((const struct sockaddr *)&addrs[i], addr, sizeof addr) < 0)
+            continue;
+        int w = snprintf(srv->hf_front + len, sizeof srv->hf_front - len, "%shttp://%s/hf",
+                         len ? "," : "", addr);
+        if (w < 0 || (size_t)w >= sizeof srv->hf_front - len) {
+            srv->hf_front[len] = '\0'; /* an address cut would name another front */
+            break;
+        }
+        len += (size_t)w;
+    }
+}

@@ -39,6 +39,11 @@ quota_t *session_server_quota(session_server_t *srv);
 hf_meta_t *session_server_hf(session_server_t *srv);
 /* The HTTP front whose counters STATS shows (NULL: none, or closed). */
 void session_server_set_httpd(session_server_t *srv, const httpd_t *httpd);
+/* The addresses the HTTP front listens on (as bound), n of them, or none:
+ * HELLO names its Hugging Face endpoint, `http://ADDR/hf`, for each, so
+ * that a client can tell whether HF_ENDPOINT means this hubd. */
+void session_server_set_front(session_server_t *srv, const struct sockaddr_storage *addrs,
+                              size_t n);
 
 /* Start-up and SIGHUP: looks up the admin group (cfg->admin_group) again. */
 void session_server_reload(session_server_t *srv);

@@ -11,6 +11,7 @@
 #include "memtrim.h"
 #include "principal.h"
 #include "proto.h"
+#include "hostport.h"
 #include "httpd.h"
 #include "quota.h"
 #include "served.h"
@@ -92,6 +93,9 @@ struct session_server {
     memtrim_t trim;                 /* counts them: their memory goes back after a burst */
     uint64_t started;   /* uv_hrtime() at start: uptime never goes back with the clock */
     uint64_t reclaimed; /* uv_now() of the last walk of reclaim_fds: one a loop turn */
+    /* HELLO's hf_front: "http://ADDR/hf" for each address of the HTTP
+     * front, ','-joined; "" while there is none. */
+    char hf_front[HOSTPORT_MAX_ADDRS * 64];
     /* Every session reads into this, one read at a time on the loop: a
      * session reads only when it keeps nothing, and session_pump copies
      * out what it leaves before the next read can come. */

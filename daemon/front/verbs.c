@@ -113,6 +113,11 @@ static void verb_hello(session_t *s, const proto_msg_t *m, const char *id, int a
     reply_begin(&r, "HELLO");
     proto_add_u64(&r.w, "proto", PROTO_VERSION);
     proto_add(&r.w, "server", "hubd/" HUBD_VERSION);
+    /* Which Hub this hubd asks, and where its Hugging Face endpoint is:
+     * what a client compares HF_ENDPOINT and its endpoint argument with. */
+    proto_add(&r.w, "hf_upstream", s->srv->cfg->hf_upstream);
+    if (s->srv->hf_front[0])
+        proto_add(&r.w, "hf_front", s->srv->hf_front);
     reply_send(&s->t, &r);
 }
 
