@@ -10,7 +10,8 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
       node-llhttp libinih-dev nginx-light curl python3 openssl ca-certificates clang-format
       libsystemd-dev systemd dpkg-dev file groff-base man-db mandoc
       clang libclang-rt-14-dev valgrind faketime squid wget util-linux libyajl-dev aria2
-      lintian debootstrap systemd-container libacl1-dev xfsprogs btrfs-progs bindfs"
+      lintian debootstrap systemd-container libacl1-dev xfsprogs btrfs-progs bindfs
+      python3-tqdm"
 # libsystemd-dev: sd_notify/sd_listen_fds. systemd: systemd-analyze verify of
 # the units. dpkg-dev (dpkg-shlibdeps) and file: cpack -G DEB computing the
 # package's Depends. groff-base, man-db, mandoc: checking the man pages.
@@ -34,6 +35,8 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
 # there) to measure one copy on disk where reflinks exist and where not.
 # bindfs: a FUSE file system whose server a test stops, so that a look at a
 # hold's link in it hangs, as a user's hostile FUSE mount would.
+# python3-tqdm: the Python client's HF functions draw their bars with tqdm
+# when it imports, as huggingface_hub does; a test checks them on a pty.
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

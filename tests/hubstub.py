@@ -70,8 +70,8 @@ to DIR/{sha256}, and the Hub redirects to URL/{sha256}?... instead, a real
 server (nginx capping each connection) serving DIR there; the query it
 ignores, and its access log counts the bytes.
 
-Both servers: /stats (JSON: requests, ranges, auth, bytes per path without
-query; not counted; on the CDN a one-byte probe, Range: bytes=0-0, is
+Both servers: /stats (JSON: requests, ranges, auth, agents (User-Agent),
+x_headers (the X-* request headers), bytes per path without query; not counted; on the CDN a one-byte probe, Range: bytes=0-0, is
 counted under probes alone, its byte in no bytes: it is no download), /reset (zero them), and POST /control/corrupt with JSON
 {"oid": SHA256_OR_SHA1, "mode": "flip"|"short"|null}: every later response
 carrying that file's bytes (LFS: by sha256 on the CDN; small: by git sha1 on
@@ -212,7 +212,8 @@ class State:
 
     @staticmethod
     def _zero():
-        return {"requests": {}, "ranges": {}, "auth": {}, "bytes": {}, "methods": {}, "probes": {}}
+        return {"requests": {}, "ranges": {}, "auth": {}, "bytes": {}, "methods": {}, "probes": {},
+                "agents": {}, "x_headers": {}}
 
     def count(self, side, path, method, headers):
         with self.lock:
@@ -226,6 +227,9 @@ class State:
                 return
             s["methods"].setdefault(path, []).append(method)
             s["auth"].setdefault(path, []).append(headers.get("Authorization", ""))
+            s["agents"].setdefault(path, []).append(headers.get("User-Agent", ""))
+            s["x_headers"].setdefault(path, []).append(
+                {k: v for k, v in headers.items() if k.lower().startswith("x-")})
             if headers.get("Range") is not None:
                 s["ranges"].setdefault(path, []).append(headers["Range"])
 

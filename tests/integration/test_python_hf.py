@@ -27,6 +27,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "client", "python"))
 import hubd  # noqa: E402
 import hubd.hf  # noqa: E402
+import hubd._hfsession  # noqa: E402
 
 HUBCLIENT = os.path.join(REPO, "tests", "js", "hubclient.mjs")
 MAIN = "a" * 40
@@ -347,7 +348,7 @@ class PythonHfTest(HubTestCase):
         g_sha = etag_of(gated["g.bin"])
         # $HF_TOKEN
         os.environ["HF_TOKEN"] = "hf_alice"
-        hubd.hf._said_copy = False
+        hubd._hfplace._said_copy = False
         a, err = self.stderr_of(hubd.snapshot_download, "org/gated",
                                 cache_dir=os.path.join(self.tmp, "alice"))
         check_hf_cache(self, os.path.join(self.tmp, "alice"), "org/gated", "model", "main",
@@ -420,7 +421,7 @@ class PythonHfTest(HubTestCase):
         self.hubd.stop()
         os.environ["HUBD_SOCKET"] = os.path.join(self.tmp, "nothing.sock")
         self.stub.reset()
-        connect = mock.patch.object(hubd.hf, "_connect",
+        connect = mock.patch.object(hubd._hfsession, "_connect",
                                     side_effect=AssertionError("offline, yet hubd was asked"))
 
         def not_cached(fn, *a, **kw):

@@ -88,7 +88,7 @@ __all__ = ["HubdError", "HubdFallbackWarning", "fetch", "cancel", "download_url_
            "patch_torch_hub", "hf_hub_download", "snapshot_download", "HfHubHTTPError",
            "RepositoryNotFoundError", "GatedRepoError", "RevisionNotFoundError",
            "EntryNotFoundError", "RemoteEntryNotFoundError", "LocalEntryNotFoundError",
-           "HFValidationError"]
+           "HFValidationError", "DryRunError", "DryRunFileInfo"]
 __version__ = "0.1.0"
 
 SYSTEM_SOCKET = "/run/hubd/hubd.sock"
@@ -892,8 +892,8 @@ def patch_torch_hub():
 
 # huggingface_hub's two download functions, through hubd (hubd/hf.py). At the
 # end: hf.py uses the connection and codec above.
-from .hf import hf_hub_download, snapshot_download  # noqa: E402
+from .hf import DryRunFileInfo, hf_hub_download, snapshot_download  # noqa: E402
 # huggingface_hub's exception classes, as those two raise them (hubd/_hferrors.py).
-from ._hferrors import (EntryNotFoundError, GatedRepoError, HFValidationError,  # noqa: E402
-                        HfHubHTTPError, LocalEntryNotFoundError, RemoteEntryNotFoundError,
-                        RepositoryNotFoundError, RevisionNotFoundError)
+from ._hferrors import (DryRunError, EntryNotFoundError, GatedRepoError,  # noqa: E402
+                        HFValidationError, HfHubHTTPError, LocalEntryNotFoundError,
+                        RemoteEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError)

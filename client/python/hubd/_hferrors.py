@@ -34,6 +34,8 @@ Otherwise the classes below, of the same names and hierarchy, each a
 - ``HFValidationError(ValueError)``: a repo id that breaks the Hub's rules
   (huggingface_hub's ``validate_repo_id``), refused before anything is
   asked (``.code`` ``bad_request``).
+- ``DryRunError``: snapshot_download's ``dry_run`` when the Hub cannot be
+  asked (offline, ``local_files_only``, no answer; ``.code`` ``dry_run``).
 
 Every other code stays a plain :class:`hubd.HubdError`.
 """
@@ -44,7 +46,7 @@ from . import HubdError
 
 __all__ = ["HfHubHTTPError", "RepositoryNotFoundError", "GatedRepoError", "RevisionNotFoundError",
            "EntryNotFoundError", "RemoteEntryNotFoundError", "LocalEntryNotFoundError",
-           "HFValidationError"]
+           "HFValidationError", "DryRunError"]
 
 
 class _HfAttrs:
@@ -90,6 +92,10 @@ class HFValidationError(HubdError, ValueError):
     """A repo id the Hub would refuse; nothing was asked."""
 
 
+class DryRunError(HubdError):
+    """A dry run that needs the Hub, which cannot be asked."""
+
+
 # ---- the repo id --------------------------------------------------------------
 
 _PART = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
@@ -123,12 +129,17 @@ def validate_repo_id(repo_id):
                     % repo_id)
 
 
+def make_dry_run_error(msg):
+    """huggingface_hub's DryRunError (and hubd's), code ``dry_run``."""
+    return _make("DryRunError", "dry_run", msg)
+
+
 # ---- hubd's codes to the classes ----------------------------------------------
 
 _LOCAL = {c.__name__: c for c in (HfHubHTTPError, RepositoryNotFoundError, GatedRepoError,
                                   RevisionNotFoundError, EntryNotFoundError,
                                   RemoteEntryNotFoundError, LocalEntryNotFoundError,
-                                  HFValidationError)}
+                                  HFValidationError, DryRunError)}
 # The Hub's X-Error-Code, first on an http_NNN message ("GatedRepo: ...").
 _BY_HUB_CODE = {"RepoNotFound": "RepositoryNotFoundError", "GatedRepo": "GatedRepoError",
                 "RevisionNotFound": "RevisionNotFoundError",

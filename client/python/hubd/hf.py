@@ -16,8 +16,8 @@ does it:
   descriptor of one line per file (path, size, git blob id, LFS sha256).
 - The files not already there are fetched with ``FETCH`` of their
   ``resolve/{commit}/`` URL (the token as ``header=Authorization: Bearer``;
-  the LFS sha256 as ``sha256=``), pipelined on one session, at most 8 at
-  once. A small file's bytes are checked against its git blob id (SHA-1 of
+  the LFS sha256 as ``sha256=``), pipelined on one session, at most
+  ``max_workers`` (8) at once. A small file's bytes are checked against its git blob id (SHA-1 of
   ``blob N\\0`` + bytes, read from the passed descriptor by offset) before
   anything is placed.
 - ``blobs/{etag}`` (etag: the LFS sha256, else the git blob id) is, in this
@@ -91,89 +91,42 @@ each a :class:`hubd.HubdError` with its code all the same
 (hubd/_hferrors.py).
 """
 
-import fcntl
 import fnmatch
-import hashlib
 import os
 import stat
-import re
 import sys
 import time
-import urllib.parse
-import uuid
 
-from . import (HubdError, LINE_MAX, __version__, _build_line, _check_blob_fd, _connect,
-               _copy_range, _fetch_line, _make_bar, _parse_line, _why)
-from ._hfcache import (REPO_TYPES, _HEX40, _cache_dir, _from_cache, _is_outage, _offline, _offline_lookup,
-                       _outage_note, _repo_args, _repo_folder, _safe_rel, _token)
+from . import HubdError, LINE_MAX, _build_line, _check_blob_fd, _fetch_line
+from ._hfcache import (REPO_TYPES, _HEX40, _cache_dir, _from_cache, _is_outage, _offline,  # noqa: F401
+                       _offline_lookup, _outage_note, _repo_args, _repo_folder, _safe_rel, _token)
 from ._hfdir import folder as _folder, open_folder as _open_folder
-from . import _hferrors
-from ._hferrors import (EntryNotFoundError, GatedRepoError, HFValidationError, HfHubHTTPError,  # noqa: F401
-                        LocalEntryNotFoundError, RemoteEntryNotFoundError, RepositoryNotFoundError,
-                        RevisionNotFoundError)
+from ._hfplace import (git_blob_sha1 as _git_blob_sha1, readable as _readable,
+                       readable_at as _readable_at, say_copy as _say_copy,
+                       symlink_over as _symlink_over, write_atomic as _write_atomic,
+                       write_from_fd as _write_from_fd)
+from ._hfsession import Session as _Session, list_repo as _list_repo, quote_path as _quote_path
+from . import _hferrors, _hfopts, _hfprogress
+from ._hfopts import DryRunFileInfo
+from ._hferrors import (DryRunError, EntryNotFoundError, GatedRepoError,  # noqa: F401
+                        HFValidationError, HfHubHTTPError, LocalEntryNotFoundError,
+                        RemoteEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError)
 
-__all__ = ["hf_hub_download", "snapshot_download"] + _hferrors.__all__
+__all__ = ["hf_hub_download", "snapshot_download", "DryRunFileInfo"] + _hferrors.__all__
 
-MAX_IN_FLIGHT = 8          # FETCHes pipelined on the session at once
-FICLONE = 0x40049409       # _IOW(0x94, 9, int), linux/fs.h
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_CHUNK = 1 << 20
+MAX_IN_FLIGHT = 8          # FETCHes pipelined on the session at once, by default (max_workers)
+SESSION_FETCHES = 64       # hubd's bound of a session's waiting FETCHes
 _META = ".cache/huggingface"  # local_dir's metadata folder
 _META_DIRS = [".cache", "huggingface", "download"]  # its download/ folder, by name
 # What a user of a shared cache does when another user made the repo folder.
 _OWN_CACHE = ("use an HF cache folder of your own (cache_dir= or HF_HUB_CACHE): its blobs are "
               "links into hubd's store, not a second copy")
-_said_copy = False         # "blobs are copied" is said once per process
 
 
 def _is_meta(path):
     """Is a Hub file's path .cache/huggingface or under it, where local_dir
     keeps its metadata (another file's would be overwritten)?"""
     return path == _META or path.startswith(_META + "/")
-
-
-def _readable(path):
-    """Opens path for reading: a blob link into hubd's store whose grant is
-    gone (EACCES) is not there for its user, and is fetched and held again."""
-    try:
-        os.close(os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK))
-        return os.path.isfile(path)
-    except OSError:
-        return False
-
-
-def _readable_at(dir_fd, name):
-    """_readable of name in the folder dir_fd (its own link followed: a
-    blob is one, into hubd's store)."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
-    except OSError:
-        return False
-    try:
-        return stat.S_ISREG(os.fstat(fd).st_mode)
-    finally:
-        os.close(fd)
-
-
-def _write_atomic(dir_fd, name, text):
-    """name in the folder dir_fd gets text through a temp name (O_EXCL: no
-    planted link is followed) and a rename over whatever was there."""
-    tmp = _tmp_name(name, ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
-    try:
-        with os.fdopen(fd, "w") as w:
-            w.write(text)
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        try:
-            os.unlink(tmp, dir_fd=dir_fd)
-        except OSError:
-            pass
-        raise
-
-
-def _progress_off():
-    return os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS", "").upper() in ("1", "ON", "YES", "TRUE")
 
 
 def _add_wildcard(pattern):
@@ -200,206 +153,7 @@ def filter_repo_files(paths, allow_patterns=None, ignore_patterns=None):
         yield p
 
 
-# ---- the session ---------------------------------------------------------------
-
-class _File:
-    __slots__ = ("path", "size", "blob", "sha256")
-
-    @property
-    def etag(self):
-        return self.sha256 or self.blob
-
-
-class _Session:
-    """One connection to hubd: HELLO, then requests with ids of our own; the
-    descriptors of DONE and REPO lines taken in order."""
-
-    def __init__(self):
-        self.conn = _connect()
-        self.n = 0
-        self.hello = False
-        self.send(_build_line("HELLO", [("proto", "1"), ("client", "hubd-python/" + __version__)]))
-
-    def new_id(self, prefix):
-        self.n += 1
-        return "%s%d" % (prefix, self.n)
-
-    def send(self, line):
-        if len(line) > LINE_MAX:
-            raise HubdError("bad_request", "the request does not fit on a %d-byte line" % LINE_MAX)
-        try:
-            self.conn.send(line)
-        except OSError as e:
-            raise HubdError("disconnected", "sending to hubd on %s: %s" % (self.conn.path, _why(e)))
-
-    def reply(self):
-        """(verb, fields, fd) of the next line that answers one of ours."""
-        while True:
-            raw = self.conn.readline()
-            if raw is None:
-                raise HubdError("disconnected", "hubd on %s closed the connection" % self.conn.path)
-            fd = self.conn.take_fd() if raw.split(b" ", 1)[0] in (b"DONE", b"REPO") else None
-            try:
-                verb, f = _parse_line(raw)
-            except ValueError as e:
-                if fd is not None:
-                    os.close(fd)
-                raise HubdError("protocol", "unreadable line from hubd (%s): %r" % (e, raw[:200]))
-            if verb == "HELLO" and not self.hello:
-                self.hello = True
-                continue
-            if verb == "ERR" and "id" not in f:
-                if not self.hello:  # HELLO refused: we speak version 1 all the same
-                    self.hello = True
-                    continue
-                # The answer to the oldest request that hubd could not
-                # read (an older hubd's unknown_verb): the caller's to place.
-                f["id"] = None
-                return verb, f, fd
-            if "id" not in f:
-                if fd is not None:
-                    os.close(fd)
-                continue
-            return verb, f, fd
-
-    def close(self):
-        self.conn.close()
-
-
-def _read_all(fd):
-    """The whole of REPO's listing: a regular file (a FIFO or a socket a
-    hostile daemon passed would block the read)."""
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        raise HubdError("protocol", "hubd passed a REPO descriptor that is not a regular file")
-    out, off = [], 0
-    while True:
-        b = os.pread(fd, _CHUNK, off)
-        if not b:
-            return b"".join(out)
-        out.append(b)
-        off += len(b)
-
-
-def _list_repo(sess, repo_id, repo_type, revision, headers):
-    """HFREPO: (commit, [_File])."""
-    fields = [("id", "r"), ("repo", repo_id), ("type", repo_type), ("revision", revision)]
-    fields += [("header", h) for h in headers]
-    try:
-        line = _build_line("HFREPO", fields)
-    except ValueError as e:
-        raise HubdError("bad_request", str(e))
-    sess.send(line)
-    while True:
-        verb, f, fd = sess.reply()
-        try:
-            if verb == "ERR" and f["id"] is None:
-                msg = f.get("msg") or ""
-                if f.get("code") == "unknown_verb":
-                    msg = "this hubd does not know HFREPO (it is older than the HF functions)"
-                raise HubdError(f.get("code", "protocol"), msg)
-            if f["id"] != "r":
-                continue
-            if verb == "ERR":
-                raise HubdError(f.get("code", "protocol"), f.get("msg"))
-            if verb != "REPO":
-                continue  # QUEUED, PROGRESS, later verbs
-            commit = f.get("commit", "")
-            if not _HEX40.match(commit) or fd is None:
-                raise HubdError("protocol", "incomplete REPO line from hubd (commit %r)" % commit)
-            files = []
-            for raw in _read_all(fd).splitlines():
-                if not raw.strip():
-                    continue
-                try:
-                    _, g = _parse_line(b"FILE " + raw)
-                    x = _File()
-                    x.path, x.size, x.blob = g["path"], int(g["size"]), g["blob"].lower()
-                    x.sha256 = g["sha256"].lower() if "sha256" in g else None
-                except (ValueError, KeyError) as e:
-                    raise HubdError("protocol", "unreadable file line from hubd (%s): %r"
-                                    % (e, raw[:200]))
-                if not _HEX40.match(x.blob) or (x.sha256 and not _HEX64.match(x.sha256)):
-                    raise HubdError("protocol", "bad blob id or sha256 in %r" % raw[:200])
-                _safe_rel(x.path, "file name")
-                files.append(x)
-            if "files" in f and f["files"].isdigit() and int(f["files"]) != len(files):
-                raise HubdError("protocol", "REPO said files=%s, its descriptor holds %d"
-                                % (f["files"], len(files)))
-            return commit, files, f.get("resolve", "")
-        finally:
-            if fd is not None:
-                os.close(fd)
-
-
-def _quote_path(path):
-    return "/".join(urllib.parse.quote(s, safe="") for s in path.split("/"))
-
-
-# ---- placing bytes ---------------------------------------------------------------
-
-def _git_blob_sha1(fd, size):
-    h = hashlib.sha1(b"blob %d\0" % size)
-    off = 0
-    while off < size:
-        b = os.pread(fd, min(_CHUNK, size - off), off)
-        if not b:
-            break
-        h.update(b)
-        off += len(b)
-    return h.hexdigest(), off
-
-
-def _tmp_name(name, suffix=".incomplete"):
-    return "%s.%s%s" % (name[:200], uuid.uuid4().hex[:12], suffix)
-
-
-def _write_from_fd(src, size, dir_fd, name, tmp_fd=None):
-    """name in the folder dir_fd gets the bytes of src (a reflink when the
-    file system can, else a copy), through a temp name (in the folder
-    tmp_fd, else dir_fd) and a rename. Returns None for a reflink, else why
-    not (text)."""
-    tmp_fd = dir_fd if tmp_fd is None else tmp_fd
-    tmp = _tmp_name(name)
-    why = None
-    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666, dir_fd=tmp_fd)
-    try:
-        try:
-            try:
-                fcntl.ioctl(out, FICLONE, src)
-            except OSError as e:
-                why = "reflink (FICLONE): %s" % (e.strerror or e)
-                _copy_range(src, out, size)
-        finally:
-            os.close(out)
-        os.replace(tmp, name, src_dir_fd=tmp_fd, dst_dir_fd=dir_fd)
-        tmp = None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp, dir_fd=tmp_fd)
-            except OSError:
-                pass
-    return why
-
-
-def _symlink_over(target, dir_fd, name):
-    """name in the folder dir_fd becomes a link to target, made beside it
-    and renamed over whatever was there."""
-    tmp = _tmp_name(name, ".tmp")
-    os.symlink(target, tmp, dir_fd=dir_fd)
-    try:
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        os.unlink(tmp, dir_fd=dir_fd)
-        raise
-
-
-def _say_copy(where, why):
-    global _said_copy
-    if not _said_copy:
-        _said_copy = True
-        sys.stderr.write("hubd: files are copied into %s, which takes disk: %s\n" % (where, why))
-
+# ---- one call --------------------------------------------------------------------
 
 class _Want:
     """One blob to fetch, and the repo files that have it."""
@@ -416,13 +170,14 @@ class _Want:
 class _Run:
     """One call: the listing, what is present, the fetches and the placing."""
 
-    def __init__(self, repo_id, repo_type, revision, token, cache_dir, local_dir):
+    def __init__(self, repo_id, repo_type, revision, token, cache_dir, local_dir, opts):
         repo_type, self.revision = _repo_args(repo_id, repo_type, revision)
         self.repo_id, self.repo_type = repo_id, repo_type
+        self.o = opts  # the call's other arguments (_Opts)
         tok = _token(token)
         if tok is not None and any(c in tok for c in "\r\n\0"):
             raise HubdError("bad_request", "the token holds a line break or NUL")
-        self.headers = ["Authorization: Bearer " + tok] if tok else []
+        self.headers = _hfopts.request_headers(tok, opts.headers)
         self.local_dir = os.fspath(local_dir) if local_dir is not None else None
         self.top = _cache_dir(cache_dir)  # the root named, with local_dir its own
         self.repo_folder = _repo_folder(repo_id, repo_type)
@@ -431,10 +186,17 @@ class _Run:
         self.present = 0
         self.told_outage = False  # a file answered from the cache was said
         self.sess = None
+        self.prog = None          # the progress drawn (_hfprogress), or None
 
     def __enter__(self):
         self.check_folders()
         self.sess = _Session()
+        try:
+            # Which Hub hubd asks, before anything is asked of it.
+            _hfopts.Hub(self.sess.wait_hello()).check(self.o.endpoint)
+        except BaseException:
+            self.sess.close()
+            raise
         return self
 
     def check_folders(self):
@@ -481,15 +243,33 @@ class _Run:
     def list(self):
         """HFREPO into self.commit, self.files, self.resolve. Returns None,
         or the HubdError of a Hub that gave no answer (the caller answers
-        from the cache); raises any other."""
+        from the cache); raises any other. With force_download, to
+        hf_hub_download, the Hub must answer (as huggingface_hub's)."""
+        timeout = self.o.etag_timeout
+        deadline = time.monotonic() + timeout if timeout is not None else None
         try:
             self.commit, self.files, self.resolve = _list_repo(
-                self.sess, self.repo_id, self.repo_type, self.revision, self.headers)
+                self.sess, self.repo_id, self.repo_type, self.revision, self.headers, deadline,
+                self.slow)
         except HubdError as e:
-            if not _is_outage(e.code):
+            if not _is_outage(e.code) or self.o.strict:
                 raise
             return e
         return None
+
+    def slow(self):
+        """etag_timeout passed without the listing: a HubdError timeout
+        when the cache has the answer (given instead), else the wait goes
+        on (huggingface_hub retries then, with a longer timeout)."""
+        if self.o.strict:
+            return
+        try:
+            _offline_lookup(self.repo_id, self.repo_type, self.revision, self.top,
+                            self.local_dir, self.o.filename)
+        except HubdError:
+            return
+        raise HubdError("timeout", "the Hub's file list did not come within etag_timeout=%g s"
+                        % self.o.etag_timeout)
 
     # -- the HF cache --
     def blob_path(self, f):
@@ -542,7 +322,9 @@ class _Run:
         parts = f.path.split("/")
         return _META_DIRS + parts[:-1], parts[-1] + ".metadata"
 
-    def local_present(self, f):
+    def local_present(self, f, write=True):
+        """Is f in local_dir as the metadata says (write: the metadata of
+        the same bytes at a new commit is brought up to date)?"""
         parts = f.path.split("/")
         names, name = self.meta_names(f)
         try:
@@ -561,7 +343,8 @@ class _Run:
         if commit == self.commit:
             return True
         if etag == f.etag:
-            self.write_meta(f)  # the same bytes at a new commit
+            if write:
+                self.write_meta(f)  # the same bytes at a new commit
             return True
         return False
 
@@ -583,7 +366,9 @@ class _Run:
                                     % (f.path, _META))
             self.local_ready()
         for f in files:
-            if self.local_dir is not None:
+            if self.o.force:
+                pass  # fetched again, and placed over what is there
+            elif self.local_dir is not None:
                 if self.local_present(f):
                     self.present += 1
                     continue
@@ -600,26 +385,39 @@ class _Run:
                 wants[f.etag] = _Want(f, self.resolve + _quote_path(f.path))
         return list(wants.values())
 
+    def dry_run(self, files):
+        """huggingface_hub's DryRunFileInfo of each file: nothing written."""
+        out = []
+        for f in files:
+            if self.local_dir is not None:
+                cached = self.local_present(f, write=False)
+                where = os.path.join(self.local_dir, *f.path.split("/"))
+            else:
+                cached = self.snap_there(f) or self.blob_there(f)
+                where = self.snap_path(f)
+            out.append(_hfopts.dry_run_info(
+                commit_hash=self.commit, file_size=f.size, filename=f.path, local_path=where,
+                is_cached=cached, will_download=self.o.force or not cached))
+        return out
+
     def fetch_all(self, wants):
-        """FETCHes wants, at most MAX_IN_FLIGHT at once, and places each as
-        its DONE (and HELD) come."""
+        """FETCHes wants, at most max_workers at once, and places each as
+        its DONE (and HELD) come; self.prog shows them."""
         queue = list(reversed(wants))
         running = {}   # id -> _Want waiting for DONE
         holding = {}   # id -> _Want waiting for HELD
-        total = sum(w.file.size for w in wants)
-        finished = 0
-        bar = None
-        if wants and not _progress_off():
-            bar = _make_bar("hf/" + self.repo_id, sys.stderr)
-        started = time.monotonic()
+        prog = self.prog
         hdrs = dict(h.split(": ", 1) for h in self.headers)
         try:
             while queue or running or holding:
-                while queue and len(running) < MAX_IN_FLIGHT:
+                while queue and len(running) < self.o.max_workers:
                     w = queue.pop()
                     rid = self.sess.new_id("f")
-                    self.sess.send(_fetch_line(w.url, w.file.sha256, hdrs, rid=rid))
+                    self.sess.send(_fetch_line(w.url, w.file.sha256, hdrs, refresh=self.o.force,
+                                               rid=rid))
                     running[rid] = w
+                    if prog:
+                        prog.start(rid, w.file.path, w.file.size)
                 verb, f, fd = self.sess.reply()
                 rid = f["id"]
                 if rid is None:  # id-less ERR: only a HOLD (an older hubd's) can get one
@@ -635,21 +433,24 @@ class _Run:
                         if not self.cached_instead(w, err):
                             raise err
                         del running[rid]
+                        if prog:
+                            prog.finish(rid, w.file.size)
+                            prog.file_done(len(w.files))
                         continue
                     if verb == "PROGRESS":
-                        w.done, w.rate = int(f.get("done", 0)), int(f.get("rate", 0))
-                        if bar:
-                            bar.update(finished + sum(x.done for x in running.values()), total,
-                                       sum(x.rate for x in running.values()))
+                        if prog:
+                            prog.update(rid, int(f.get("done", 0)))
                         continue
                     if verb != "DONE":
                         continue
                     del running[rid]
                     w.fd = fd
                     self.check(w, f)
-                    finished += w.file.size
+                    if prog:
+                        prog.finish(rid, w.file.size)
+                        prog.file_done(len(w.files))
                     hold = None
-                    if self.local_dir is None and not self.blob_there(w.file):
+                    if self.local_dir is None and (self.o.force or not self.blob_there(w.file)):
                         hid = self.sess.new_id("h")
                         hold = _build_line("HOLD", [
                             ("id", hid), ("sha256", f["sha256"].lower()), ("label", self.label),
@@ -666,12 +467,10 @@ class _Run:
                         continue
                     w = holding.pop(rid)
                     self.place(w, f if verb == "HELD" else dict(f, readable="0", err=True))
-            if bar:
-                bar.finish(total, "download", time.monotonic() - started)
-                bar = None
         except BaseException:
-            if bar:
-                bar.fail()
+            if prog:
+                prog.fail()
+                self.prog = None
             for w in list(running.values()) + list(holding.values()):
                 if w.fd is not None:
                     os.close(w.fd)
@@ -737,7 +536,7 @@ class _Run:
                 return
             etag = w.file.etag
             with self.folder(["blobs"]) as blobs:
-                if not _readable_at(blobs, etag):
+                if self.o.force or not _readable_at(blobs, etag):
                     store = held.get("path") if held else None
                     if (held and held.get("readable") == "1" and store
                             and os.access(store, os.R_OK)):
@@ -760,12 +559,28 @@ class _Run:
             w.fd = None
 
     def say_present(self):
-        if self.present and not _progress_off():
+        if self.present and not _hfprogress.progress_off():
             sys.stderr.write("hubd: %d file%s already in the cache\n"
                              % (self.present, "" if self.present == 1 else "s"))
 
 
 # ---- the two functions ------------------------------------------------------------
+
+class _Opts:
+    """A call's arguments beyond the repo and where it goes (hubd/_hfopts.py)."""
+
+    def __init__(self, filename, headers, force, etag_timeout, endpoint, max_workers, strict):
+        self.filename = filename  # hf_hub_download's file, None for a snapshot
+        self.headers = headers
+        self.force = bool(force)
+        self.etag_timeout = _hfopts.etag_timeout(etag_timeout)
+        self.endpoint = endpoint
+        if max_workers is None or int(max_workers) < 1:
+            raise ValueError("max_workers must be at least 1, not %r" % (max_workers,))
+        # hubd keeps a session's 64 waiting FETCHes; more would wait there
+        self.max_workers = min(int(max_workers), SESSION_FETCHES)
+        self.strict = strict      # no answer from the cache when the Hub gives none
+
 
 def _raise_as_hf(err, repo_id, repo_type):
     """Raises err as huggingface_hub would (hubd/_hferrors.py), with err's
@@ -776,8 +591,33 @@ def _raise_as_hf(err, repo_id, repo_type):
     raise new.with_traceback(err.__traceback__) from err.__cause__
 
 
-def hf_hub_download(repo_id, filename, *, repo_type=None, revision=None, token=None,
-                    cache_dir=None, local_dir=None):
+def _local_only(local_files_only):
+    """Why the call stays on disk (local_files_only, HF_HUB_OFFLINE), or None."""
+    if local_files_only:
+        return "local_files_only=True"
+    return "HF_HUB_OFFLINE is set" if _offline() else None
+
+
+def _dry_found(path, filename, commit, force):
+    """A file found on disk as a DryRunFileInfo (its commit as known)."""
+    return _hfopts.dry_run_info(commit_hash=commit, file_size=os.path.getsize(path),
+                                filename=filename, local_path=path, is_cached=True,
+                                will_download=force)
+
+
+def _commit_of(path, filename):
+    """The commit of a snapshot path .../snapshots/{commit}/{filename}."""
+    parts = path.split(os.sep)
+    n = len(filename.split("/"))
+    return parts[-n - 1] if len(parts) > n and _HEX40.match(parts[-n - 1]) else None
+
+
+def hf_hub_download(repo_id, filename, *, subfolder=None, repo_type=None, revision=None,
+                    library_name=None, library_version=None, cache_dir=None, local_dir=None,
+                    user_agent=None, force_download=False,
+                    etag_timeout=_hfopts.DEFAULT_ETAG_TIMEOUT, token=None,
+                    local_files_only=False, headers=None, endpoint=None, tqdm_class=None,
+                    dry_run=False):
     """huggingface_hub's ``hf_hub_download`` through hubd.
 
     Returns the file's path in the HF cache,
@@ -785,9 +625,18 @@ def hf_hub_download(repo_id, filename, *, repo_type=None, revision=None, token=N
     symlink to ``../../blobs/{etag}``), or with ``local_dir`` the plain file
     ``{local_dir}/{filename}``. ``repo_type``: "model" (default), "dataset"
     or "space"; ``revision``: a branch, tag, commit or ``refs/pr/N``
-    (default "main"); ``token``: see the module doc; ``cache_dir`` and
-    ``local_dir`` as huggingface_hub's. A file already in place is not
-    fetched again. Raises :class:`hubd.HubdError` (``http_404``
+    (default "main"); ``subfolder``: a folder of the repo the filename is
+    in; ``token``: see the module doc; ``cache_dir`` and ``local_dir`` as
+    huggingface_hub's. A file already in place is not fetched again, unless
+    ``force_download``: then it is fetched again (hubd revalidates its own
+    copy with the Hub, ``refresh=1``) and placed over it, and the Hub must
+    answer (no answer from the cache). ``local_files_only``: as
+    ``HF_HUB_OFFLINE`` for this call (below). ``headers``, ``user_agent``,
+    ``etag_timeout``, ``endpoint`` (hubd's Hub or a ``ValueError``) and
+    ``HF_ENDPOINT``: hubd/_hfopts.py. ``tqdm_class``: its progress bar
+    (hubd/_hfprogress.py). ``dry_run``: a :class:`DryRunFileInfo` of what
+    would be done, and nothing is fetched or written.
+    Raises :class:`hubd.HubdError` (``http_404``
     ``EntryNotFound`` when the repo has no such file at that revision).
     With ``HF_HUB_OFFLINE`` set, hubd is not asked: the cached file (found
     as huggingface_hub's ``try_to_load_from_cache`` finds it: ``refs/``,
@@ -802,24 +651,35 @@ def hf_hub_download(repo_id, filename, *, repo_type=None, revision=None, token=N
     answering, and not cached), ``HFValidationError`` (a bad repo id).
     """
     _hferrors.validate_repo_id(repo_id)
+    if subfolder:
+        filename = "%s/%s" % (subfolder, os.fspath(filename))
+    opts = _Opts(None, headers, force_download, etag_timeout, endpoint, 1, force_download)
     try:
         return _hf_hub_download(repo_id, filename, repo_type, revision, token, cache_dir,
-                                local_dir)
+                                local_dir, opts, local_files_only, tqdm_class, dry_run)
     except HubdError as e:
         _raise_as_hf(e, repo_id, repo_type)
 
 
-def _hf_hub_download(repo_id, filename, repo_type, revision, token, cache_dir, local_dir):
-    filename = _safe_rel(os.fspath(filename), "file name")
-    if _offline():
-        return _offline_lookup(repo_id, repo_type, revision, cache_dir, local_dir, filename)
-    if local_dir is None and revision is not None and _HEX40.match(str(revision)):
+def _hf_hub_download(repo_id, filename, repo_type, revision, token, cache_dir, local_dir, opts,
+                     local_files_only, tqdm_class, dry_run):
+    filename = opts.filename = _safe_rel(os.fspath(filename), "file name")
+    why = _local_only(local_files_only)
+    if why:
+        if opts.force:  # as huggingface_hub
+            raise ValueError("Cannot pass 'force_download=True' and 'local_files_only=True' at "
+                             "the same time." if local_files_only else "Cannot pass "
+                             "'force_download=True' when offline mode is enabled.")
+        found = _offline_lookup(repo_id, repo_type, revision, cache_dir, local_dir, filename, why)
+        return _dry_found(found, filename, _commit_of(found, filename), False) if dry_run else found
+    if (local_dir is None and not opts.force and revision is not None
+            and _HEX40.match(str(revision))):
         # As huggingface_hub: a commit's file already in the cache needs no question.
         known = os.path.join(_cache_dir(cache_dir), _repo_folder(repo_id, repo_type or "model"),
                              "snapshots", str(revision), *filename.split("/"))
         if _readable(known):
-            return known
-    with _Run(repo_id, repo_type, revision, token, cache_dir, local_dir) as run:
+            return _dry_found(known, filename, str(revision), False) if dry_run else known
+    with _Run(repo_id, repo_type, revision, token, cache_dir, local_dir, opts) as run:
         outage = run.list()
         if outage is None:
             files = [f for f in run.files if f.path == filename]
@@ -827,16 +687,27 @@ def _hf_hub_download(repo_id, filename, repo_type, revision, token, cache_dir, l
                 raise HubdError("http_404", "EntryNotFound: %s does not exist in %s %s at "
                                 "revision %s" % (filename, repo_type or "model", repo_id,
                                                  run.revision))
-            run.fetch_all(run.plan(files))
+            if dry_run:
+                return run.dry_run(files)[0]
+            wants = run.plan(files)
+            run.prog = _hfprogress.make(tqdm_class, None) if wants else None
+            run.fetch_all(wants)
+            if run.prog:
+                run.prog.close()
             if run.local_dir is None:
                 run.write_ref()
                 return run.snap_path(files[0])
             return os.path.join(run.local_dir, *filename.split("/"))
-    return _from_cache(outage, repo_id, repo_type, revision, cache_dir, local_dir, filename)
+    found = _from_cache(outage, repo_id, repo_type, revision, cache_dir, local_dir, filename)
+    return _dry_found(found, filename, _commit_of(found, filename), False) if dry_run else found
 
 
-def snapshot_download(repo_id, *, repo_type=None, revision=None, allow_patterns=None,
-                      ignore_patterns=None, token=None, cache_dir=None, local_dir=None):
+def snapshot_download(repo_id, *, repo_type=None, revision=None, cache_dir=None, local_dir=None,
+                      library_name=None, library_version=None, user_agent=None,
+                      etag_timeout=_hfopts.DEFAULT_ETAG_TIMEOUT, force_download=False,
+                      token=None, local_files_only=False, allow_patterns=None,
+                      ignore_patterns=None, max_workers=MAX_IN_FLIGHT, tqdm_class=None,
+                      headers=None, endpoint=None, dry_run=False):
     """huggingface_hub's ``snapshot_download`` through hubd.
 
     Fetches the repo's files at ``revision`` (those that ``allow_patterns``
@@ -844,10 +715,16 @@ def snapshot_download(repo_id, *, repo_type=None, revision=None, allow_patterns=
     ``"dir/"`` meaning ``"dir/*"``) into the HF cache and returns the
     snapshot folder ``{cache}/{type}s--{org}--{name}/snapshots/{commit}``;
     with ``local_dir``, writes plain files there and returns
-    ``os.path.realpath(local_dir)``. Other arguments as
-    :func:`hf_hub_download`. Files already in place are not fetched again
-    (a re-run sends no FETCH and says on stderr how many were there).
-    Raises :class:`hubd.HubdError`. With ``HF_HUB_OFFLINE`` set, hubd is not
+    ``os.path.realpath(local_dir)``. ``max_workers``: the files fetched at
+    once (FETCHes pipelined on the session, at most 64). ``dry_run``: a
+    list of :class:`DryRunFileInfo`, one per file, nothing fetched or
+    written (``DryRunError`` when the Hub cannot be asked). Other arguments
+    as :func:`hf_hub_download`'s (``force_download`` fetches every file
+    again; with the Hub not answering, the cache still answers, as
+    huggingface_hub's). Files already in place are not fetched again (a
+    re-run sends no FETCH and says on stderr how many were there).
+    Raises :class:`hubd.HubdError`. With ``HF_HUB_OFFLINE`` set (or
+    ``local_files_only``), hubd is not
     asked: the snapshot folder of the revision (``refs/{revision}`` names its
     commit), or a ``local_dir`` that holds anything, is returned as it is
     (the patterns are not checked), else ``offline_not_cached`` is raised.
@@ -855,23 +732,42 @@ def snapshot_download(repo_id, *, repo_type=None, revision=None, allow_patterns=
     for a snapshot not cached, as huggingface_hub).
     """
     _hferrors.validate_repo_id(repo_id)
+    opts = _Opts(None, headers, force_download, etag_timeout, endpoint, max_workers, False)
     try:
         return _snapshot_download(repo_id, repo_type, revision, allow_patterns, ignore_patterns,
-                                  token, cache_dir, local_dir)
+                                  token, cache_dir, local_dir, opts, local_files_only,
+                                  tqdm_class, dry_run)
     except HubdError as e:
         _raise_as_hf(e, repo_id, repo_type)
 
 
+def _no_dry_run(why):
+    return _hferrors.make_dry_run_error(
+        "Dry run cannot be performed as the repository cannot be accessed (%s)" % why)
+
+
 def _snapshot_download(repo_id, repo_type, revision, allow_patterns, ignore_patterns, token,
-                       cache_dir, local_dir):
-    if _offline():
-        return _offline_lookup(repo_id, repo_type, revision, cache_dir, local_dir)
-    with _Run(repo_id, repo_type, revision, token, cache_dir, local_dir) as run:
+                       cache_dir, local_dir, opts, local_files_only, tqdm_class, dry_run):
+    why = _local_only(local_files_only)
+    if why:
+        if dry_run:
+            raise _no_dry_run(why)
+        return _offline_lookup(repo_id, repo_type, revision, cache_dir, local_dir, None, why)
+    with _Run(repo_id, repo_type, revision, token, cache_dir, local_dir, opts) as run:
         outage = run.list()
         if outage is None:
             keep = set(filter_repo_files([f.path for f in run.files], allow_patterns,
                                          ignore_patterns))
-            run.fetch_all(run.plan([f for f in run.files if f.path in keep]))
+            chosen = [f for f in run.files if f.path in keep]
+            if dry_run:
+                return run.dry_run(chosen)
+            wants = run.plan(chosen)
+            run.prog = _hfprogress.make(tqdm_class, len(chosen))
+            if run.prog:
+                run.prog.file_done(len(chosen) - sum(len(w.files) for w in wants))
+            run.fetch_all(wants)
+            if run.prog:
+                run.prog.close()
             run.say_present()
             if run.local_dir is not None:
                 return os.path.realpath(run.local_dir)
@@ -879,4 +775,6 @@ def _snapshot_download(repo_id, repo_type, revision, allow_patterns, ignore_patt
             with run.folder(["snapshots", run.commit]):
                 pass
             return os.path.join(run.storage, "snapshots", run.commit)
+    if dry_run:
+        raise _no_dry_run("%s: %s" % (outage.code, outage.msg)) from outage
     return _from_cache(outage, repo_id, repo_type, revision, cache_dir, local_dir)
