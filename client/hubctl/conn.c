@@ -1,6 +1,7 @@
 #include "conn.h"
 
 #include "autostart.h"
+#include "interrupt.h"
 #include "bytebuf.h"
 #include "out.h"
 #include "unixsock.h"
@@ -24,22 +25,31 @@
 #define ANSWER_TIMEOUT_S 30
 #define READ_CHUNK 65536 /* bytes asked of one recvmsg(2) */
 #define FDS_PER_READ 16  /* SCM_RIGHTS room per read; the kernel gives at most one DONE's */
+/* After Ctrl-C, how long INTERRUPT's answer may take: hubd answers at once,
+ * and a user who pressed Ctrl-C does not wait long for a daemon that does
+ * not. */
+#define INTERRUPT_WAIT_MS 5000
+#define INTERRUPT_ID "interrupt"
 
 struct conn {
-    int fd;                /* the socket, -1 until connected */
-    char path[PATH_MAX];   /* socket path, for messages */
-    int quiet;             /* -q: no warnings */
-    int hello_done;        /* the HELLO reply (or its ERR) was seen */
-    int done;              /* the handler has all its replies */
-    int none;              /* no daemon runs and none may be started (said) */
-    int may_restart;       /* the default socket, may_start: one more autostart (conn_open) */
-    int answer_ms;         /* how long to wait for HELLO's answer */
-    bytebuf_t out;         /* requests not yet written */
-    bytebuf_t fds;         /* ints: descriptors not yet taken by a DONE line, oldest first */
-    conn_msg_cb on_msg;    /* the command's reply handler */
-    void *arg;             /* its context */
-    proto_reader_t reader; /* splits the byte stream into lines */
-    proto_msg_t msg;       /* the line being handled */
+    int fd;                   /* the socket, -1 until connected */
+    char path[PATH_MAX];      /* socket path, for messages */
+    int quiet;                /* -q: no warnings */
+    int hello_done;           /* the HELLO reply (or its ERR) was seen */
+    int done;                 /* the handler has all its replies */
+    int none;                 /* no daemon runs and none may be started (said) */
+    int may_restart;          /* the default socket, may_start: one more autostart (conn_open) */
+    int answer_ms;            /* how long to wait for HELLO's answer */
+    bytebuf_t out;            /* requests not yet written */
+    bytebuf_t fds;            /* ints: descriptors not yet taken by a DONE line, oldest first */
+    conn_msg_cb on_msg;       /* the command's reply handler */
+    void *arg;                /* its context */
+    proto_reader_t reader;    /* splits the byte stream into lines */
+    proto_msg_t msg;          /* the line being handled */
+    int interruptible;        /* Ctrl-C sends INTERRUPT (conn_interruptible) */
+    int interrupting;         /* INTERRUPT is queued or sent: its answer awaited */
+    long long int_until;      /* until then (monotonic ms) */
+    interrupt_account_t intr; /* what INTERRUPT's answers said */
 };
 
 /* ---- received descriptors ----------------------------------------------- */
@@ -271,6 +281,11 @@ static int conn_on_line(void *arg, const char *line, size_t len, int err)
         close_fd(fd);
         return 0;
     }
+    if (c->interrupting) { /* only INTERRUPT's answers matter now */
+        close_fd(fd);
+        c->done = interrupt_take(&c->intr, INTERRUPT_ID, &c->msg);
+        return c->done;
+    }
     c->done = c->on_msg(c->arg, &c->msg, fd);
     return c->done; /* stop feeding: what follows is not ours to handle */
 }
@@ -283,17 +298,49 @@ static long long now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int conn_run(conn_t *c)
+void conn_interruptible(conn_t *c)
+{
+    c->interruptible = 1;
+}
+
+const interrupt_account_t *conn_interrupted(const conn_t *c)
+{
+    return &c->intr;
+}
+
+/* Ctrl-C: INTERRUPT goes out behind what is queued, and from now on only
+ * its answers are read; a second Ctrl-C ends hubctl at once. */
+static void conn_start_interrupt(conn_t *c)
+{
+    char line[64];
+    proto_writer_t w;
+    interrupt_disarm();
+    c->interrupting = 1;
+    c->int_until = now_ms() + INTERRUPT_WAIT_MS;
+    proto_begin(&w, line, sizeof line, "INTERRUPT");
+    proto_add(&w, "id", INTERRUPT_ID);
+    conn_queue_line(c, &w);
+}
+
+static int conn_loop(conn_t *c)
 {
     char buf[READ_CHUNK];
     long long deadline = now_ms() + c->answer_ms;
     while (!c->done) {
+        if (c->interruptible && !c->interrupting && interrupt_pending())
+            conn_start_interrupt(c);
         struct pollfd p = {.fd = c->fd, .events = POLLIN};
         if (bytebuf_len(&c->out) > 0)
             p.events |= POLLOUT;
         long long left = c->hello_done ? -1 : deadline - now_ms();
         if (!c->hello_done && left <= 0)
             return -ETIMEDOUT;
+        if (c->interrupting) {
+            long long l = c->int_until - now_ms();
+            if (l <= 0)
+                return -EINTR; /* no answer: said so (interrupt_say) */
+            left = left < 0 || l < left ? l : left;
+        }
         int ready = poll(&p, 1, left < 0 ? -1 : (int)left);
         if (ready < 0) {
             if (errno == EINTR)
@@ -318,7 +365,17 @@ int conn_run(conn_t *c)
             return (int)n;
         proto_reader_feed(&c->reader, buf, (size_t)n, conn_on_line, c);
     }
-    return 0;
+    return c->interrupting ? -EINTR : 0;
+}
+
+int conn_run(conn_t *c)
+{
+    if (c->interruptible)
+        interrupt_arm();
+    int rc = conn_loop(c);
+    if (c->interruptible)
+        interrupt_disarm();
+    return rc;
 }
 
 int conn_report(const conn_t *c, int rc)

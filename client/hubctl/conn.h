@@ -44,8 +44,14 @@ int conn_open(conn_t *c);
  * that systemd cannot start leaves the connection in the socket's backlog).
  * After that none: a download may take hours, and a daemon that dies
  * closes the socket. Returns 0, -EPIPE when the daemon closed the connection
- * first, or another -errno. */
+ * first, -EINTR after Ctrl-C (conn_interruptible), or another -errno. */
 int conn_run(conn_t *c);
+
+/* Ctrl-C during conn_run sends INTERRUPT (interrupt.h) and conn_run
+ * returns -EINTR once it is answered (or after 5 s); conn_interrupted then
+ * says what became of the downloads. For the commands that download. */
+void conn_interruptible(conn_t *c);
+const struct interrupt_account *conn_interrupted(const conn_t *c);
 
 /* Tells the user about a conn_run failure, and for the system daemon where
  * to look (systemctl status, journalctl); all of them mean the daemon is

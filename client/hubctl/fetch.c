@@ -5,6 +5,7 @@
 
 #include "conn.h"
 #include "fetch_internal.h"
+#include "interrupt.h"
 #include "json.h"
 #include "materialize.h"
 #include "out.h"
@@ -512,16 +513,20 @@ int fetch_run(const cli_t *c)
 {
     fetch_t f = {.cli = c, .prog = progress_mode(c), .t_start = progress_now()};
     conn_t *conn = conn_new(c->socket, 1, c->quiet, fetch_on_msg, &f);
+    conn_interruptible(conn);
     int rc = fetch_plan(&f, conn);
     if (rc == 0)
         rc = conn_open(conn);
     if (rc == 0) {
         int err = conn_run(conn);
-        if (err < 0) {
+        if (err == -EINTR) { /* Ctrl-C: what became of the downloads, in one line */
+            progress_clear(&f);
+            interrupt_say(conn_interrupted(conn), stderr);
+        } else if (err < 0) {
             fetch_abandon(&f);
             conn_report(conn, err);
         }
-        rc = fetch_exit(&f);
+        rc = err == -EINTR ? EXIT_INTERRUPTED : fetch_exit(&f);
     }
     fetch_free(&f);
     conn_free(conn);

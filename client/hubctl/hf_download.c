@@ -7,6 +7,7 @@
 #include "hf_layout.h"
 #include "hf_list.h"
 #include "hf_offline.h"
+#include "interrupt.h"
 #include "json.h"
 #include "out.h"
 #include "progress.h"
@@ -821,16 +822,23 @@ int hf_download_run(const hf_opts_t *o)
         return EXIT_FAILED;
     }
     d.conn = conn_new(o->cli->socket, 1, o->cli->quiet, dl_on_msg, &d);
+    conn_interruptible(d.conn);
     rc = queue_hfrepo(&d);
     if (rc == 0)
         rc = conn_open(d.conn);
     if (rc == 0) {
         int err = conn_run(d.conn);
-        if (err < 0) {
+        if (err == -EINTR) { /* Ctrl-C: what became of the downloads, in one line */
+            abandon(&d);
+            interrupt_say(conn_interrupted(d.conn), stderr);
+            d.exit = EXIT_INTERRUPTED;
+        } else if (err < 0) {
             abandon(&d);
             conn_report(d.conn, err);
         }
-        if (d.outage_code && d.exit == EXIT_OK)
+        if (d.exit == EXIT_INTERRUPTED)
+            ; /* nothing more: the user asked to stop */
+        else if (d.outage_code && d.exit == EXIT_OK)
             d.exit = hf_offline_fallback(o, d.outage_code, d.outage_msg);
         else if (d.exit == EXIT_OK)
             print_result(&d);

@@ -43,6 +43,9 @@ static const errcode_t rows[EC_COUNT] = {
     {EC_INTERNAL, "internal", EC_FINAL, 500, 0, 0, 0, "internal"},
     {EC_PERMISSION_DENIED, "permission_denied", EC_FINAL, 403, 0, 0, 0, "other"},
     {EC_CANCELLED, "cancelled", EC_FINAL, 502, 0, 0, 0, "other"},
+    /* Its only client was interrupted (INTERRUPT, a Ctrl-C): stopped, not
+     * broken, so the partial is kept for the same command run again. */
+    {EC_INTERRUPTED, "interrupted", EC_FINAL, 503, 0, 1, 0, "other"},
     {EC_NOT_FOUND, "not_found", EC_FINAL, 502, 0, 0, 0, "other"},
     {EC_NOT_MODIFIED, "not_modified", EC_FINAL, 502, 0, 0, 1, "other"},
     {EC_HTTP_401, "http_401", EC_FINAL, 0, 0, 0, 0, "http_4xx"},

@@ -1,4 +1,4 @@
-/* cancel: CANCEL, a download ended on request. Loop thread. */
+/* cancel: CANCEL and INTERRUPT, a download ended on request. Loop thread. */
 #include "job_internal.h"
 #include "log.h"
 
@@ -58,4 +58,32 @@ int jobs_cancel_job(jobs_t *js, uint64_t id, const char *url, uid_t uid, int adm
              j->nwaiters);
     job_fail(j, "cancelled", msg); /* its partial goes: a cancel is not a pause */
     return 0;
+}
+
+void jobs_leave(job_waiter_t *w, jobs_left_t *out)
+{
+    job_t *j = w->job;
+    memset(out, 0, sizeof *out);
+    if (j) {
+        out->job = j->id;
+        out->done = j->pipe.received;
+    }
+    unsigned let_run = j ? j->flags & JOB_LET_RUN : 0;
+    jobs_cancel(w);
+    if (!j)
+        return;
+    j->flags = (j->flags & ~JOB_LET_RUN) | let_run; /* leaving on request is no hang-up */
+    out->waiters = j->nwaiters;
+    out->let_run = (j->flags & JOB_LET_RUN) != 0;
+    /* Its bytes all in (committing), it goes on: stopping it would throw
+     * away a finished download. */
+    if (j->nwaiters || out->let_run || j->state >= JOB_BODY_DONE)
+        return;
+    /* A queued job has written nothing: an earlier run's partial, if any,
+     * stays recorded for the next one. */
+    out->resumable = j->state == JOB_QUEUED || job_validator(j) != NULL;
+    out->stopped = 1;
+    log_info("job %llu: stopped: its only client was interrupted (%s)", (unsigned long long)j->id,
+             out->resumable ? "the partial is kept" : "no validator: the partial goes");
+    job_fail(j, "interrupted", "the download was stopped: its only client was interrupted");
 }

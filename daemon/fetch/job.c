@@ -762,8 +762,8 @@ static void after_cleanup(uv_work_t *req, int status)
     job_t *job = req->data;
     (void)status;
     if ((job->flags & JOB_PARK) && job->parked > 0)
-        log_info("job %llu: kept the first %llu bytes of %s to resume after the restart",
-                 (unsigned long long)job->id, (unsigned long long)job->parked, job->key);
+        log_info("job %llu: kept the first %llu bytes of %s to resume", (unsigned long long)job->id,
+                 (unsigned long long)job->parked, job->key);
     job_free(job);
 }
 

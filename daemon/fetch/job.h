@@ -200,6 +200,24 @@ typedef struct jobs_cancelled {
 int jobs_cancel_job(jobs_t *js, uint64_t id, const char *url, uid_t uid, int admin,
                     jobs_cancelled_t *out);
 
+/* INTERRUPT (a client's Ctrl-C): the waiter leaves, as with jobs_cancel,
+ * and its job stops when it was the last waiter, no waiter left it running
+ * by hanging up (a --warm fetch, a killed client, the front's HEAD), and
+ * its bytes are not all in: every other job_fail code but this one keeps
+ * the partial file when the origin gave a validator (ETag or
+ * Last-Modified), so that the same request resumes it. A hang-up never
+ * stops a job: only this explicit request does. out says what happened;
+ * out->job is 0 when the waiter was in no job (a hit, a question). */
+typedef struct jobs_left {
+    uint64_t job;     /* the job left, or 0 */
+    int stopped;      /* it stopped (interrupted) */
+    int resumable;    /* stopped: its partial (or an earlier run's) is kept */
+    int let_run;      /* not stopped because a waiter that hung up left it running */
+    unsigned waiters; /* not stopped: the waiters it goes on for */
+    uint64_t done;    /* its bytes so far */
+} jobs_left_t;
+void jobs_leave(job_waiter_t *w, jobs_left_t *out);
+
 /* The partial file the waiter's job writes (tmp/<id>.part), for a reader
  * that follows it as on_written says it grows: its first `written` bytes
  * are the download's. The commit links that same file as the blob, so a

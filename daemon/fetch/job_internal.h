@@ -71,7 +71,9 @@ enum {
     JOB_IN_ACTIVE = 1u << 1,  /* in js->active */
     JOB_PAUSED = 1u << 2,     /* reading stopped (job->pause says why) */
     JOB_SHORT_WAIT = 1u << 3, /* short of room: waiting for an eviction run (short_runs) */
-    JOB_PARK = 1u << 5,       /* failed by a shutdown: the partial is kept to resume */
+    JOB_LET_RUN = 1u << 4,    /* a waiter hung up (jobs_cancel): it goes on for the cache, and
+                                 an INTERRUPT of the others does not stop it */
+    JOB_PARK = 1u << 5,       /* stopped (shutdown, INTERRUPT): the partial is kept to resume */
     JOB_CLEANING = 1u << 6,   /* the discard or park item started (or the job went) */
     JOB_SLOT_FREED = 1u << 7, /* in js->active, committing: holds no slot (jobs_release_slot) */
 };

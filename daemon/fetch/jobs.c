@@ -636,8 +636,10 @@ void jobs_cancel(job_waiter_t *w)
         w->hit->w = NULL;
         w->hit = NULL;
     }
-    if (w->job)
+    if (w->job) {
+        w->job->flags |= JOB_LET_RUN; /* whoever hung up left it to the cache */
         job_waiter_unlink(w->job, w);
+    }
 }
 
 int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db, tls_ctx_t *tls,

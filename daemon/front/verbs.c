@@ -26,6 +26,8 @@ static const verb_t verb_table[] = {
     {"LIST", verbs_list, 0, VERB_ANYONE, NULL},
     /* Anyone, for a download of their own (an admin: any). */
     {"CANCEL", verbs_cancel, 0, VERB_ANYONE, "CANCEL needs id= (1 to 64 printable bytes)"},
+    /* Anyone, for the session's own FETCHes: its client was interrupted. */
+    {"INTERRUPT", verbs_interrupt, 0, VERB_ANYONE, "INTERRUPT needs id= (1 to 64 printable bytes)"},
     /* Anyone: a blob linked into their HF cache kept from eviction, with a
      * read grant when private (admins may release or list any uid's). */
     {"HOLD", verbs_hold, VERB_HOLD, VERB_ANYONE, HOLD_ID_RULE},

@@ -493,3 +493,74 @@ void verbs_cancel(session_t *s, const proto_msg_t *m, const char *id, int arg)
     proto_add_u64(&r.w, "waiters", c.waiters);
     reply_send(&s->t, &r);
 }
+
+/* f's final line for INTERRUPT: ERR code=interrupted, with what became of
+ * its download (PROTOCOL.md, INTERRUPT). */
+static void interrupted_line(session_t *s, const fetch_t *f, const jobs_left_t *l)
+{
+    char msg[200];
+    if (!l->job)
+        snprintf(msg, sizeof msg, "interrupted before any download began");
+    else if (l->stopped)
+        snprintf(msg, sizeof msg, "interrupted: job %llu stopped, %s", (unsigned long long)l->job,
+                 l->resumable ? "its partial kept: the same request resumes it"
+                              : "the origin gave no validator to resume with");
+    else
+        snprintf(msg, sizeof msg, "interrupted: job %llu goes on for %s",
+                 (unsigned long long)l->job,
+                 l->waiters ? "its other waiters" : "the cache (a client that left it let it run)");
+    reply_t r;
+    reply_begin(&r, "ERR");
+    proto_add(&r.w, "id", f->id);
+    proto_add(&r.w, "code", "interrupted");
+    proto_add(&r.w, "msg", msg);
+    if (l->job) {
+        proto_add_u64(&r.w, "job", l->job);
+        proto_add_u64(&r.w, "stopped", (uint64_t)l->stopped);
+        proto_add_u64(&r.w, l->stopped ? "resumable" : "waiters",
+                      l->stopped ? (uint64_t)l->resumable : l->waiters);
+        proto_add_u64(&r.w, "done", l->done);
+    }
+    reply_send(&s->t, &r);
+}
+
+/* INTERRUPT id=: the client was interrupted (Ctrl-C). Each of the
+ * session's waiting FETCHes ends with ERR code=interrupted; a download
+ * that was its only waiter's stops and keeps its partial (jobs_leave says
+ * when), one that others wait on goes on for them. A hang-up never does
+ * this: a client killed, or one that left a download to the cache on
+ * purpose, stops nothing. */
+void verbs_interrupt(session_t *s, const proto_msg_t *m, const char *id, int arg)
+{
+    (void)m, (void)arg;
+    uint64_t n = 0, stopped = 0, going = 0;
+    list_node_t *node;
+    while ((node = list_first(&s->fetches))) {
+        fetch_t *f = list_entry(node, fetch_t, node);
+        jobs_left_t l = {0};
+        fetch_unlink(f);
+        if (f->ask)
+            hf_meta_abort(f->ask);
+        else if (f->check) /* the file is stored already: only its check is dropped */
+            git_check_cancel(f->check);
+        else
+            jobs_leave(&f->w, &l);
+        interrupted_line(s, f, &l); /* a held HIT is not said: no DONE follows it */
+        n++;
+        stopped += l.job && l.stopped;
+        going += l.job && !l.stopped;
+        fetch_free(f);
+    }
+    log_info("session pid %d uid %d: INTERRUPT: %llu fetches left, %llu downloads stopped, "
+             "%llu going on",
+             (int)s->who.pid, (int)s->who.uid, (unsigned long long)n, (unsigned long long)stopped,
+             (unsigned long long)going);
+    reply_t r;
+    reply_begin(&r, "OK");
+    proto_add(&r.w, "id", id);
+    proto_add_u64(&r.w, "fetches", n);
+    proto_add_u64(&r.w, "stopped", stopped);
+    proto_add_u64(&r.w, "going", going);
+    reply_send(&s->t, &r);
+    session_kick(s);
+}

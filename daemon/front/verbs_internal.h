@@ -13,6 +13,8 @@ void verbs_fetch(session_t *s, const proto_msg_t *m, const char *id, int arg);
 void verbs_fetch_close(session_t *s);
 /* CANCEL id= target=JOB|URL */
 void verbs_cancel(session_t *s, const proto_msg_t *m, const char *id, int arg);
+/* INTERRUPT id=: the session's FETCHes leave; a download each was alone on stops */
+void verbs_interrupt(session_t *s, const proto_msg_t *m, const char *id, int arg);
 
 /* verbs_hf.c: HFREPO id= repo= [type=] [revision=] [header=]... */
 void verbs_hfrepo(session_t *s, const proto_msg_t *m, const char *id, int arg);

@@ -97,7 +97,7 @@ import stat
 import sys
 import time
 
-from . import HubdError, LINE_MAX, _build_line, _check_blob_fd, _fetch_line
+from . import HubdError, LINE_MAX, _build_line, _check_blob_fd, _fetch_line, _interrupted
 from ._hfcache import (REPO_TYPES, _HEX40, _cache_dir, _from_cache, _is_outage, _offline,  # noqa: F401
                        _offline_lookup, _outage_note, _repo_args, _repo_folder, _safe_rel, _token)
 from ._hfdir import folder as _folder, open_folder as _open_folder
@@ -467,10 +467,12 @@ class _Run:
                         continue
                     w = holding.pop(rid)
                     self.place(w, f if verb == "HELD" else dict(f, readable="0", err=True))
-        except BaseException:
+        except BaseException as e:
             if prog:
                 prog.fail()
                 self.prog = None
+            if isinstance(e, KeyboardInterrupt):
+                _interrupted(self.sess.conn)  # each download stops, or goes on for others
             for w in list(running.values()) + list(holding.values()):
                 if w.fd is not None:
                     os.close(w.fd)
