@@ -24,7 +24,8 @@ static const char usage_text[] =
     "  hubctl [--socket PATH] hf download REPO [FILE...] [--repo-type model|dataset|space]\n"
     "                                [--revision R] [--include GLOB]... [--exclude GLOB]...\n"
     "                                [--cache-dir DIR | --local-dir DIR | --warm]\n"
-    "                                [--token T] [--json] [-q] [--progress]\n"
+    "                                [--token T] [--max-workers N] [--force-download]\n"
+    "                                [--json] [-q] [--progress]\n"
     "  hubctl [--socket PATH] hf ls [--all | --uid N] [--json]\n"
     "  hubctl [--socket PATH] hf rm REPO [--repo-type T] [--revision R] [--cache-dir DIR]\n"
     "  hubctl [--socket PATH] status [--json]\n"
@@ -181,14 +182,16 @@ static int cli_option(cli_t *c, int argc, char **argv, int *i)
         puts("hubctl " HUBCTL_VERSION);
         return EXIT_OK;
     }
-    int *flag = strcmp(a, "-q") == 0             ? &c->quiet
-                : strcmp(a, "--json") == 0       ? &c->json
-                : strcmp(a, "--progress") == 0   ? &c->progress
-                : strcmp(a, "--refresh") == 0    ? &c->refresh
-                : strcmp(a, "--prometheus") == 0 ? &c->prometheus
-                : strcmp(a, "--quiet") == 0      ? &c->quiet
-                : strcmp(a, "--warm") == 0       ? &c->warm
-                                                 : NULL;
+    int *flag = strcmp(a, "-q") == 0                  ? &c->quiet
+                : strcmp(a, "--json") == 0            ? &c->json
+                : strcmp(a, "--progress") == 0        ? &c->progress
+                : strcmp(a, "--refresh") == 0         ? &c->refresh
+                : strcmp(a, "--prometheus") == 0      ? &c->prometheus
+                : strcmp(a, "--quiet") == 0           ? &c->quiet
+                : strcmp(a, "--warm") == 0            ? &c->warm
+                : strcmp(a, "--force-download") == 0  ? &c->force_download
+                : strcmp(a, "--resume-download") == 0 ? &c->resume_download
+                                                      : NULL;
     if (flag) {
         *flag = 1;
         return CLI_RUN;
@@ -211,17 +214,20 @@ static int cli_option(cli_t *c, int argc, char **argv, int *i)
         (*list)[(*n)++] = v;
         return CLI_RUN;
     }
-    const char **slot = opt_value(argc, argv, i, "--socket", &v)      ? &c->socket
-                        : opt_value(argc, argv, i, "--repo-type", &v) ? &c->repo_type
-                        : opt_value(argc, argv, i, "--revision", &v)  ? &c->revision
-                        : opt_value(argc, argv, i, "--cache-dir", &v) ? &c->cache_dir
-                        : opt_value(argc, argv, i, "--local-dir", &v) ? &c->local_dir
-                        : opt_value(argc, argv, i, "--token", &v)     ? &c->token
-                        : opt_value(argc, argv, i, "--sha256", &v)    ? &c->sha256
-                        : opt_value(argc, argv, i, "-o", &v)          ? &c->dest
-                        : opt_value(argc, argv, i, "-i", &v)          ? &c->input
-                        : opt_value(argc, argv, i, "--max-size", &v)  ? &c->max_size
-                                                                      : NULL;
+    const char **slot = opt_value(argc, argv, i, "--socket", &v)        ? &c->socket
+                        : opt_value(argc, argv, i, "--repo-type", &v)   ? &c->repo_type
+                        : opt_value(argc, argv, i, "--revision", &v)    ? &c->revision
+                        : opt_value(argc, argv, i, "--cache-dir", &v)   ? &c->cache_dir
+                        : opt_value(argc, argv, i, "--local-dir", &v)   ? &c->local_dir
+                        : opt_value(argc, argv, i, "--token", &v)       ? &c->token
+                        : opt_value(argc, argv, i, "--sha256", &v)      ? &c->sha256
+                        : opt_value(argc, argv, i, "-o", &v)            ? &c->dest
+                        : opt_value(argc, argv, i, "-i", &v)            ? &c->input
+                        : opt_value(argc, argv, i, "--max-size", &v)    ? &c->max_size
+                        : opt_value(argc, argv, i, "--max-workers", &v) ? &c->max_workers
+                        : opt_value(argc, argv, i, "--local-dir-use-symlinks", &v)
+                            ? &c->use_symlinks
+                            : NULL;
     if (!slot)
         return cli_usage_error("unknown option '%s'", a);
     if (!v || !*v)

@@ -35,7 +35,11 @@ typedef struct cli {
     size_t ninclude;
     const char **exclude; /* --exclude GLOB, in order; likewise */
     size_t nexclude;
-    int warm; /* --warm: into hubd's cache only */
+    int warm;                 /* --warm: into hubd's cache only */
+    const char *max_workers;  /* --max-workers N: FETCHes out at once */
+    int force_download;       /* --force-download: fetched and placed again */
+    const char *use_symlinks; /* --local-dir-use-symlinks (deprecated, ignored) */
+    int resume_download;      /* --resume-download (deprecated, ignored) */
     /* hf ls, hf rm (hf_holds.h) parse their own options: argv from the
      * subcommand on, untouched by cli_parse; NULL otherwise */
     char **hf_argv;

@@ -4,6 +4,7 @@
 #include "hf_download.h"
 #include "hf_holds.h"
 #include "hf_offline.h"
+#include "textnum.h"
 #include "util.h"
 
 #include <ctype.h>
@@ -21,7 +22,8 @@
 int hf_options_given(const cli_t *c)
 {
     return c->repo_type || c->revision || c->cache_dir || c->local_dir || c->token || c->ninclude ||
-           c->nexclude || c->warm;
+           c->nexclude || c->warm || c->max_workers || c->force_download || c->use_symlinks ||
+           c->resume_download;
 }
 
 /* One part of a repo id: [A-Za-z0-9_.-]+, not starting or ending with '-'
@@ -177,6 +179,22 @@ static int hf_download_plan(const cli_t *c, hf_opts_t *o)
     if (o->nfiles && (c->ninclude || c->nexclude) && !c->quiet)
         fputs("hubctl: warning: --include and --exclude are ignored when FILEs are named\n",
               stderr);
+    if (c->max_workers) { /* hf download's, 8 by default; hubd bounds a session's 64 */
+        uint64_t n;
+        if (parse_u64(c->max_workers, &n) < 0 || n < 1 || n > HF_MAX_WORKERS)
+            return cli_usage_error("--max-workers is a number from 1 to %d, not '%s'",
+                                   HF_MAX_WORKERS, c->max_workers);
+        o->max_workers = (size_t)n;
+    }
+    /* Deprecated in huggingface_hub, still in scripts copied from its docs. */
+    if (c->use_symlinks && !c->quiet)
+        fputs("hubctl: warning: --local-dir-use-symlinks is deprecated and ignored (as in "
+              "`hf download`): --local-dir gets plain files\n",
+              stderr);
+    if (c->resume_download && !c->quiet)
+        fputs("hubctl: warning: --resume-download is deprecated and ignored: downloads always "
+              "resume\n",
+              stderr);
     o->token = hf_find_token(c->token);
     if (c->local_dir)
         o->local_dir = absolute(c->local_dir);
@@ -191,7 +209,7 @@ static int hf_download_cmd(const cli_t *c)
     int rc = hf_download_plan(c, &o);
     /* HF_HUB_OFFLINE, or a commit's file already cached: the cache alone,
      * as the Hub's clients answer them */
-    if (rc == 0 && (hf_offline() || hf_offline_commit_cached(&o)))
+    if (rc == 0 && (hf_offline() || (!c->force_download && hf_offline_commit_cached(&o))))
         rc = hf_offline_run(&o);
     else if (rc == 0)
         rc = hf_download_run(&o);

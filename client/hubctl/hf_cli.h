@@ -23,7 +23,11 @@ typedef struct hf_opts {
     char *local_dir;      /* --local-dir, absolute, or NULL; owned */
     const char **files;   /* FILE operands: only these, by their repo path */
     size_t nfiles;        /* entries of files */
+    size_t max_workers;   /* --max-workers, or 0: HF_MAX_IN_FLIGHT */
 } hf_opts_t;
+
+#define HF_MAX_WORKERS 32 /* --max-workers at most: hubd reads no more of a session's 64 FETCHes   \
+                           */
 
 /* `hubctl hf ...`: the subcommand in c->args[0]. Returns the exit code. */
 int hf_run(const cli_t *c);

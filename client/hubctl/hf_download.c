@@ -366,6 +366,8 @@ static int send_fetch(hf_dl_t *d, size_t i)
         proto_add(&w, "sha256", f->sha256);
     if (h)
         proto_add(&w, "header", h);
+    if (d->o->cli->force_download) /* hubd asks the Hub again (a digest's blob is right as it is) */
+        proto_add(&w, "refresh", "1");
     free(url);
     return conn_queue_line(d->conn, &w);
 }
@@ -541,9 +543,10 @@ static void plan_items(hf_dl_t *d)
         r->has_total = 1;
         r->total = it->file->size;
         r->last_line = -1e9;
-        int there = d->o->cli->warm ? 0
-                                    : hf_layout_present(&d->layout, d->commit, it->file->path,
-                                                        hf_file_etag(it->file), it->file->size);
+        int there = d->o->cli->warm || d->o->cli->force_download
+                        ? 0
+                        : hf_layout_present(&d->layout, d->commit, it->file->path,
+                                            hf_file_etag(it->file), it->file->size);
         if (there < 0) { /* failed by on_repo, before anything is fetched */
             char why[PATH_MAX + 200];
             it->state = HF_FAILED; /* not WAITING: queue_more must not send it */
@@ -800,7 +803,7 @@ static void dl_free(hf_dl_t *d)
 
 int hf_download_run(const hf_opts_t *o)
 {
-    hf_dl_t d = {.o = o, .max_in_flight = HF_MAX_IN_FLIGHT};
+    hf_dl_t d = {.o = o, .max_in_flight = o->max_workers ? o->max_workers : HF_MAX_IN_FLIGHT};
     d.prog.cli = o->cli;
     d.prog.prog = progress_mode(o->cli);
     d.prog.per_file = 1;

@@ -177,6 +177,33 @@ class HfDownloadInterruptTest(HubTestCase):
                   for r in v[len(before["ranges"].get(k, [])):] if not r.startswith("bytes=0-")]
         self.assertTrue(ranged, after)  # the re-run resumed: a Range from past byte 0
 
+    def test_hf_download_flags_copied_from_the_hf_docs(self):
+        repos = {"repos": [{"id": "org/small", "files": {
+            "a.bin": {"lfs": {"size": 3000, "seed": 1}}, "b.json": {"text": "{}\n"}}}]}
+        stub = HubStub(os.path.join(self.tmp, "stub"), repos)
+        self.addCleanup(stub.stop)
+        self.hubd.stop()
+        conf = write_config(os.path.join(self.tmp, "hf.conf"), hf_upstream=stub.hub_url)
+        self.hubd = Hubd(os.path.join(self.tmp, "hub"), config=conf)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+        argv = [HUBCTL, "--socket", self.hubd.socket, "hf", "download", "org/small",
+                "--cache-dir", os.path.join(self.tmp, "hf-cache"), "--max-workers", "2"]
+        p = subprocess.run(argv + ["--local-dir-use-symlinks", "False", "--resume-download"],
+                           env=env, capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        err = p.stderr.decode()
+        self.assertIn("--local-dir-use-symlinks is deprecated and ignored", err)
+        self.assertIn("--resume-download is deprecated and ignored", err)
+        before = self.stats()
+        p = subprocess.run(argv + ["--force-download"], env=env, capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        after = self.stats()
+        fetches = lambda s: s["hits"] + s["misses"] + s["attached"]
+        self.assertEqual(fetches(after) - fetches(before), 2)  # both asked again
+        bad = subprocess.run(argv[:-1] + ["0"], env=env, capture_output=True, timeout=60)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("--max-workers is a number from 1 to 32", bad.stderr.decode())
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -58,7 +58,7 @@ _hubctl() {
         return
     fi
     case $cmd in
-    hf) opts="--repo-type --revision --include --exclude --cache-dir --local-dir --token --warm --json -q --quiet --progress --all --uid" ;;
+    hf) opts="--repo-type --revision --include --exclude --cache-dir --local-dir --token --warm --max-workers --force-download --json -q --quiet --progress --all --uid" ;;
     fetch) opts="--sha256 -H --header -o -q --json --progress --refresh" ;;
     status | ls | rm | pin | unpin | verify | cancel) opts="--json" ;;
     stats) opts="--json --prometheus" ;;
