@@ -550,6 +550,8 @@ int main(int argc, char **argv)
             return 2;
         }
         tls_ctx_free(tls);
+        if (config_free_space_unmet(&d.cfg, err, sizeof err))
+            fprintf(stderr, "hubd: warning: %s\n", err);
         if (!d.flags.quiet) {
             config_print(&d.cfg, stdout);
             printf("# effective proxies: %s\n", proxies);
@@ -569,6 +571,8 @@ int main(int argc, char **argv)
      * must not kill the daemon; the loop's handler takes over later. */
     signal(SIGHUP, SIG_IGN);
 
+    if (config_free_space_unmet(&d.cfg, err, sizeof err))
+        log_warn("%s", err);
     d.loop = uv_default_loop();
     char db_path[PATH_MAX];
     int rc = store_open(d.cfg.cache_dir, &d.store);

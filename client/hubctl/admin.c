@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define CLI_HOLDERS_SHOWN 8 /* uids an ERR code=held names at most (hubd's bound) */
+
 typedef struct admin {
     const char *verb; /* the request sent */
     int json;         /* --json */
@@ -51,9 +53,41 @@ static void admin_err(admin_t *a, const proto_msg_t *m)
         json_error(stdout, code, msg);
         fputs("}\n", stdout);
     }
-    fprintf(stderr, "hubctl: %s: ", a->verb);
-    out_reason(stderr, code ? code : "error", msg ? msg : "");
+    if (code && str_eq(code, "held") && str_eq(a->verb, "RM")) {
+        /* Whose HF caches link to it, by name, and what --force does. */
+        char names[256];
+        uint64_t n = 0;
+        out_user_names(proto_get(m, "users"), names, sizeof names);
+        parse_u64(proto_get(m, "holders"), &n);
+        fputs("hubctl: rm: not removed: the blob is held by the HF caches of ", stderr);
+        out_clean(stderr, names);
+        if (n > CLI_HOLDERS_SHOWN)
+            fprintf(stderr, " (and more: %llu users in all)", (unsigned long long)n);
+        fputs(", whose links to it would dangle (`hubctl hf ls --all` lists the holds); "
+              "rm --force removes it anyway\n",
+              stderr);
+    } else {
+        fprintf(stderr, "hubctl: %s: ", a->verb);
+        out_reason(stderr, code ? code : "error", msg ? msg : "");
+    }
     a->rc = EXIT_FAILED;
+}
+
+/* GC's line; when it stopped above its target, what the users' holds kept
+ * (an older hubd says nothing of them) and where to see them. */
+static void admin_gc_line(FILE *o, const proto_msg_t *m)
+{
+    char b1[32], b2[32], b3[32];
+    uint64_t size, target, held;
+    fprintf(o, "evicted %s blob(s), %s freed; the cache holds %s\n", out_get_or(m, "evicted", "?"),
+            out_field_bytes(m, "freed", b1, sizeof b1), out_field_bytes(m, "size", b2, sizeof b2));
+    if (parse_u64(proto_get(m, "size"), &size) || parse_u64(proto_get(m, "target"), &target) ||
+        parse_u64(proto_get(m, "held"), &held) || size <= target || held == 0)
+        return;
+    fprintf(o,
+            "could not free %s in %s blob(s): held by users' HF caches (see `hubctl hf ls "
+            "--all`; `hubctl hf rm` by their users, or `hubctl rm --force`)\n",
+            out_field_bytes(m, "held", b3, sizeof b3), out_get_or(m, "held_blobs", "?"));
 }
 
 /* OK: the result, as one line per verb. */
@@ -70,11 +104,8 @@ static void admin_ok(admin_t *a, const proto_msg_t *m)
         fputs("}\n", a->out);
         return;
     }
-    char b1[32], b2[32];
     if (str_eq(a->verb, "GC"))
-        fprintf(a->out, "evicted %s blob(s), %s freed; the cache holds %s\n",
-                out_get_or(m, "evicted", "?"), out_field_bytes(m, "freed", b1, sizeof b1),
-                out_field_bytes(m, "size", b2, sizeof b2));
+        admin_gc_line(a->out, m);
     else if (str_eq(a->verb, "VERIFY"))
         fprintf(a->out, "checked %s blob(s), %s bad\n", out_get_or(m, "checked", "?"),
                 out_get_or(m, "bad", "?"));
@@ -136,6 +167,8 @@ int admin_run(const cli_t *c, const char *verb)
         proto_add(&w, "target", c->args[0]);
     if (c->max_size)
         proto_add_u64(&w, "max_size", size);
+    if (c->force)
+        proto_add(&w, "force", "1");
     int rc = conn_queue_line(conn, &w) ? EXIT_USAGE : conn_open(conn);
     int err = rc == 0 ? conn_run(conn) : 0;
     if (err < 0)

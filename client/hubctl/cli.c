@@ -4,6 +4,7 @@
 #include "autostart.h"
 #include "doctor.h"
 #include "fetch.h"
+#include "help.h"
 #include "hf_cli.h"
 #include "listing.h"
 #include "util.h"
@@ -32,11 +33,13 @@ static const char usage_text[] =
     "  hubctl [--socket PATH] stats [--json | --prometheus]\n"
     "  hubctl [--socket PATH] ls [--json]\n"
     "  hubctl [--socket PATH] cancel JOB|URL [--json]\n"
-    "  hubctl [--socket PATH] rm|pin|unpin URL|SHA256 [--json]\n"
+    "  hubctl [--socket PATH] rm URL|SHA256 [--force] [--json]\n"
+    "  hubctl [--socket PATH] pin|unpin URL|SHA256 [--json]\n"
     "  hubctl [--socket PATH] gc [--max-size SIZE] [--json]\n"
     "  hubctl [--socket PATH] verify [--json]\n"
     "  hubctl start | stop\n"
-    "  hubctl doctor\n"
+    "  hubctl [--socket PATH] doctor\n"
+    "  hubctl help [COMMAND]   (or hubctl COMMAND --help)\n"
     "  hubctl --version\n"
     "\n"
     "Client of hubd, the shared download cache.\n"
@@ -57,14 +60,17 @@ static const char usage_text[] =
     "  cancel    stop a download (a job number from status, or its URL) for\n"
     "            everyone waiting on it: yours alone (an admin: any)\n"
     "  rm        remove a URL's entry (its blob too when no other entry names\n"
-    "            it), or a blob by SHA-256 with every entry naming it\n"
+    "            it), or a blob by SHA-256 with every entry naming it; a blob\n"
+    "            users' HF caches hold needs --force (rm names them)\n"
     "  pin       keep a blob (by URL or SHA-256) from eviction; unpin undoes it\n"
     "  gc        evict least recently used blobs down to --max-size, or to the\n"
-    "            configured max_cache_size\n"
+    "            configured max_cache_size (held and pinned blobs stay)\n"
     "  verify    re-hash every blob; bad ones are quarantined and listed\n"
     "  start     start a per-user hubd unless one runs; print its socket\n"
     "  stop      stop the per-user hubd\n"
-    "  doctor    say why you can (or cannot) use the system hubd, and what to do\n"
+    "  doctor    say why you can (or cannot) use hubd (--socket, $HUBD_SOCKET,\n"
+    "            else the system one), and what to do\n"
+    "  help      a command's usage and options (as COMMAND --help)\n"
     "rm, pin, unpin, gc and verify need root or the daemon's admin group.\n"
     "\n"
     "Options:\n"
@@ -91,7 +97,7 @@ static const char usage_text[] =
     "  --progress     show progress even when stderr is not a terminal\n"
     "  --refresh      ask the origin whether a cached URL changed (304: the\n"
     "                 cached file; else the new one is downloaded)\n"
-    "  -h, --help     show this help\n"
+    "  -h, --help     show this help (after a command: that command's)\n"
     "  --version      show the version\n"
     "\n"
     "Exit status:\n"
@@ -171,13 +177,29 @@ static int read_header_file(cli_t *c, const char *path)
 
 /* Handles the option at argv[*i]. Returns CLI_RUN to go on, or an exit code
  * (help and version end the program successfully, here). */
+static void whole_usage(void)
+{
+    fputs(usage_text, stdout);
+}
+
+/* --help after a command: that command's usage ("hf download"'s after
+ * "hf download"), else the whole program's. */
+static int cli_help(const cli_t *c)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s%s%s", c->command ? c->command : "",
+             c->command && str_eq(c->command, "hf") && c->nargs ? " " : "",
+             c->command && str_eq(c->command, "hf") && c->nargs ? c->args[0] : "");
+    if (!c->command || help_print(name) != 0)
+        whole_usage();
+    return EXIT_OK;
+}
+
 static int cli_option(cli_t *c, int argc, char **argv, int *i)
 {
     const char *a = argv[*i], *v = NULL;
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-        fputs(usage_text, stdout);
-        return EXIT_OK;
-    }
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
+        return cli_help(c);
     if (strcmp(a, "--version") == 0) {
         puts("hubctl " HUBCTL_VERSION);
         return EXIT_OK;
@@ -189,6 +211,7 @@ static int cli_option(cli_t *c, int argc, char **argv, int *i)
                 : strcmp(a, "--prometheus") == 0      ? &c->prometheus
                 : strcmp(a, "--quiet") == 0           ? &c->quiet
                 : strcmp(a, "--warm") == 0            ? &c->warm
+                : strcmp(a, "--force") == 0           ? &c->force
                 : strcmp(a, "--force-download") == 0  ? &c->force_download
                 : strcmp(a, "--resume-download") == 0 ? &c->resume_download
                                                       : NULL;
@@ -328,8 +351,12 @@ static int cmd_stop(const cli_t *c)
 
 static int cmd_doctor(const cli_t *c)
 {
-    (void)c;
-    return doctor_run();
+    return doctor_run(c->socket);
+}
+
+static int cmd_help(const cli_t *c)
+{
+    return help_run(c->args, (int)c->nargs, whole_usage);
 }
 
 static const struct {
@@ -351,7 +378,8 @@ static const struct {
     {"verify", cmd_verify, 0, 0},     /* re-hash every blob */
     {"start", cmd_start, 0, 0},       /* start the per-user daemon */
     {"stop", cmd_stop, 0, 0},         /* stop it */
-    {"doctor", cmd_doctor, 0, 0},     /* why the system daemon is (not) usable */
+    {"doctor", cmd_doctor, 0, 0},     /* why the daemon is (not) usable */
+    {"help", cmd_help, 1, 0},         /* [COMMAND [SUB]]: its usage */
 };
 
 int cli_dispatch(const cli_t *c)
@@ -362,6 +390,8 @@ int cli_dispatch(const cli_t *c)
         if (!str_eq(c->command, "hf") && hf_options_given(c))
             return cli_usage_error("--repo-type, --revision, --include, --exclude, --cache-dir, "
                                    "--local-dir, --token and --warm are options of hf download");
+        if (c->force && !str_eq(c->command, "rm"))
+            return cli_usage_error("--force is an option of rm");
         if (commands[i].takes_urls)
             return commands[i].run(c);
         if (commands[i].one_arg && c->nargs != 1)

@@ -22,6 +22,7 @@ typedef struct cli {
     int progress;         /* --progress */
     int refresh;          /* --refresh */
     int prometheus;       /* --prometheus (stats) */
+    int force;            /* --force (rm): even a blob users' HF caches hold */
     const char *max_size; /* --max-size (gc) */
     char **headers;       /* -H, in order (fetch); copies, freed by cli_free */
     size_t nheaders;

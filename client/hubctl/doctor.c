@@ -96,9 +96,13 @@ static int socket_admits(const struct stat *st, const gid_t *groups, int ngroups
     return (st->st_mode & S_IWOTH) != 0;
 }
 
-int doctor_run(void)
+int doctor_run(const char *given)
 {
-    const char *sock = autostart_system_socket();
+    /* The socket hubctl uses when one is named; no fall-back then. */
+    const char *env = getenv("HUBD_SOCKET");
+    const char *named = given ? given : env && *env ? env : NULL;
+    const char *sock = named ? named : autostart_system_socket();
+    const char *which = named ? "the hubd at" : "the system hubd at";
     /* getpwuid's answer is static: what is needed of it is copied before
      * the socket owner's look-up below overwrites it. */
     const struct passwd *pw = getpwuid(getuid());
@@ -111,14 +115,23 @@ int doctor_run(void)
         nsession = 0;
     if (!pw || getgrouplist(user, primary, db, &ndb) < 0)
         ndb = 0;
-    printf("hubctl doctor: can %s use the system hubd?\n", user);
-    const char *env = getenv("HUBD_SOCKET");
-    if (env && *env)
+    printf("hubctl doctor: can %s use %s %s?\n", user, which, sock);
+    if (given)
+        say("note", "--socket names it: hubctl uses that socket, not the system one");
+    else if (named)
         say("note", "HUBD_SOCKET=%s is set: hubctl uses that socket, not the system one", env);
 
     struct stat st;
     if (stat(sock, &st)) {
         say("socket", "%s: %s", sock, strerror(errno));
+        if (named) {
+            say("fix",
+                "no hubd listens there: check the path (%s), or unset it to use the "
+                "system hubd",
+                given ? "--socket" : "HUBD_SOCKET");
+            printf("verdict: %s is not usable by %s (see fix above)\n", sock, user);
+            return EXIT_UNREACHABLE;
+        }
         say("fix", "no system hubd here: an admin runs `systemctl enable --now hubd.socket` "
                    "(`systemctl status hubd.socket` says why it is not there)");
         goto fallback;
@@ -144,11 +157,18 @@ int doctor_run(void)
     if (admitted) {
         fflush(stdout);
         if (try_session(sock) == 0) {
-            say("answer", "the system hubd answers");
-            printf("verdict: all is well: hubctl and the Python client use the system hubd\n");
+            say("answer", "%s answers", named ? "hubd" : "the system hubd");
+            printf("verdict: all is well: hubctl and the Python client use %s %s\n", which, sock);
             return EXIT_OK;
         }
-        say("answer", "none: see `systemctl status hubd` and `journalctl -u hubd` (an admin)");
+        if (named)
+            say("answer", "none: the daemon that made %s is not running (or not answering)", sock);
+        else
+            say("answer", "none: see `systemctl status hubd` and `journalctl -u hubd` (an admin)");
+    }
+    if (named) {
+        printf("verdict: %s is not usable by %s (see above)\n", sock, user);
+        return EXIT_UNREACHABLE;
     }
 
 fallback:;

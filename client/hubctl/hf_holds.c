@@ -2,6 +2,7 @@
 #include "hf_holds.h"
 
 #include "conn.h"
+#include "help.h"
 #include "hf_cli.h"
 #include "hf_dir.h"
 #include "hf_layout.h"
@@ -23,32 +24,76 @@
 
 /* ---- hf ls ---------------------------------------------------------------- */
 
+/* One HOLDREC, kept until END: the table's columns fit its widest cells. */
+typedef struct ls_row {
+    char uid[24];
+    char user[64]; /* the uid's name, or the number */
+    char *label;   /* cleaned: no control bytes */
+    char files[24];
+    char size[32]; /* human-readable */
+} ls_row_t;
+
 typedef struct ls {
     int json;
     unsigned n; /* HOLDREC lines */
+    ls_row_t *rows;
     int rc;
 } ls_t;
 
-/* A label "{type}s/{repo}@{revision}" shown as its parts. */
+static size_t width(size_t w, const char *s)
+{
+    size_t n = strlen(s);
+    return n > w ? n : w;
+}
+
+/* The text table, once every row is in: each column as wide as its widest
+ * cell (a long repo name or size moves the columns after it, all rows
+ * alike). */
+static void ls_table(const ls_t *l)
+{
+    size_t wu = strlen("USER"), wl = strlen("REPO@REVISION"), wf = strlen("FILES"),
+           ws = strlen("SIZE");
+    for (unsigned i = 0; i < l->n; i++) {
+        wu = width(wu, l->rows[i].user);
+        wl = width(wl, l->rows[i].label);
+        wf = width(wf, l->rows[i].files);
+        ws = width(ws, l->rows[i].size);
+    }
+    printf("%-*s  %-*s  %*s  %*s\n", (int)wu, "USER", (int)wl, "REPO@REVISION", (int)wf, "FILES",
+           (int)ws, "SIZE");
+    for (unsigned i = 0; i < l->n; i++)
+        printf("%-*s  %-*s  %*s  %*s\n", (int)wu, l->rows[i].user, (int)wl, l->rows[i].label,
+               (int)wf, l->rows[i].files, (int)ws, l->rows[i].size);
+}
+
+/* A label "{type}s/{repo}@{revision}", its user named as status does. */
 static void ls_line(ls_t *l, const proto_msg_t *m)
 {
-    const char *label = out_get_or(m, "label", "?");
-    char buf[32];
+    const char *uid = out_get_or(m, "uid", "?");
+    char user[64];
+    out_user_names(uid, user, sizeof user);
     if (l->json) {
         fputs(l->n ? "," : "[", stdout);
-        fprintf(stdout, "{\"uid\":%s,\"label\":", out_get_or(m, "uid", "0"));
-        json_str(stdout, label);
+        fprintf(stdout, "{\"uid\":%s,\"user\":", parse_u64(uid, &(uint64_t){0}) ? "null" : uid);
+        json_str(stdout, user);
+        fputs(",\"label\":", stdout);
+        json_str(stdout, out_get_or(m, "label", "?"));
         fprintf(stdout, ",\"files\":%s,\"size\":%s}", out_get_or(m, "files", "0"),
                 out_get_or(m, "size", "0"));
-    } else {
-        if (l->n == 0)
-            printf("%-8s %-60s %7s %10s\n", "UID", "REPO@REVISION", "FILES", "SIZE");
-        printf("%-8s ", out_get_or(m, "uid", "?"));
-        out_clean(stdout, label);
-        printf(" %7s %10s\n", out_get_or(m, "files", "?"),
-               out_field_bytes(m, "size", buf, sizeof buf));
+        l->n++;
+        return;
     }
-    l->n++;
+    l->rows = xrealloc(l->rows, (l->n + 1) * sizeof *l->rows);
+    ls_row_t *r = &l->rows[l->n++];
+    snprintf(r->uid, sizeof r->uid, "%s", uid);
+    char *clean = out_clean_copy(user);
+    snprintf(r->user, sizeof r->user, "%s", clean);
+    free(clean);
+    r->label = out_clean_copy(out_get_or(m, "label", "?"));
+    clean = out_clean_copy(out_get_or(m, "files", "?"));
+    snprintf(r->files, sizeof r->files, "%s", clean);
+    free(clean);
+    out_field_bytes(m, "size", r->size, sizeof r->size);
 }
 
 static int ls_on_msg(void *arg, const proto_msg_t *m, int fd)
@@ -71,6 +116,10 @@ static int ls_on_msg(void *arg, const proto_msg_t *m, int fd)
         fputs(l->n ? "]\n" : "[]\n", stdout);
     else if (!l->n)
         fputs("no holds\n", stderr);
+    else
+        ls_table(l);
+    if (str_eq(out_get_or(m, "truncated", "0"), "1"))
+        fputs("hubctl: hf ls: more holds than one listing shows: ask per user (--uid N)\n", stderr);
     return 1;
 }
 
@@ -101,6 +150,8 @@ int hf_ls_main(int argc, char **argv)
             return usage("--socket needs a path", NULL);
         if (s)
             continue;
+        if (str_eq(argv[i], "-h") || str_eq(argv[i], "--help"))
+            return help_print("hf ls") ? EXIT_USAGE : EXIT_OK;
         if (str_eq(argv[i], "--all"))
             all = 1;
         else if (str_eq(argv[i], "--json"))
@@ -123,7 +174,9 @@ int hf_ls_main(int argc, char **argv)
     proto_writer_t w;
     proto_begin(&w, line, sizeof line, "HOLDS");
     proto_add(&w, "id", "1");
-    if (!all) /* an admin's HOLDS without uid= lists everyone's */
+    if (all) /* everyone's: hubd refuses it to a non-admin (an older one ignores all=) */
+        proto_add(&w, "all", "1");
+    else
         proto_add(&w, "uid", uid ? uid : mine);
     int rc = conn_queue_line(conn, &w) ? EXIT_USAGE : conn_open(conn);
     int err = rc == 0 ? conn_run(conn) : 0;
@@ -132,6 +185,9 @@ int hf_ls_main(int argc, char **argv)
     else if (rc == 0)
         rc = l.rc;
     conn_free(conn);
+    for (unsigned i = 0; i < l.n && l.rows; i++)
+        free(l.rows[i].label);
+    free(l.rows);
     return rc;
 }
 
@@ -522,6 +578,8 @@ int hf_rm_main(int argc, char **argv)
             return usage("--socket needs a path", NULL);
         if (s)
             continue;
+        if (str_eq(argv[i], "-h") || str_eq(argv[i], "--help"))
+            return help_print("hf rm") ? EXIT_USAGE : EXIT_OK;
         if (str_eq(argv[i], "--repo-type") && i + 1 < argc)
             type = argv[++i];
         else if (str_eq(argv[i], "--revision") && i + 1 < argc)

@@ -111,7 +111,8 @@ static int is_json_number_n(const char *s, size_t n)
  * digest that happens to be all digits). */
 static int key_is_text(const char *key)
 {
-    static const char *const text[] = {"url", "state", "sha256", "path", "source", "code", "msg"};
+    static const char *const text[] = {"url",    "state", "sha256", "path",
+                                       "source", "code",  "msg",    "cred"};
     for (size_t i = 0; i < ARRAY_LEN(text); i++)
         if (strcmp(key, text[i]) == 0)
             return 1;
@@ -173,6 +174,11 @@ void json_error(FILE *f, const char *code, const char *message)
 
 void json_msg(FILE *f, const proto_msg_t *m)
 {
+    json_msg_or_null(f, m, NULL);
+}
+
+void json_msg_or_null(FILE *f, const proto_msg_t *m, const char *key)
+{
     static const char *const flags[] = {"pinned", "removed_blob"};
     int first = 1;
     putc('{', f);
@@ -195,6 +201,11 @@ void json_msg(FILE *f, const proto_msg_t *m)
             fputs(fl->value, f);
         else
             json_str(f, fl->value);
+    }
+    if (key && !proto_get(m, key)) {
+        fputs(first ? "" : ",", f);
+        json_str(f, key);
+        fputs(":null", f);
     }
     putc('}', f);
 }

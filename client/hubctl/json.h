@@ -19,6 +19,9 @@ void json_str(FILE *f, const char *s);
  * booleans, users= is an array of uids, errors_by_code= an object of
  * counts by code, and msg= is "message". */
 void json_msg(FILE *f, const proto_msg_t *m);
+/* json_msg, with key as null when the line has none (a field that is
+ * absent for a reason: ls's cred of a public entry). */
+void json_msg_or_null(FILE *f, const proto_msg_t *m, const char *key);
 
 /* The one shape of a failure, as a value: {"code": ..., "message": ...}. */
 void json_error(FILE *f, const char *code, const char *message);

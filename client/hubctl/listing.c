@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,28 +33,6 @@ typedef struct listing {
 
 /* ---- rows as text ------------------------------------------------------- */
 
-/* users=UID,UID as names ("-" when not shown to us, a uid without one as
- * the number), at most cap bytes. */
-static void user_names(const char *uids, char *out, size_t cap)
-{
-    size_t len = 0;
-    out[0] = '\0';
-    for (const char *p = uids ? uids : ""; *p && len + 1 < cap;) {
-        char *end;
-        unsigned long uid = strtoul(p, &end, 10);
-        if (end == p)
-            break;
-        const struct passwd *pw = getpwuid((uid_t)uid);
-        if (pw)
-            len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? "," : "", pw->pw_name);
-        else
-            len += (size_t)snprintf(out + len, cap - len, "%s%lu", len ? "," : "", uid);
-        p = *end == ',' ? end + 1 : end;
-    }
-    if (!out[0])
-        snprintf(out, cap, "-");
-}
-
 static void print_job(FILE *o, const proto_msg_t *m)
 {
     char a[32], b[32], rate[32], pct[8] = "-", eta[32] = "-";
@@ -75,7 +52,7 @@ static void print_job(FILE *o, const proto_msg_t *m)
     if (!source)
         source = out_get_or(m, "source", "origin"); /* an older daemon: no mirrors */
     char users[128];
-    user_names(proto_get(m, "users"), users, sizeof users);
+    out_user_names(proto_get(m, "users"), users, sizeof users);
     out_line_add(
         &cells, "%5.20s  %-11.20s  %-23s  %4s  %10s/s  %6s  %5.20s  %7.20s  %-16.128s  %-24.300s  ",
         out_get_or(m, "job", "?"), out_get_or(m, "state", "?"), amount.buf, pct,
@@ -101,14 +78,17 @@ static void print_front(FILE *o, const proto_msg_t *m)
             out_field_bytes(m, "http_bytes", sent, sizeof sent));
 }
 
+/* CRED: "-" for an entry shared with everyone; else the credential it is
+ * kept apart for (a short tag, or "other": not the caller's). */
 static void print_entry(FILE *o, const proto_msg_t *m)
 {
     char size[32], when[32];
     out_line_t cells = {.len = 0};
-    out_line_add(&cells, "%-12.12s  %10s  %-16s  %-6s  ", out_get_or(m, "sha256", "?"),
+    out_line_add(&cells, "%-12.12s  %10s  %-16s  %-6s  %-8.8s  ", out_get_or(m, "sha256", "?"),
                  out_field_bytes(m, "size", size, sizeof size),
                  out_field_time(m, "accessed", when, sizeof when),
-                 str_eq(out_get_or(m, "pinned", "0"), "1") ? "yes" : "");
+                 str_eq(out_get_or(m, "pinned", "0"), "1") ? "yes" : "",
+                 out_get_or(m, "cred", "-"));
     out_clean(o, cells.buf);
     out_clean(o, out_get_or(m, "url", "?"));
     putc('\n', o);
@@ -255,9 +235,16 @@ static const listing_spec_t status_spec = {
 static const listing_spec_t stats_spec = {"STATS", "STATS", 0, NULL, print_stats, NULL, json_stats};
 static const listing_spec_t prometheus_spec = {"STATS",          "STATS", 0,   NULL,
                                                print_prometheus, NULL,    NULL};
+static void json_entry(FILE *o, const proto_msg_t *m)
+{
+    json_msg_or_null(o, m, "cred");
+}
+
 static const listing_spec_t ls_spec = {
-    "LIST",      "ENTRY", 1,   "SHA256              SIZE  ACCESSED          PINNED  URL\n",
-    print_entry, NULL,    NULL};
+    "LIST",      "ENTRY",
+    1,           "SHA256              SIZE  ACCESSED          PINNED  CRED      URL\n",
+    print_entry, NULL,
+    json_entry};
 
 /* ---- the exchange ------------------------------------------------------- */
 

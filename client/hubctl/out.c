@@ -4,7 +4,10 @@
 #include "util.h"
 
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 /* The 1023.95 threshold avoids printing "1024.0 KiB". */
@@ -60,7 +63,33 @@ void out_reason(FILE *f, const char *code, const char *msg)
     out_clean(f, code);
     fputs(": ", f);
     out_clean(f, msg);
+    /* The disk that is full is not the one the user wrote to, nor theirs to
+     * clean: whose it is, and who can free it. */
+    if (strcmp(code, "no_space") == 0)
+        fputs(" (this is hubd's cache, not your disk or output folder: ask hubd's admin to free "
+              "room: hubctl gc, max_cache_size, min_free_space)",
+              f);
     putc('\n', f);
+}
+
+void out_user_names(const char *uids, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (const char *p = uids ? uids : ""; *p && len + 1 < cap;) {
+        char *end;
+        unsigned long uid = strtoul(p, &end, 10);
+        if (end == p)
+            break;
+        const struct passwd *pw = getpwuid((uid_t)uid);
+        if (pw)
+            len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? "," : "", pw->pw_name);
+        else
+            len += (size_t)snprintf(out + len, cap - len, "%s%lu", len ? "," : "", uid);
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (!out[0])
+        snprintf(out, cap, "-");
 }
 
 void out_line_add(out_line_t *l, const char *fmt, ...)

@@ -23,8 +23,12 @@ const char *out_eta(uint64_t s, char *buf, size_t cap);
 void out_clean(FILE *f, const char *s);
 /* A malloc'd copy of s with control bytes as '?'. */
 char *out_clean_copy(const char *s);
-/* "CODE: MSG\n", both cleaned: the tail of every error the daemon sent. */
+/* "CODE: MSG\n", both cleaned: the tail of every error the daemon sent
+ * (no_space: and that it is hubd's cache, for its admin to free). */
 void out_reason(FILE *f, const char *code, const char *msg);
+/* uids "UID,UID" as user names ("-" when none; a uid without a name as the
+ * number), at most cap bytes. */
+void out_user_names(const char *uids, char *out, size_t cap);
 
 /* A bounded line buffer: progress lines and table cells are cut, never
  * overflowed. Start one as {.len = 0}. */

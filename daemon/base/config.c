@@ -7,9 +7,11 @@
 #include <assert.h>
 #include <errno.h>
 #include <ini.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 /* Each row's default: its text through its own parser (so a default is a
  * value a file could give), or worked out from the environment (socket,
@@ -218,4 +220,28 @@ int config_load_string(hubd_config_t *cfg, const char *text, char *err, size_t e
     char why[512] = "syntax error";
     struct ini_ctx ctx = {.cfg = cfg, .err = why, .errlen = sizeof why, .text = text};
     return load_ini(&ctx, "<string>", err, errlen);
+}
+
+int config_free_space_unmet(const hubd_config_t *cfg, char *why, size_t cap)
+{
+    char dir[PATH_MAX];
+    struct statvfs v;
+    if (cfg->min_free_percent || !cfg->min_free_space || !cfg->cache_dir ||
+        snprintf(dir, sizeof dir, "%s", cfg->cache_dir) >= (int)sizeof dir)
+        return 0;                   /* a share of the file system always fits it */
+    while (statvfs(dir, &v) != 0) { /* not made yet: the folder it will be made in */
+        char *slash = strrchr(dir, '/');
+        if (errno != ENOENT || !slash || (slash == dir && dir[1] == '\0'))
+            return 0;
+        slash[slash == dir] = '\0'; /* "/a/b" to "/a", "/a" to "/" */
+    }
+    uint64_t total = (uint64_t)v.f_blocks * v.f_frsize;
+    if (cfg->min_free_space <= total)
+        return 0;
+    snprintf(why, cap,
+             "min_free_space (%llu bytes) is more than the whole file system of %s holds "
+             "(%llu bytes): every download will be refused no_space; lower it, or give a "
+             "share such as 5%%",
+             (unsigned long long)cfg->min_free_space, cfg->cache_dir, (unsigned long long)total);
+    return 1;
 }

@@ -161,6 +161,13 @@ void config_apply_runtime(hubd_config_t *cfg, const hubd_config_t *next, char *n
 
 void config_free(hubd_config_t *cfg);
 
+/* Whether min_free_space asks for more room than the cache's file system
+ * has in all (then every download is refused no_space): 1 and a sentence
+ * in why, else 0. Reads the file system of cache_dir, or of its nearest
+ * folder that exists (--check-config before the first start). Blocking:
+ * start-up and --check-config only. */
+int config_free_space_unmet(const hubd_config_t *cfg, char *why, size_t cap);
+
 /* config_load_file on INI text in memory (for the fuzzer, tests/fuzz). */
 int config_load_string(hubd_config_t *cfg, const char *text, char *err, size_t errlen);
 

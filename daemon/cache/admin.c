@@ -13,6 +13,7 @@ struct admin_req {
     admin_op_t op;
     char *target;
     uint64_t size;
+    int force; /* RM: even a held blob */
     admin_result_t res;
     cache_bad_t *bad;
     void (*done)(void *arg, const admin_result_t *r); /* NULL once cancelled */
@@ -32,7 +33,8 @@ static void admin_work(uv_work_t *w)
     admin_result_t *r = &req->res;
     switch (req->op) {
     case ADMIN_RM:
-        r->rc = cache_remove(req->store, req->db, req->target, &r->removed_blob);
+        r->rc =
+            cache_remove(req->store, req->db, req->target, req->force, &r->held, &r->removed_blob);
         break;
     case ADMIN_PIN:
     case ADMIN_UNPIN:
@@ -40,6 +42,9 @@ static void admin_work(uv_work_t *w)
         break;
     case ADMIN_GC:
         r->rc = cache_evict(req->store, req->db, req->size, NULL, UINT64_MAX, &r->evict);
+        /* What stayed for the holds: the admin is told, and where to look. */
+        if (!r->rc && db_held_unpinned(req->db, UINT64_MAX, &r->held_blobs, &r->held_bytes))
+            r->held_blobs = r->held_bytes = 0;
         break;
     case ADMIN_VERIFY:
         r->rc = cache_verify(req->store, req->db, &r->checked, &req->bad);
@@ -64,8 +69,8 @@ static void after_admin(uv_work_t *w, int status)
 }
 
 int admin_start(uv_loop_t *loop, worktrack_t *work, store_t *store, db_t *db, admin_op_t op,
-                const char *target, uint64_t size, void (*done)(void *arg, const admin_result_t *r),
-                void *arg, admin_req_t **out)
+                const char *target, uint64_t size, int force,
+                void (*done)(void *arg, const admin_result_t *r), void *arg, admin_req_t **out)
 {
     admin_req_t *req = calloc(1, sizeof *req);
     if (!req || (target && !(req->target = strdup(target)))) {
@@ -77,6 +82,7 @@ int admin_start(uv_loop_t *loop, worktrack_t *work, store_t *store, db_t *db, ad
     req->db = db;
     req->op = op;
     req->size = size;
+    req->force = force;
     req->done = done;
     req->arg = arg;
     in_flight++;

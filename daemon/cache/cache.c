@@ -394,17 +394,27 @@ static int remove_entry(store_t *store, db_t *db, const char *url, const char *c
     return rc;
 }
 
-int cache_remove(store_t *store, db_t *db, const char *url_or_sha, int *removed_blob)
+int cache_remove(store_t *store, db_t *db, const char *url_or_sha, int force, cache_holders_t *held,
+                 int *removed_blob)
 {
     *removed_blob = 0;
+    held->total = 0;
     size_t n = strspn(url_or_sha, "0123456789abcdef");
-    if (n == 64 && url_or_sha[64] == '\0') {
-        int rc = drop_blob(store, db, url_or_sha, 0);
-        if (!rc)
-            *removed_blob = 1;
-        return rc;
-    }
-    return remove_entry(store, db, url_or_sha, "", NULL, removed_blob);
+    int by_sha = n == 64 && url_or_sha[64] == '\0';
+    /* The check and the removal under one lock: a HOLD of the blob cannot
+     * come between them (holds_add takes it too). */
+    db_lock(db);
+    int rc =
+        force ? 0
+              : db_rm_holders(db, url_or_sha, by_sha, held->uid, CACHE_HOLDERS_MAX, &held->total);
+    if (!rc && held->total)
+        rc = -EBUSY;
+    else if (!rc && by_sha && (rc = drop_blob(store, db, url_or_sha, 0)) == 0)
+        *removed_blob = 1;
+    else if (!rc && !by_sha)
+        rc = remove_entry(store, db, url_or_sha, "", NULL, removed_blob);
+    db_unlock(db);
+    return rc;
 }
 
 int cache_forget(store_t *store, db_t *db, const char *url, const char *cred_tag,

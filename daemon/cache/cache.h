@@ -11,6 +11,7 @@
 #define HUBD_CACHE_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "db.h"
 #include "store.h"
@@ -69,10 +70,21 @@ int cache_reserve_make(store_t *store);
  * (or chunk), so the daemon exits in bounded time. */
 void cache_cancel_all(void);
 
+/* The users whose HF caches hold a blob (their uids, by uid: the first
+ * CACHE_HOLDERS_MAX of `total`). */
+#define CACHE_HOLDERS_MAX 8
+typedef struct cache_holders {
+    uid_t uid[CACHE_HOLDERS_MAX];
+    unsigned total; /* uids holding it, all of them */
+} cache_holders_t;
+
 /* Removes a blob (by digest: every entry naming it) or an entry (by URL:
  * the blob too when it was its last entry). *removed_blob says whether a
- * blob went. -ENOENT when nothing matched. */
-int cache_remove(store_t *store, db_t *db, const char *url_or_sha, int *removed_blob);
+ * blob went. -ENOENT when nothing matched. Unless `force`, a blob that
+ * users' HF caches hold (their links would dangle) is not removed:
+ * -EBUSY, and *held says whose; an entry whose blob stays needs no force. */
+int cache_remove(store_t *store, db_t *db, const char *url_or_sha, int force, cache_holders_t *held,
+                 int *removed_blob);
 
 /* Removes url's entry fetched with these credentials (cred_tag, "" for
  * none) while it still names the blob sha256, and the blob when it was its

@@ -380,7 +380,7 @@ int db_list_page(db_t *db, uint64_t before, unsigned max, uid_t uid,
     if (sqlite3_prepare_v2(h,
                            "SELECT e.url, e.sha256, b.size, e.created, e.accessed, b.pinned, e.seq,"
                            " EXISTS (SELECT 1 FROM requesters r WHERE r.url = e.url"
-                           " AND r.cred_tag = e.cred_tag AND r.uid = ?3)"
+                           " AND r.cred_tag = e.cred_tag AND r.uid = ?3), e.cred_tag"
                            " FROM entries e JOIN blobs b USING (sha256)"
                            " WHERE e.seq < ?1 ORDER BY e.seq DESC LIMIT ?2",
                            -1, &st, NULL) != SQLITE_OK) {
@@ -402,7 +402,10 @@ int db_list_page(db_t *db, uint64_t before, unsigned max, uid_t uid,
             .pinned = sqlite3_column_int(st, 5),
             .seq = (uint64_t)sqlite3_column_int64(st, 6),
             .mine = sqlite3_column_int(st, 7),
+            .cred_tag = (const char *)sqlite3_column_text(st, 8),
         };
+        if (!e.cred_tag)
+            e.cred_tag = "";
         if (e.url && e.sha256)
             fn(arg, &e);
         n++;

@@ -60,10 +60,11 @@ typedef struct db_entry {
     const char *sha256;
     uint64_t size;
     int pinned;
-    int64_t created;  /* unix seconds */
-    int64_t accessed; /* unix seconds */
-    uint64_t seq;     /* use sequence: the next page starts below it */
-    int mine;         /* the uid asking is among the entry's requesters */
+    int64_t created;      /* unix seconds */
+    int64_t accessed;     /* unix seconds */
+    uint64_t seq;         /* use sequence: the next page starts below it */
+    int mine;             /* the uid asking is among the entry's requesters */
+    const char *cred_tag; /* "" for a public entry, else its credential tag */
 } db_entry_t;
 
 /* Opens (creating and migrating) <path>. Start-up only. The file (and
@@ -360,6 +361,15 @@ typedef struct db_hold_sum {
  * uid. */
 int db_holds_list(db_t *db, int64_t uid, unsigned max,
                   void (*fn)(void *arg, const db_hold_sum_t *s), void *arg);
+/* The uids (the first cap, by uid; *n: how many in all) holding the blob an
+ * RM of url_or_sha would remove: the digest's (by_sha), or the blob of the
+ * URL's public entry when no other entry names it (else none: only the
+ * entry goes). Call it under db_lock to remove on its answer. */
+int db_rm_holders(db_t *db, const char *url_or_sha, int by_sha, uid_t *uids, unsigned cap,
+                  unsigned *n);
+/* The unpinned blobs recorded up to the use sequence fence that holds keep
+ * from eviction, and their bytes: what a GC could not free for them. */
+int db_held_unpinned(db_t *db, uint64_t fence, uint64_t *blobs, uint64_t *bytes);
 /* Pool threads (or start-up): after blobs went with their holds (removal,
  * quarantine, start-up's checks), counts again what db_holds_stats and
  * db_holds_of say; a no-op when none did. */

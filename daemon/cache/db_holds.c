@@ -495,3 +495,60 @@ int db_holds_list(db_t *db, int64_t uid, unsigned max,
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
     return rc;
 }
+
+int db_rm_holders(db_t *db, const char *url_or_sha, int by_sha, uid_t *uids, unsigned cap,
+                  unsigned *n)
+{
+    sqlite3 *h = db->wr;
+    sqlite3_stmt *st;
+    *n = 0;
+    sqlite3_mutex_enter(sqlite3_db_mutex(h)); /* the writer's lock, as above */
+    /* The blob the RM takes: the digest's, or the URL's public entry's
+     * when no other entry names its blob (else only the entry goes). */
+    int rc = prepare(h,
+                     "WITH b(sha) AS (SELECT ?1 WHERE ?2 = 1 UNION ALL"
+                     " SELECT e.sha256 FROM entries e WHERE ?2 = 0 AND e.url = ?1"
+                     " AND e.cred_tag = '' AND NOT EXISTS (SELECT 1 FROM entries o"
+                     " WHERE o.sha256 = e.sha256 AND NOT (o.url = e.url AND o.cred_tag = '')))"
+                     " SELECT DISTINCT uid FROM holds WHERE sha256 IN (SELECT sha FROM b)"
+                     " ORDER BY uid",
+                     &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, url_or_sha, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 2, by_sha != 0);
+        int r;
+        while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+            if (*n < cap)
+                uids[*n] = (uid_t)sqlite3_column_int64(st, 0);
+            ++*n;
+        }
+        rc = r == SQLITE_DONE ? 0 : db_sq_err(h, "listing a blob's holders");
+        sqlite3_finalize(st);
+    }
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}
+
+int db_held_unpinned(db_t *db, uint64_t fence, uint64_t *blobs, uint64_t *bytes)
+{
+    sqlite3 *h = db->wr;
+    sqlite3_stmt *st;
+    *blobs = *bytes = 0;
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
+    int rc = prepare(h,
+                     "SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE pinned = 0"
+                     " AND recorded <= ?1 AND sha256 IN (SELECT sha256 FROM holds)",
+                     &st);
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, fence > INT64_MAX ? INT64_MAX : (int64_t)fence);
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            *blobs = (uint64_t)sqlite3_column_int64(st, 0);
+            *bytes = (uint64_t)sqlite3_column_int64(st, 1);
+        } else {
+            rc = db_sq_err(h, "summing the held blobs");
+        }
+        sqlite3_finalize(st);
+    }
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}

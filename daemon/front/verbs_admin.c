@@ -18,6 +18,7 @@ typedef struct pending {
     session_t *s;
     list_node_t node; /* in s->pending */
     admin_op_t op;
+    uint64_t size; /* GC: the size it collects down to */
     char id[VERB_ID_MAX + 1];
 } pending_t;
 
@@ -37,6 +38,9 @@ static void send_ok_fields(session_t *s, const pending_t *p, const admin_result_
         proto_add_u64(&rep.w, "evicted", r->evict.evicted);
         proto_add_u64(&rep.w, "freed", r->evict.freed);
         proto_add_u64(&rep.w, "size", r->evict.size);
+        proto_add_u64(&rep.w, "target", p->size);
+        proto_add_u64(&rep.w, "held", r->held_bytes);
+        proto_add_u64(&rep.w, "held_blobs", r->held_blobs);
         break;
     case ADMIN_VERIFY: {
         unsigned nbad = 0;
@@ -56,12 +60,37 @@ static void send_ok_fields(session_t *s, const pending_t *p, const admin_result_
     reply_send(&s->t, &rep);
 }
 
+/* RM of a blob users' HF caches hold, without force=1: whose (uids, the
+ * client names them), and what to do. */
+static void send_held(session_t *s, const pending_t *p, const cache_holders_t *h)
+{
+    char users[CACHE_HOLDERS_MAX * 12] = "", msg[160];
+    size_t len = 0;
+    for (unsigned i = 0; i < h->total && i < CACHE_HOLDERS_MAX; i++)
+        len += (size_t)snprintf(users + len, sizeof users - len, "%s%u", i ? "," : "",
+                                (unsigned)h->uid[i]);
+    snprintf(msg, sizeof msg,
+             "the blob is held: %u user(s)' HF caches link to it (uid %s%s); force=1 removes "
+             "it anyway",
+             h->total, users, h->total > CACHE_HOLDERS_MAX ? ",..." : "");
+    reply_t rep;
+    reply_begin(&rep, "ERR");
+    proto_add(&rep.w, "id", p->id);
+    proto_add(&rep.w, "code", "held");
+    proto_add(&rep.w, "users", users);
+    proto_add_u64(&rep.w, "holders", h->total);
+    proto_add(&rep.w, "msg", msg);
+    reply_send(&s->t, &rep);
+}
+
 static void on_admin_done(void *arg, const admin_result_t *r)
 {
     pending_t *p = arg;
     session_t *s = p->s;
     list_remove(&p->node);
-    if (r->rc == -ENOENT)
+    if (r->rc == -EBUSY && p->op == ADMIN_RM)
+        send_held(s, p, &r->held);
+    else if (r->rc == -ENOENT)
         reply_err(&s->t, p->id, "not_found", "no such URL or blob in the cache");
     else if (r->rc == -ENOSPC)
         reply_err(&s->t, p->id, "no_space", "the cache's file system is full");
@@ -136,9 +165,16 @@ void verbs_admin(session_t *s, const proto_msg_t *m, const char *id, int arg)
     } else if (op == ADMIN_GC && gc_size(s, m, id, &size)) {
         return;
     }
+    const char *force = proto_get(m, "force");
+    if (force && strcmp(force, "0") != 0 && strcmp(force, "1") != 0) {
+        reply_err(&s->t, id, "bad_request", "force= is 0 or 1");
+        url_free(&u);
+        return;
+    }
     pending_t *p = calloc(1, sizeof *p);
-    if (!p || admin_start(s->srv->loop, jobs_work(s->srv->jobs), s->srv->store, s->srv->db, op,
-                          target, size, on_admin_done, p, &p->req)) {
+    if (!p ||
+        admin_start(s->srv->loop, jobs_work(s->srv->jobs), s->srv->store, s->srv->db, op, target,
+                    size, force && strcmp(force, "1") == 0, on_admin_done, p, &p->req)) {
         free(p);
         url_free(&u);
         reply_err(&s->t, id, "internal", "out of memory");
@@ -146,6 +182,7 @@ void verbs_admin(session_t *s, const proto_msg_t *m, const char *id, int arg)
     }
     p->s = s;
     p->op = op;
+    p->size = size;
     snprintf(p->id, sizeof p->id, "%s", id);
     log_info("session pid %d uid %d: %s %s", (int)s->who.pid, (int)s->who.uid, m->verb,
              target ? target : "");

@@ -318,6 +318,17 @@ void verbs_hold(session_t *s, const proto_msg_t *m, const char *id, int arg)
         reply_err(&s->t, id, "bad_request", bad);
         goto fail;
     }
+    if (op == OP_HOLDS && proto_get(m, "all") && !session_is_admin(s)) {
+        /* Asked for everyone's: say no rather than list only the caller's. */
+        const char *group = s->srv->cfg->admin_group ? s->srv->cfg->admin_group : "";
+        char msg[320];
+        snprintf(msg, sizeof msg,
+                 "every user's holds (all=1) are for root, hubd's user and the admin group%s%s; "
+                 "yours: without all=",
+                 *group ? " " : "", group);
+        reply_err(&s->t, id, "permission_denied", msg);
+        goto fail;
+    }
     if (op != OP_HOLD) {
         int64_t uid = op == OP_HOLDS ? r->of_uid : (int64_t)r->uid;
         if (other_uid(s, m, id, &uid))

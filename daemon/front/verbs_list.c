@@ -10,6 +10,7 @@
 #define STREAM_QUEUE (256u << 10) /* queued bytes below which a stream sends its next page */
 #define LIST_PAGE 64              /* ENTRY or JOB lines per page */
 #define SHOWN_URL_MAX 4096        /* bytes of a URL in a listing: 3x that encoded fits a line */
+#define LIST_CRED_SHOWN 8 /* hex digits of a credential tag LIST shows: apart, not the tag */
 
 /* One page of LIST, read in the pool (db_list_page), sent on the loop. */
 struct listing_page {
@@ -25,6 +26,7 @@ struct listing_page {
         db_entry_t e;
         char *url;
         char sha[65];
+        char cred[LIST_CRED_SHOWN + 1]; /* the tag's first digits, "" for a public entry */
     } v[LIST_PAGE];
 };
 
@@ -89,6 +91,10 @@ static void send_entry_line(session_t *s, const db_entry_t *e)
     proto_add_i64(&r.w, "created", e->created);
     proto_add_i64(&r.w, "accessed", e->accessed);
     proto_add_u64(&r.w, "pinned", (uint64_t)e->pinned);
+    /* Fetched with credentials: stored apart for them. Which credential,
+     * like the query string, only to admins and its own requesters. */
+    if (*e->cred_tag)
+        proto_add(&r.w, "cred", e->mine || session_is_admin(s) ? e->cred_tag : "other");
     s->stream_at = e->seq;
     s->stream_count += (uint64_t)reply_send(&s->t, &r);
 }
@@ -101,8 +107,10 @@ static void copy_entry(void *arg, const db_entry_t *e)
         return;
     pe->e = *e;
     snprintf(pe->sha, sizeof pe->sha, "%s", e->sha256);
+    snprintf(pe->cred, sizeof pe->cred, "%.*s", LIST_CRED_SHOWN, e->cred_tag);
     pe->e.url = pe->url;
     pe->e.sha256 = pe->sha;
+    pe->e.cred_tag = pe->cred;
     p->n++;
 }
 

@@ -422,13 +422,51 @@ class HoldsTest(HoldsBase):
         self.assertTrue(os.path.exists(path))
         self.assertIn("evicted blob", self.hubd.read_log())
 
-    def test_admin_rm_removes_a_held_blob_and_its_holds(self):
+    def test_admin_rm_of_a_held_blob_names_its_users_and_needs_force(self):
+        import pwd
         digest, path, link = self.held_private()
-        r = self.hubctl("rm", digest)
+        url = self.origin.url("/files/g.bin?require_auth=%s" % needs(TOKEN_A))
+        public = self.make_file("p.bin", 3000, seed=7)
+        purl = self.origin.url("/files/p.bin")
+        self.fetch(UID_B, purl)
+        self.assertTrue(self.hold(UID_B, public)[0].startswith("HELD"))
+        def name(uid):
+            try:
+                return pwd.getpwuid(uid).pw_name
+            except KeyError:
+                return str(uid)
+        for target, who in ((digest, UID_A), (purl, UID_B), (public, UID_B)):
+            r = self.hubctl("rm", target)
+            self.assertEqual(r.rc, 1, r)
+            self.assertIn("held by the HF caches of %s," % name(who), r.err)
+            self.assertIn("--force", r.err)
+            self.assertIn("hf ls --all", r.err)
+        self.assertTrue(os.path.exists(path))
+        self.assertEqual(self.stats()["holds"], 2)
+        r = self.hubctl("rm", digest, "--json")
+        self.assertEqual(json.loads(r.out)["error"]["code"], "held", r)
+        self.assertEqual(self.hubctl("rm", url).rc, 1)  # no public entry of it: not found
+        r = self.hubctl("rm", digest, "--force")
         self.assertEqual(r.rc, 0, r)
         self.assertFalse(os.path.exists(path))
+        self.assertEqual(self.stats()["holds"], 1)  # B's, of the public blob
+        self.assertEqual(self.hubd.query("SELECT count(*) FROM holds"), [(1,)])
+        self.assertEqual(self.hubctl("rm", purl, "--force").rc, 0)
         self.assertEqual(self.stats()["holds"], 0)
-        self.assertEqual(self.hubd.query("SELECT count(*) FROM holds"), [(0,)])
+
+    def test_gc_says_what_the_holds_kept_and_where_to_look(self):
+        digest, path, link = self.held_private()
+        self.make_file("o.bin", 3000, seed=2)
+        self.fetch(0, self.origin.url("/files/o.bin"))
+        r = self.hubctl("gc", "--max-size", "0")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("evicted 1 blob(s)", r.out)
+        self.assertIn("could not free 4.9 KiB in 1 blob(s): held by users' HF caches", r.out)
+        self.assertIn("hubctl hf ls --all", r.out)
+        res = json.loads(self.hubctl("gc", "--max-size", "0", "--json").out)["result"]
+        self.assertEqual((res["held"], res["held_blobs"], res["target"]), (5000, 1, 0))
+        r = self.hubctl("gc", "--max-size", "1M")  # under its target: nothing to say
+        self.assertNotIn("could not free", r.out)
 
     def test_holds_of_others_are_an_admins(self):
         self.held_private()
@@ -496,6 +534,33 @@ class HfHoldsCliTest(HoldsBase):
         self.assertFalse(os.path.exists(repo))
         self.assertEqual(self.stats()["holds"], 0)
         self.assertNotIn("system.posix_acl_access", os.listxattr(done["path"]))
+
+    def test_hf_ls_all_is_an_admins_and_names_users_in_aligned_columns(self):
+        import pwd
+        url, digest = self.gated("w.bin", TOKEN_A)
+        self.fetch(UID_B, self.origin.url("/files/w.bin?x=1"))  # public, for B
+        long_label = "models/" + "an-organisation-with-a-long-name/" + "m" * 60 + "@main"
+        for label in ("models/org/m@main", long_label):
+            last, _ = self.hold(UID_B, digest, label=label,
+                                link=os.path.join(self.homes[UID_B], label.replace("/", "_")))
+            self.assertTrue(last.startswith("HELD"), last)
+        r = self.hubctl_as(UID_B, "hf", "ls", "--all")
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn("permission_denied", r.stderr)
+        self.assertIn("admin group", r.stderr)
+        self.assertEqual(r.stdout, "")
+        r = subprocess.run(self.hubctl_args("hf", "ls", "--all"), capture_output=True, text=True,
+                           timeout=60)  # root
+        self.assertEqual(r.returncode, 0, r)
+        lines = r.stdout.splitlines()
+        self.assertEqual(len(lines), 3, r.stdout)
+        name = pwd.getpwuid(UID_B).pw_name
+        self.assertTrue(all(line.startswith(name) for line in lines[1:]), lines)
+        self.assertEqual(len({len(line) for line in lines}), 1, lines)  # columns line up
+        self.assertEqual({line.index("REPO@REVISION") for line in lines[:1]} |
+                         {line.index("models/") for line in lines[1:]}, {lines[0].index("REPO")})
+        rows = json.loads(self.hubctl_as(UID_B, "hf", "ls", "--json").stdout)
+        self.assertEqual({(x["uid"], x["user"]) for x in rows}, {(UID_B, name)})
 
     def test_hf_rm_of_one_revision_keeps_blobs_another_uses(self):
         url, digest = self.gated("w.bin", TOKEN_A)

@@ -502,14 +502,15 @@ def check(value, schema, where="$"):
         return None
     if schema is int and isinstance(value, bool):
         return "%s: a boolean where a number belongs" % where
-    return None if isinstance(value, schema) else "%s: %r is not %s" % (where, value,
-                                                                       schema.__name__)
+    return None if isinstance(value, schema) else "%s: %r is not %s" % (
+        where, value, getattr(schema, "__name__", schema))
 
 
 ERROR = {"code": str, "message": str}
 FETCH_OK = {"url": str, "ok": bool, "path": str, "sha256": str, "size": int, "source": str}
 FETCH_FAILED = {"url": str, "ok": bool, "error": ERROR}
-ENTRY = {"url": str, "sha256": str, "size": int, "created": int, "accessed": int, "pinned": bool}
+ENTRY = {"url": str, "sha256": str, "size": int, "created": int, "accessed": int, "pinned": bool,
+         "cred": (str, type(None))}
 JOB = {"job": int, "url": str, "state": str, "done": int, "total?": int, "rate": int,
        "waiters": int, "connections": int, "source": str, "mirror?": str, "users?": [int]}
 ADMIN_FAILED = {"ok": bool, "error": ERROR}
@@ -545,7 +546,8 @@ class JsonTest(HubTestCase):
         self.assertSchema(self.json_of("verify"), {"ok": bool, "result": {"checked": int, "bad": int},
                                                    "bad_blobs": [{"sha256": str, "reason": str}]})
         self.assertSchema(self.json_of("gc", "--max-size", "0"),
-                          {"ok": bool, "result": {"evicted": int, "freed": int, "size": int}})
+                          {"ok": bool, "result": {"evicted": int, "freed": int, "size": int,
+                                                  "target": int, "held": int, "held_blobs": int}})
         self.assertSchema(self.json_of("rm", url), {"ok": bool, "result": {"removed_blob": bool}})
         # status, with a job running.
         self.make_file("slow", 1 << 20)
@@ -701,3 +703,98 @@ class CancelTest(HubTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class HelpAndAdminToolsTest(HubTestCase):
+    """Each command's own --help; ls tells rows apart by credential;
+    doctor checks the socket it was given; a min_free_space the cache's
+    file system cannot hold is said at start and by --check-config; a
+    no_space says whose disk is full and whom to ask."""
+
+    def test_each_command_has_its_own_help(self):
+        for words, says in ((["fetch"], "fetch [--sha256 HEX]"), (["gc"], "gc [--max-size SIZE]"),
+                            (["rm"], "--force"), (["ls"], "CRED"), (["doctor"], "HUBD_SOCKET"),
+                            (["hf", "download"], "hf download REPO"), (["hf", "ls"], "--all"),
+                            (["hf", "rm"], "hf rm REPO")):
+            for argv in (words + ["--help"], ["help"] + words, words + ["-h"]):
+                r = subprocess.run([HUBCTL] + argv, capture_output=True, text=True, timeout=30)
+                self.assertEqual(r.returncode, 0, (argv, r))
+                self.assertTrue(r.stdout.startswith("Usage: hubctl"), (argv, r.stdout))
+                self.assertIn(says, r.stdout, argv)
+                self.assertNotIn("Commands:", r.stdout, argv)  # not the whole program's
+        r = subprocess.run([HUBCTL, "help", "nope"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2, r)
+
+    def test_ls_shows_which_rows_differ_by_credential(self):
+        import json
+        self.make_file("a", 1000)
+        url = self.origin.url("/files/a")
+        for extra in ((), ("-H", "Authorization: Bearer tok-one"),
+                      ("-H", "Authorization: Bearer tok-two")):
+            r = self.hubctl("fetch", url, *extra)
+            self.assertEqual(r.rc, 0, r)
+        r = self.hubctl("ls")
+        self.assertEqual(r.rc, 0, r)
+        lines = r.out.splitlines()
+        self.assertIn("CRED", lines[0])
+        at = lines[0].index("CRED")
+        creds = sorted(line[at:].split()[0] for line in lines[1:])
+        self.assertEqual(len(lines), 4, r.out)  # one URL, three rows
+        self.assertEqual(creds[0], "-")
+        self.assertRegex(creds[1], r"^[0-9a-f]{8}$")
+        self.assertRegex(creds[2], r"^[0-9a-f]{8}$")
+        self.assertNotEqual(creds[1], creds[2])
+        rows = json.loads(self.hubctl("ls", "--json").out)
+        self.assertEqual(sorted(str(e["cred"]) for e in rows), sorted(["None"] + creds[1:]))
+        self.assertNotIn("tok-one", r.out)
+
+    def test_doctor_checks_the_socket_it_was_given(self):
+        r = self.hubctl("doctor")  # --socket: the test's daemon
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn(self.hubd.socket, r.out)
+        self.assertIn("hubd answers", r.out)
+        self.assertNotIn("system hubd at", r.out)
+        gone = os.path.join(self.tmp, "nobody-here.sock")
+        env = dict(os.environ, HUBD_SOCKET=gone)
+        r = subprocess.run([HUBCTL, "doctor"], capture_output=True, text=True, timeout=30, env=env)
+        self.assertEqual(r.returncode, 3, r)
+        self.assertIn(gone, r.stdout)
+        self.assertIn("HUBD_SOCKET", r.stdout)
+        self.assertNotIn("/run/hubd", r.stdout)
+        self.assertNotIn("systemctl", r.stdout)
+
+    @unittest.skipUnless(os.geteuid() == 0, "mounting a small tmpfs needs root")
+    def test_min_free_space_past_the_file_system_is_said_and_no_space_names_hubds_cache(self):
+        import sys
+        small = self.hubd_on_tmpfs(16, min_free_space="1G")
+        self.assertIn("min_free_space (1073741824 bytes) is more than the whole file system",
+                      self.hubd.read_log())
+        conf = write_config(os.path.join(self.tmp, "check.conf"), min_free_space="1G",
+                            cache_dir=os.path.join(small, "not-yet"))
+        r = subprocess.run([HUBD, "--config", conf, "--check-config", "--quiet"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertIn("warning: min_free_space", r.stderr)
+        conf = write_config(os.path.join(self.tmp, "check2.conf"), min_free_space="8M",
+                            cache_dir=os.path.join(small, "not-yet"))
+        r = subprocess.run([HUBD, "--config", conf, "--check-config", "--quiet"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        # Every download is refused no_space, and the clients say whose.
+        self.make_file("a", 100000)
+        url = self.origin.url("/files/a")
+        r = self.hubctl("fetch", url)
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("no_space", r.err)
+        self.assertIn("hubd's cache", r.err)
+        self.assertIn("ask hubd's admin", r.err)
+        here = os.path.dirname(os.path.abspath(__file__))
+        code = ("import sys; sys.path.insert(0, %r); import hubd\n"
+                "try:\n    hubd.fetch(%r, progress=False)\n"
+                "except hubd.HubdError as e:\n    print(type(e).__name__, e.code, e)\n"
+                % (os.path.join(here, "..", "..", "client", "python"), url))
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, HUBD_SOCKET=self.hubd.socket))
+        self.assertTrue(r.stdout.startswith("HubdError no_space "), r)
+        self.assertIn("hubd's cache", r.stdout)
+        self.assertIn("ask hubd's admin", r.stdout)

@@ -47,7 +47,7 @@ _hubctl() {
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W "--socket --help --version" -- "$cur"))
         else
-            COMPREPLY=($(compgen -W "fetch hf status stats ls cancel rm pin unpin gc verify start stop doctor" -- "$cur"))
+            COMPREPLY=($(compgen -W "fetch hf status stats ls cancel rm pin unpin gc verify start stop doctor help" -- "$cur"))
         fi
         return
     fi
@@ -60,10 +60,17 @@ _hubctl() {
     case $cmd in
     hf) opts="--repo-type --revision --include --exclude --cache-dir --local-dir --token --warm --max-workers --force-download --json -q --quiet --progress --all --uid" ;;
     fetch) opts="--sha256 -H --header -o -q --json --progress --refresh" ;;
-    status | ls | rm | pin | unpin | verify | cancel) opts="--json" ;;
+    status | ls | pin | unpin | verify | cancel) opts="--json" ;;
+    rm) opts="--force --json" ;;
+    help)
+        # the command whose usage is asked for
+        [[ $cur != -* ]] && COMPREPLY=($(compgen -W "fetch hf status stats ls cancel rm pin unpin gc verify start stop doctor" -- "$cur"))
+        return
+        ;;
     stats) opts="--json --prometheus" ;;
     gc) opts="--max-size --json" ;;
     esac
+    opts="$opts --help" # every command has its own
     [[ $cur == -* ]] && COMPREPLY=($(compgen -W "$opts" -- "$cur"))
 }
 complete -F _hubctl hubctl

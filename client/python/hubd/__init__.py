@@ -126,9 +126,15 @@ _CODE_TEXT = {
     "truncated": "the connection ended before the body was complete",
     "hash_mismatch": "the SHA-256 of the download differs from the expected one",
     "io": "the cache could not be written",
+    "no_space": "the file system of hubd's cache is full",
     "shutting_down": "the daemon is stopping",
     "internal": "internal error in hubd (see its log)",
 }
+
+
+# Said with every no_space: whose disk is full, and who can free it.
+_NO_SPACE_NOTE = ("this is hubd's cache, not your disk or output folder: ask hubd's admin to "
+                  "free room: hubctl gc, max_cache_size, min_free_space")
 
 
 class HubdFallbackWarning(RuntimeWarning):
@@ -146,6 +152,9 @@ class HubdError(OSError):
             msg = _CODE_TEXT.get(code, "")
             if not msg and code.startswith("http_"):
                 msg = "the origin answered HTTP " + code[5:]
+        if code == "no_space" and _NO_SPACE_NOTE not in msg:
+            # The full disk is not the caller's, nor theirs to clean.
+            msg = "%s (%s)" % (msg, _NO_SPACE_NOTE) if msg else _NO_SPACE_NOTE
         self.code = code
         self.msg = msg
         self.url = url
