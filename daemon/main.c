@@ -13,6 +13,7 @@
 #include "sweep.h"
 #include "hostport.h"
 #include "httpd.h"
+#include "metrics.h"
 #include "tcp_listener.h"
 #include "tls.h"
 
@@ -51,8 +52,11 @@ typedef struct daemon_state {
     proxy_settings_t proxies;
     jobs_t *jobs;
     session_server_t *server;
-    tcp_listener_t *http; /* the HTTP front's sockets, NULL: none (or closed) */
-    httpd_t *httpd;       /* the HTTP front's server, NULL: none (or closed) */
+    tcp_listener_t *http;    /* the HTTP front's sockets, NULL: none (or closed) */
+    httpd_t *httpd;          /* the HTTP front's server, NULL: none (or closed) */
+    tcp_listener_t *mlisten; /* the metrics endpoint's sockets (metrics_listen), or NULL */
+    httpd_t *mhttpd;         /* its server, one route: /metrics; NULL: none (or closed) */
+    metrics_t *metrics;      /* its page (metrics.h), or NULL */
     uv_signal_t sigint, sigterm, sighup;
     int stopping;
     sweep_t *sweep; /* the background check of blobs/ (sweep.h), or NULL */
@@ -144,10 +148,11 @@ static int http_listen_matches(const hubd_config_t *cfg, const int *fds, size_t 
     }
     for (size_t i = 0; i < nfds; i++)
         if (hostport_format((const struct sockaddr *)&passed[i], addr, sizeof addr) < 0 ||
-            !addr_in(addr, cfg->http_addrs, cfg->nhttp_addrs))
+            !addr_in(addr, cfg->http_listen.addrs, cfg->http_listen.n))
             return 0;
-    for (size_t i = 0; i < cfg->nhttp_addrs; i++)
-        if (hostport_format((const struct sockaddr *)&cfg->http_addrs[i], addr, sizeof addr) < 0 ||
+    for (size_t i = 0; i < cfg->http_listen.n; i++)
+        if (hostport_format((const struct sockaddr *)&cfg->http_listen.addrs[i], addr,
+                            sizeof addr) < 0 ||
             !addr_in(addr, passed, nfds))
             return 0;
     return 1;
@@ -160,14 +165,14 @@ static int http_listen_matches(const hubd_config_t *cfg, const int *fds, size_t 
  * HTTP front. */
 static int start_http(daemon_state_t *d, const int *fds, size_t nfds)
 {
-    if (nfds && d->cfg.nhttp_addrs && !http_listen_matches(&d->cfg, fds, nfds))
+    if (nfds && d->cfg.http_listen.n && !http_listen_matches(&d->cfg, fds, nfds))
         log_warn("http_listen (%s) is ignored under socket activation: the HTTP front uses the "
                  "TCP sockets systemd passed (ListenStream= of the socket unit)",
-                 d->cfg.http_listen);
-    if (!nfds && !d->cfg.nhttp_addrs)
+                 d->cfg.http_listen.text);
+    if (!nfds && !d->cfg.http_listen.n)
         return 0;
-    int rc = tcp_listener_start(d->loop, d->cfg.http_addrs, d->cfg.nhttp_addrs, fds, nfds,
-                                on_http_client, d, &d->http);
+    int rc = tcp_listener_start(d->loop, "HTTP front", d->cfg.http_listen.addrs,
+                                d->cfg.http_listen.n, fds, nfds, on_http_client, d, &d->http);
     if (rc)
         return rc;
     /* Fetches never go back into the front (netpolicy_set_self). */
@@ -199,10 +204,51 @@ static int start_httpd(daemon_state_t *d)
     return rc;
 }
 
+/* A client of the metrics endpoint: its server's (or accepted and closed,
+ * before the server exists). */
+static void on_metrics_client(void *arg, tcp_listener_t *l)
+{
+    daemon_state_t *d = arg;
+    httpd_accept(d->loop, d->mhttpd, l);
+}
+
+/* The metrics endpoint (metrics_listen; off by default): its sockets, then
+ * a server of httpd's with the one route /metrics, reading the sessions'
+ * STATS counters. After the sessions' server: it reads its counters. */
+static int start_metrics(daemon_state_t *d)
+{
+    if (!d->cfg.metrics_listen.n)
+        return 0;
+    metrics_deps_t md = {
+        .loop = d->loop, .cfg = &d->cfg, .jobs = d->jobs, .db = d->db, .srv = d->server};
+    httpd_deps_t hd = {.loop = d->loop, .cfg = &d->cfg};
+    int rc = metrics_new(&md, &d->metrics);
+    if (!rc) {
+        hd.metrics = d->metrics;
+        rc = httpd_new(&hd, &d->mhttpd);
+    }
+    if (!rc)
+        rc =
+            tcp_listener_start(d->loop, "metrics endpoint", d->cfg.metrics_listen.addrs,
+                               d->cfg.metrics_listen.n, NULL, 0, on_metrics_client, d, &d->mlisten);
+    if (rc == -ENOMEM)
+        log_err("metrics endpoint: no memory");
+    return rc;
+}
+
 /* No new HTTP client from here on; the listener frees itself once the loop
  * has closed its handles. */
 static void close_http(daemon_state_t *d)
 {
+    if (d->mlisten)
+        tcp_listener_close(d->mlisten, NULL, NULL);
+    d->mlisten = NULL;
+    if (d->mhttpd) /* its requests leave the metrics' queue */
+        httpd_close(d->mhttpd, NULL, NULL);
+    d->mhttpd = NULL;
+    if (d->metrics) /* an item in the pool frees itself */
+        metrics_close(d->metrics);
+    d->metrics = NULL;
     if (d->http)
         tcp_listener_close(d->http, NULL, NULL);
     d->http = NULL;
@@ -635,7 +681,7 @@ int main(int argc, char **argv)
      * Unix socket exists, so no client finds a daemon that is about to go. */
     if ((rc = start_http(&d, tcp_fds, ntcp)) ||
         (rc = session_server_start(d.loop, &d.cfg, d.jobs, d.db, d.store, listen_fd, &d.server)) ||
-        (d.http && (rc = start_httpd(&d)))) {
+        (d.http && (rc = start_httpd(&d))) || (rc = start_metrics(&d))) {
         d.stopping = 1; /* on_jobs_down closes the signal handles */
         close_http(&d);
         if (d.server) /* the front's server failed after the sessions' started */

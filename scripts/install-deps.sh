@@ -11,7 +11,7 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
       libsystemd-dev systemd dpkg-dev file groff-base man-db mandoc
       clang libclang-rt-14-dev valgrind faketime squid wget util-linux libyajl-dev aria2
       lintian debootstrap systemd-container libacl1-dev xfsprogs btrfs-progs bindfs
-      python3-tqdm"
+      python3-tqdm prometheus"
 # libsystemd-dev: sd_notify/sd_listen_fds. systemd: systemd-analyze verify of
 # the units. dpkg-dev (dpkg-shlibdeps) and file: cpack -G DEB computing the
 # package's Depends. groff-base, man-db, mandoc: checking the man pages.
@@ -37,6 +37,12 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
 # hold's link in it hangs, as a user's hostile FUSE mount would.
 # python3-tqdm: the Python client's HF functions draw their bars with tqdm
 # when it imports, as huggingface_hub does; a test checks them on a pty.
+# prometheus (promtool and the server): test_metrics checks the metrics
+# endpoint's page with promtool and has a real Prometheus scrape it (on a
+# port of its own). Its postinst starts its service, and fails the install
+# when a SysV start fails (a container without systemd, port 9090 taken):
+# the policy-rc.d below keeps it from starting; under systemd a failed
+# start does not fail the install.
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -3,6 +3,7 @@
 #include "conn.h"
 #include "json.h"
 #include "out.h"
+#include "promtext.h"
 #include "textnum.h"
 #include "util.h"
 
@@ -107,83 +108,17 @@ static void print_stats(FILE *o, const proto_msg_t *m)
     }
 }
 
-/* STATS fields and their Prometheus metrics: the names --prometheus and
- * stats --json use alike. */
-static const struct {
-    const char *key, *name, *type, *help;
-} metrics[] = {
-    {"hits", "hubd_hits_total", "counter", "Fetches answered from the cache."},
-    {"misses", "hubd_misses_total", "counter", "Fetches that started a download."},
-    {"attached", "hubd_dedup_attaches_total", "counter",
-     "Fetches that joined a download already running."},
-    {"bytes_from_origin", "hubd_origin_bytes_total", "counter",
-     "Response body bytes received from origins."},
-    {"bytes_served", "hubd_served_bytes_total", "counter", "Bytes of the files handed out."},
-    {"cache_bytes", "hubd_cache_size_bytes", "gauge", "Bytes of the blobs in the cache."},
-    {"cache_blobs", "hubd_cache_blobs", "gauge", "Blobs in the cache."},
-    {"max_cache_size", "hubd_cache_max_size_bytes", "gauge",
-     "The configured max_cache_size (0: no limit)."},
-    {"evicted", "hubd_evicted_blobs_total", "counter", "Blobs evicted."},
-    {"evicted_bytes", "hubd_evicted_bytes_total", "counter", "Bytes evicted."},
-    {"bad_blobs", "hubd_bad_blobs_total", "counter",
-     "Blobs found changed or corrupt on disk (hits, background verification), quarantined."},
-    {"segmented", "hubd_segmented_downloads_total", "counter",
-     "Downloads fetched over several connections."},
-    {"segment_retries", "hubd_segment_retries_total", "counter",
-     "Ranges of segmented downloads asked for again (a failure, a stall, a 429)."},
-    {"segment_fallbacks", "hubd_segment_fallbacks_total", "counter",
-     "Segmented downloads restarted as one stream (ranges that did not fit together)."},
-    {"revalidated", "hubd_revalidated_total", "counter",
-     "Cached URLs the origin said were current (304 Not Modified), served as hits."},
-    {"commits", "hubd_commits_total", "counter", "Downloads committed to the cache."},
-    {"commit_groups", "hubd_commit_groups_total", "counter",
-     "Group commits: the transactions (and fsyncs) those commits shared."},
-    {"commit_name_syncs", "hubd_commit_name_syncs_total", "counter",
-     "Group commits whose new names one syncfs made durable, not an fsync of each folder."},
-    {"hits_on_loop", "hubd_hits_on_loop_total", "counter",
-     "Hits answered on the event loop, with no thread pool item (their path was cached)."},
-    {"jobs_active", "hubd_jobs_active", "gauge", "Downloads transferring now."},
-    {"jobs_queued", "hubd_jobs_queued", "gauge", "Downloads waiting for a slot."},
-    {"sessions", "hubd_sessions", "gauge", "Connected clients."},
-    {"http_connections", "hubd_http_connections_total", "counter",
-     "Connections accepted by the HTTP front."},
-    {"http_requests", "hubd_http_requests_total", "counter",
-     "Requests the HTTP front answered, whatever the status."},
-    {"http_bytes", "hubd_http_bytes_total", "counter", "Body bytes the HTTP front sent."},
-    {"http_refused", "hubd_http_refused_total", "counter",
-     "HTTP front connections refused (user unknown or not allowed, over a limit)."},
-    {"holds", "hubd_holds", "gauge", "Holds of blobs linked into users' HF caches."},
-    {"held_bytes", "hubd_held_bytes", "gauge", "Bytes of the blobs held (each once)."},
-    {"listing_bytes", "hubd_listing_bytes", "gauge",
-     "Bytes the HFREPO file lists alive hold on the cache's disk."},
-    {"uptime", "hubd_uptime_seconds", "gauge", "Seconds since the daemon started."},
-};
-
-/* Prometheus text exposition (version 0.0.4) of one STATS line. */
+/* Prometheus text exposition (version 0.0.4) of one STATS line: the
+ * renderer and the metric names the daemon's /metrics uses (promtext.h). */
 static void print_prometheus(FILE *o, const proto_msg_t *m)
 {
-    for (size_t i = 0; i < ARRAY_LEN(metrics); i++) {
-        uint64_t v;
-        if (parse_u64(proto_get(m, metrics[i].key), &v) < 0)
-            continue; /* an older daemon: leave the metric out, not 0 */
-        fprintf(o, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", metrics[i].name, metrics[i].help,
-                metrics[i].name, metrics[i].type, metrics[i].name, v);
-    }
-    /* errors_by_code=code:n,code:n */
-    fputs("# HELP hubd_errors_total Fetches answered with an error, by error code.\n"
-          "# TYPE hubd_errors_total counter\n",
-          o);
-    const char *by = out_get_or(m, "errors_by_code", "");
-    while (*by) {
-        size_t len = strcspn(by, ",");
-        const char *colon = memchr(by, ':', len);
-        if (colon && colon > by) {
-            int nlen = (int)(colon - by);
-            fprintf(o, "hubd_errors_total{code=\"%.*s\"} %.*s\n", nlen, by,
-                    (int)(len - (size_t)nlen - 1), colon + 1);
-        }
-        by += len + (by[len] == ',');
-    }
+    bytebuf_t b;
+    bytebuf_init(&b, 0);
+    if (promtext_stats(&b, m) == 0)
+        fwrite(bytebuf_data(&b), 1, bytebuf_len(&b), o);
+    else
+        fputs("hubctl: no memory for the metrics\n", stderr);
+    bytebuf_free(&b);
 }
 
 /* stats --json: the Prometheus metrics' names and values, errors by code
@@ -197,13 +132,8 @@ static void json_stats(FILE *o, const proto_msg_t *m)
         const proto_field_t *fl = &m->fields[i];
         if (proto_get(m, fl->key) != fl->value || str_eq(fl->key, "errors"))
             continue; /* errors: the sum of hubd_errors_total's */
-        const char *name = NULL;
-        for (size_t k = 0; k < ARRAY_LEN(metrics) && !name; k++)
-            if (str_eq(metrics[k].key, fl->key))
-                name = metrics[k].name;
+        const char *name = promtext_name_of(fl->key);
         char other[80];
-        if (!name && str_eq(fl->key, "errors_by_code"))
-            name = "hubd_errors_total";
         if (!name) {
             snprintf(other, sizeof other, "hubd_%.60s", fl->key);
             name = other;

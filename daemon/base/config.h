@@ -19,6 +19,16 @@
 #define DEFAULT_DENY_NETWORKS                                                                      \
     "169.254.0.0/16, fe80::/10, fd00:ec2::254/128, 100.100.100.200/32, 0.0.0.0/8, ::/128"
 
+/* A list of loopback host:port items (hostport.h), parsed at load so that
+ * a bad item stops the start with the file and line named. */
+typedef struct config_listen {
+    char *text; /* as written, NULL: off (first: the string types read it) */
+    struct sockaddr_storage addrs[HOSTPORT_MAX_ADDRS]; /* parsed from it, in its order */
+    size_t n;                                          /* addresses in addrs[] */
+} config_listen_t;
+
+enum { CONFIG_LABEL_NAME, CONFIG_LABEL_UID }; /* metrics_user_label's values */
+
 typedef struct hubd_config {
     char *socket_path;    /* Unix socket to listen on (malloc'd) */
     unsigned socket_mode; /* its permission bits (0660) */
@@ -83,10 +93,10 @@ typedef struct hubd_config {
     char *no_proxy; /* hosts that go direct (curl's list); NULL: the environment's, if any */
     mirror_rule_t mirrors[MIRROR_MAX_RULES]; /* `mirror` rules, in file order */
     size_t nmirrors;                         /* rules in mirrors[] */
-    int mirror_fallback; /* a failing mirror gives way to the original URL (default 1) */
-    char *http_listen;   /* the HTTP front's addresses as written, NULL: off (hostport.h) */
-    struct sockaddr_storage http_addrs[HOSTPORT_MAX_ADDRS]; /* parsed from it, in its order */
-    size_t nhttp_addrs;                                     /* addresses in http_addrs[] */
+    int mirror_fallback;            /* a failing mirror gives way to the original URL (default 1) */
+    config_listen_t http_listen;    /* the HTTP front's loopback addresses */
+    config_listen_t metrics_listen; /* the scrape endpoint's (front/metrics.h) */
+    int metrics_user_label;         /* per-user series by user name or uid: CONFIG_LABEL_* */
     char *hf_upstream; /* Hugging Face Hub URL, canonical, no trailing '/' (malloc'd) */
     unsigned http_header_timeout_ms; /* the front: a request's head (and body) within this */
 } hubd_config_t;

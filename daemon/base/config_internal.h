@@ -8,7 +8,7 @@
 
 /* A kind of value, as redis's typeInterface: each row points at one. The
  * functions reach the row's field through k->off (and k->width); a custom
- * type (min_free_space, mirror, proxy, http_listen, hf_upstream) knows its
+ * type (min_free_space, mirror, proxy, hf_upstream) knows its
  * fields by name instead. */
 struct config_type {
     const char *name; /* what the value is, for people and tests ("size", "duration") */
@@ -28,5 +28,12 @@ struct config_type {
      * May parse value again: the config is not touched. NULL: never. */
     int (*explain)(const config_key_t *k, const char *value, int rc, char *err, size_t errlen);
 };
+
+/* config_front.c: the types of the front's irregular keys. A loopback
+ * host:port list (http_listen, metrics_listen: a config_listen_t at the
+ * row's offset), and a word of a set whose row's help begins with the
+ * words ("name or uid: ..."; metrics_user_label, an int). */
+extern const config_type_t config_type_listen;
+extern const config_type_t config_type_label;
 
 #endif

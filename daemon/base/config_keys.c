@@ -6,7 +6,6 @@
  * reload. A new key is a new row here; etc/hubd.conf and hubd.conf(5) must
  * name it too (unit_config and packaging_conf_doc fail until they do). */
 #include "config_internal.h"
-#include "hostport.h"
 #include "log.h"
 #include "mirror.h"
 #include "netpolicy.h"
@@ -499,52 +498,6 @@ static int explain_proxy(const config_key_t *k, const char *value, int rc, char 
     return 1;
 }
 
-/* ---- http_listen: the HTTP front's loopback host:port list ---- */
-
-/* Parsed now, so that a bad item stops the start with the file and line
- * named, and the listener gets addresses it need not check again. The
- * text is kept as written for config_print; blank: the front is off. */
-static int parse_http_listen(hubd_config_t *cfg, const config_key_t *k, const char *value)
-{
-    (void)k;
-    struct sockaddr_storage addrs[HOSTPORT_MAX_ADDRS];
-    char item[HOSTPORT_TEXT_MAX];
-    const char *why;
-    size_t n;
-    int rc = hostport_parse_list(value, addrs, HOSTPORT_MAX_ADDRS, &n, item, sizeof item, &why);
-    if (rc)
-        return rc;
-    char *text = NULL;
-    if (n && !(text = strdup(value)))
-        return -ENOMEM;
-    free(cfg->http_listen);
-    cfg->http_listen = text;
-    memcpy(cfg->http_addrs, addrs, n * sizeof addrs[0]);
-    cfg->nhttp_addrs = n;
-    return 0;
-}
-
-static void release_http_listen(hubd_config_t *cfg, const config_key_t *k)
-{
-    release_string(cfg, k);
-    cfg->nhttp_addrs = 0;
-}
-
-/* Parsed again for the item and the reason. */
-static int explain_http_listen(const config_key_t *k, const char *value, int rc, char *err,
-                               size_t errlen)
-{
-    if (rc == -ENOMEM)
-        return 0;
-    struct sockaddr_storage addrs[HOSTPORT_MAX_ADDRS];
-    char item[HOSTPORT_TEXT_MAX];
-    const char *why = "";
-    size_t n;
-    hostport_parse_list(value, addrs, HOSTPORT_MAX_ADDRS, &n, item, sizeof item, &why);
-    snprintf(err, errlen, "%s: %s %s", k->name, item, why);
-    return 1;
-}
-
 /* ---- hf_upstream: the Hub's URL ---- */
 
 /* Request paths ("/api/models/...") are appended to it: so absolute
@@ -661,7 +614,6 @@ enum {
     T_FREE_SPACE,
     T_MIRROR,
     T_PROXY,
-    T_HTTP_LISTEN,
     T_URL
 };
 
@@ -694,9 +646,6 @@ static const config_type_t types[] = {
                   explain_mirror},
     [T_PROXY] = {"proxy URL", parse_set_string_key, print_proxy, differ_string, take_string_key,
                  release_string, explain_proxy},
-    /* The listening sockets are bound once (or are systemd's). */
-    [T_HTTP_LISTEN] = {"host:port list", parse_http_listen, print_optional_key, differ_string, NULL,
-                       release_http_listen, explain_http_listen},
     [T_URL] = {"URL", parse_upstream, print_string_key, differ_string, take_string_key,
                release_string, explain_upstream},
 };
@@ -868,7 +817,7 @@ static const config_key_t config_keys[] = {
     {"mirror_fallback", &types[T_BOOL], FIELD(mirror_fallback), .def = "yes",
      .help = "a failing mirror gives way to the original URL"},
     /* The HTTP front (issue 13). */
-    {"http_listen", &types[T_HTTP_LISTEN], FIELD(http_listen), .def = "",
+    {"http_listen", &config_type_listen, FIELD(http_listen), .def = "",
      .help = "the HTTP front's loopback host:port items; empty: off"},
     {"hf_upstream", &types[T_URL], FIELD(hf_upstream), .def = DEFAULT_HF_UPSTREAM,
      .help = "where the HTTP front sends Hugging Face Hub requests"},
@@ -877,6 +826,11 @@ static const config_key_t config_keys[] = {
      .flags = RELOAD,
      .help = "the HTTP front: a request's head (and body) within this long, and a Hub API "
              "request's wait for its turn"},
+    /* The scrape endpoint for Prometheus (front/metrics.h): unauthenticated. */
+    {"metrics_listen", &config_type_listen, FIELD(metrics_listen), .def = "",
+     .help = "the metrics endpoint's loopback host:port items; empty: off"},
+    {"metrics_user_label", &config_type_label, FIELD(metrics_user_label), .def = "name",
+     .flags = RELOAD, .help = "name or uid: what labels the per-user metrics"},
 };
 
 const config_key_t *config_key_table(size_t *n)

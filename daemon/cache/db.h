@@ -370,6 +370,11 @@ int db_rm_holders(db_t *db, const char *url_or_sha, int by_sha, uid_t *uids, uns
 /* The unpinned blobs recorded up to the use sequence fence that holds keep
  * from eviction, and their bytes: what a GC could not free for them. */
 int db_held_unpinned(db_t *db, uint64_t fence, uint64_t *blobs, uint64_t *bytes);
+/* The first max uids that hold something, by uid: each one's hold rows
+ * and the bytes of the blobs it holds (each once), read from the counts
+ * the triggers keep (no scan of holds): the metrics' per-user series. */
+int db_holds_by_uid(db_t *db, unsigned max,
+                    void (*fn)(void *arg, uid_t uid, uint64_t holds, uint64_t bytes), void *arg);
 /* Pool threads (or start-up): after blobs went with their holds (removal,
  * quarantine, start-up's checks), counts again what db_holds_stats and
  * db_holds_of say; a no-op when none did. */

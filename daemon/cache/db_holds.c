@@ -552,3 +552,28 @@ int db_held_unpinned(db_t *db, uint64_t fence, uint64_t *blobs, uint64_t *bytes)
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
     return rc;
 }
+
+int db_holds_by_uid(db_t *db, unsigned max,
+                    void (*fn)(void *arg, uid_t uid, uint64_t holds, uint64_t bytes), void *arg)
+{
+    sqlite3 *h = db->wr;
+    sqlite3_stmt *st;
+    sqlite3_mutex_enter(sqlite3_db_mutex(h)); /* the writer's lock: the TEMP table is its */
+    int rc = counted_locked(db);
+    if (!rc)
+        rc = prepare(h,
+                     "SELECT uid, holds, bytes FROM hold_uids WHERE uid >= 0 AND holds > 0"
+                     " ORDER BY uid LIMIT ?1",
+                     &st);
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, (int64_t)max);
+        int r;
+        while ((r = sqlite3_step(st)) == SQLITE_ROW)
+            fn(arg, (uid_t)sqlite3_column_int64(st, 0), (uint64_t)sqlite3_column_int64(st, 1),
+               (uint64_t)sqlite3_column_int64(st, 2));
+        rc = r == SQLITE_DONE ? 0 : db_sq_err(h, "counting holds by uid");
+        sqlite3_finalize(st);
+    }
+    sqlite3_mutex_leave(sqlite3_db_mutex(h));
+    return rc;
+}

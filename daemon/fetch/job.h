@@ -138,6 +138,19 @@ typedef struct jobs_stats {
     unsigned active, queued;
 } jobs_stats_t;
 
+/* Uids whose bytes served are counted apart (jobs_served_by_uid). */
+#define JOBS_SERVED_UIDS 4096
+
+/* The bytes served to each uid since the start (hits and downloads handed
+ * out, as STATS bytes_served counts them; a uid past the first
+ * JOBS_SERVED_UIDS counts in that total only): fn once per uid, in no
+ * order. Loop thread. */
+void jobs_served_by_uid(const jobs_t *js, void (*fn)(void *arg, uid_t uid, uint64_t bytes),
+                        void *arg);
+/* The downloads transferring now (STATS jobs_active), by the uid that
+ * started each: fn once per uid. Loop thread. */
+void jobs_active_by_uid(const jobs_t *js, void (*fn)(void *arg, uid_t uid, unsigned n), void *arg);
+
 #define JOB_INFO_USERS 8
 typedef struct job_info {
     uint64_t id;

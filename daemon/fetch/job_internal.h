@@ -104,6 +104,11 @@ struct jobs {
     uint64_t next_id;
     worktrack_t work; /* jobs, hits and pool items a shutdown waits for */
     jobs_stats_t stats;
+    /* Bytes served per uid (jobs_count_served): open addressing, linear
+     * probing, grown at half full up to JOBS_SERVED_UIDS slots' worth of
+     * uids; a uid past that counts in stats.bytes_served only. */
+    struct jobs_served *served;
+    unsigned served_cap, served_n;   /* slots (a power of two, or 0), uids in them */
     cred_secret_t secret;            /* keys credential tags */
     const proxy_settings_t *proxies; /* the forward proxies (not owned), or NULL */
     verifier_t *verifier;            /* background re-verification, NULL once stopped */
@@ -330,6 +335,14 @@ void jobs_uses_write(jobs_t *js);
 
 /* stats.c: STATS counters and STATUS pages */
 void jobs_count_error(jobs_t *js, const char *code);
+/* bytes handed to uid (a hit, a download's waiter): STATS bytes_served and
+ * the uid's share of it. */
+void jobs_count_served(jobs_t *js, uid_t uid, uint64_t bytes);
+struct jobs_served {
+    uid_t uid;
+    int used;
+    uint64_t bytes;
+};
 
 /* waiters.c: a job's waiters and what they are told */
 void job_waiter_unlink(job_t *job, job_waiter_t *w);

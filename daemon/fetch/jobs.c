@@ -26,6 +26,7 @@ static void on_http_closed(void *arg)
     void (*cb)(void *) = js->shutdown_cb;
     void *cb_arg = js->shutdown_arg;
     bufpool_destroy(&js->pool);
+    free(js->served);
     free(js);
     if (cb)
         cb(cb_arg);
@@ -336,7 +337,7 @@ static void after_hit(uv_work_t *req, int status)
         char path[PATH_MAX];
         store_blob_path(js->store, hit->sha, path, sizeof path);
         js->stats.hits++;
-        js->stats.bytes_served += hit->size;
+        jobs_count_served(js, w->uid, hit->size);
         w->kind = FETCH_HIT;
         if (!started)
             w->on_start(w, FETCH_HIT, 0);

@@ -17,6 +17,33 @@ void jobs_stats(const jobs_t *js, jobs_stats_t *out)
         out->bad_blobs += verifier_bad(js->verifier);
 }
 
+void jobs_served_by_uid(const jobs_t *js, void (*fn)(void *arg, uid_t uid, uint64_t bytes),
+                        void *arg)
+{
+    for (unsigned i = 0; i < js->served_cap; i++)
+        if (js->served[i].used)
+            fn(arg, js->served[i].uid, js->served[i].bytes);
+}
+
+/* Each owner once, at its first job in the list, with the count of its
+ * jobs: the active list is bounded by max_downloads and the per-uid limits. */
+void jobs_active_by_uid(const jobs_t *js, void (*fn)(void *arg, uid_t uid, unsigned n), void *arg)
+{
+    const list_t *l = &js->active;
+    for (const list_node_t *a = list_first(l); a; a = list_next(l, a)) {
+        uid_t uid = list_entry(a, job_t, node)->owner;
+        const list_node_t *b = list_first(l);
+        while (b != a && list_entry(b, job_t, node)->owner != uid)
+            b = list_next(l, b);
+        if (b != a)
+            continue; /* counted at its first job */
+        unsigned n = 0;
+        for (; b; b = list_next(l, b))
+            n += list_entry(b, job_t, node)->owner == uid;
+        fn(arg, uid, n);
+    }
+}
+
 static void info_of(const job_t *j, uid_t uid, job_info_t *info)
 {
     info->id = j->id;

@@ -6,6 +6,7 @@
 #include "job_internal.h"
 #include "wipe.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -35,6 +36,57 @@ void jobs_count_error(jobs_t *js, const char *code)
 {
     js->stats.errors++;
     js->stats.errors_by_code[bucket_of(code)]++;
+}
+
+/* Twice the slots (16 at first), the uids moved over: 0 or -ENOMEM. */
+static int served_grow(jobs_t *js)
+{
+    unsigned cap = js->served_cap ? 2 * js->served_cap : 16;
+    struct jobs_served *t = calloc(cap, sizeof *t);
+    if (!t)
+        return -ENOMEM;
+    for (unsigned k = 0; k < js->served_cap; k++) {
+        if (!js->served[k].used)
+            continue;
+        unsigned i = (unsigned)js->served[k].uid & (cap - 1);
+        while (t[i].used)
+            i = (i + 1) & (cap - 1);
+        t[i] = js->served[k];
+    }
+    free(js->served);
+    js->served = t;
+    js->served_cap = cap;
+    return 0;
+}
+
+/* The uid's slot, found or taken; NULL for a new uid when the table is at
+ * JOBS_SERVED_UIDS (or cannot grow). The table is never full: grown at
+ * half, so a probe always ends at a free slot. */
+static struct jobs_served *served_slot(jobs_t *js, uid_t uid)
+{
+    int may_add = 2 * (js->served_n + 1) <= js->served_cap ||
+                  (js->served_n < JOBS_SERVED_UIDS && served_grow(js) == 0);
+    if (!js->served_cap)
+        return NULL;
+    unsigned i = (unsigned)uid & (js->served_cap - 1);
+    while (js->served[i].used && js->served[i].uid != uid)
+        i = (i + 1) & (js->served_cap - 1);
+    if (js->served[i].used)
+        return &js->served[i];
+    if (!may_add)
+        return NULL;
+    js->served[i].used = 1;
+    js->served[i].uid = uid;
+    js->served_n++;
+    return &js->served[i];
+}
+
+void jobs_count_served(jobs_t *js, uid_t uid, uint64_t bytes)
+{
+    js->stats.bytes_served += bytes;
+    struct jobs_served *s = served_slot(js, uid);
+    if (s)
+        s->bytes += bytes;
 }
 
 void job_waiter_unlink(job_t *job, job_waiter_t *w)
@@ -103,7 +155,7 @@ void job_notify_all(job_t *job, const job_result_t *res)
         if (r.err_code)
             jobs_count_error(js, r.err_code);
         else
-            js->stats.bytes_served += r.size;
+            jobs_count_served(js, w->uid, r.size);
         wipe_free(w->cred_block); /* a vouched waiter's own: before, as w may go in on_finish */
         w->cred_block = NULL;
         w->on_finish(w, &r);

@@ -129,7 +129,8 @@ void httpd_take(httpd_t *h, int fd)
 {
     /* Past twice the limit not even a 503: each refused connection holds
      * a descriptor and its buffers until answered. */
-    hconn_t *c = h->nconns < 2 * HTTPD_MAX_CONNS ? calloc(1, sizeof *c) : NULL;
+    unsigned max = h->d.metrics ? HTTPD_METRICS_MAX_CONNS : HTTPD_MAX_CONNS;
+    hconn_t *c = h->nconns < 2 * max ? calloc(1, sizeof *c) : NULL;
     if (!c || h->closing) {
         if (!h->closing)
             h->stats.refused++;
@@ -161,7 +162,7 @@ void httpd_take(httpd_t *h, int fd)
     llhttp_init(&c->parser, HTTP_REQUEST, &settings);
     c->parser.data = c;
     c->state = HC_PEER;
-    if (h->nconns > HTTPD_MAX_CONNS) { /* no lookup: answered once its head is in */
+    if (h->nconns > max) { /* no lookup: answered once its head is in */
         hreq_refuse(c, 503, "busy", "the HTTP front has too many connections");
         hconn_read_start(c, HTTPD_REFUSED_MS);
         return;
@@ -169,6 +170,10 @@ void httpd_take(httpd_t *h, int fd)
     if (getsockname(fd, (struct sockaddr *)&c->local, &ll) ||
         getpeername(fd, (struct sockaddr *)&c->peer, &pl)) {
         hconn_close(c);
+        return;
+    }
+    if (h->d.metrics) { /* unauthenticated: whoever it is, read its request */
+        hconn_read_start(c, HTTPD_IDLE_TIMEOUT_MS);
         return;
     }
     c->work.data = c;

@@ -42,6 +42,12 @@ typedef struct httpd_deps {
     store_t *store;             /* to forget a file the Hub's ETag refuses */
     db_t *db;
     hf_meta_t *hf; /* what the Hub said of files, shared with the socket's FETCH */
+    /* Set: this server is the metrics endpoint (metrics.h), not the front:
+     * its connections are not looked up (the endpoint is unauthenticated:
+     * Prometheus runs as a user of its own), its one route is /metrics,
+     * and at most HTTPD_METRICS_MAX_CONNS are open. The fields above but
+     * loop and cfg are not used then. */
+    struct metrics *metrics;
 } httpd_deps_t;
 
 /* Counters for STATS. */

@@ -5,7 +5,9 @@
  *   httpd_request.c  a request's head, the checks, the route table
  *   routes           httpd_fetch.c (/<URL>), httpd_hf.c (/hf resolve),
  *                    httpd_hf_api.c (/hf/api); the Hub's routes start their
- *                    download through httpd_fetch.c
+ *                    download through httpd_fetch.c; httpd_metrics.c
+ *                    (/metrics, the one route of the metrics endpoint's
+ *                    server: metrics.h)
  *   httpd_answer.c   the answers' heads and bodies, the statuses
  *   httpd_conn.c     each connection's I/O: reading, sending, timers, close
  *
@@ -30,6 +32,7 @@
 #define HTTPD_MAX_CRED 8             /* credential headers passed on */
 #define HTTPD_MAX_CONNS 1024         /* connections, all users */
 #define HTTPD_MAX_CONNS_PER_UID 64   /* connections of one uid */
+#define HTTPD_METRICS_MAX_CONNS 16   /* connections to the metrics endpoint */
 #define HTTPD_IDLE_TIMEOUT_MS 60000  /* keep-alive: no new request for this long */
 #define HTTPD_SEND_TIMEOUT_MS 120000 /* a client that takes no byte for this long */
 #define HTTPD_SEND_TURN (1 << 20)    /* bytes of an answer in memory sent a turn of the loop */
@@ -169,6 +172,8 @@ typedef struct hconn_hooks {
 struct httpd {
     httpd_deps_t d;
     const hconn_hooks_t *hooks;        /* the router's */
+    const hroute_t *const *routes;     /* its route table (the front's or the metrics'), */
+    size_t nroutes;                    /* first match first, the last takes every target */
     void *route_mem[HTTPD_ROUTES_MAX]; /* each route's memory, by its row (flat: free()) */
     hf_revs_t *revs;                   /* the Hub's commits of revisions, for its outages */
     uint64_t offline_said;             /* uv_now when the log last said so (httpd_hf.c) */
@@ -284,6 +289,7 @@ void hfetch_abandon(hfetch_t *f);
 extern const hroute_t hroute_generic; /* httpd_fetch.c: /<URL> */
 extern const hroute_t hroute_hf;      /* httpd_hf.c: /hf, /hf/... */
 extern const hroute_t hroute_hf_api;  /* httpd_hf_api.c: /hf/api/... */
+extern const hroute_t hroute_metrics; /* httpd_metrics.c: the metrics endpoint's one route */
 
 /* The generic form's URL from a request target: "/https://host/path?q",
  * or "/https:/host/path" as clients that merge slashes send it. 0, or -1

@@ -25,22 +25,28 @@ static const hroute_t *const routes[] = {
 #define NROUTES (sizeof routes / sizeof routes[0])
 _Static_assert(NROUTES <= HTTPD_ROUTES_MAX, "httpd_t.route_mem has a slot per route");
 
-/* The row a target goes to (an index in routes[]): the generic route's
- * takes every target. */
-static size_t route_of(const char *target)
+/* The metrics endpoint's server (httpd_deps_t.metrics): one route, which
+ * answers /metrics and 404 for any other target. */
+static const hroute_t *const metrics_routes[] = {&hroute_metrics};
+
+/* The row a target goes to (an index in h->routes): the last row takes
+ * every target. */
+static size_t route_of(const httpd_t *h, const char *target)
 {
     size_t i = 0;
-    while (i < NROUTES - 1 && !routes[i]->match(target))
+    while (i < h->nroutes - 1 && !h->routes[i]->match(target))
         i++;
     return i;
 }
 
 int hreq_routes_init(httpd_t *h)
 {
-    for (size_t i = 0; i < NROUTES; i++) {
-        if (!routes[i]->mem_size)
+    h->routes = h->d.metrics ? metrics_routes : routes;
+    h->nroutes = h->d.metrics ? 1 : NROUTES;
+    for (size_t i = 0; i < h->nroutes; i++) {
+        if (!h->routes[i]->mem_size)
             continue;
-        if (!(h->route_mem[i] = calloc(1, routes[i]->mem_size))) {
+        if (!(h->route_mem[i] = calloc(1, h->routes[i]->mem_size))) {
             for (size_t j = 0; j < i; j++) {
                 free(h->route_mem[j]);
                 h->route_mem[j] = NULL;
@@ -166,7 +172,8 @@ static int on_headers_complete(llhttp_t *p)
     r->chunked = (p->flags & F_CHUNKED) != 0;
     r->content_length = p->content_length;
     r->has_body = r->chunked || p->content_length > 0;
-    const hroute_t *route = routes[route_of(r->target)];
+    const httpd_t *h = ((hconn_t *)p->data)->srv;
+    const hroute_t *route = h->routes[route_of(h, r->target)];
     if (r->has_body && !r->chunked && r->method == HTTP_POST && !r->target_too_long &&
         r->content_length <= HTTPD_BODY_MAX && route->takes_body && route->takes_body(r->target)) {
         bytebuf_init(&r->body, HTTPD_BODY_MAX);
@@ -294,7 +301,7 @@ static void hreq_handle(hconn_t *c)
     /* The user was judged when the connection came; a reload since may
      * have taken it out of allow_users or allow_groups (or the socket's
      * group): a kept-alive connection must not keep what a new one loses. */
-    if (!c->refuse_status && !principal_may_use_front(c->srv->d.acl, &c->who))
+    if (!c->refuse_status && !c->srv->d.metrics && !principal_may_use_front(c->srv->d.acl, &c->who))
         hreq_refuse_unknown_user(c);
     if (c->refuse_status) {
         hanswer_text(c, c->refuse_status, c->refuse_code, c->refuse_msg, 1);
@@ -323,8 +330,8 @@ static void hreq_handle(hconn_t *c)
                      "the request target has a \".\" or \"..\" segment (or its %2e spelling)", 1);
         return;
     }
-    size_t i = route_of(r->target);
-    const hroute_t *route = routes[i];
+    size_t i = route_of(c->srv, r->target);
+    const hroute_t *route = c->srv->routes[i];
     if (r->method != HTTP_GET && r->method != HTTP_HEAD &&
         !(route->post && r->method == HTTP_POST)) {
         hanswer_text(c, 405, "bad_request", "the front answers GET and HEAD", 1);

@@ -18,6 +18,7 @@
 #include "httpd.h"
 #include "job.h"
 #include "principal.h"
+#include "proto.h"
 #include "quota.h"
 #include "store.h"
 
@@ -44,6 +45,10 @@ void session_server_set_httpd(session_server_t *srv, const httpd_t *httpd);
  * that a client can tell whether HF_ENDPOINT means this hubd. */
 void session_server_set_front(session_server_t *srv, const struct sockaddr_storage *addrs,
                               size_t n);
+
+/* The STATS counters (docs/PROTOCOL.md) added to w as fields: what the
+ * STATS verb answers and the metrics endpoint renders (verbs.c). */
+void session_server_stats(session_server_t *srv, proto_writer_t *w);
 
 /* Start-up and SIGHUP: looks up the admin group (cfg->admin_group) again. */
 void session_server_reload(session_server_t *srv);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 struct tcp_listener {
+    const char *what; /* for the log: "HTTP front", "metrics endpoint" */
     tcp_listener_cb cb;
     void *arg;
     uv_tcp_t *ready;         /* the socket whose client waits; set only during cb */
@@ -26,7 +27,7 @@ static void on_connection(uv_stream_t *server, int status)
 {
     tcp_listener_t *l = server->data;
     if (status < 0) {
-        log_warn("HTTP front: accept: %s", uv_strerror(status));
+        log_warn("%s: accept: %s", l->what, uv_strerror(status));
         return;
     }
     l->ready = (uv_tcp_t *)server;
@@ -84,8 +85,8 @@ static int bind_own(uv_tcp_t *h, const struct sockaddr_storage *ss)
     return uv_tcp_bind(h, (const struct sockaddr *)ss, flags);
 }
 
-int tcp_listener_start(uv_loop_t *loop, const struct sockaddr_storage *addrs, size_t n,
-                       const int *fds, size_t nfds, tcp_listener_cb cb, void *arg,
+int tcp_listener_start(uv_loop_t *loop, const char *what, const struct sockaddr_storage *addrs,
+                       size_t n, const int *fds, size_t nfds, tcp_listener_cb cb, void *arg,
                        tcp_listener_t **out)
 {
     size_t count = nfds ? nfds : n;
@@ -94,6 +95,7 @@ int tcp_listener_start(uv_loop_t *loop, const struct sockaddr_storage *addrs, si
     tcp_listener_t *l = calloc(1, sizeof *l + count * sizeof l->tcp[0]);
     if (!l)
         return -ENOMEM;
+    l->what = what;
     l->cb = cb;
     l->arg = arg;
     char names[HOSTPORT_MAX_ADDRS * (HOSTPORT_TEXT_MAX + 2)] = "";
@@ -114,7 +116,7 @@ int tcp_listener_start(uv_loop_t *loop, const struct sockaddr_storage *addrs, si
         if (!rc)
             rc = uv_listen((uv_stream_t *)h, 128, on_connection);
         if (rc) {
-            log_err("HTTP front: cannot listen on %s: %s", name, uv_strerror(rc));
+            log_err("%s: cannot listen on %s: %s", what, name, uv_strerror(rc));
             break;
         }
         size_t used = strlen(names);
@@ -124,7 +126,7 @@ int tcp_listener_start(uv_loop_t *loop, const struct sockaddr_storage *addrs, si
         tcp_listener_close(l, NULL, NULL); /* open handles: freed in their callbacks */
         return rc;
     }
-    log_info("HTTP front listening on %s%s", names, nfds ? " (the sockets systemd passed)" : "");
+    log_info("%s listening on %s%s", what, names, nfds ? " (the sockets systemd passed)" : "");
     *out = l;
     return 0;
 }

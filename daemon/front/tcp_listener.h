@@ -30,12 +30,13 @@ typedef void (*tcp_listener_cb)(void *arg, tcp_listener_t *l);
 
 /* Listens on the nfds sockets systemd passed (fds; nfds > 0: addrs is not
  * looked at) or else binds the n addresses in addrs. Logs "HTTP front
- * listening on 127.0.0.1:8399, [::1]:8399". 0, or a negative errno, logged
+ * listening on 127.0.0.1:8399, [::1]:8399" (what: "HTTP front"; the
+ * metrics endpoint's listener is another, with no passed sockets). 0, or a negative errno, logged
  * with the address (and nothing is left open: the handles close when the
  * loop runs). -EINVAL when there is nothing to listen on, or a passed
  * socket is not a listening TCP socket on a loopback address. */
-int tcp_listener_start(uv_loop_t *loop, const struct sockaddr_storage *addrs, size_t n,
-                       const int *fds, size_t nfds, tcp_listener_cb cb, void *arg,
+int tcp_listener_start(uv_loop_t *loop, const char *what, const struct sockaddr_storage *addrs,
+                       size_t n, const int *fds, size_t nfds, tcp_listener_cb cb, void *arg,
                        tcp_listener_t **out);
 
 /* Accepts the waiting client into `client` (initialised with uv_tcp_init on

@@ -126,19 +126,26 @@ static void verb_hello(session_t *s, const proto_msg_t *m, const char *id, int a
 static void verb_stats(session_t *s, const proto_msg_t *m, const char *id, int arg)
 {
     (void)m, (void)id, (void)arg;
-    session_server_t *srv = s->srv;
-    jobs_stats_t st;
-    jobs_stats(srv->jobs, &st);
     reply_t r;
     reply_begin(&r, "STATS");
-    proto_add_u64(&r.w, "hits", st.hits);
-    proto_add_u64(&r.w, "misses", st.misses);
-    proto_add_u64(&r.w, "attached", st.attached);
-    proto_add_u64(&r.w, "bytes_from_origin", st.bytes_from_origin);
-    proto_add_u64(&r.w, "bytes_served", st.bytes_served);
-    proto_add_u64(&r.w, "jobs_active", st.active);
-    proto_add_u64(&r.w, "jobs_queued", st.queued);
-    proto_add_u64(&r.w, "errors", st.errors);
+    session_server_stats(s->srv, &r.w);
+    reply_send(&s->t, &r);
+}
+
+/* Here, by the verb: the metrics endpoint renders the same fields
+ * (front/metrics.c), so that the two cannot differ. */
+void session_server_stats(session_server_t *srv, proto_writer_t *w)
+{
+    jobs_stats_t st;
+    jobs_stats(srv->jobs, &st);
+    proto_add_u64(w, "hits", st.hits);
+    proto_add_u64(w, "misses", st.misses);
+    proto_add_u64(w, "attached", st.attached);
+    proto_add_u64(w, "bytes_from_origin", st.bytes_from_origin);
+    proto_add_u64(w, "bytes_served", st.bytes_served);
+    proto_add_u64(w, "jobs_active", st.active);
+    proto_add_u64(w, "jobs_queued", st.queued);
+    proto_add_u64(w, "errors", st.errors);
     /* code:count pairs, only the codes seen, in one field. */
     char by_code[600] = "";
     size_t n = 0;
@@ -147,38 +154,37 @@ static void verb_stats(session_t *s, const proto_msg_t *m, const char *id, int a
             n +=
                 (size_t)snprintf(by_code + n, sizeof by_code - n, "%s%s:%llu", n ? "," : "",
                                  jobs_error_code_name(i), (unsigned long long)st.errors_by_code[i]);
-    proto_add(&r.w, "errors_by_code", by_code);
+    proto_add(w, "errors_by_code", by_code);
     uint64_t bytes = 0, blobs = 0;
     db_cache_size(srv->db, &bytes, &blobs);
-    proto_add_u64(&r.w, "cache_bytes", bytes);
-    proto_add_u64(&r.w, "cache_blobs", blobs);
-    proto_add_u64(&r.w, "max_cache_size", srv->cfg->max_cache_size);
-    proto_add_u64(&r.w, "evicted", st.evicted);
-    proto_add_u64(&r.w, "evicted_bytes", st.evicted_bytes);
-    proto_add_u64(&r.w, "bad_blobs", st.bad_blobs);
-    proto_add_u64(&r.w, "segmented", st.segmented);
-    proto_add_u64(&r.w, "segment_retries", st.segment_retries);
-    proto_add_u64(&r.w, "segment_fallbacks", st.segment_fallbacks);
-    proto_add_u64(&r.w, "revalidated", st.revalidated);
-    proto_add_u64(&r.w, "commits", st.commits);
-    proto_add_u64(&r.w, "commit_groups", st.commit_groups);
-    proto_add_u64(&r.w, "commit_name_syncs", st.commit_name_syncs);
-    proto_add_u64(&r.w, "hits_on_loop", st.hits_on_loop);
+    proto_add_u64(w, "cache_bytes", bytes);
+    proto_add_u64(w, "cache_blobs", blobs);
+    proto_add_u64(w, "max_cache_size", srv->cfg->max_cache_size);
+    proto_add_u64(w, "evicted", st.evicted);
+    proto_add_u64(w, "evicted_bytes", st.evicted_bytes);
+    proto_add_u64(w, "bad_blobs", st.bad_blobs);
+    proto_add_u64(w, "segmented", st.segmented);
+    proto_add_u64(w, "segment_retries", st.segment_retries);
+    proto_add_u64(w, "segment_fallbacks", st.segment_fallbacks);
+    proto_add_u64(w, "revalidated", st.revalidated);
+    proto_add_u64(w, "commits", st.commits);
+    proto_add_u64(w, "commit_groups", st.commit_groups);
+    proto_add_u64(w, "commit_name_syncs", st.commit_name_syncs);
+    proto_add_u64(w, "hits_on_loop", st.hits_on_loop);
     uint64_t holds = 0, held_bytes = 0; /* in memory: no SQLite on the loop */
     db_holds_stats(srv->db, &holds, &held_bytes);
-    proto_add_u64(&r.w, "holds", holds);
-    proto_add_u64(&r.w, "held_bytes", held_bytes);
+    proto_add_u64(w, "holds", holds);
+    proto_add_u64(w, "held_bytes", held_bytes);
     uint64_t listings, listing_bytes; /* one field: the line is at the codec's 32 */
     listings_stats(srv->listings, &listings, &listing_bytes);
-    proto_add_u64(&r.w, "listing_bytes", listing_bytes);
+    proto_add_u64(w, "listing_bytes", listing_bytes);
     httpd_stats_t hs = {0};
     if (srv->httpd)
         httpd_get_stats(srv->httpd, &hs);
-    proto_add_u64(&r.w, "http_connections", hs.connections);
-    proto_add_u64(&r.w, "http_requests", hs.requests);
-    proto_add_u64(&r.w, "http_bytes", hs.bytes);
-    proto_add_u64(&r.w, "http_refused", hs.refused);
-    proto_add_u64(&r.w, "sessions", srv->nsessions);
-    proto_add_u64(&r.w, "uptime", (uv_hrtime() - srv->started) / 1000000000u);
-    reply_send(&s->t, &r);
+    proto_add_u64(w, "http_connections", hs.connections);
+    proto_add_u64(w, "http_requests", hs.requests);
+    proto_add_u64(w, "http_bytes", hs.bytes);
+    proto_add_u64(w, "http_refused", hs.refused);
+    proto_add_u64(w, "sessions", srv->nsessions);
+    proto_add_u64(w, "uptime", (uv_hrtime() - srv->started) / 1000000000u);
 }

@@ -360,7 +360,7 @@ START_TEST(config_shipped_file_documents_defaults)
     ck_assert_ptr_null(cfg.allow_networks);
     ck_assert_ptr_null(cfg.allow_hosts);
     ck_assert_str_eq(cfg.hf_upstream, def.hf_upstream);
-    ck_assert_ptr_null(cfg.http_listen); /* "# http_listen = ..." is an example, not read */
+    ck_assert_ptr_null(cfg.http_listen.text); /* "# http_listen = ..." is an example, not read */
     config_free(&cfg);
 
     /* The file as shipped (and as the .deb installs it) has one active
@@ -370,8 +370,8 @@ START_TEST(config_shipped_file_documents_defaults)
     ck_assert_int_eq(config_defaults(&cfg), 0);
     ck_assert_msg(config_load_file(&cfg, HUBD_SOURCE_DIR "/etc/hubd.conf", err, sizeof err) == 0,
                   "%s", err);
-    ck_assert_str_eq(cfg.http_listen, "127.0.0.1:8399, [::1]:8399");
-    ck_assert_uint_eq(cfg.nhttp_addrs, 2);
+    ck_assert_str_eq(cfg.http_listen.text, "127.0.0.1:8399, [::1]:8399");
+    ck_assert_uint_eq(cfg.http_listen.n, 2);
     char *shipped = print_config(&cfg), *defaults = print_config(&def);
     cut_line(shipped, "http_listen = 127.0.0.1:8399, [::1]:8399\n");
     cut_line(defaults, "http_listen = \n");
@@ -457,14 +457,14 @@ START_TEST(config_http_listen_and_hf_upstream)
     hubd_config_t cfg, back;
     char err[600] = "", restart[300];
     ck_assert_int_eq(config_defaults(&cfg), 0);
-    ck_assert_ptr_null(cfg.http_listen); /* off by default */
-    ck_assert_uint_eq(cfg.nhttp_addrs, 0);
+    ck_assert_ptr_null(cfg.http_listen.text); /* off by default */
+    ck_assert_uint_eq(cfg.http_listen.n, 0);
     ck_assert_str_eq(cfg.hf_upstream, "https://huggingface.co");
 
     ck_assert_int_eq(config_set(&cfg, "http_listen", "127.0.0.1:8399, [::1]:8399"), 0);
-    ck_assert_uint_eq(cfg.nhttp_addrs, 2);
-    const struct sockaddr_in *v4 = (const void *)&cfg.http_addrs[0];
-    const struct sockaddr_in6 *v6 = (const void *)&cfg.http_addrs[1];
+    ck_assert_uint_eq(cfg.http_listen.n, 2);
+    const struct sockaddr_in *v4 = (const void *)&cfg.http_listen.addrs[0];
+    const struct sockaddr_in6 *v6 = (const void *)&cfg.http_listen.addrs[1];
     ck_assert_int_eq(v4->sin_family, AF_INET);
     ck_assert_uint_eq(ntohs(v4->sin_port), 8399);
     ck_assert_uint_eq(ntohl(v4->sin_addr.s_addr), 0x7f000001);
@@ -486,23 +486,25 @@ START_TEST(config_http_listen_and_hf_upstream)
     ck_assert_msg(config_load_file(&back, path, err, sizeof err) == 0, "%s", err);
     unlink(path);
     free(text);
-    ck_assert_str_eq(back.http_listen, cfg.http_listen);
-    ck_assert_uint_eq(back.nhttp_addrs, 2);
-    ck_assert_int_eq(memcmp(back.http_addrs, cfg.http_addrs, 2 * sizeof cfg.http_addrs[0]), 0);
+    ck_assert_str_eq(back.http_listen.text, cfg.http_listen.text);
+    ck_assert_uint_eq(back.http_listen.n, 2);
+    ck_assert_int_eq(
+        memcmp(back.http_listen.addrs, cfg.http_listen.addrs, 2 * sizeof cfg.http_listen.addrs[0]),
+        0);
     ck_assert_str_eq(back.hf_upstream, cfg.hf_upstream);
     ck_assert_uint_eq(back.http_header_timeout_ms, 1500);
 
     /* Off again: printed empty, read back as off. */
     ck_assert_int_eq(config_set(&back, "http_listen", " "), 0);
-    ck_assert_ptr_null(back.http_listen);
-    ck_assert_uint_eq(back.nhttp_addrs, 0);
+    ck_assert_ptr_null(back.http_listen.text);
+    ck_assert_uint_eq(back.http_listen.n, 0);
     text = print_config(&back);
     ck_assert_msg(strstr(text, "\nhttp_listen = \n"), "%s", text);
     free(text);
     ck_assert_int_eq(config_set(&back, "hf_upstream", "https://huggingface.co/"), 0);
     config_apply_runtime(&cfg, &back, restart, sizeof restart);
     ck_assert_str_eq(restart, "http_listen, hf_upstream");
-    ck_assert_uint_eq(cfg.nhttp_addrs, 2);               /* kept until the restart */
+    ck_assert_uint_eq(cfg.http_listen.n, 2);             /* kept until the restart */
     ck_assert_uint_eq(cfg.http_header_timeout_ms, 1500); /* applied now */
 
     /* Refusals leave the value as it was. */
@@ -516,12 +518,12 @@ START_TEST(config_http_listen_and_hf_upstream)
                                 "localhost:1,localhost:2,localhost:3,localhost:4,localhost:5,"
                                 "localhost:6,localhost:7,localhost:8"),
                      0);
-    ck_assert_uint_eq(cfg.nhttp_addrs, 16);
+    ck_assert_uint_eq(cfg.http_listen.n, 16);
     ck_assert_int_eq(config_set(&cfg, "http_listen",
                                 "localhost:1,localhost:2,localhost:3,localhost:4,localhost:5,"
                                 "localhost:6,localhost:7,localhost:8,localhost:9"),
                      -E2BIG);
-    ck_assert_uint_eq(cfg.nhttp_addrs, 16);
+    ck_assert_uint_eq(cfg.http_listen.n, 16);
     static const char *const bad_up[] = {"",
                                          "huggingface.co",
                                          "ftp://huggingface.co",
