@@ -46,6 +46,8 @@ static const errcode_t rows[EC_COUNT] = {
     /* Its only client was interrupted (INTERRUPT, a Ctrl-C): stopped, not
      * broken, so the partial is kept for the same command run again. */
     {EC_INTERRUPTED, "interrupted", EC_FINAL, 503, 0, 1, 0, "other"},
+    /* An admin's RM of a blob users' HF caches link to, without force. */
+    {EC_HELD, "held", EC_FINAL, 409, 0, 0, 0, "other"},
     {EC_NOT_FOUND, "not_found", EC_FINAL, 502, 0, 0, 0, "other"},
     {EC_NOT_MODIFIED, "not_modified", EC_FINAL, 502, 0, 0, 1, "other"},
     {EC_HTTP_401, "http_401", EC_FINAL, 0, 0, 0, 0, "http_4xx"},

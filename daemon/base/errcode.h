@@ -45,6 +45,7 @@ typedef enum {
     EC_PERMISSION_DENIED,
     EC_CANCELLED,
     EC_INTERRUPTED,
+    EC_HELD,
     EC_NOT_FOUND,
     EC_NOT_MODIFIED,
     EC_HTTP_401,
