@@ -547,7 +547,7 @@ class HfDownloadTest(HubTestCase):
         rc, _, err = self.dl("org/model", "config.json", "model.safetensors")
         self.assertEqual(rc, 0, err)
         sha = etag_of(REPOS["repos"][0]["files"]["model.safetensors"])
-        rm = self.hubctl("rm", sha)
+        rm = self.hubctl("rm", "--force", sha)  # held by this user's HF cache
         self.assertEqual(rm.rc, 0, rm)
         found = try_to_load_from_cache(self.cache, "org/model", "model.safetensors")
         self.assertIsNone(found)  # a dangling link is not a file
