@@ -26,7 +26,8 @@ static const char usage_text[] =
     "                                [--revision R] [--include GLOB]... [--exclude GLOB]...\n"
     "                                [--cache-dir DIR | --local-dir DIR | --warm]\n"
     "                                [--token T] [--max-workers N] [--force-download]\n"
-    "                                [--json] [-q] [--progress]\n"
+    "                                [--dry-run] [--format F | --json | --json-files] [-q]\n"
+    "                                [--progress]\n"
     "  hubctl [--socket PATH] hf ls [--all | --uid N] [--json]\n"
     "  hubctl [--socket PATH] hf rm REPO [--repo-type T] [--revision R] [--cache-dir DIR]\n"
     "  hubctl [--socket PATH] status [--json]\n"
@@ -50,7 +51,8 @@ static const char usage_text[] =
     "  hf        hf download: a Hugging Face repo (or FILEs of it) through the\n"
     "            cache into the HF cache, as `hf download` does; print the\n"
     "            snapshot folder (a FILE's path when one is named); --local-dir:\n"
-    "            plain files there; --warm: into hubd's cache only. The token:\n"
+    "            plain files there; --warm: into hubd's cache only; --dry-run:\n"
+    "            what would be fetched, nothing is. The token:\n"
     "            --token, else $HF_TOKEN, else $HF_TOKEN_PATH, else $HF_HOME/token;\n"
     "            hf ls: the repos hubd keeps for your HF cache; hf rm: a repo out\n"
     "            of your HF cache, and hubd's hold on it released\n"
@@ -214,6 +216,8 @@ static int cli_option(cli_t *c, int argc, char **argv, int *i)
                 : strcmp(a, "--force") == 0           ? &c->force
                 : strcmp(a, "--force-download") == 0  ? &c->force_download
                 : strcmp(a, "--resume-download") == 0 ? &c->resume_download
+                : strcmp(a, "--dry-run") == 0         ? &c->dry_run
+                : strcmp(a, "--json-files") == 0      ? &c->json_files
                                                       : NULL;
     if (flag) {
         *flag = 1;
@@ -248,6 +252,7 @@ static int cli_option(cli_t *c, int argc, char **argv, int *i)
                         : opt_value(argc, argv, i, "-i", &v)            ? &c->input
                         : opt_value(argc, argv, i, "--max-size", &v)    ? &c->max_size
                         : opt_value(argc, argv, i, "--max-workers", &v) ? &c->max_workers
+                        : opt_value(argc, argv, i, "--format", &v)      ? &c->format
                         : opt_value(argc, argv, i, "--local-dir-use-symlinks", &v)
                             ? &c->use_symlinks
                             : NULL;
@@ -288,6 +293,12 @@ int cli_parse(int argc, char **argv, cli_t *c)
     }
     if (!c->command)
         return cli_usage_error("no command given");
+    /* hf's --format json and --format quiet are its --json and -q: one
+     * flag each for the code that reads them (hf_format.h checks the rest) */
+    if (str_eq(c->format, "json"))
+        c->json = 1;
+    if (str_eq(c->format, "quiet"))
+        c->quiet = 1;
     return CLI_RUN;
 }
 
@@ -389,7 +400,8 @@ int cli_dispatch(const cli_t *c)
             continue;
         if (!str_eq(c->command, "hf") && hf_options_given(c))
             return cli_usage_error("--repo-type, --revision, --include, --exclude, --cache-dir, "
-                                   "--local-dir, --token and --warm are options of hf download");
+                                   "--local-dir, --token, --warm, --dry-run, --format and "
+                                   "--json-files are options of hf download");
         if (c->force && !str_eq(c->command, "rm"))
             return cli_usage_error("--force is an option of rm");
         if (commands[i].takes_urls)

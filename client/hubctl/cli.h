@@ -41,6 +41,10 @@ typedef struct cli {
     int force_download;       /* --force-download: fetched and placed again */
     const char *use_symlinks; /* --local-dir-use-symlinks (deprecated, ignored) */
     int resume_download;      /* --resume-download (deprecated, ignored) */
+    int dry_run;              /* --dry-run: list what would be fetched, fetch nothing */
+    const char *format;       /* --format auto|human|agent|json|quiet (json and quiet also
+                                 set json and quiet: cli_parse) */
+    int json_files;           /* --json-files: one object per file (hf download) */
     /* hf ls, hf rm (hf_holds.h) parse their own options: argv from the
      * subcommand on, untouched by cli_parse; NULL otherwise */
     char **hf_argv;

@@ -44,6 +44,8 @@ struct conn {
     bytebuf_t fds;            /* ints: descriptors not yet taken by a DONE line, oldest first */
     conn_msg_cb on_msg;       /* the command's reply handler */
     void *arg;                /* its context */
+    conn_hello_cb on_hello;   /* HELLO's reply handler, or NULL */
+    void *hello_arg;          /* its context */
     proto_reader_t reader;    /* splits the byte stream into lines */
     proto_msg_t msg;          /* the line being handled */
     int interruptible;        /* Ctrl-C sends INTERRUPT (conn_interruptible) */
@@ -129,6 +131,12 @@ conn_t *conn_new(const char *socket_path, int may_start, int quiet, conn_msg_cb 
     proto_add(&w, "client", "hubctl/" HUBCTL_VERSION);
     conn_queue_line(c, &w);
     return c;
+}
+
+void conn_on_hello(conn_t *c, conn_hello_cb on_hello, void *arg)
+{
+    c->on_hello = on_hello;
+    c->hello_arg = arg;
 }
 
 void conn_free(conn_t *c)
@@ -257,7 +265,10 @@ static int line_has_fd(const char *line, size_t len)
 static int conn_hello_reply(conn_t *c, const proto_msg_t *m)
 {
     c->hello_done = 1;
-    if (str_eq(m->verb, "HELLO"))
+    int hello = str_eq(m->verb, "HELLO");
+    if (c->on_hello)
+        c->on_hello(c->hello_arg, hello ? m : NULL);
+    if (hello)
         return 1;
     if (!str_eq(m->verb, "ERR") || proto_get(m, "id"))
         return 0; /* no HELLO reply: an old daemon; this line is for the command */

@@ -19,12 +19,19 @@ typedef int (*conn_msg_cb)(void *arg, const proto_msg_t *msg, int fd);
 
 typedef struct conn conn_t;
 
+/* Gets HELLO's reply (its fields: hf_upstream, hf_front), or NULL when the
+ * daemon answered none (an older one), before any other reply. */
+typedef void (*conn_hello_cb)(void *arg, const proto_msg_t *hello);
+
 /* A connection not yet made, to socket_path (NULL: the default, which with
  * may_start may start a per-user daemon; see autostart.h), with HELLO
  * already queued so that it goes out before any request. quiet: no
  * warnings. */
 conn_t *conn_new(const char *socket_path, int may_start, int quiet, conn_msg_cb on_msg, void *arg);
 void conn_free(conn_t *c);
+
+/* The handler of HELLO's reply (one; before conn_run). */
+void conn_on_hello(conn_t *c, conn_hello_cb on_hello, void *arg);
 
 /* Ends the line in w and queues it. Returns 0, or -E2BIG when it would break
  * the protocol's line limit (nothing is queued then). */

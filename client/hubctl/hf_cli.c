@@ -23,7 +23,7 @@ int hf_options_given(const cli_t *c)
 {
     return c->repo_type || c->revision || c->cache_dir || c->local_dir || c->token || c->ninclude ||
            c->nexclude || c->warm || c->max_workers || c->force_download || c->use_symlinks ||
-           c->resume_download;
+           c->resume_download || c->dry_run || c->format || c->json_files;
 }
 
 /* One part of a repo id: [A-Za-z0-9_.-]+, not starting or ending with '-'
@@ -174,6 +174,11 @@ static int hf_download_plan(const cli_t *c, hf_opts_t *o)
     o->revision = c->revision ? c->revision : "main";
     if (c->warm && (c->cache_dir || c->local_dir))
         return cli_usage_error("--warm fills hubd's cache only: no --cache-dir or --local-dir");
+    if (c->warm && c->dry_run)
+        return cli_usage_error("--dry-run lists what your HF cache lacks, and --warm fills "
+                               "hubd's cache only: not both");
+    if (hf_format_pick(c, &o->format) != 0)
+        return EXIT_USAGE;
     o->files = c->args + 2;
     o->nfiles = c->nargs - 2;
     if (o->nfiles && (c->ninclude || c->nexclude) && !c->quiet)

@@ -12,6 +12,7 @@
 #define HUBCTL_HF_CLI_H
 
 #include "cli.h"
+#include "hf_format.h"
 
 typedef struct hf_opts {
     const cli_t *cli;     /* --json, -q, --progress, --socket, --include... */
@@ -24,10 +25,11 @@ typedef struct hf_opts {
     const char **files;   /* FILE operands: only these, by their repo path */
     size_t nfiles;        /* entries of files */
     size_t max_workers;   /* --max-workers, or 0: HF_MAX_IN_FLIGHT */
+    hf_format_t format;   /* stdout's shape: --format, --json, -q (hf_format.h) */
 } hf_opts_t;
 
-#define HF_MAX_WORKERS 32 /* --max-workers at most: hubd reads no more of a session's 64 FETCHes   \
-                           */
+/* --max-workers at most: hubd reads no more of a session's 64 FETCHes */
+#define HF_MAX_WORKERS 32
 
 /* `hubctl hf ...`: the subcommand in c->args[0]. Returns the exit code. */
 int hf_run(const cli_t *c);

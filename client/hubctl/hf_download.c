@@ -4,6 +4,8 @@
 
 #include "conn.h"
 #include "fetch_internal.h"
+#include "hf_endpoint.h"
+#include "hf_format.h"
 #include "hf_layout.h"
 #include "hf_list.h"
 #include "hf_offline.h"
@@ -73,6 +75,7 @@ typedef struct hf_dl {
     char *outage_code;     /* HFREPO's ERR when the Hub gave no answer; owned */
     char *outage_msg;      /* its msg; owned */
     char why_no_link[256]; /* the first reason a blob could not be a symlink */
+    hf_dry_t dry;          /* --dry-run: what would be fetched */
 } hf_dl_t;
 
 /* The ids on the wire: "repo" for HFREPO, f{i} a FETCH, h{i} a HOLD. */
@@ -155,13 +158,13 @@ static void settle(hf_dl_t *d, size_t i, const char *code, const char *msg)
         progress_settled(&d->prog, r);
     if (it->state == HF_FAILED) {
         worst(d, it->exit);
-        if (!d->o->cli->json) {
+        if (!d->o->cli->json_files) {
             progress_clear(&d->prog);
             fprintf(stderr, "hubctl: %s: ", r->label);
             out_reason(stderr, code, msg);
         }
     }
-    if (d->o->cli->json)
+    if (d->o->cli->json_files)
         json_item(d, it, code, msg);
     if (d->open > 0)
         progress_draw(&d->prog, 1);
@@ -559,6 +562,21 @@ static void plan_items(hf_dl_t *d)
     }
 }
 
+/* --dry-run: each file wanted, whether it is in place and would be
+ * fetched; nothing is written (not even refs/). */
+static void dry_list(hf_dl_t *d)
+{
+    d->dry.commit = xstrdup(d->commit);
+    for (size_t i = 0; i < d->n; i++) {
+        const hf_file_t *f = d->items[i].file;
+        int there = hf_layout_present(&d->layout, d->commit, f->path, hf_file_etag(f), f->size);
+        char *where = hf_layout_file(&d->layout, d->commit, f->path);
+        hf_dry_add(&d->dry, f->path, f->size, there > 0, there <= 0 || d->o->cli->force_download,
+                   where);
+        free(where);
+    }
+}
+
 /* REPO: the listing, then the files. */
 static void on_repo(hf_dl_t *d, const proto_msg_t *m, int fd)
 {
@@ -584,6 +602,11 @@ static void on_repo(hf_dl_t *d, const proto_msg_t *m, int fd)
     }
     if ((rc = select_files(d)) != 0) {
         worst(d, rc);
+        d->stop = 1;
+        return;
+    }
+    if (d->o->cli->dry_run) {
+        dry_list(d);
         d->stop = 1;
         return;
     }
@@ -773,11 +796,15 @@ static void print_result(hf_dl_t *d)
                 hits);
         return;
     }
-    if (o->cli->json)
+    if (o->cli->dry_run) {
+        hf_dry_print(&d->dry, o->format, o->cli->json_files);
+        return;
+    }
+    if (o->cli->json_files)
         return;
     char *out = o->nfiles == 1 ? hf_layout_file(&d->layout, d->commit, o->files[0])
                                : hf_layout_folder(&d->layout, d->commit);
-    printf("%s\n", out);
+    hf_format_result(o->format, out);
     free(out);
 }
 
@@ -799,6 +826,15 @@ static void dl_free(hf_dl_t *d)
     free(d->outage_msg);
     hf_list_free(&d->list);
     hf_layout_free(&d->layout);
+    hf_dry_free(&d->dry);
+}
+
+/* HELLO's reply: which Hub hubd asks, for HF_ENDPOINT (hf_endpoint.h). */
+static void dl_on_hello(void *arg, const proto_msg_t *m)
+{
+    hf_dl_t *d = arg;
+    hf_endpoint_check(m ? proto_get(m, "hf_upstream") : NULL, m ? proto_get(m, "hf_front") : NULL,
+                      d->o->cli->quiet);
 }
 
 int hf_download_run(const hf_opts_t *o)
@@ -826,6 +862,7 @@ int hf_download_run(const hf_opts_t *o)
     }
     d.conn = conn_new(o->cli->socket, 1, o->cli->quiet, dl_on_msg, &d);
     conn_interruptible(d.conn);
+    conn_on_hello(d.conn, dl_on_hello, &d);
     rc = queue_hfrepo(&d);
     if (rc == 0)
         rc = conn_open(d.conn);

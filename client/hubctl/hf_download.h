@@ -10,8 +10,11 @@
  * keep the blob and let the user read it, and the blob is placed: a
  * symlink into hubd's store, else a reflink, else a copy (said once). The
  * refs and snapshot links follow. Progress covers the whole repo; stdout
- * gets the snapshot folder (or the one FILE's path), or with --json one
- * object per file. */
+ * gets the snapshot folder (or the one FILE's path) in --format's shape
+ * (hf_format.h), or with --json-files one object per file. --dry-run stops
+ * at the listing: which files are in place and which would be fetched,
+ * nothing written. HELLO's hf_upstream and hf_front are checked against
+ * HF_ENDPOINT (hf_endpoint.h). */
 #ifndef HUBCTL_HF_DOWNLOAD_H
 #define HUBCTL_HF_DOWNLOAD_H
 

@@ -3,6 +3,7 @@
 #include "hf_offline.h"
 #include "outage.h"
 
+#include "hf_format.h"
 #include "hf_layout.h"
 #include "hf_list.h"
 #include "json.h"
@@ -99,10 +100,23 @@ static void json_found(const char *path, const char *file)
     fputs(",\"source\":\"present\"}\n", stdout);
 }
 
-/* The walk of a folder for --json: nftw takes no context. */
+/* A file of the answer, path (a repo path) found at file: its --json-files
+ * object, or with --dry-run its row (in place: nothing would be fetched). */
+static void found_file(const char *path, const char *file, hf_dry_t *dry)
+{
+    struct stat st;
+    if (dry)
+        hf_dry_add(dry, path, stat(file, &st) == 0 ? (uint64_t)st.st_size : 0, 1, 0, file);
+    else
+        json_found(path, file);
+}
+
+/* The walk of a folder for --json-files or --dry-run: nftw takes no
+ * context. */
 static struct {
     const hf_opts_t *o;
-    size_t skip; /* the folder's length and its '/' */
+    size_t skip;   /* the folder's length and its '/' */
+    hf_dry_t *dry; /* --dry-run's rows, or NULL */
 } walk;
 
 static int walk_one(const char *fpath, const struct stat *st, int flag, struct FTW *ftw)
@@ -117,15 +131,16 @@ static int walk_one(const char *fpath, const struct stat *st, int flag, struct F
                    : FTW_CONTINUE;
     const cli_t *c = walk.o->cli;
     if (flag == FTW_F && hf_list_wanted(path, c->include, c->ninclude, c->exclude, c->nexclude))
-        json_found(path, fpath);
+        found_file(path, fpath, walk.dry);
     return FTW_CONTINUE; /* a dangling link (FTW_SLN) is not a file */
 }
 
-/* Every file under folder, one object each. */
-static void json_folder(const hf_opts_t *o, const char *folder)
+/* Every file under folder, one object (or row) each. */
+static void walk_folder(const hf_opts_t *o, const char *folder, hf_dry_t *dry)
 {
     walk.o = o;
     walk.skip = strlen(folder) + 1;
+    walk.dry = dry;
     nftw(folder, walk_one, WALK_FDS, FTW_ACTIONRETVAL);
 }
 
@@ -186,17 +201,22 @@ static int answer(const hf_opts_t *o, const char *why)
             not_cached(o, why, NULL);
         rc = EXIT_FAILED;
     }
-    if (rc == EXIT_OK && why && o->cli->json) {
+    if (rc == EXIT_OK && why && (o->cli->json_files || o->cli->dry_run)) {
+        hf_dry_t dry = {.commit = l.local ? NULL : xstrdup(commit)};
+        hf_dry_t *rows = o->cli->dry_run ? &dry : NULL;
         for (size_t k = 0; k < o->nfiles; k++) {
             char *file = hf_layout_file(&l, commit, o->files[k]);
-            json_found(o->files[k], file);
+            found_file(o->files[k], file, rows);
             free(file);
         }
         if (o->nfiles == 0)
-            json_folder(o, folder);
+            walk_folder(o, folder, rows);
+        if (rows)
+            hf_dry_print(rows, o->format, o->cli->json_files);
+        hf_dry_free(&dry);
     } else if (rc == EXIT_OK && why) {
         char *out = o->nfiles == 1 ? hf_layout_file(&l, commit, o->files[0]) : xstrdup(folder);
-        printf("%s\n", out);
+        hf_format_result(o->format, out);
         free(out);
     }
     free(folder);

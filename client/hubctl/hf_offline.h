@@ -10,7 +10,8 @@
  * named, the folder snapshots/{commit} must exist. --local-dir: each
  * {local}/{FILE} is a regular file; with no FILE named, the folder exists
  * and is not empty. It prints what the online run prints (the snapshot
- * folder, the one FILE's path, or with --json one object per file), or
+ * folder, the one FILE's path, in --format's shape, or with --json-files
+ * one object per file; --dry-run: the files found, as in place), or
  * says on stderr what is not cached and exits 1.
  *
  * The same answer serves a run that cannot reach the Hub (hubd answers

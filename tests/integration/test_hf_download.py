@@ -2,7 +2,7 @@
 stand-in Hub (tests/hubstub.py) through hubd into the HF cache, laid out as
 huggingface_hub documents it, so that the real @huggingface/hub (npm) finds
 every file there and asks the Hub for no file's contents; --local-dir,
---include/--exclude, the token's discovery order, --json, --warm, and one
+--include/--exclude, the token's discovery order, --json-files, --warm, and one
 copy on disk.
 """
 
@@ -374,8 +374,8 @@ class HfDownloadTest(HubTestCase):
         self.assertEqual(got, ["config.json", "tokenizer/vocab.txt"])
         self.assertEqual(self.stub.stats("cdn")["requests"], {})  # no LFS file came
 
-    def test_json_gives_one_object_per_file(self):
-        rc, out, err = self.dl("org/model", "--json", "--exclude", "shards/")
+    def test_json_files_gives_one_object_per_file(self):
+        rc, out, err = self.dl("org/model", "--json-files", "--exclude", "shards/")
         self.assertEqual(rc, 0, err)
         objs = [json.loads(l) for l in out.splitlines()]
         self.assertEqual(sorted(o["path"] for o in objs),
@@ -389,7 +389,7 @@ class HfDownloadTest(HubTestCase):
             self.assertEqual(o["file"], try_to_load_from_cache(self.cache, "org/model", o["path"]))
             self.assertIn(o["source"], ("download", "hit", "attached"))
             self.assertEqual(o["placed"], "symlink")  # hubd held it
-        rc, out, err = self.dl("org/model", "--json", "--exclude", "shards/")
+        rc, out, err = self.dl("org/model", "--json-files", "--exclude", "shards/")
         self.assertEqual({json.loads(l)["source"] for l in out.splitlines()}, {"present"})
 
     # ---- HF_HUB_OFFLINE ----------------------------------------------------
@@ -429,7 +429,7 @@ class HfDownloadTest(HubTestCase):
         self.assertEqual(self.dl("org/model", "--local-dir", local, env=env), (0, local + "\n", ""))
         self.assertEqual(self.dl("org/model", "config.json", env=self.env(
             TRANSFORMERS_OFFLINE="1")), (0, os.path.join(snap, "config.json") + "\n", ""))
-        rc, out, err = self.dl("org/model", "--json", "--include", "tokenizer/", env=env)
+        rc, out, err = self.dl("org/model", "--json-files", "--include", "tokenizer/", env=env)
         self.assertEqual(rc, 0, err)
         objs = sorted((json.loads(l) for l in out.splitlines()), key=lambda o: o["path"])
         self.assertEqual([o["path"] for o in objs],
@@ -568,7 +568,7 @@ class HfDownloadTest(HubTestCase):
         self.assertEqual(self.stub.stats("cdn")["bytes"], {"/cdn/" + etag_of(
             REPOS["repos"][1]["files"]["g.bin"]): 300000})
         self.stub.reset()
-        rc, out, err = self.dl("org/gated", "--token", "hf_bob", "--json")
+        rc, out, err = self.dl("org/gated", "--token", "hf_bob", "--json-files")
         self.assertEqual(rc, 0, err)
         objs = {o["path"]: o for o in map(json.loads, out.splitlines())}
         self.assertEqual(objs["g.bin"]["source"], "hit")

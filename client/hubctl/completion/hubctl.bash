@@ -18,7 +18,15 @@ _hubctl() {
         COMPREPLY=($(compgen -W "model dataset space" -- "$cur"))
         return
         ;;
-    --revision | --include | --exclude | --token)
+    --format)
+        COMPREPLY=($(compgen -W "auto human agent json quiet" -- "$cur"))
+        return
+        ;;
+    --local-dir-use-symlinks)
+        COMPREPLY=($(compgen -W "auto True False" -- "$cur"))
+        return
+        ;;
+    --revision | --include | --exclude | --token | --max-workers)
         COMPREPLY=()
         return
         ;;
@@ -58,7 +66,7 @@ _hubctl() {
         return
     fi
     case $cmd in
-    hf) opts="--repo-type --revision --include --exclude --cache-dir --local-dir --token --warm --max-workers --force-download --json -q --quiet --progress --all --uid" ;;
+    hf) opts="--repo-type --revision --include --exclude --cache-dir --local-dir --token --warm --max-workers --force-download --dry-run --format --json --json-files -q --quiet --progress --local-dir-use-symlinks --resume-download --all --uid" ;;
     fetch) opts="--sha256 -H --header -o -q --json --progress --refresh" ;;
     status | ls | pin | unpin | verify | cancel) opts="--json" ;;
     rm) opts="--force --json" ;;
