@@ -14,6 +14,7 @@ script(1)); with stderr not a terminal, neither draws anything.
 
 import contextlib
 import io
+import json
 import os
 import pty
 import select
@@ -32,6 +33,7 @@ sys.path.insert(0, CLIENT)
 import hubd  # noqa: E402
 import hubd.hf  # noqa: E402
 import hubd._hfopts  # noqa: E402
+from test_hubstub import HUBCLIENT  # noqa: E402
 
 MAIN = "a" * 40
 REPOS = {
@@ -189,6 +191,39 @@ class PythonHfArgsTest(HubTestCase):
         self.assertEqual(path, self.snap("sub/dir/tok.json"))
         self.assertEqual(hubd.hf_hub_download("org/public", "config.json", subfolder="",
                                               cache_dir=self.cache), self.snap("config.json"))
+
+    def test_the_hubs_own_clients_read_what_the_arguments_wrote(self):
+        """After subfolder, force_download, max_workers and dry_run, the HF
+        cache is one huggingface_hub and the real @huggingface/hub read:
+        scanCacheDir finds main's commit with its top-level files, each of
+        its blob's size, no warning; downloadFileToCacheDir at the commit finds the
+        subfolder's file with no request."""
+        hubd.hf_hub_download("org/public", "tok.json", subfolder="sub/dir", cache_dir=self.cache)
+        hubd.hf_hub_download("org/public", "config.json", cache_dir=self.cache,
+                             force_download=True)
+        hubd.snapshot_download("org/public", cache_dir=self.cache, max_workers=2)
+        hubd.snapshot_download("org/public", cache_dir=self.cache, dry_run=True)
+        hubd.snapshot_download("org/public", cache_dir=self.cache, force_download=True)
+        p = subprocess.run(["node", HUBCLIENT, "scan-cache", "--dir", self.cache],
+                           capture_output=True, timeout=120)
+        scan = json.loads(p.stdout.decode().strip().splitlines()[-1])
+        self.assertTrue(scan["ok"], scan)
+        self.assertEqual(scan["warnings"], [])
+        (repo,) = scan["repos"]
+        (rev,) = repo["revisions"]
+        self.assertEqual((rev["commitOid"], rev["refs"]), (MAIN, ["main"]))
+        files = next(r for r in REPOS["repos"] if r["id"] == "org/public")["files"]
+        # scanCacheDir lists a snapshot's top-level files only
+        self.assertEqual({os.path.basename(f["path"]): f["size"] for f in rev["files"]},
+                         {k: len(file_bytes(v)) for k, v in files.items() if "/" not in k})
+        p = subprocess.run(["node", HUBCLIENT, "cache-file", "--hub-url", "http://127.0.0.1:9",
+                            "--repo", "org/public", "--revision", MAIN, "--path",
+                            "sub/dir/tok.json", "--dir", self.cache],
+                           capture_output=True, timeout=120)
+        got = json.loads(p.stdout.decode().strip().splitlines()[-1])
+        self.assertTrue(got["ok"], got)
+        self.assertEqual(got["requests"], [])
+        self.assertEqual(got["files"]["sub/dir/tok.json"]["file"], self.snap("sub/dir/tok.json"))
 
     def test_force_download_fetches_again(self):
         path = hubd.hf_hub_download("org/public", "config.json", cache_dir=self.cache)
