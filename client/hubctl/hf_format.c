@@ -140,8 +140,9 @@ static int by_name(const void *a, const void *b)
 }
 
 /* s on one line, as hf's tables write a cell: runs of white space made one
- * space, none at either end. The width written is returned. */
-static size_t put_cell(const char *s, size_t pad)
+ * space, none at either end. Written (then padded to pad) when out, else
+ * only measured; its width is returned. */
+static size_t cell(const char *s, size_t pad, int out)
 {
     size_t w = 0;
     int space = 0;
@@ -150,30 +151,26 @@ static size_t put_cell(const char *s, size_t pad)
             space = w > 0;
             continue;
         }
-        if (space)
-            putchar(' '), w++, space = 0;
-        putchar(*s);
-        w++;
+        if (space && out)
+            putchar(' ');
+        if (out)
+            putchar(*s);
+        w += 1 + (size_t)space;
+        space = 0;
     }
-    for (size_t i = w; i < pad; i++)
+    for (size_t i = w; out && i < pad; i++)
         putchar(' ');
     return w;
 }
 
-/* The width put_cell gives s. */
+static size_t put_cell(const char *s, size_t pad)
+{
+    return cell(s, pad, 1);
+}
+
 static size_t cell_width(const char *s)
 {
-    size_t w = 0;
-    int space = 0;
-    for (; *s; s++) {
-        if (isspace((unsigned char)*s)) {
-            space = w > 0;
-            continue;
-        }
-        w += 1 + (size_t)space;
-        space = 0;
-    }
-    return w;
+    return cell(s, 0, 0);
 }
 
 /* hf's human table (its tabulate): headers, a rule of dashes, the rows,

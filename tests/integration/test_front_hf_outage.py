@@ -9,6 +9,7 @@ does not hold fails with the Hub's failure, and the Hub's answers (401, 403,
 404) are never replaced by the cache's.
 """
 
+import copy
 import hashlib
 import json
 import os
@@ -17,23 +18,15 @@ import subprocess
 from harness import HubTestCase
 from hubstub_fixture import HubStub, file_bytes, git_blob_sha1, start_front
 from test_front_hf import setUpModule  # noqa: F401 (node and @huggingface/hub)
+from test_hf_outage import MAIN, REPOS as OUTAGE_REPOS, TAG
 from test_hubstub import HUBCLIENT, request
 
-MAIN = "5" * 40
-TAG = "6" * 40
-GATED = "7" * 40
-
-REPOS = {
-    "tokens": {"hf_alice": "alice", "hf_bob": "bob", "hf_carol": "carol"},
-    "repos": [
-        {"id": "org/model", "revisions": {"main": MAIN, "v1.0": TAG},
-         "files": {"config.json": {"text": '{"model_type": "stub"}\n'},
-                   "sub/vocab.txt": {"text": "a\nb\n"},
-                   "model.safetensors": {"lfs": {"size": 300000, "seed": 4}}}},
-        {"id": "org/gated", "gated": ["alice", "bob"], "revisions": {"main": GATED},
-         "files": {"g.bin": {"lfs": {"size": 70000, "seed": 9}}}},
-    ],
-}
+# test_hf_outage's repos, with bob granted too and the gated file an LFS
+# one: alice fetched it, and the Hub cannot vouch for bob while it is down.
+REPOS = copy.deepcopy(OUTAGE_REPOS)
+_gated = next(r for r in REPOS["repos"] if r["id"] == "org/gated")
+_gated["gated"] = ["alice", "bob"]
+_gated["files"] = {"g.bin": {"lfs": {"size": 70000, "seed": 9}}}
 
 
 def sha256(b):

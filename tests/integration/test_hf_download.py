@@ -216,6 +216,15 @@ class OldHubdTest(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(local, "a.txt")))
 
 
+def user_env(home, **extra):
+    """The environment of a user (home) with no HF settings but extra."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("HF_") and k != "TRANSFORMERS_OFFLINE"}
+    env.update(HOME=home, XDG_CACHE_HOME=os.path.join(home, ".cache"))
+    env.update(extra)
+    return env
+
+
 class HfDownloadTest(HubTestCase):
     def setUp(self):
         super().setUp()
@@ -227,12 +236,7 @@ class HfDownloadTest(HubTestCase):
         os.mkdir(self.home)
 
     def env(self, **extra):
-        """The environment of a user with no HF settings but ours."""
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("HF_") and k != "TRANSFORMERS_OFFLINE"}
-        env.update(HOME=self.home, XDG_CACHE_HOME=os.path.join(self.home, ".cache"))
-        env.update(extra)
-        return env
+        return user_env(self.home, **extra)
 
     def dl(self, *args, env=None, cache=True):
         argv = [HUBCTL, "--socket", self.hubd.socket, "hf", "download"] + list(args)

@@ -14,7 +14,7 @@ import sys
 
 from harness import HERE, HUBCTL, HubTestCase
 from hubstub_fixture import HubStub, file_bytes, start_front
-from test_hf_download import MAIN, REPOS, etag_of, try_to_load_from_cache
+from test_hf_download import MAIN, REPOS, etag_of, try_to_load_from_cache, user_env
 
 FILES = REPOS["repos"][0]["files"]
 
@@ -41,11 +41,7 @@ class HfDownloadFlagsTest(HubTestCase):
         self.snap = os.path.join(self.cache, "models--org--model", "snapshots", MAIN)
 
     def env(self, **extra):
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("HF_") and k != "TRANSFORMERS_OFFLINE"}
-        env.update(HOME=self.home, XDG_CACHE_HOME=os.path.join(self.home, ".cache"))
-        env.update(extra)
-        return env
+        return user_env(self.home, **extra)
 
     def dl(self, *args, env=None):
         argv = [HUBCTL, "--socket", self.hubd.socket, "hf", "download", "--cache-dir",
