@@ -8,6 +8,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -32,24 +33,26 @@
 #define INTERRUPT_ID "interrupt"
 
 struct conn {
-    int fd;                   /* the socket, -1 until connected */
-    char path[PATH_MAX];      /* socket path, for messages */
-    int quiet;                /* -q: no warnings */
-    int hello_done;           /* the HELLO reply (or its ERR) was seen */
-    int done;                 /* the handler has all its replies */
-    int none;                 /* no daemon runs and none may be started (said) */
-    int may_restart;          /* the default socket, may_start: one more autostart (conn_open) */
-    int answer_ms;            /* how long to wait for HELLO's answer */
-    bytebuf_t out;            /* requests not yet written */
-    bytebuf_t fds;            /* ints: descriptors not yet taken by a DONE line, oldest first */
-    conn_msg_cb on_msg;       /* the command's reply handler */
-    void *arg;                /* its context */
-    conn_hello_cb on_hello;   /* HELLO's reply handler, or NULL */
-    void *hello_arg;          /* its context */
-    proto_reader_t reader;    /* splits the byte stream into lines */
-    proto_msg_t msg;          /* the line being handled */
-    int interruptible;        /* Ctrl-C sends INTERRUPT (conn_interruptible) */
-    int interrupting;         /* INTERRUPT is queued or sent: its answer awaited */
+    int fd;                 /* the socket, -1 until connected */
+    char path[PATH_MAX];    /* socket path, for messages */
+    int quiet;              /* -q: no warnings */
+    int hello_done;         /* the HELLO reply (or its ERR) was seen */
+    int done;               /* the handler has all its replies */
+    int none;               /* no daemon runs and none may be started (said) */
+    int may_restart;        /* the default socket, may_start: one more autostart (conn_open) */
+    int answer_ms;          /* how long to wait for HELLO's answer */
+    bytebuf_t out;          /* requests not yet written */
+    bytebuf_t fds;          /* ints: descriptors not yet taken by a DONE line, oldest first */
+    conn_msg_cb on_msg;     /* the command's reply handler */
+    void *arg;              /* its context */
+    conn_hello_cb on_hello; /* HELLO's reply handler, or NULL */
+    void *hello_arg;        /* its context */
+    proto_reader_t reader;  /* splits the byte stream into lines */
+    proto_msg_t msg;        /* the line being handled */
+    int interruptible;      /* Ctrl-C sends INTERRUPT (conn_interruptible) */
+    int interrupting;       /* INTERRUPT is queued or sent: its answer awaited */
+    int masked;             /* SIGINT is blocked but while waiting in ppoll (wait_mask) */
+    sigset_t wait_mask;
     long long int_until;      /* until then (monotonic ms) */
     interrupt_account_t intr; /* what INTERRUPT's answers said */
 };
@@ -314,6 +317,11 @@ void conn_interruptible(conn_t *c)
     c->interruptible = 1;
 }
 
+int conn_interrupting(const conn_t *c)
+{
+    return c->interrupting;
+}
+
 const interrupt_account_t *conn_interrupted(const conn_t *c)
 {
     return &c->intr;
@@ -352,7 +360,10 @@ static int conn_loop(conn_t *c)
                 return -EINTR; /* no answer: said so (interrupt_say) */
             left = left < 0 || l < left ? l : left;
         }
-        int ready = poll(&p, 1, left < 0 ? -1 : (int)left);
+        /* SIGINT is let in only while waiting: one that comes after the
+         * check above is not lost until the next line arrives. */
+        struct timespec ts = {left / 1000, (left % 1000) * 1000000L};
+        int ready = ppoll(&p, 1, left < 0 ? NULL : &ts, c->masked ? &c->wait_mask : NULL);
         if (ready < 0) {
             if (errno == EINTR)
                 continue;
@@ -381,9 +392,17 @@ static int conn_loop(conn_t *c)
 
 int conn_run(conn_t *c)
 {
-    if (c->interruptible)
+    if (c->interruptible) {
+        sigset_t intr;
+        sigemptyset(&intr);
+        sigaddset(&intr, SIGINT);
         interrupt_arm();
+        c->masked = sigprocmask(SIG_BLOCK, &intr, &c->wait_mask) == 0;
+    }
     int rc = conn_loop(c);
+    if (c->masked)
+        sigprocmask(SIG_SETMASK, &c->wait_mask, NULL);
+    c->masked = 0;
     if (c->interruptible)
         interrupt_disarm();
     return rc;

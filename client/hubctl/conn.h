@@ -59,6 +59,9 @@ int conn_run(conn_t *c);
  * says what became of the downloads. For the commands that download. */
 void conn_interruptible(conn_t *c);
 const struct interrupt_account *conn_interrupted(const conn_t *c);
+/* Whether Ctrl-C has sent (or queued) INTERRUPT: nothing more is to be
+ * asked on the session. */
+int conn_interrupting(const conn_t *c);
 
 /* Tells the user about a conn_run failure, and for the system daemon where
  * to look (systemctl status, journalctl); all of them mean the daemon is

@@ -61,10 +61,14 @@ static void fetch_print_ready(fetch_t *f)
     fflush(stdout);
 }
 
+static void fetch_queue_more(fetch_t *f);
+
 /* Bookkeeping once a request has its answer, then the output it unlocks. */
 static void fetch_settle(fetch_t *f, req_t *r, int announce)
 {
     f->finished++;
+    if (f->conn && !conn_interrupting(f->conn))
+        fetch_queue_more(f);
     progress_settled(f, r);
     if (r->state == REQ_FAILED && announce && !f->cli->json) {
         fprintf(stderr, "hubctl: %s: ", r->url);
@@ -393,23 +397,45 @@ static int check_unique_names(const fetch_t *f)
     return 0;
 }
 
-static int fetch_queue(const fetch_t *f, conn_t *conn, size_t i)
+/* Request i's FETCH line in w (its storage line): 0, or -1 when it does
+ * not fit a line. */
+static int fetch_line(const fetch_t *f, size_t i, char *line, proto_writer_t *w)
+{
+    proto_begin(w, line, PROTO_MAX_LINE, "FETCH");
+    proto_add_u64(w, "id", i + 1);
+    proto_add(w, "url", f->req[i].url);
+    if (f->req[i].expect[0] || f->sha256[0])
+        proto_add(w, "sha256", f->req[i].expect[0] ? f->req[i].expect : f->sha256);
+    if (f->cli->refresh)
+        proto_add(w, "refresh", "1");
+    for (size_t h = 0; h < f->cli->nheaders; h++)
+        proto_add(w, "header", f->cli->headers[h]);
+    return proto_end(w) < 0 ? -1 : 0;
+}
+
+/* Checked while planning, before anything is sent. */
+static int fetch_check_line(const fetch_t *f, size_t i)
 {
     char line[PROTO_MAX_LINE];
     proto_writer_t w;
-    proto_begin(&w, line, sizeof line, "FETCH");
-    proto_add_u64(&w, "id", i + 1);
-    proto_add(&w, "url", f->req[i].url);
-    if (f->req[i].expect[0] || f->sha256[0])
-        proto_add(&w, "sha256", f->req[i].expect[0] ? f->req[i].expect : f->sha256);
-    if (f->cli->refresh)
-        proto_add(&w, "refresh", "1");
-    for (size_t h = 0; h < f->cli->nheaders; h++)
-        proto_add(&w, "header", f->cli->headers[h]);
-    if (conn_queue_line(conn, &w) < 0)
+    if (fetch_line(f, i, line, &w) < 0)
         return cli_usage_error("URL (and headers) too long once encoded: '%.60s...'",
                                f->req[i].url);
     return 0;
+}
+
+/* The next FETCHes, up to FETCH_WINDOW unanswered: hubd reads no more of a
+ * session than 64 waiting FETCHes, and an INTERRUPT queued behind the rest
+ * of a long -i list would wait for downloads to end. */
+static void fetch_queue_more(fetch_t *f)
+{
+    while (f->queued < f->n && f->queued - f->finished < FETCH_WINDOW) {
+        char line[PROTO_MAX_LINE];
+        proto_writer_t w;
+        if (fetch_line(f, f->queued, line, &w) == 0) /* checked when planned */
+            conn_queue_line(f->conn, &w);
+        f->queued++;
+    }
 }
 
 /* -i FILE: each line "URL [sha256=HEX]" (blank lines and '#' lines
@@ -483,10 +509,14 @@ static int fetch_plan(fetch_t *f, conn_t *conn)
         for (size_t k = 0; sha[k] && k < SHA256_HEX; k++)
             f->req[i].expect[k] = (char)(sha[k] | 0x20);
         if ((rc = req_plan(&f->req[i], url, c->dest, into_dir)) != 0 ||
-            (rc = fetch_queue(f, conn, i)) != 0)
+            (rc = fetch_check_line(f, i)) != 0)
             return rc;
     }
-    return into_dir ? check_unique_names(f) : 0;
+    if (into_dir && (rc = check_unique_names(f)) != 0)
+        return rc;
+    f->conn = conn;
+    fetch_queue_more(f);
+    return 0;
 }
 
 static void fetch_free(fetch_t *f)

@@ -7,11 +7,13 @@
 #define HUBCTL_FETCH_INTERNAL_H
 
 #include "cli.h"
+#include "conn.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define SHA256_HEX 64 /* hex digits of a SHA-256 digest */
+#define SHA256_HEX 64   /* hex digits of a SHA-256 digest */
+#define FETCH_WINDOW 32 /* FETCHes asked and not yet answered, at most */
 
 typedef enum { REQ_PENDING, REQ_OK, REQ_FAILED } req_state_t;
 typedef enum { VIA_NONE, VIA_HIT, VIA_QUEUED, VIA_ATTACHED } req_via_t;
@@ -60,6 +62,8 @@ typedef struct fetch {
     size_t n;                    /* entries of req */
     char **inputs;               /* -i FILE's lines (URL and digest), owned */
     size_t ninputs;
+    conn_t *conn;     /* the session the FETCHes go on */
+    size_t queued;    /* FETCHes queued so far: the first ones, FETCH_WINDOW at most unanswered */
     size_t finished;  /* requests that got DONE or ERR */
     size_t printed;   /* results written to stdout, in order */
     prog_mode_t prog; /* how progress is shown */

@@ -109,7 +109,9 @@ void interrupt_say(const interrupt_account_t *a, FILE *err)
         else
             out_line_add(&l, " for the cache (a client that left it let it run)");
         out_line_add(&l, "; `hubctl cancel %llu` stops it%s", (unsigned long long)a->going_job,
-                     a->going_waiters ? " for everyone (yours alone)" : "");
+                     a->going_waiters
+                         ? " for everyone (if those requests are yours; else an admin can)"
+                         : "");
     }
     if (!stopped && !a->going)
         out_line_add(&l, ": no download was running");

@@ -57,6 +57,8 @@ int db_set_blob_stats(db_t *db, const char *const *sha256, const db_blob_stat_t 
 {
     sqlite3 *h = db->wr;
     int rc = db_tx_begin(h);
+    if (rc) /* no transaction, and the writer's lock was let go */
+        return rc;
     for (size_t i = 0; i < n && !rc; i++)
         rc = db_exec(h, "UPDATE blobs SET ino = ?2, mtime_ns = ?3, ctime_ns = ?4 WHERE sha256 = ?1",
                      "tiii", sha256[i], (int64_t)bs[i].ino, bs[i].mtime_ns, bs[i].ctime_ns);

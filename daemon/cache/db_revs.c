@@ -13,13 +13,13 @@ int db_rev_note(db_t *db, const char *repo, const char *rev, const char *cred_ta
                 const char *commit, uid_t uid, unsigned per_uid)
 {
     int rc = db_tx_begin(db->wr);
-    if (!rc)
-        rc =
-            db_exec(db->wr,
-                    "INSERT INTO hf_revs (repo, rev, cred_tag, commit_id, uid, seen)"
-                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (repo, rev, cred_tag) DO UPDATE"
-                    " SET commit_id = excluded.commit_id, uid = excluded.uid, seen = excluded.seen",
-                    "ttttii", repo, rev, cred_tag, commit, (int64_t)uid, (int64_t)time(NULL));
+    if (rc) /* no transaction, and the writer's lock was let go */
+        return rc;
+    rc = db_exec(db->wr,
+                 "INSERT INTO hf_revs (repo, rev, cred_tag, commit_id, uid, seen)"
+                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (repo, rev, cred_tag) DO UPDATE"
+                 " SET commit_id = excluded.commit_id, uid = excluded.uid, seen = excluded.seen",
+                 "ttttii", repo, rev, cred_tag, commit, (int64_t)uid, (int64_t)time(NULL));
     /* A uid's notes beyond its share go, its oldest first: one user asking
      * many revisions cannot push out what the others' outages would need. */
     if (!rc)

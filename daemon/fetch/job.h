@@ -216,9 +216,10 @@ int jobs_cancel_job(jobs_t *js, uint64_t id, const char *url, uid_t uid, int adm
 /* INTERRUPT (a client's Ctrl-C): the waiter leaves, as with jobs_cancel,
  * and its job stops when it was the last waiter, no waiter left it running
  * by hanging up (a --warm fetch, a killed client, the front's HEAD), and
- * its bytes are not all in: every other job_fail code but this one keeps
- * the partial file when the origin gave a validator (ETag or
- * Last-Modified), so that the same request resumes it. A hang-up never
+ * its bytes are not all in. Like shutting_down, and unlike every other
+ * job_fail code, its code (interrupted) keeps the partial file when the
+ * origin gave a validator (ETag or Last-Modified), so that the same
+ * request resumes it. A hang-up never
  * stops a job: only this explicit request does. out says what happened;
  * out->job is 0 when the waiter was in no job (a hit, a question). */
 typedef struct jobs_left {

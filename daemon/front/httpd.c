@@ -195,7 +195,9 @@ int httpd_new(const httpd_deps_t *deps, httpd_t **out)
         free(h);
         return -ENOMEM;
     }
-    if (hreq_routes_init(h) || hf_revs_new(deps->loop, jobs_work(deps->jobs), deps->db, &h->revs)) {
+    /* The Hub's commits are the /hf route's: the metrics server has no jobs. */
+    if (hreq_routes_init(h) ||
+        (!deps->metrics && hf_revs_new(deps->loop, jobs_work(deps->jobs), deps->db, &h->revs))) {
         for (size_t i = 0; i < HTTPD_ROUTES_MAX; i++)
             free(h->route_mem[i]);
         memtrim_close(&h->trim);

@@ -133,6 +133,34 @@ static void add_holds(void *arg, uid_t uid, uint64_t holds, uint64_t bytes)
 /* Each user's label value: its uid, or its name (remembered, else asked
  * of NSS here, in the pool: it may block on a directory server). The
  * names remembered become those of this page's users. */
+static int by_label_cmp(const void *a, const void *b)
+{
+    const metrics_user_t *x = *(metrics_user_t *const *)a, *y = *(metrics_user_t *const *)b;
+    return strcmp(x->label, y->label);
+}
+
+/* metrics.h: one label per user, whatever the names. */
+void metrics_unique_labels(metrics_user_t *u, size_t n)
+{
+    metrics_user_t **v = n ? malloc(n * sizeof *v) : NULL;
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        v[i] = &u[i];
+        promtext_escape(v[i]->name, v[i]->label, sizeof v[i]->label);
+    }
+    qsort(v, n, sizeof *v, by_label_cmp);
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && strcmp(v[i]->label, v[j]->label) == 0)
+            j++;
+        for (size_t k = i; j - i > 1 && k < j; k++)
+            snprintf(v[k]->name, sizeof v[k]->name, "uid:%u", (unsigned)v[k]->uid);
+        i = j;
+    }
+    free(v);
+}
+
 static void name_users(scrape_t *s)
 {
     name_entry_t *next = s->by_uid ? NULL : calloc(s->n ? s->n : 1, sizeof *next);
@@ -164,19 +192,22 @@ static void name_users(scrape_t *s)
     free(s->names);
     s->names = next;
     s->nnames = s->n;
+    metrics_unique_labels(s->users, s->n);
 }
 
 static void scrape_work(uv_work_t *w)
 {
     scrape_t *s = w->data;
     size_t loop_rows = s->n;
-    qsort(s->users, s->n, sizeof *s->users, by_uid_cmp);
+    if (s->n) /* users is NULL until the first */
+        qsort(s->users, s->n, sizeof *s->users, by_uid_cmp);
     db_holds_refresh(s->db); /* counts gone stale after a removal: a no-op otherwise */
     struct holds_ctx h = {.s = s, .sorted = loop_rows};
     int rc = db_holds_by_uid(s->db, METRICS_MAX_USERS, add_holds, &h);
     if (rc)
         log_warn("metrics: the holds by user: %s", strerror(-rc)); /* the rest still shown */
-    qsort(s->users, s->n, sizeof *s->users, by_uid_cmp);
+    if (s->n) /* users is NULL until the first */
+        qsort(s->users, s->n, sizeof *s->users, by_uid_cmp);
     if (s->n > METRICS_MAX_USERS)
         s->n = METRICS_MAX_USERS;
     name_users(s);

@@ -81,7 +81,15 @@ typedef struct metrics_user {
     uint64_t held;   /* bytes of the blobs held, each once */
     unsigned active; /* downloads transferring now that it started */
     char name[72];   /* the label's value: its name, or its uid as text */
+    char label[160]; /* name as escaped on the page (metrics.c compares them) */
 } metrics_user_t;
 int metrics_render_users(bytebuf_t *out, const char *label, const metrics_user_t *u, size_t n);
+
+/* Two users whose labels would read the same (names cut at the label's
+ * size, bytes that are not UTF-8 written as '?', a user named as another's
+ * uid) would make two series of one name, and Prometheus refuses the
+ * whole page: each of them gets "uid:N" as its name instead, which no user
+ * name can be (':' separates passwd's fields). Pure. */
+void metrics_unique_labels(metrics_user_t *u, size_t n);
 
 #endif

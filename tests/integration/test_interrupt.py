@@ -83,6 +83,24 @@ class InterruptTest(HubTestCase):
         self.assertEqual(json.loads(out)["sha256"], digest)
         self.assertEqual(self.origin.resume_starts("/files/b.bin"), [])
 
+    def test_a_long_list_is_interrupted_at_once(self):
+        """hubd reads no more of a session than 64 waiting FETCHes: a list
+        of 80 slow URLs, then Ctrl-C. INTERRUPT is not stuck behind FETCHes
+        hubd has not read: it is answered, and nothing runs on."""
+        url, _ = self.slow_file("many.bin", 2 * MiB, 256 * 1024)
+        urls = ["%s&n=%d" % (url, i) for i in range(80)]
+        listing = os.path.join(self.tmp, "urls.txt")
+        with open(listing, "w") as f:
+            f.write("\n".join(urls) + "\n")
+        p = self.hubctl_bg("fetch", "-i", listing)
+        self.downloading(urls[0], 1)
+        rc, _, err = self.interrupt(p)
+        self.assertEqual(rc, 130, err)
+        self.assertNotIn("did not answer", err)
+        self.assertIn("hubctl: interrupted: ", err)
+        wait_for(lambda: not any(u in self.hubctl("status", "--json").out for u in urls), 10,
+                 "every download to stop")
+
     def test_a_hung_up_client_stops_nothing(self):
         """SIGKILL is no Ctrl-C: the download goes on for the cache."""
         url, digest = self.slow_file("c.bin", 4 * MiB)

@@ -104,6 +104,25 @@ START_TEST(metrics_users_in_every_family)
 }
 END_TEST
 
+/* Labels that would read the same become each user's uid; the others stay. */
+START_TEST(metrics_labels_stay_unique)
+{
+    metrics_user_t u[5] = {{.uid = 1000}, {.uid = 1001}, {.uid = 1002}, {.uid = 1003}, {.uid = 7}};
+    strcpy(u[0].name, "ann");
+    strcpy(u[1].name, "caf\xe9"); /* not UTF-8: '?' on the page */
+    strcpy(u[2].name, "caf\xff"); /* the same, once escaped */
+    strcpy(u[3].name, "7");       /* a user named as uid 7 */
+    strcpy(u[4].name, "7");       /* uid 7, no name */
+    metrics_unique_labels(u, 5);
+    ck_assert_str_eq(u[0].name, "ann");
+    ck_assert_str_eq(u[1].name, "uid:1001");
+    ck_assert_str_eq(u[2].name, "uid:1002");
+    ck_assert_str_eq(u[3].name, "uid:1003");
+    ck_assert_str_eq(u[4].name, "uid:7");
+    metrics_unique_labels(u, 0);
+}
+END_TEST
+
 static Suite *promtext_suite(void)
 {
     Suite *s = suite_create("promtext");
@@ -113,6 +132,7 @@ static Suite *promtext_suite(void)
     tcase_add_test(tc, promtext_stats_under_the_tables_names);
     tcase_add_test(tc, promtext_stats_bounded);
     tcase_add_test(tc, metrics_users_in_every_family);
+    tcase_add_test(tc, metrics_labels_stay_unique);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -93,7 +93,8 @@ def _interrupted(conn, stream=None):
                      else "%d downloads go on (job %s, ...)" % (going, job))
             line += (" for %d other waiting request%s" % (waiters, "" if waiters == 1 else "s")
                      if waiters else " for the cache (a client that left it let it run)")
-            line += "; hubd.cancel(%s) stops it%s" % (job, " for everyone" if waiters else "")
+            line += "; hubd.cancel(%s) stops it%s" % (
+                job, " for everyone (if those requests are yours; else an admin can)" if waiters else "")
         if not n and not going:
             line += ": no download was running"
     try:
