@@ -181,6 +181,18 @@ static int start_http(daemon_state_t *d, const int *fds, size_t nfds)
     return 0;
 }
 
+/* The HTTP front's counters, as the sessions' STATS and STATUS show them. */
+static void front_stats(void *arg, session_front_stats_t *out)
+{
+    httpd_stats_t hs;
+    httpd_get_stats(arg, &hs);
+    *out = (session_front_stats_t){.connections = hs.connections,
+                                   .requests = hs.requests,
+                                   .bytes = hs.bytes,
+                                   .refused = hs.refused,
+                                   .open = hs.open};
+}
+
 /* The HTTP front's server, sharing the sessions' access lists and quota. */
 static int start_httpd(daemon_state_t *d)
 {
@@ -197,11 +209,17 @@ static int start_httpd(daemon_state_t *d)
     int rc = httpd_new(&deps, &d->httpd);
     if (!rc) {
         struct sockaddr_storage own[HOSTPORT_MAX_ADDRS];
-        session_server_set_httpd(d->server, d->httpd);
+        session_server_set_front_stats(d->server, front_stats, d->httpd);
         session_server_set_front(d->server, own,
                                  tcp_listener_addrs(d->http, own, HOSTPORT_MAX_ADDRS));
     }
     return rc;
+}
+
+/* The STATS counters the metrics endpoint renders: the verb's own. */
+static void server_stats(void *arg, proto_writer_t *w)
+{
+    session_server_stats(arg, w);
 }
 
 /* A client of the metrics endpoint: its server's (or accepted and closed,
@@ -219,8 +237,12 @@ static int start_metrics(daemon_state_t *d)
 {
     if (!d->cfg.metrics_listen.n)
         return 0;
-    metrics_deps_t md = {
-        .loop = d->loop, .cfg = &d->cfg, .jobs = d->jobs, .db = d->db, .srv = d->server};
+    metrics_deps_t md = {.loop = d->loop,
+                         .cfg = &d->cfg,
+                         .jobs = d->jobs,
+                         .db = d->db,
+                         .stats = server_stats,
+                         .stats_arg = d->server};
     httpd_deps_t hd = {.loop = d->loop, .cfg = &d->cfg};
     int rc = metrics_new(&md, &d->metrics);
     if (!rc) {
@@ -254,7 +276,7 @@ static void close_http(daemon_state_t *d)
     d->http = NULL;
     if (d->httpd) { /* its requests leave their jobs, which run on */
         if (d->server) {
-            session_server_set_httpd(d->server, NULL);
+            session_server_set_front_stats(d->server, NULL, NULL);
             session_server_set_front(d->server, NULL, 0);
         }
         httpd_close(d->httpd, NULL, NULL);
@@ -546,7 +568,7 @@ static void on_sighup(uv_signal_t *h, int signum)
 /* Descriptors: the soft limit up to the hard one (systemd's default is
  * 1024 of 524288). hubd holds a blob descriptor for each hit being served
  * and each download whose DONE lines wait (bounded per session and per uid,
- * see front/session_internal.h), plus one per session and connection; 1024 would let a
+ * see front/session_core.h), plus one per session and connection; 1024 would let a
  * few busy users make others' hits fail. */
 static void raise_fd_limit(void)
 {

@@ -289,7 +289,7 @@ static void start(metrics_t *m)
         s->by_uid = m->d.cfg->metrics_user_label == CONFIG_LABEL_UID;
         proto_writer_t w;
         proto_begin(&w, s->stats, sizeof s->stats, "STATS");
-        session_server_stats(m->d.srv, &w);
+        m->d.stats(m->d.stats_arg, &w);
         int len = proto_end(&w);
         rc = len < 0 ? len : 0;
         s->stats_len = len > 0 ? (size_t)len - 1 : 0; /* without its '\n' */

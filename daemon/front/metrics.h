@@ -28,7 +28,7 @@
 #include "db.h"
 #include "job.h"
 #include "list.h"
-#include "session.h"
+#include "proto.h"
 
 #include <stddef.h>
 #include <uv.h>
@@ -43,7 +43,10 @@ typedef struct metrics_deps {
     const hubd_config_t *cfg; /* metrics_user_label, read at each scrape */
     jobs_t *jobs;
     db_t *db;
-    session_server_t *srv; /* the STATS counters (session_server_stats) */
+    /* The STATS counters: adds them to w as fields. main.c sets the STATS
+     * verb's own function (session_server_stats), so the two cannot differ. */
+    void (*stats)(void *arg, proto_writer_t *w);
+    void *stats_arg;
 } metrics_deps_t;
 
 /* The page is ready: body (len bytes, valid during the call), or err (a

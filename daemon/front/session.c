@@ -3,7 +3,7 @@
  * the lines, the transport (transport.c) carries the bytes. */
 #include "log.h"
 #include "reply.h"
-#include "session_internal.h"
+#include "session_core.h"
 #include "verbs.h"
 
 #include <errno.h>
@@ -20,44 +20,7 @@
 #define LINE_PAUSE 2 /* on_line: parsing stops here (backpressure), not closing */
 
 static void session_close(void *arg);
-
-int session_is_admin(const session_t *s)
-{
-    return principal_is_admin(&s->srv->acl, &s->who);
-}
-
-/* ---- descriptors pinned -------------------------------------------------------- */
-
-/* Blob descriptors pinned for a session (and its uid): a hit item opening
- * one, or a DONE line waiting to pass one, or one passed and not yet read. */
-void session_pin(session_t *s)
-{
-    s->nfds++;
-    quota_fd_pin(&s->srv->quota, &s->who);
-}
-
-/* One fewer: the session may parse again, and so may the uid's other
- * sessions that waited for its budget. */
-void session_unpin(session_t *s)
-{
-    s->nfds--;
-    if (quota_fd_unpin(&s->srv->quota, &s->who)) {
-        list_node_t *n, *tmp;
-        list_foreach_safe(&s->srv->sessions, n, tmp)
-        {
-            session_t *o = list_entry(n, session_t, node);
-            if (o != s && o->who.uid == s->who.uid && (o->in_len || !transport_reading(&o->t)))
-                session_kick(o);
-        }
-    }
-    session_kick(s);
-}
-
-void session_kick(session_t *s)
-{
-    if (!s->closing)
-        transport_kick(&s->t);
-}
+static void session_pump(session_t *s);
 
 /* ---- reading: one line at a time, while the replies are read ------------ */
 
@@ -88,7 +51,7 @@ static void reclaim_fds(session_t *s)
     }
 }
 
-/* Whether this session's next line must wait (see session_internal.h). */
+/* Whether this session's next line must wait (see session_core.h). */
 static int must_pause(session_t *s)
 {
     if (fds_spent(s))
@@ -183,7 +146,7 @@ static int in_keep(session_t *s)
  * only once nothing kept is left. Called after a read, and whenever a
  * reason to wait may have gone (a reply written, an fd passed, a fetch
  * finished, a stream ended). */
-void session_pump(session_t *s)
+static void session_pump(session_t *s)
 {
     if (s->closing || !transport_open(&s->t) || s->in_pump)
         return;
@@ -409,6 +372,7 @@ int session_server_start(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *jobs
     srv->db = db;
     srv->store = store;
     srv->started = uv_hrtime();
+    srv->pump = session_pump;
     list_init(&srv->sessions);
     int rc = memtrim_init(&srv->trim, loop);
     if (rc) {
@@ -465,9 +429,10 @@ hf_meta_t *session_server_hf(session_server_t *srv)
     return srv->hf;
 }
 
-void session_server_set_httpd(session_server_t *srv, const httpd_t *httpd)
+void session_server_set_front_stats(session_server_t *srv, session_front_stats_fn stats, void *arg)
 {
-    srv->httpd = httpd;
+    srv->front_stats = stats;
+    srv->front_stats_arg = arg;
 }
 
 void session_server_set_front(session_server_t *srv, const struct sockaddr_storage *addrs, size_t n)

@@ -11,11 +11,12 @@
 #ifndef HUBD_SESSION_H
 #define HUBD_SESSION_H
 
+#include <stdint.h>
 #include <uv.h>
 
 #include "config.h"
 #include "db.h"
-#include "httpd.h"
+#include "hf_meta.h"
 #include "job.h"
 #include "principal.h"
 #include "proto.h"
@@ -38,8 +39,19 @@ quota_t *session_server_quota(session_server_t *srv);
 /* What the Hub said of files (hf_meta.h), asked by the socket's FETCH of a
  * Hub URL and by the HTTP front's /hf route: one memory for both. */
 hf_meta_t *session_server_hf(session_server_t *srv);
-/* The HTTP front whose counters STATS shows (NULL: none, or closed). */
-void session_server_set_httpd(session_server_t *srv, const httpd_t *httpd);
+/* The HTTP front's counters, as STATS and STATUS show them. */
+typedef struct session_front_stats {
+    uint64_t connections; /* accepted */
+    uint64_t requests;    /* answered, whatever the status */
+    uint64_t bytes;       /* body bytes sent */
+    uint64_t refused;     /* peers refused */
+    uint64_t open;        /* connections open now */
+} session_front_stats_t;
+typedef void (*session_front_stats_fn)(void *arg, session_front_stats_t *out);
+/* Where STATS and STATUS read the HTTP front's counters: stats(arg, out),
+ * set by main.c while the front is open (NULL: none, or closed). The
+ * sessions know the front only through this. */
+void session_server_set_front_stats(session_server_t *srv, session_front_stats_fn stats, void *arg);
 /* The addresses the HTTP front listens on (as bound), n of them, or none:
  * HELLO names its Hugging Face endpoint, `http://ADDR/hf`, for each, so
  * that a client can tell whether HF_ENDPOINT means this hubd. */

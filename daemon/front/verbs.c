@@ -178,9 +178,9 @@ void session_server_stats(session_server_t *srv, proto_writer_t *w)
     uint64_t listings, listing_bytes; /* one field: the line is at the codec's 32 */
     listings_stats(srv->listings, &listings, &listing_bytes);
     proto_add_u64(w, "listing_bytes", listing_bytes);
-    httpd_stats_t hs = {0};
-    if (srv->httpd)
-        httpd_get_stats(srv->httpd, &hs);
+    session_front_stats_t hs = {0};
+    if (srv->front_stats)
+        srv->front_stats(srv->front_stats_arg, &hs);
     proto_add_u64(w, "http_connections", hs.connections);
     proto_add_u64(w, "http_requests", hs.requests);
     proto_add_u64(w, "http_bytes", hs.bytes);

@@ -7,14 +7,14 @@
  * runs; the handlers answer on the session's transport, now or later
  * (FETCH waiters, admin requests in the pool, STATUS and LIST streamed a
  * page at a time). The verbs keep their state in the session
- * (session_internal.h) and give it up in verbs_session_close.
+ * (session_core.h) and give it up in verbs_session_close.
  *
  * Loop thread only. */
 #ifndef HUBD_VERBS_H
 #define HUBD_VERBS_H
 
 #include "proto.h"
-#include "session_internal.h"
+#include "session_core.h"
 
 #define VERB_ID_MAX 64 /* bytes of an id= */
 

@@ -312,7 +312,7 @@ static void hub_answered(void *arg, const hf_meta_answer_t *a)
 static int ask_hub(fetch_t *f, const char *url, const char *const *headers, size_t nheaders)
 {
     session_t *s = f->s;
-    hf_meta_t *meta = session_server_hf(s->srv);
+    hf_meta_t *meta = s->srv->hf;
     hf_where_t where;
     char key[512], file_key[1024], tag[65];
     if (!hf_where_of_url(s->srv->cfg->hf_upstream, url, &where))

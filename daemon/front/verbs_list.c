@@ -127,9 +127,9 @@ static void send_end(session_t *s, uint64_t count)
     reply_t r;
     reply_begin(&r, "END");
     proto_add_u64(&r.w, "count", count);
-    if (s->stream == STREAM_STATUS && s->srv->httpd) {
-        httpd_stats_t hs;
-        httpd_get_stats(s->srv->httpd, &hs);
+    if (s->stream == STREAM_STATUS && s->srv->front_stats) {
+        session_front_stats_t hs;
+        s->srv->front_stats(s->srv->front_stats_arg, &hs);
         proto_add_u64(&r.w, "http_open", hs.open);
         proto_add_u64(&r.w, "http_requests", hs.requests);
         proto_add_u64(&r.w, "http_bytes", hs.bytes);
@@ -142,7 +142,7 @@ static void send_end(session_t *s, uint64_t count)
 static void stream_end(session_t *s)
 {
     s->stream = STREAM_NONE;
-    session_pump(s);
+    session_resume(s);
 }
 
 static void after_page(uv_work_t *w, int status)

@@ -1,9 +1,13 @@
-/* session_internal: the session and its server, shared by session.c (life
- * cycle, reading, backpressure) and the verbs (verbs*.c), which keep their
- * own state (fetches, admin requests, a stream) in the session. Private to
- * daemon/front; loop thread only. */
-#ifndef HUBD_SESSION_INTERNAL_H
-#define HUBD_SESSION_INTERNAL_H
+/* session_core: a session as its verbs see it, below them: the session and
+ * its server, and the few things a verb may ask of a session (a descriptor
+ * pinned or unpinned, a wake-up, whether its peer is an admin), as a
+ * redis command sees its client. session.c (life cycle, reading,
+ * backpressure) sits above the verbs (verbs*.c), which keep their own
+ * state (fetches, admin requests, a stream) in the session; nothing here
+ * calls up into either, but through the server's pump, which session.c
+ * sets. Private to the session layer; loop thread only. */
+#ifndef HUBD_SESSION_CORE_H
+#define HUBD_SESSION_CORE_H
 
 #include "listener.h"
 #include "list.h"
@@ -12,7 +16,7 @@
 #include "principal.h"
 #include "proto.h"
 #include "hostport.h"
-#include "httpd.h"
+#include "hf_meta.h"
 #include "quota.h"
 #include "served.h"
 #include "session.h"
@@ -80,11 +84,12 @@ struct session_server {
     db_t *db;
     store_t *store;
     listener_t *listener;
-    principal_acl_t acl;            /* loaded at start and on reload */
-    quota_t quota;                  /* per-uid counters across sessions */
-    hf_meta_t *hf;                  /* the Hub's answers about files (hf_meta.h), owned */
-    listings_t *listings;           /* HFREPO's listings alive, by uid (listings.h), owned */
-    const httpd_t *httpd;           /* the HTTP front, for STATS; NULL: none */
+    principal_acl_t acl;                /* loaded at start and on reload */
+    quota_t quota;                      /* per-uid counters across sessions */
+    hf_meta_t *hf;                      /* the Hub's answers about files (hf_meta.h), owned */
+    listings_t *listings;               /* HFREPO's listings alive, by uid (listings.h), owned */
+    session_front_stats_fn front_stats; /* the HTTP front's counters, for STATS; NULL: none */
+    void *front_stats_arg;
     served_t served;                /* (uid, blob) pairs lately answered DONE: HOLD's test */
     uid_t hold_told[HOLD_TOLD_MAX]; /* uids whose HOLD went past a bound, logged once each */
     unsigned hold_told_n;           /* uids logged so far: the ring's next slot, mod the size */
@@ -103,9 +108,13 @@ struct session_server {
     int closing;
     void (*close_cb)(void *);
     void *close_arg;
+    /* session.c's pump (session_pump there: the one function that decides
+     * whether a session reads), set at start: how a verb lets a session
+     * parse again without calling up into session.c. */
+    void (*pump)(session_t *s);
 };
 
-/* For the verbs (session.c). */
+/* For the verbs and session.c (session_core.c). */
 
 /* One more, or one fewer, blob descriptor pinned for the session and its
  * uid: a hit being opened, or a DONE line's fd. session_unpin wakes the
@@ -113,11 +122,12 @@ struct session_server {
 void session_pin(session_t *s);
 void session_unpin(session_t *s);
 
-/* Parses kept lines and reads while no backpressure holds: the one
- * function that decides whether a session reads. */
-void session_pump(session_t *s);
+/* A reason to wait has gone (a stream ended): the session parses its
+ * kept lines and reads again now, while no backpressure holds (the
+ * server's pump; nothing when called from inside it). */
+void session_resume(session_t *s);
 
-/* session_pump from the next loop iteration: for callers inside a job's
+/* session_resume from the next loop iteration: for callers inside a job's
  * callbacks, or inside a reply still being made (a FETCH's final line must
  * leave before a later line with its id is read). */
 void session_kick(session_t *s);
