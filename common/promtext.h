@@ -1,6 +1,6 @@
 /* promtext: Prometheus' text exposition format (version 0.0.4) of hubd's
  * counters, shared by `hubctl stats --prometheus` (which renders the STATS
- * line it is sent) and the daemon's own scrape endpoint (front/metrics.c,
+ * line it is sent) and the daemon's own scrape endpoint (http/metrics.c,
  * which renders the same line it would send): one table of STATS fields and
  * their metric names, so that the two cannot name a counter differently,
  * and `hubctl stats --json` uses the same names.

@@ -568,7 +568,7 @@ static void on_sighup(uv_signal_t *h, int signum)
 /* Descriptors: the soft limit up to the hard one (systemd's default is
  * 1024 of 524288). hubd holds a blob descriptor for each hit being served
  * and each download whose DONE lines wait (bounded per session and per uid,
- * see front/session_core.h), plus one per session and connection; 1024 would let a
+ * see session/session_core.h), plus one per session and connection; 1024 would let a
  * few busy users make others' hits fail. */
 static void raise_fd_limit(void)
 {

@@ -1,11 +1,15 @@
 #!/bin/sh
-# Calls go down (docs/ARCHITECTURE.md): no two .c files of the daemon call
-# each other. A pair is two object files each of which uses a function (or
-# object) the other defines, read from the compiled objects with nm, so
-# every call the linker resolves counts, through whatever header. Prints
-# the pairs per folder and fails when a folder has more than it may:
-#   none, in any folder of the daemon (issue 23 allowed 2 in daemon/front and
-#   4 in all; issue 25 took the last away).
+# Calls go down (docs/ARCHITECTURE.md), checked from the compiled objects
+# with nm, so every call the linker resolves counts, through whatever header
+# (or none: a prototype written by hand gets around check_layers.sh):
+# - no two .c files of the daemon call each other: a pair is two object
+#   files each of which uses a function (or object) the other defines.
+#   Prints the pairs per folder and fails when a folder has more than it
+#   may: none, in any folder;
+# - a folder uses only what its own files and the layers below it define
+#   (the same order as tests/layout/check_layers.sh): the two ways in,
+#   session/ and http/, never call each other; what comes back up is a
+#   pointer main.c or the caller set.
 #   check_calls.sh BUILD_DIR [--list]
 # --list prints every pair with the symbols each side takes from the other.
 set -eu
@@ -66,7 +70,53 @@ if [ "$list" = --list ] || [ -n "${VERBOSE:-}" ]; then
 else
     awk '{ print "  " $1 " <-> " $2 }' "$tmp/pairs"
 fi
-check daemon/fetch "${MAX_FETCH:-0}"
-check daemon/front "${MAX_FRONT:-0}"
+for f in daemon/base daemon/net daemon/cache daemon/fetch daemon/access daemon/hub daemon/session \
+    daemon/http; do
+    check "$f" 0
+done
 check daemon "${MAX_DAEMON:-0}"
+
+# Folders: who may use what another folder defines (lowest first; the
+# daemon's own main.c and service.c may use every layer).
+below() {
+    case $1 in
+    daemon/base) echo "" ;;
+    daemon/net | daemon/cache) echo "daemon/base" ;;
+    daemon/fetch) echo "daemon/base daemon/net daemon/cache" ;;
+    daemon/access) echo "daemon/base" ;;
+    daemon/hub) echo "daemon/base daemon/net daemon/cache daemon/fetch" ;;
+    daemon/session | daemon/http)
+        echo "daemon/base daemon/net daemon/cache daemon/fetch daemon/access daemon/hub" ;;
+    daemon) echo "daemon/base daemon/net daemon/cache daemon/fetch daemon/access daemon/hub daemon/session daemon/http" ;;
+    *) echo "?" ;;
+    esac
+}
+awk '
+    $3 == "def" { owner[$4] = $1 }
+    $3 == "use" { uses[NR] = $1 " " $4 }
+    END {
+        for (i in uses) {
+            split(uses[i], u, " ")
+            d = owner[u[2]]
+            if (d != "" && d != u[1] && !((u[1] " " d) in seen)) {
+                seen[u[1] " " d] = 1
+                print u[1], d, u[2]
+            }
+        }
+    }' "$tmp/syms" | sort >"$tmp/folders"
+up=0
+while read -r from to sym; do
+    case " $(below "$from") " in
+    *" $to "*) ;;
+    *)
+        echo "FAIL: $from uses $sym of $to, not a layer below it"
+        up=$((up + 1))
+        ;;
+    esac
+done <"$tmp/folders"
+if [ "$up" -eq 0 ]; then
+    echo "ok: folders: $(wc -l <"$tmp/folders") uses between folders, each of a layer below"
+else
+    bad=1
+fi
 exit $bad

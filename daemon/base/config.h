@@ -95,7 +95,7 @@ typedef struct hubd_config {
     size_t nmirrors;                         /* rules in mirrors[] */
     int mirror_fallback;            /* a failing mirror gives way to the original URL (default 1) */
     config_listen_t http_listen;    /* the HTTP front's loopback addresses */
-    config_listen_t metrics_listen; /* the scrape endpoint's (front/metrics.h) */
+    config_listen_t metrics_listen; /* the scrape endpoint's (http/metrics.h) */
     int metrics_user_label;         /* per-user series by user name or uid: CONFIG_LABEL_* */
     char *hf_upstream; /* Hugging Face Hub URL, canonical, no trailing '/' (malloc'd) */
     unsigned http_header_timeout_ms; /* the front: a request's head (and body) within this */

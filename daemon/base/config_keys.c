@@ -826,7 +826,7 @@ static const config_key_t config_keys[] = {
      .flags = RELOAD,
      .help = "the HTTP front: a request's head (and body) within this long, and a Hub API "
              "request's wait for its turn"},
-    /* The scrape endpoint for Prometheus (front/metrics.h): unauthenticated. */
+    /* The scrape endpoint for Prometheus (http/metrics.h): unauthenticated. */
     {"metrics_listen", &config_type_listen, FIELD(metrics_listen), .def = "",
      .help = "the metrics endpoint's loopback host:port items; empty: off"},
     {"metrics_user_label", &config_type_label, FIELD(metrics_user_label), .def = "name",

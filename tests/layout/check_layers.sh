@@ -16,8 +16,12 @@ allowed() {
     daemon/base) echo "common" ;;
     daemon/net | daemon/cache) echo "common daemon/base" ;;
     daemon/fetch) echo "common daemon/base daemon/net daemon/cache" ;;
-    daemon/front) echo "common daemon/base daemon/net daemon/cache daemon/fetch" ;;
-    daemon) echo "common daemon/base daemon/net daemon/cache daemon/fetch daemon/front" ;;
+    daemon/access) echo "common daemon/base" ;;
+    daemon/hub) echo "common daemon/base daemon/net daemon/cache daemon/fetch" ;;
+    # The two ways in: each reaches the Hub and access, never the other.
+    daemon/session | daemon/http)
+        echo "common daemon/base daemon/net daemon/cache daemon/fetch daemon/access daemon/hub" ;;
+    daemon) echo "common daemon/base daemon/net daemon/cache daemon/fetch daemon/access daemon/hub daemon/session daemon/http" ;;
     client/hubctl) echo "common" ;;
     *) return 1 ;;
     esac
@@ -25,7 +29,20 @@ allowed() {
 
 bad=0
 checked=0
-for dir in common daemon/base daemon/net daemon/cache daemon/fetch daemon/front daemon client/hubctl; do
+layers="common daemon/base daemon/net daemon/cache daemon/fetch daemon/access daemon/hub"
+layers="$layers daemon/session daemon/http daemon client/hubctl"
+# Every folder of the daemon is a layer named above: a new one is placed.
+for d in daemon/*/; do
+    d=${d%/}
+    case " $layers " in
+    *" $d "*) ;;
+    *)
+        echo "$d: a folder of the daemon that check_layers.sh does not place in a layer" >&2
+        exit 1
+        ;;
+    esac
+done
+for dir in $layers; do
     ok_dirs="$dir $(allowed "$dir")"
     for f in "$dir"/*.c "$dir"/*.h; do
         [ -e "$f" ] || continue

@@ -1,4 +1,4 @@
-/* Unit tests of daemon/front/git_check.c: the ETag parser, and the pool
+/* Unit tests of daemon/hub/git_check.c: the ETag parser, and the pool
  * item that checks a stored file's git blob SHA-1 and forgets its entry
  * (url and credential tag, while it names these bytes) on a mismatch. */
 #include "db_fixture.h"

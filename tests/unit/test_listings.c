@@ -1,4 +1,4 @@
-/* Unit tests of daemon/front/listings.c: HFREPO's listings are counted
+/* Unit tests of daemon/session/listings.c: HFREPO's listings are counted
  * against their user, and emptied (their blocks freed, whoever holds them
  * open) when the session that asked goes, when their user's bound needs
  * the room, or when everyone's does. */

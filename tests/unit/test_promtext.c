@@ -1,5 +1,5 @@
 /* Unit tests for common/promtext.c and the metrics page's per-user part
- * (front/metrics.c): label values escaped as the text exposition format
+ * (http/metrics.c): label values escaped as the text exposition format
  * says, the STATS line rendered under the table's names, the per-user
  * families with every user in each. */
 #include "metrics.h"

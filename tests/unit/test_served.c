@@ -1,4 +1,4 @@
-/* Unit tests of daemon/front/served.c: the (uid, sha256) pairs of recent
+/* Unit tests of daemon/access/served.c: the (uid, sha256) pairs of recent
  * DONE lines that HOLD of a private blob needs. */
 #include "served.h"
 

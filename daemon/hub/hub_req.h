@@ -1,4 +1,4 @@
-/* hub_req: one request to the Hugging Face Hub, the one way the front asks
+/* hub_req: one request to the Hugging Face Hub, the one way hubd asks
  * it anything (issue 22): the metadata question about a file (hf_meta.c),
  * HFREPO's repo listing (verbs_hf.c) and the /hf/api routes
  * (httpd_hf_api.c). A request goes through the downloads' HTTP client

@@ -133,7 +133,7 @@ static void verb_stats(session_t *s, const proto_msg_t *m, const char *id, int a
 }
 
 /* Here, by the verb: the metrics endpoint renders the same fields
- * (front/metrics.c), so that the two cannot differ. */
+ * (http/metrics.c), so that the two cannot differ. */
 void session_server_stats(session_server_t *srv, proto_writer_t *w)
 {
     jobs_stats_t st;
