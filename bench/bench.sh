@@ -33,7 +33,7 @@
 # (config derived from etc/fleet/squid.conf, caching off): hubd-squid and
 # curl+sha256sum-squid over http (absolute form) and https (CONNECT), each
 # compared with its direct row. BENCH_FRONT=1 to add the HTTP front's rows
-# (issue 13; a second hubd with http_listen on a free loopback port):
+# (a second hubd with http_listen on a free loopback port):
 #   nginx           curl -o FILE of the file straight from the plain nginx
 #   hubd-front      the same curl through the front, the file already in that
 #                   hubd's cache (warmed before the rounds; X-Hubd-Source: hit)
@@ -48,8 +48,8 @@
 #                   the Hub's CDN gives one connection), so that the network,
 #                   not this machine's 2 cores, is the bound
 #   front-capped-x8 8 concurrent curls the same way
-# BENCH_SEGMENTS=1 adds rows against an origin that caps each connection
-# (issue 14): a file of BENCH_SEG_MIB (default 512) from nginx's /capped/
+# BENCH_SEGMENTS=1 adds rows against an origin that caps each connection:
+# a file of BENCH_SEG_MIB (default 512) from nginx's /capped/
 # location (limit_rate BENCH_CAPPED_RATE per connection):
 #   hubd-capped     hubctl fetch, a fresh cache (several connections)
 #   aria2c-capped   aria2c -x16 -s16 -k1M --checksum=sha-256=... (16 connections)
@@ -57,7 +57,7 @@
 #   hubd-base-capped  hubd-capped with BENCH_BASE_BUILD's hubd (with it set)
 # each with the bytes nginx sent for it (its access log).
 # BENCH_CROWD=1 adds, after the table, hubd's memory with BENCH_CROWD_N
-# (default 1000) downloads in flight at once (issue 14): 64 KiB each from a
+# (default 1000) downloads in flight at once: 64 KiB each from a
 # third nginx that sends each connection 8 KiB/s, fetched over the Unix
 # socket by tests/integration/crowd.py; hubd's peak RSS (VmHWM) once per
 # round, and hubd-base's beside it with BENCH_BASE_BUILD.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark (not a test) of issue 22: a Hugging Face repo of one big file and
+# Benchmark (not a test) of the Hub's files through hubd: a Hugging Face repo of one big file and
 # 20 small ones, gated, on a CDN that caps each connection, fetched by
 # several local users with tokens of their own. It compares
 #   hubctl          `hubctl hf download` into the user's HF cache

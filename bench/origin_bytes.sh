@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): what one segmented download costs the origin
-# (issue 26.7, "the origin pays once"), with the build before a change beside
+# ("the origin pays once"), with the build before a change beside
 # it in the same run (BENCH_BASE_BUILD).
 #
 #   bench/origin_bytes.sh [SIZE_MIB (default 1024)] [ROUNDS (default 2)]

@@ -328,7 +328,7 @@ def main():
         # made and removed. On a file system without a journal, ext4's
         # search for a free inode skips every one freed in the last one to
         # six minutes, and those rows free hundreds of thousands: measured
-        # after them, a small file cost twice the CPU (issue 26).
+        # after them, a small file cost twice the CPU.
         mrows = miss_rows(builds, work)
         floors = commit_floor_rows(work, a.hitload)
         print("%-22s %10s" % ("row", "N") + "".join("%16s" % n for n in names))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Benchmark (not a test): what hubd's operations cost as its cache grows
-# (issue 26), for N = 1k, 10k, 100k and 1M cache entries, with the build
+# Benchmark (not a test): what hubd's operations cost as its cache grows,
+# for N = 1k, 10k, 100k and 1M cache entries, with the build
 # before a change beside it in the same run (BENCH_BASE_BUILD).
 #
 #   bench/scale.sh [SIZES (default 1000,10000,100000,1000000)]

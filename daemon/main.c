@@ -158,7 +158,7 @@ static int http_listen_matches(const hubd_config_t *cfg, const int *fds, size_t 
     return 1;
 }
 
-/* The HTTP front's sockets (issue 13). Sockets systemd passed win: the
+/* The HTTP front's sockets. Sockets systemd passed win: the
  * socket unit decides, and http_listen is then ignored (logged when the
  * two disagree);
  * without any, hubd binds http_listen itself; with neither, there is no
@@ -430,8 +430,9 @@ typedef struct rebuilt {
  * partial rows are lost; the bytes are not: a public blob is a hit by digest
  * again, a URL is downloaded again. Any other error stops the start.
  *
- * Its time does not grow with the cache (issue 26, point 5): after a clean
- * stop (CLEAN_STOP, written last by a run that checked every page) the
+ * Its time does not grow with the cache (a start must not keep clients
+ * waiting longer the more the cache holds): after a clean stop
+ * (CLEAN_STOP, written last by a run that checked every page) the
  * quick_check, which reads every page, is skipped and left to the sweep;
  * after a crash it runs now. Either way reconcile_start leaves the blobs'
  * side to the background sweep (*swept 0), unless a commit was cut short. */

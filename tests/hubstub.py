@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A stand-in Hugging Face Hub and its CDN, for hubd's tests (issue 13).
+"""A stand-in Hugging Face Hub and its CDN, for hubd's tests.
 
 Python 3 standard library only. Two HTTP/1.1 servers (threaded, keep-alive)
 on loopback, in one process: the Hub (resolve routes and the JSON API, as

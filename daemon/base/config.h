@@ -52,7 +52,7 @@ typedef struct hubd_config {
     size_t max_inflight;     /* per job: body bytes queued for hash/write before reading stops */
     unsigned max_downloads;  /* jobs transferring at once; the rest wait queued */
     unsigned max_per_host;   /* connections to one host:port at once, all downloads */
-    /* Segmented downloads (issue 14): a file longer than segment_min_size
+    /* Segmented downloads: a file longer than segment_min_size
      * (0: never) from a server that answers ranges is fetched in chunks of
      * segment_chunk_size over up to max_connections_per_download
      * connections, at most segment_budget bytes beyond the hashed prefix;

@@ -1,4 +1,4 @@
-/* config_keys: hubd's settings as one table (issue 23), in the manner of
+/* config_keys: hubd's settings as one table, in the manner of
  * redis's static_configs[]. A row per key says how its value is read (its
  * type), where it goes (offsetof into hubd_config_t), its default, its
  * bounds, whether SIGHUP applies it, and one line of help. config.c walks
@@ -721,7 +721,7 @@ static const config_key_t config_keys[] = {
      .flags = RELOAD, .help = "downloads transferring at once; the rest wait queued"},
     {"max_per_host", &types[T_UINT], FIELD(max_per_host), .def = "16", .min = 1, .max = 10000,
      .flags = RELOAD, .help = "connections to one host:port at once, all downloads"},
-    /* Segmented downloads (issue 14). */
+    /* Segmented downloads. */
     {"segment_min_size", &types[T_SIZE], FIELD(segment_min_size), .def = "32M", .min = 0,
      .max = NOMAX, .flags = RELOAD,
      .help = "a longer file from a server that answers ranges comes in segments; 0: never"},
@@ -816,7 +816,7 @@ static const config_key_t config_keys[] = {
      .help = "PREFIX REPLACEMENT [credentials]; repeatable, an empty value drops them all"},
     {"mirror_fallback", &types[T_BOOL], FIELD(mirror_fallback), .def = "yes",
      .help = "a failing mirror gives way to the original URL"},
-    /* The HTTP front (issue 13). */
+    /* The HTTP front. */
     {"http_listen", &config_type_listen, FIELD(http_listen), .def = "",
      .help = "the HTTP front's loopback host:port items; empty: off"},
     {"hf_upstream", &types[T_URL], FIELD(hf_upstream), .def = DEFAULT_HF_UPSTREAM,

@@ -1,5 +1,5 @@
 /* proxyenv: which forward proxy a URL goes through, read as curl reads the
- * environment (issue 12's first step; the proxy stream comes next).
+ * environment, so that hubd goes where the user's other tools go.
  *
  * Variables, in curl's order: for http:// URLs `http_proxy` only (lower
  * case: HTTP_PROXY is what a CGI server sets from a request's "Proxy:"

@@ -482,7 +482,7 @@ int db_record_downloads(db_t *db, const db_record_t *recs, size_t n, int *rcs)
     /* Many: first all together. A savepoint for each (below) has SQLite
      * keep the pages each record changes in a sub-journal for the whole
      * transaction, which spills to a temporary file past 64 KiB: a group
-     * of 50 small files wrote 11 pages each there (issue 26 point 3). A
+     * of 50 small files wrote 11 pages each there. A
      * record fails rarely (a full disk, a damaged page): then again, one
      * savepoint each, so that it goes back alone and the others stand. */
     int rc = n > 1 ? record_all(db, recs, n, now) : -1;

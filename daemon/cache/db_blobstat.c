@@ -3,9 +3,9 @@
  * recording (at commit, by verification). Read on three connections: the
  * writer's (under its lock, as a commit holds it) and the pool readers' (a
  * hit in the pool: it never waits for a commit). A hit served on the loop
- * (issue 26 point 2) has it from the look-up that found the blob
- * (db_find_blob_stat, db_find_entry_meta): one statement on the loop's
- * reader, not two, each with its WAL read locks. */
+ * has it from the look-up that found the blob (db_find_blob_stat,
+ * db_find_entry_meta): one statement on the loop's reader, not two, each
+ * with its WAL read locks. */
 #include "db_internal.h"
 
 #include <errno.h>

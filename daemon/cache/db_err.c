@@ -19,7 +19,7 @@ int db_sq_err(sqlite3 *h, const char *what)
 /* db_exec's statements, kept prepared between calls. Compiling one costs
  * more than running it (the TEMP triggers of db_totals.c and db_memo.c are
  * compiled into every statement that writes their tables): a small file's
- * commit ran seven of them, about a tenth of its CPU (issue 26 point 3).
+ * commit ran seven of them, about a tenth of its CPU.
  * Keyed by connection and SQL text (its pointer, then the text itself: a
  * string built at run time may reuse a freed one's address). A statement
  * is taken out while it runs, so two threads never share one; when all

@@ -1,7 +1,7 @@
 /* db_forget: a blob's rows go (its holds, entries and the blob), for an
  * admin's removal one at a time and for eviction many in one transaction
- * (issue 26, point 6: each blob's own transaction, with its fsync, made
- * eviction 0.5-1.1 ms a blob). */
+ * (each blob's own transaction, with its fsync, made eviction 0.5-1.1 ms
+ * a blob). */
 #include "db_internal.h"
 
 #include <errno.h>

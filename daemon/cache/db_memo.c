@@ -4,8 +4,8 @@
  * Each look-up on the loop's reader is a read transaction of its own, and
  * SQLite takes and drops its WAL read locks with fcntl calls: 2-3 system
  * calls and a page read or two a hit, where the kernel charges this
- * machine's virtualisation 2-3 us each (issue 26 point 2: "answer a hit
- * from an in-memory index where that is safe").
+ * machine's virtualisation 2-3 us each: a hit is answered from memory
+ * where that is safe.
  *
  * Safe means never older than the database. Every change that a look-up
  * could see goes through the writer connection (db.c opens the others

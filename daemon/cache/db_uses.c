@@ -1,5 +1,5 @@
 /* db_uses: a hit's use of a blob and of its entry, queued in memory and
- * written in batches (issue 26, point 2).
+ * written in batches.
  *
  * A hit wrote three rows in three transactions, each with the fsyncs of
  * synchronous=FULL: 0.7 ms of a 0.75 ms hit went to the disk. Uses are

@@ -36,7 +36,8 @@ typedef struct reconcile_report {
 int reconcile_cache(store_t *store, db_t *db, reconcile_report_t *report);
 
 /* Start-up, the loop not running: what must be done before anything is
- * served, in time that does not grow with the cache (issue 26, point 5):
+ * served, in time that does not grow with the cache (a start must not
+ * keep clients waiting longer the more the cache holds):
  * the partials (cut back and kept, or dropped) and tmp/. The blobs' side
  * (rows against files) is left to reconcile_folder, in the background,
  * and *swept is 0; unless a commit was cut short by a crash (a partial

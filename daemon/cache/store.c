@@ -300,7 +300,7 @@ int store_tmp_create(const store_t *s, uint64_t id, int *fd_out)
      * kernel while the file system finds a free inode, and the kernel has
      * the other pool threads spin for it. On ext4 without a journal, where
      * that search skips every inode freed in the last minutes, the spin
-     * was a seventh of a small file's CPU in a flood of them (issue 26). */
+     * was a seventh of a small file's CPU in a flood of them. */
     pthread_mutex_lock(&tmp_create_mu);
     int fd = openat(s->dir_fd, rel, flags, 0600);
     if (fd < 0 && errno == EEXIST) {

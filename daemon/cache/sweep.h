@@ -1,5 +1,5 @@
 /* sweep: start-up's check of the blobs against their rows, in the
- * background (issue 26, point 5).
+ * background, so that a start takes no time that grows with the cache.
  *
  * reconcile_start does at start-up only what cannot wait (the partials,
  * tmp/); the rows and files under blobs/ are checked here while hubd

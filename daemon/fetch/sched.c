@@ -60,7 +60,7 @@ static unsigned active_for_owner(jobs_t *js, uid_t uid)
  * bytes are in. A job waiting for its commit group holds no connection;
  * counted, it kept the next download from starting, so that a flood of
  * small files went half downloading, half committing, and each group
- * took half of max_jobs_per_user (issue 26 point 3). */
+ * took half of max_jobs_per_user. */
 static unsigned downloading(const jobs_t *js)
 {
     return js->stats.active - js->slots_freed;

@@ -539,7 +539,8 @@ static const transfer_cbs_t lane_cbs = {lane_head, lane_body, lane_end, lane_fai
 /* The time of the lane's rate window its connection had: not the
  * download's pauses (backpressure: the disk or the hash behind), nor the
  * loop's lateness (a busy machine). A lane slow for those is not a slow
- * connection (issue 26.7). */
+ * connection: cutting it would have the origin send its bytes in flight
+ * twice. */
 static uint64_t lane_active_ms(const seg_lane_t *l, uint64_t now)
 {
     uint64_t span = now - l->t_win;

@@ -1,4 +1,4 @@
-/* segments: one download over several connections (issue 14).
+/* segments: one download over several connections.
  *
  * A download asks first for its first chunk (`Range: bytes=0-(chunk-1)`):
  * size and validator in one round trip. When the answer says the file is
@@ -20,13 +20,13 @@
  * 429 or 503 (after its Retry-After). The host's connections are shared
  * fairly: while another download (another user's, say) waits for one, no
  * lane is added and a lane that ends its chunk takes no other, so the
- * waiting one starts within about one chunk's round trip (issue 25.4;
- * segplan_may_connect). A lane is never cut mid-chunk. New chunks are handed out only
+ * waiting one starts within about one chunk's round trip
+ * (segplan_may_connect). A lane is never cut mid-chunk. New chunks are handed out only
  * within segment_budget bytes of the hashed prefix, smaller near the end so
  * the lanes end together; only at the end (all cut and taken) does an idle
  * lane split the largest chunk still being fetched: cutting a request
- * closes its connection, and the origin's bytes in flight are paid twice
- * (issue 26.7). The lane on the chunk the hash waits for, silent for
+ * closes its connection, and the origin's bytes in flight are paid twice.
+ * The lane on the chunk the hash waits for, silent for
  * segment_stall_timeout (the download's pauses and a late loop not
  * counted), is dropped and its chunk asked for again from where it
  * stopped.

@@ -57,7 +57,7 @@ long segplan_next_chunk(seg_chunk_t *const *chunks, size_t n, const seg_chunk_t 
  * rest is cut into chunks of `chunk` bytes only as lanes take them, so a
  * length the origin announces (a Content-Range total of 2^63-1) sizes
  * nothing: the table grows with the bytes that come, within the budget.
- * Near the end the pieces shrink (issue 26.7): once the rest is less than
+ * Near the end the pieces shrink: once the rest is less than
  * `lanes` chunks, a piece is the rest divided by `lanes` (the connections
  * wanted), rounded up to SEG_ALIGN, at least SEG_PIECE_MIN, so the lanes
  * end together and no split (which closes a connection with its bytes in
@@ -72,7 +72,7 @@ uint64_t segplan_tail_cut(uint64_t tail, uint64_t total, uint64_t chunk, uint64_
  * chunk in the table free to take (whatever the budget). Only then is a
  * chunk split: a lane that the budget holds back waits for the hash (a
  * split would not move the hash on, and would cost the split lane's
- * connection and its bytes in flight: issue 26.7). */
+ * connection and its bytes in flight, paid twice by the origin). */
 int segplan_at_the_end(seg_chunk_t *const *chunks, size_t n, const seg_chunk_t *main, uint64_t tail,
                        uint64_t total);
 
@@ -133,7 +133,8 @@ void segplan_grow_start(seg_growth_t *g, unsigned max, uint64_t now);
 void segplan_grow(seg_growth_t *g, uint64_t rate, uint64_t now, unsigned connections, unsigned max,
                   int paused);
 
-/* Fair shares of a host (issue 25.4): whether a download may give one of
+/* Fair shares of a host, so one user's segmented downloads cannot keep
+ * another's waiting: whether a download may give one of
  * its lanes a chunk (keep that connection busy, or open one more). conns:
  * the download's connections now; want: as many as it wants; host_conns:
  * every download's connections to the host; host_waiting: the downloads

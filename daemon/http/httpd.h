@@ -1,4 +1,4 @@
-/* httpd: the HTTP/1.1 front on loopback TCP (issue 13), another way in to
+/* httpd: the HTTP/1.1 front on loopback TCP, another way in to
  * the same fetch front door as the Unix socket: one single flight, one
  * cache, one set of limits (the session server's access lists and per-uid
  * quota).

@@ -1,5 +1,5 @@
-/* httpd_hf_api: the Hugging Face Hub's API routes through the HTTP front
- * (issue 13), what the Hub clients ask before they download:
+/* httpd_hf_api: the Hugging Face Hub's API routes through the HTTP front:
+ * what the Hub clients ask before they download:
  *
  *   GET  /hf/api/{models,datasets,spaces}/{repo}[/revision/{rev}]   repo info
  *   GET  /hf/api/{type}/{repo}/tree/{rev}[/{path}][?recursive&expand&cursor&limit]

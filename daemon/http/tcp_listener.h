@@ -1,4 +1,4 @@
-/* tcp_listener: the loopback TCP sockets of the HTTP front (issue 13).
+/* tcp_listener: the loopback TCP sockets of the HTTP front.
  *
  * The HTTP front is another way in to the same fetch front door as the Unix
  * socket (listener.h); this module only gets its listening sockets to it.

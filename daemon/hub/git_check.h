@@ -1,5 +1,6 @@
 /* git_check: whether a stored file is the git blob the Hub's ETag names,
- * and the entry forgotten when it is not (issue 22.1).
+ * and the entry forgotten when it is not: a small file's bytes have no
+ * SHA-256 from the Hub, so its git blob id is what vouches for them.
  *
  * The Hub's ETag of a small (non-LFS) file is its git blob SHA-1,
  * sha1("blob <size>\0" + bytes); hubd's own digest (SHA-256) cannot be

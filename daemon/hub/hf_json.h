@@ -1,5 +1,5 @@
 /* hf_json: the Hugging Face Hub's API answers made fit to pass the HTTP
- * front (issue 13): the xet hints taken out of their JSON, and their Link
+ * front: the xet hints taken out of their JSON, and their Link
  * header pointed at the front. A client that saw a xet hash or a xet
  * enabled repo would fetch the file from the xet CAS around hubd.
  *

@@ -1,6 +1,6 @@
 /* hf_meta: the Hub's answer about one file, asked with a client's own
  * credentials, and what the daemon remembers of such answers (hf_meta.h).
- * Moved out of httpd_hf.c (issue 22) so that the socket's FETCH of a Hub
+ * Apart from httpd_hf.c so that the socket's FETCH of a Hub
  * URL asks the same question, the same way, into the same memory. */
 #include "hf_meta.h"
 #include "hub_req.h"

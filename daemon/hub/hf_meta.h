@@ -1,5 +1,5 @@
 /* hf_meta: the question hubd asks the Hugging Face Hub about one file
- * before it serves it (issues 13 and 22), with the client's own
+ * before it serves it, with the client's own
  * credentials: `GET {hf_upstream}/{prefix}{repo}/resolve/{rev}/{path}` with
  * `Range: bytes=0-0`. A small file answers 206 (or 200) with its length and
  * git ETag; an LFS file 302 to its CDN with X-Linked-Etag (its SHA-256) and

@@ -1,4 +1,4 @@
-/* hf_repo: the pure parts of HFREPO (verbs_hf.c, issue 22): the Hub's repo
+/* hf_repo: the pure parts of HFREPO (verbs_hf.c): the Hub's repo
  * id rules, the API path of a revision, and the Hub's answer (the JSON of
  * `/api/{type}s/{repo}/revision/{rev}?blobs=true`) made into the listing
  * the client reads from REPO's descriptor, one protocol line per file:

@@ -1,6 +1,7 @@
 /* hub_req: one request to the Hub, its redirects and its bounded body
  * (hub_req.h). Gathered from the three copies that hf_meta.c, verbs_hf.c
- * and httpd_hf_api.c each had (issue 22). */
+ * and httpd_hf_api.c each had, so that the Hub is asked one way: the
+ * same redirects, bounds and budget for all three. */
 #include "hub_req.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* hub_req: one request to the Hugging Face Hub, the one way hubd asks
- * it anything (issue 22): the metadata question about a file (hf_meta.c),
+ * it anything: the metadata question about a file (hf_meta.c),
  * HFREPO's repo listing (verbs_hf.c) and the /hf/api routes
  * (httpd_hf_api.c). A request goes through the downloads' HTTP client
  * (jobs_http: proxies, network policy) with the caller's header lines

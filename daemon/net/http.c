@@ -590,7 +590,7 @@ int http_request_opts(http_client_t *c, const url_t *u, const http_req_opts_t *o
     if (c->policy && netpolicy_host_is_self(c->policy, u->host, u->port)) {
         /* hubd's own HTTP front, by an address or localhost: a fetch that
          * went back in would hold a download slot while the one it asks
-         * for waits for another (issue 25). Refused on every hop, through
+         * for waits for another. Refused on every hop, through
          * a proxy too; a name is checked again once resolved (connector). */
         char msg[400];
         snprintf(msg, sizeof msg,

@@ -1,4 +1,4 @@
-/* verbs_hf: HFREPO (issue 22), a repo's file list from the Hugging Face
+/* verbs_hf: HFREPO, a repo's file list from the Hugging Face
  * Hub, asked with the client's own headers, for `hubctl hf download` and
  * the Python client's snapshot_download:
  *
@@ -15,7 +15,8 @@
  * read-only descriptor of it, so that a listing of 100 000 files costs the
  * session one line, not a stream of them.
  *
- * What HFREPO can make hubd hold (issue 22's review), bounded three ways:
+ * What HFREPO can make hubd hold, bounded three ways (a client must not
+ * be able to make hubd hold the Hub's answers without bound):
  * - a uid has at most QUOTA_USER_MAX_HFREPOS in flight, across its
  *   sessions (more: ERR too_many_requests at once); each also counts as
  *   one of its waiting requests (max_requests_per_user) and of the

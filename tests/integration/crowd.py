@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A crowd of slow downloads in flight at once, and hubd's memory meanwhile.
 
-Issue 14 point 7: 1,000 downloads of a small file from an origin that sends
+1,000 downloads of a small file from an origin that sends
 each connection a few KiB a second must not cost hubd 1,000 full read
 buffers. This drives COUNT fetches of distinct URLs (BASE?crowd=N) over a
 few sessions of the Unix socket at once, with one process and a selector,

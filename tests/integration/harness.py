@@ -160,7 +160,7 @@ def free_port(host="127.0.0.1"):
     below the kernel's ephemeral range: a port the kernel picked (bind to 0)
     is also what every outgoing connection of the tests running beside this
     one may be given as its own local port, and one such connection made
-    the server's later bind fail (CI, issue 26). Each port drawn is claimed
+    the server's later bind fail (CI). Each port drawn is claimed
     for this process (_reserve), so that no other test's draw meets it."""
     del host
     high = min(_ephemeral_low(), 65536)

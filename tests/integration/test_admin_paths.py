@@ -1,4 +1,4 @@
-"""Issue 24: the admin's and the user's paths around the system daemon. A
+"""The admin's and the user's paths around the system daemon. A
 daemon that takes connections but never answers (systemd failing to start
 it), a per-user fallback an admin or a job turns off, the Python client
 saying what hubctl says, `hubctl doctor`, and a quiet log. Each test runs

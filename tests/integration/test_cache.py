@@ -71,7 +71,7 @@ class CacheTest(HubTestCase):
         before = self.hubd.read_log().count(done)
         self.hubd.start()
         # After a clean stop the blobs' side is checked in the background
-        # (issue 26.5: the socket answers at once at any size).
+        # (the socket answers at once at any size).
         wait_for(lambda: self.hubd.read_log().count(done) > before,
                  what="the background check of blobs/")
         log = self.hubd.read_log()

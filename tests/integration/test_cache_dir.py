@@ -1,4 +1,4 @@
-"""The cache directory itself (issue 10, points 4, 5 and 15).
+"""The cache directory itself.
 
 - hubd refuses a cache it does not own alone: a folder or file of another
   user's, one that group or others may write, or a symbolic link anywhere
@@ -200,7 +200,7 @@ class CacheDirTest(HubTestCase):
         done = "start-up check of blobs/ done"
         before = self.hubd.read_log().count(done)
         self.hubd.start()
-        # In the background after a clean stop (issue 26.5); meanwhile a hit
+        # In the background after a clean stop; meanwhile a hit
         # could not follow the link either (O_NOFOLLOW: it downloads again).
         wait_for(lambda: self.hubd.read_log().count(done) > before, what="the check of blobs/")
         self.assertFalse(os.path.lexists(blob))

@@ -1,4 +1,4 @@
-"""Issue 10, points 10 and 11: timeouts of 0 are refused (at start, by
+"""Timeouts of 0 are refused (at start, by
 --check-config and on SIGHUP), and deny_hosts / allow_hosts hold for every
 spelling of an IP address.
 

@@ -112,7 +112,7 @@ class DedupTest(HubTestCase):
 
     def test_same_expected_sha_under_another_url_is_not_attached(self):
         # Two URLs promising one digest are two downloads while both run (a
-        # job of another URL could be slow, fail or lie: issue 10); once
+        # job of another URL could be slow, fail or lie); once
         # one is cached, the digest is a hit whatever the URL.
         digest = self.make_file("s.bin", SIZE)
         os.link(os.path.join(self.root, "s.bin"), os.path.join(self.root, "mirror.bin"))

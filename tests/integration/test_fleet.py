@@ -1,4 +1,4 @@
-"""Mirrors (issue 12): a fleet of hubd behind a site cache tier.
+"""Mirrors: a fleet of hubd behind a site cache tier.
 
 Real servers on loopback, started and stopped here: an HTTPS origin
 (tests/origin.py, certificates from tests/tls/make-certs.sh), nginx running

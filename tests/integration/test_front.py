@@ -1,4 +1,4 @@
-"""The HTTP front (issue 13): real clients (curl, wget, Python's urllib and
+"""The HTTP front: real clients (curl, wget, Python's urllib and
 http.client) fetch through hubd's loopback listener with the generic form
 `/<absolute URL>`, as a user whose uid hubd finds in the kernel's socket
 table.
@@ -189,7 +189,7 @@ class GenericFormTest(FrontTestCase):
         # MiB/s meanwhile, plus a Range and 20 requests pipelined on one
         # connection that reads nothing. The front sends from the file on
         # disk (sendfile), never from a queue in memory: hubd's RSS grows by
-        # a few KiB per connection, not with the file (issue 25.5, pinned:
+        # a few KiB per connection, not with the file (pinned:
         # 23 readers of 256 MiB files, +1.9 MB), the download ends as fast
         # as alone, and another request keeps its normal latency.
         size = 64 * 1024 * 1024
@@ -377,7 +377,7 @@ class FrontSecurityTest(FrontTestCase):
         # A second local user (nobody) is found by the kernel's socket
         # table. Without allow_users/allow_groups the front admits who may
         # use the Unix socket (its file's owner, group and mode), the admins
-        # and root (issue 24: before, any local user got the system cache
+        # and root (before, any local user got the system cache
         # through 127.0.0.1); the lists, when set, decide. The log names the
         # uid either way.
         self.make_file("u.bin", 1000)
@@ -445,7 +445,7 @@ class FrontSecurityTest(FrontTestCase):
         # address (curl --interface), a listener on 127.0.0.5, and ::1.
         # nobody is refused by allow_users=root and logged as uid 65534,
         # root is served: never root's or hubd's uid for nobody's
-        # connection (issue 25.5: pinned, it held).
+        # connection (pinned, it held).
         self.make_file("v.bin", 1000)
         port = free_port()
         listen = "127.0.0.1:%d, 127.0.0.5:%d" % (port, port)

@@ -1,4 +1,4 @@
-"""The HTTP front's Hugging Face endpoint (issue 13): resolve and the API
+"""The HTTP front's Hugging Face endpoint: resolve and the API
 routes (info, tree, paths-info): hubd's /hf in front of the stand-in Hub
 (tests/hubstub.py), asked by urllib as huggingface_hub asks, and by the
 real @huggingface/hub from npm.
@@ -493,7 +493,7 @@ class HfTest(HubTestCase):
 
     def test_api_answers_held_for_slow_readers_are_bounded_per_uid(self):
         # An API answer is held in memory until its client has read it. A
-        # uid's slow readers hold at most 4 (issue 25.5: before, one each
+        # uid's slow readers hold at most 4 (before, one each
         # of its 64 connections: 64 readers of a 15 MiB answer held 1.2 GB
         # of hubd's RSS; after, 159 MB). Its further requests wait their
         # turn, asking nothing of the Hub and holding no answer, and are
@@ -531,7 +531,7 @@ class HfTest(HubTestCase):
         # 8 training ranks of one user ask the Hub's API at once through the
         # front (snapshot_download), their requests overlapping the Hub's
         # round trip. huggingface_hub retries no 429 of an API call: each
-        # must be answered (issue 25.5: with a 429 past 4 open, 4 of the 8
+        # must be answered (with a 429 past 4 open, 4 of the 8
         # failed).
         self.stub.control("hold", {"user": "alice", "delay": 1, "api": True})
         url = self.hf + "/api/models/org/model/revision/main"

@@ -1,4 +1,4 @@
-"""A gated file comes down once per machine (issue 22, point 1): through the
+"""A gated file comes down once per machine: through the
 HTTP front's /hf route, two users whose different tokens the Hub accepts
 for one gated repo share one download of an LFS file, one after the other
 (a hit) or at once (one job), because the Hub named its SHA-256 to each of

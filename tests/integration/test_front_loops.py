@@ -1,4 +1,4 @@
-"""Issue 25, point 1: the HTTP front never fetches from itself.
+"""The HTTP front never fetches from itself.
 
 A target such as /http://127.0.0.1:8399/http://127.0.0.1:8399/.../http://origin/f
 made hubd connect to its own front: each level a job holding a download

@@ -1,4 +1,4 @@
-"""`hubctl hf download` (issue 22, points 2, 3, 4 and 6): a repo of the
+"""`hubctl hf download`: a repo of the
 stand-in Hub (tests/hubstub.py) through hubd into the HF cache, laid out as
 huggingface_hub documents it, so that the real @huggingface/hub (npm) finds
 every file there and asks the Hub for no file's contents; --local-dir,

@@ -1,4 +1,4 @@
-"""One copy on disk (issue 22, point 4), measured on real ext4, XFS and
+"""One copy on disk, measured on real ext4, XFS and
 btrfs file systems: each test makes one in a sparse image file in its temp
 dir, attaches it to a loop device and mounts it, and puts hubd's cache and
 the users' HF caches on it. Then `hubctl hf download` by users other than

@@ -1,4 +1,4 @@
-"""Holds and read grants (issue 22 point 4): HOLD, UNHOLD, HOLDS; a
+"""Holds and read grants: HOLD, UNHOLD, HOLDS; a
 private blob linked into a user's HF cache is readable by that user alone
 (a POSIX ACL entry), is kept from eviction while the link stands, and goes
 with its holds on an admin's RM. hubd runs as root; the clients as two
@@ -215,7 +215,7 @@ class HoldsTest(HoldsBase):
 
     def test_hold_needs_a_done_for_a_public_blob_too(self):
         """A hold pins bytes in the cache: only for a uid that was given
-        them, public or not (review of issue 22.4, point 1)."""
+        them, public or not."""
         digest = self.make_file("p.bin", 4000)
         self.fetch(0, self.origin.url("/files/p.bin"))  # someone else fetched it
         last, _ = self.hold(UID_B, digest)
@@ -248,7 +248,7 @@ class HoldsTest(HoldsBase):
 
     def test_unhold_of_one_link_keeps_the_others(self):
         """UNHOLD link=: one cache's link goes; the grant stays while another
-        hold of the uid keeps the blob (review of issue 22.4, point 2)."""
+        hold of the uid keeps the blob."""
         digest, path, link = self.held_private()
         link2 = os.path.join(self.homes[UID_A], "second")
         last, _ = self.hold(UID_A, digest, link=link2)

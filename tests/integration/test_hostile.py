@@ -1,4 +1,4 @@
-"""Issue 10: hostile local users, lying origins and full disks.
+"""Hostile local users, lying origins and full disks.
 
 Each test reproduces one hole that was found by trying to break hubd, and
 asserts the behaviour that closes it: bounded memory and descriptors for
@@ -143,7 +143,7 @@ class HostileTest(HubTestCase):
         self.hubd.stop()
         con = sqlite3.connect(os.path.join(self.hubd.cache, "hubd.db"))
         pad = "p" * url_len
-        # (seq: the use order; hubd before issue 10 had only the times.)
+        # (seq: the use order; an older hubd had only the times.)
         seq = any(c[1] == "seq" for c in con.execute("PRAGMA table_info(entries)"))
         con.executemany(
             "INSERT INTO entries(url, cred_tag, sha256, created, accessed%s)"

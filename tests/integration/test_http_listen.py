@@ -1,4 +1,4 @@
-"""Issue 13, the HTTP front's sockets: http_listen takes loopback addresses
+"""The HTTP front's sockets: http_listen takes loopback addresses
 only (anything else stops the start, exit status 2, with file, line, key and
 item named); hubd listens where it says; under socket activation the TCP
 sockets systemd passes win, and one on a non-loopback address is refused.
@@ -175,7 +175,7 @@ class SocketActivationTest(HttpListenCase):
 
     def test_no_note_when_http_listen_names_the_passed_sockets(self):
         # The package ships the two in step: its every start must not log
-        # that http_listen is ignored (issue 24: noise in the journal).
+        # that http_listen is ignored (noise in the journal).
         port = free_port()
         self.activate("127.0.0.1:%d" % port, http_listen="127.0.0.1:%d" % port)
         self.assertTrue(accepts("127.0.0.1", port))
@@ -191,7 +191,7 @@ class SocketActivationTest(HttpListenCase):
         # or a dual-stack AF_INET6 one (Python to ::ffff:127.0.0.1). Each
         # client is found as who it is: nobody refused by allow_users (and
         # logged as uid 65534), root served; never hubd's uid or root for
-        # nobody's connection (issue 25.5: pinned, it held).
+        # nobody's connection (pinned, it held).
         port = free_port()
         self.activate("[::ffff:127.0.0.1]:%d" % port, allow_users="root", socket_mode="0666")
         self.assertTrue(accepts("127.0.0.1", port))  # starts hubd

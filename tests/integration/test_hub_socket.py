@@ -1,5 +1,5 @@
-"""The Hugging Face Hub over the Unix socket (issue 22, point 1's last
-bullet and HFREPO): a repo's file list from the Hub asked with the client's
+"""The Hugging Face Hub over the Unix socket (a FETCH of a Hub URL with a
+token, and HFREPO): a repo's file list from the Hub asked with the client's
 own token (HFREPO, answered REPO with a descriptor of the list), and a FETCH
 of a Hub resolve URL with a token, which asks the Hub about the file with
 that token first, as the HTTP front's /hf route does: two users whose

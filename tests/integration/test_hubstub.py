@@ -3,7 +3,7 @@
 No hubd here: @huggingface/hub (tests/js, pinned by its package-lock.json,
 installed by scripts/install-deps.sh) and plain urllib talk to the stub
 directly, so these tests document how faithful the stub is. The tests of
-hubd's /hf front point the same client at the front instead (issue 13).
+hubd's /hf front point the same client at the front instead.
 """
 
 import hashlib

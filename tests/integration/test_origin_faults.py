@@ -1,8 +1,7 @@
-"""Origins that lie or crawl in their response heads (issue 10, points 6, 7
-and 12): headers dripped a byte at a time, endless informational (1xx)
+"""Origins that lie or crawl in their response heads: headers dripped a byte at a time, endless informational (1xx)
 responses, 1xx headers taken for the final response's, transfer codings
 hubd would store undecoded; and lengths no disk holds, announced to size
-hubd's memory (issue 25, point 2). Each origin here is a ScriptedServer:
+hubd's memory. Each origin here is a ScriptedServer:
 raw bytes on a timetable, from a thread, on 127.0.0.1."""
 
 import json
@@ -306,7 +305,7 @@ class OriginFaultTest(HubTestCase):
                 self.assertEqual(f.read(), body)
 
 
-# ---- lying lengths (issue 25, point 2) ----------------------------------------------
+# ---- lying lengths ----------------------------------------------
 
 
 class Lying206:
@@ -400,7 +399,7 @@ class LyingLengthTest(HubTestCase):
     200's Content-Length) is judged against max_file_size and the file
     system before anything is sized by it; the chunk table is cut as lanes
     take it. Before: a total of 10^15 made segs_begin calloc a chunk per
-    MiB on the loop thread until the OOM killer came (issue 25, point 2)."""
+    MiB on the loop thread until the OOM killer came."""
 
     CAP = 3000000000  # RLIMIT_AS for hubd: a regression fails here, not the machine
 

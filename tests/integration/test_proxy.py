@@ -1,4 +1,4 @@
-"""Forward proxies (issue 12): hubd through Squid (the site tier of
+"""Forward proxies: hubd through Squid (the site tier of
 etc/fleet/squid.conf, tests/integration/squid.py) and through
 tests/authproxy.py (Basic auth, refused tunnels, a record of every header a
 proxy was sent).
@@ -16,7 +16,7 @@ What the spec promises and these tests hold hubd to:
   the address and the status, retried.
 - A host that is an IP literal in deny_networks (any spelling, metadata
   addresses by default) is refused forbidden before the proxy is asked,
-  on every redirect hop (issue 25.3).
+  on every redirect hop.
 - Each redirect hop decides proxy or direct anew; an origin's credentials
   reach the first origin only, and through CONNECT the proxy never sees them.
 
@@ -494,7 +494,7 @@ class AuthProxyTest(ProxyTestCase):
 
     def test_connect_refused_by_the_proxy(self):
         # A 4xx to CONNECT is the proxy's rules saying no: proxy_refused,
-        # tried once (issue 25.3: a 403 was tried six times). A 5xx is its
+        # tried once (a 403 was tried six times). A 5xx is its
         # trouble: proxy, retried. retries = 5: six attempts at most.
         self.make_file("x.bin", 1000)
         for status, code, connects in ((403, "proxy_refused", 1), (400, "proxy_refused", 1),
@@ -527,7 +527,7 @@ class ProxyNetworkPolicyTest(ProxyTestCase):
     """Through a proxy hubd resolves nothing, but a host that is an IP
     literal needs no DNS: its address is checked against deny_networks and
     allow_networks (the default denies link-local and metadata) before the
-    proxy is asked, on every redirect hop (issue 25.3). authproxy records
+    proxy is asked, on every redirect hop. authproxy records
     every request as it arrives (and would refuse these destinations
     itself: nothing leaves loopback). Retries are on, so a refusal that
     were retried would show."""

@@ -1,4 +1,4 @@
-"""A hostile HTTPS forward proxy (issue 25.5): one that answers CONNECT
+"""A hostile HTTPS forward proxy: one that answers CONNECT
 with `200 Connection established` and then does not pass TLS through, or
 relays to a server with another host's certificate, or answers CONNECT in
 some malformed, endless or final way.

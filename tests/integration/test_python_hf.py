@@ -1,4 +1,4 @@
-"""hubd.hf_hub_download and hubd.snapshot_download (issue 22, point 5): the
+"""hubd.hf_hub_download and hubd.snapshot_download: the
 Python client's counterparts of huggingface_hub's functions, through a real
 hubd whose hf_upstream is the stand-in Hub (tests/hubstub.py): a public
 model with subfolders and a tag, a gated one with two users' tokens, and a
@@ -374,7 +374,7 @@ class PythonHfTest(HubTestCase):
         self.assertTrue(auth, auth)
         for path, tokens in auth.items():
             self.assertEqual(set(tokens), {"Bearer hf_bob"}, path)
-        # the gated file came down once for both tokens (issue 22, point 1)
+        # the gated file came down once for both tokens
         self.assertEqual(self.stub.stats("cdn")["requests"], {})
         # $HF_TOKEN_PATH wins over $HF_HOME/token
         tp = os.path.join(self.tmp, "tokfile")

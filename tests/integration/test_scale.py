@@ -1,11 +1,11 @@
-"""Issue 14 point 7: memory at scale.
+"""Memory at scale.
 
 A thousand slow downloads in flight at once (64 KiB each, at 8 KiB/s a
 connection, from nginx) must not hold a thousand full read buffers: a stream
 reads into small buffers until it is fast (bufpool_meter_next), and a slow
 batch is handed on after half a second (BATCH_MAX_AGE_MS) instead of waiting
 for read_buffer_size bytes. Before: 88 MB peak RSS for this crowd, then 45-50
-MiB; issue 26's goal is 64 MiB and its stretch 32 MiB (bench/bench.sh
+MiB; the goal is 64 MiB and the stretch 32 MiB (bench/bench.sh
 BENCH_CROWD=1 prints the exact figure). Small buffers come from slabs of their
 own, a batch has room for a few buffers in itself, an idle stream holds no
 buffer, and a slow download checkpoints per 64 KiB, not per write: 27.6-29.3
@@ -73,7 +73,7 @@ class CrowdTest(HubTestCase):
 
 
 class StatsAtScaleTest(HubTestCase):
-    """Issue 26 point 4: STATS reads counters, not the table. Before, every
+    """STATS reads counters, not the table. Before, every
     STATS summed the blobs on the loop (`SELECT sum(size), count(*)`):
     2.3-3.5 ms at 20k entries, 17 ms at 100k, and every other client of the
     daemon waited meanwhile."""
@@ -119,7 +119,7 @@ class StatsAtScaleTest(HubTestCase):
 
 
 class IdleClientsTest(HubTestCase):
-    """Issue 26 point 1: an idle client costs what it uses. Before, each
+    """An idle client costs what it uses. Before, each
     session held a 16 KiB read buffer and a 16 KiB line buffer (33 KiB of
     RSS each), each kept-alive front connection a 16 KiB head buffer and its
     request's 14 KiB (26-30 KiB), and 5,000 clients left 142 MB behind when
@@ -159,7 +159,7 @@ class IdleClientsTest(HubTestCase):
 
 
 class HitsTest(HubTestCase):
-    """Issue 26 point 2: a hit writes nothing. Its use (the LRU order,
+    """A hit writes nothing. Its use (the LRU order,
     `accessed`, who asked) is queued in memory and written with others once
     a second, and its blob's recorded identity is read on a connection that
     never waits for the writer. Before, every hit wrote three rows in three
@@ -237,7 +237,7 @@ def syncfs_stands_for_fsync(path):
 
 
 class GroupCommitTest(HubTestCase):
-    """Issue 26 point 3: downloads that finish together share a commit:
+    """Downloads that finish together share a commit:
     their names, one transaction for their rows, one flush of the disk for
     the small files' data (a syncfs). Before, each small file took its own
     fsyncs and transactions under the writer's lock, one after another:

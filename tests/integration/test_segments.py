@@ -1,4 +1,4 @@
-"""Segmented downloads (issue 14): a file over segment_min_size comes in
+"""Segmented downloads: a file over segment_min_size comes in
 chunks over several connections from the test origin, verified in one
 pass; servers whose ranges cannot be trusted get one stream, safely.
 Small sizes here (chunks of 1 MiB from 2 MiB up), the same code as 16 MiB
@@ -241,7 +241,7 @@ class SegmentTest(HubTestCase):
         self.assertEqual(self.stats()["segmented"], 1)
 
     def test_another_users_fetch_gets_a_connection_within_a_chunk(self):
-        # Issue 25.4: one user's 4 segmented downloads fill the host's 16
+        # One user's 4 segmented downloads fill the host's 16
         # connections (4 each from the start), each held at 512 KiB/s: a
         # chunk of 1 MiB takes 2 s, a download of 24 MiB 12 s. Another
         # user's 100 KB fetch from that host gets a connection once a lane
@@ -279,7 +279,7 @@ class SegmentTest(HubTestCase):
 
 
 class OriginPaysOnceTest(HubTestCase):
-    """Issue 26.7: a segmented download costs the origin the file once, over
+    """A segmented download costs the origin the file once, over
     few connections. The bytes nginx sent for the file (its access log)
     against its size, and the connections they came over against the most
     the download held at once (hubctl status, sampled).

@@ -151,7 +151,7 @@ class TLSTest(HubTestCase):
 class PlainAnswerTest(HubTestCase):
     def test_plain_http_on_the_port_is_named(self):
         # https:// to a plain http server: its answer to the ClientHello is
-        # quoted (issue 25.5), not mbedTLS's "invalid SSL record".
+        # quoted, not mbedTLS's "invalid SSL record".
         self.make_file("p.bin", 1000)
         url = "https://127.0.0.1:%d/files/p.bin" % self.origin.port
         r = self.hubctl("fetch", "--json", url)

@@ -1,4 +1,4 @@
-"""Issue 15: what a new user hits. Each test drives hubctl as that user
+"""What a new user hits. Each test drives hubctl as that user
 would, and checks what it is told."""
 
 import os

@@ -15,7 +15,7 @@ static char *print_config(const hubd_config_t *cfg)
 {
     /* fmemopen on a buffer of our own, not open_memstream(&local): gcc 12
      * then took the text for a pointer to that local (-Wdangling-pointer
-     * with _FORTIFY_SOURCE, issue 24). */
+     * with _FORTIFY_SOURCE). */
     char *text = calloc(1, PRINT_MAX);
     ck_assert_ptr_nonnull(text);
     FILE *f = fmemopen(text, PRINT_MAX, "w");

@@ -133,7 +133,7 @@ START_TEST(config_file_errors_name_file_line_key)
 }
 END_TEST
 
-/* A timeout of 0 would fail every download at once (issue 10, point 10):
+/* A timeout of 0 would fail every download at once:
  * each of the four is refused with -EDOM, in any unit, and keeps its value;
  * the file loader says why. */
 START_TEST(config_zero_timeouts_are_refused)
@@ -227,7 +227,7 @@ START_TEST(config_duration_suffixes)
 }
 END_TEST
 
-/* config_print's text of the new keys (issue 10), and that it reads back
+/* config_print's text of the new keys, and that it reads back
  * to the same values (hubd --check-config prints it). */
 
 /* Removes the first occurrence of line from text, which must have it. */
@@ -365,7 +365,7 @@ START_TEST(config_shipped_file_documents_defaults)
 
     /* The file as shipped (and as the .deb installs it) has one active
      * line, on purpose: http_listen, whose default is off but which the
-     * package turns on (issue 13). Everything else it leaves at the
+     * package turns on. Everything else it leaves at the
      * defaults. */
     ck_assert_int_eq(config_defaults(&cfg), 0);
     ck_assert_msg(config_load_file(&cfg, HUBD_SOURCE_DIR "/etc/hubd.conf", err, sizeof err) == 0,
@@ -383,7 +383,7 @@ START_TEST(config_shipped_file_documents_defaults)
 }
 END_TEST
 
-/* mirror (issue 12): repeatable, checked at load (errors name file, line
+/* mirror: repeatable, checked at load (errors name file, line
  * and key), capped, printed back as read; mirror_fallback is yes/no; a
  * reload names both as needing a restart. */
 START_TEST(config_mirror_rules)
@@ -449,7 +449,7 @@ START_TEST(config_mirror_rules)
 }
 END_TEST
 
-/* http_listen and hf_upstream (issue 13): parsed at load into what the
+/* http_listen and hf_upstream: parsed at load into what the
  * listener and the front use, printed back to the same values, bad values
  * named with file, line, key and item, both needing a restart. */
 START_TEST(config_http_listen_and_hf_upstream)

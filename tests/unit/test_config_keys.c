@@ -1,4 +1,4 @@
-/* Unit tests for config: the settings table (issue 23), one row per key,
+/* Unit tests for config: the settings table, one row per key,
  * which parsing, the defaults, config_print and the reload all read; and
  * that hubd.conf(5) and etc/hubd.conf document every row. */
 #include "config.h"

@@ -314,7 +314,7 @@ START_TEST(db_touch_updates_accessed)
     /* Blob and the named entry; not the other entry of the same blob, not
      * the same URL under other credentials. */
     ck_assert_int_eq(db_touch(db, s, "http://h/a", "", 0), 0);
-    /* Queued: a hit writes nothing (issue 26.2) until the uses are flushed. */
+    /* Queued: a hit writes nothing until the uses are flushed. */
     ck_assert_int_eq(raw_int("SELECT accessed FROM blobs WHERE sha256 = %Q", s), 1000);
     ck_assert_uint_eq(db_uses_pending(db), 1);
     ck_assert_int_eq(db_uses_flush(db), 0);
@@ -478,7 +478,7 @@ static void add_lru(void *arg, const char *sha, uint64_t size)
     snprintf(l->e[l->n++].sha, 65, "%s", sha);
 }
 
-/* Issue 10: the wall clock set back a day must not invert eviction. b was
+/* The wall clock set back a day must not invert eviction. b was
  * recorded after a, then a was used again with the clock a day behind:
  * a's `accessed` is now the oldest, but it was used last, so b goes
  * first. (Ordered by `accessed`, as before, a went first.) */

@@ -385,7 +385,7 @@ START_TEST(db_holds_each_goes_on_where_the_last_call_stopped)
 }
 END_TEST
 
-/* Eviction's batches (issue 26.6): one transaction for many blobs, each
+/* Eviction's batches: one transaction for many blobs, each
  * with its own outcome: a held one kept (-EBUSY), one gone meanwhile
  * (-ENOENT), the others forgotten with their entries. */
 START_TEST(db_forget_blobs_in_one_batch_keeps_the_held)

@@ -1,8 +1,8 @@
 /* Unit tests for daemon/base/errcode.c: the table of error codes. Each row
  * is where its id says, every code of PROTOCOL.md's table has one, the
  * origin's statuses fall in their rows or classes, and the columns say what
- * the retry rules, the HTTP front and STATS did before the table (issue 23:
- * the same behaviour, read from one place). */
+ * the retry rules, the HTTP front and STATS did before the table (the same
+ * behaviour, read from one place). */
 #include "errcode.h"
 #include "job.h"
 

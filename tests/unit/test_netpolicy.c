@@ -107,7 +107,7 @@ START_TEST(host_lists)
 END_TEST
 
 /* deny_hosts = 127.0.0.1 denies that address in every spelling a URL can
- * give it, and "[::ffff:127.0.0.1]" (issue 10, point 11). url_parse
+ * give it, and "[::ffff:127.0.0.1]". url_parse
  * writes IPv4 hosts as dotted quads, but the policy does not rely on it. */
 START_TEST(host_lists_compare_addresses_as_addresses)
 {
@@ -191,8 +191,8 @@ END_TEST
 /* Items no URL's host can be are refused, so a typo is not a silent
  * never-match (config_set can check deny_hosts and allow_hosts with it). */
 /* Through a proxy hubd resolves nothing: a literal host is judged by the
- * address check itself, in every spelling url_parse reads (issue 25.3:
- * each of these reached the proxy). */
+ * address check itself, in every spelling url_parse reads (each
+ * of these reached the proxy). */
 START_TEST(literals_are_checked_as_addresses)
 {
     netpolicy_t *p = policy(NULL, NULL, NULL, NULL);

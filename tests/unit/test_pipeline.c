@@ -205,7 +205,7 @@ END_TEST
  * hash skips it (it is hashed later, from the file), and once it is written
  * it is freed. The pipeline must not go on pointing at it: it did, and one
  * segmented download in about twenty crashed on loopback (a use after free
- * in submit_work, in the builds before issue 23 too). */
+ * in submit_work, in older builds too). */
 START_TEST(pipeline_frees_a_lane_batch_the_hash_would_skip)
 {
     pipe_fixture_t f;

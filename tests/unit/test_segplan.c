@@ -325,7 +325,7 @@ END_TEST
 
 START_TEST(segplan_may_connect_yields_to_a_waiting_download)
 {
-    /* Issue 25.4: 4 downloads of 4 fill the host's 16; a lane of one ends
+    /* 4 downloads of 4 fill the host's 16; a lane of one ends
      * its chunk (15 left): with nobody waiting it takes the next... */
     ck_assert_int_eq(segplan_may_connect(3, 4, 15, 0, 16), 1);
     /* ...with another download waiting it does not: the connection is the
@@ -388,7 +388,7 @@ END_TEST
 
 START_TEST(segplan_tail_cut_shares_the_end_among_the_lanes)
 {
-    /* Issue 26.7: 64 MiB in 16 MiB chunks over 4 connections, the first
+    /* 64 MiB in 16 MiB chunks over 4 connections, the first
      * chunk the main transfer's: the lanes take 12, 9, 6.75 (rounded up
      * to 64 KiB) ... MiB, so they end together without a split. */
     ck_assert_uint_eq(segplan_tail_cut(16 * MiB, 64 * MiB, 16 * MiB, UINT64_MAX, 4), 28 * MiB);

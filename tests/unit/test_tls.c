@@ -110,7 +110,7 @@ static int handshake_on(const char *answer, size_t len, const char **code, char 
 }
 
 /* A plain HTTP answer to the ClientHello (an http:// server on the port,
- * or a proxy that says 200 and then answers itself, issue 25.5): the
+ * or a proxy that says 200 and then answers itself): the
  * message says what answered, not mbedTLS's "invalid SSL record". */
 START_TEST(tls_plain_http_answer_is_named)
 {

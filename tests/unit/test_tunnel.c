@@ -195,8 +195,8 @@ START_TEST(tunnel_407_is_proxy_auth)
 }
 END_TEST
 
-/* A 4xx is the proxy's rules saying no: proxy_refused, final (issue 25.3:
- * a refused CONNECT was tried six times). */
+/* A 4xx is the proxy's rules saying no: proxy_refused, final (a
+ * refused CONNECT was tried six times). */
 START_TEST(tunnel_refused_is_proxy_refused_with_the_status)
 {
     fake_stream_t *f = start(NULL);

@@ -221,7 +221,7 @@ END_TEST
 /* Every spelling of an IPv4 address that browsers (WHATWG URL "IPv4
  * parser") and inet_aton, and so getaddrinfo, read as one address comes
  * out as its dotted quad: deny_hosts, the cache key and the Host header
- * see the address the socket reaches (issue 10, point 11). */
+ * see the address the socket reaches. */
 START_TEST(url_parse_ipv4_spellings_are_canonical)
 {
     static const struct {
