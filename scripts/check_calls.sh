@@ -22,10 +22,14 @@ trap 'rm -rf "$tmp"' EXIT
 # One line per object: "folder file defined|used symbol".
 objs=$(find "$build/daemon" -path '*/CMakeFiles/*.dir/*' -name '*.c.o' | sort)
 [ -n "$objs" ] || { echo "check_calls: no objects under $build/daemon (build it first)" >&2; exit 2; }
+# A folder gone from the sources (moved) leaves its objects in an old build
+# dir: they are not the daemon's any more.
+src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
 for o in $objs; do
     # .../daemon/fetch/CMakeFiles/hubd_fetch.dir/job.c.o -> daemon/fetch job.c
     rel=${o#"$build"/}
     folder=${rel%%/CMakeFiles/*}
+    [ -z "$src" ] || [ -e "$src/$folder/CMakeLists.txt" ] || continue
     file=$(basename "$o" .o)
     nm "$o" | awk -v f="$folder" -v n="$file" '
         $2 ~ /^[TDBR]$/ { print f, n, "def", $3 }
