@@ -5,7 +5,8 @@
 # - no two .c files of the daemon call each other: a pair is two object
 #   files each of which uses a function (or object) the other defines.
 #   Prints the pairs per folder and fails when a folder has more than it
-#   may: none, in any folder;
+#   may: none, in any folder; nor two of hubctl's (its dispatcher and the
+#   commands share their helpers through modules below them);
 # - a folder uses only what its own files and the layers below it define
 #   (the same order as tests/layout/check_layers.sh): the two ways in,
 #   session/ and http/, never call each other; what comes back up is a
@@ -122,5 +123,38 @@ if [ "$up" -eq 0 ]; then
     echo "ok: folders: $(wc -l <"$tmp/folders") uses between folders, each of a layer below"
 else
     bad=1
+fi
+
+# hubctl: the same pair rule over its own objects (a world of its own: it
+# and the daemon each define main and their own helpers).
+for o in $(find "$build/client" -path '*/CMakeFiles/hubctl.dir/*' -name '*.c.o' | sort); do
+    nm "$o" | awk -v n="$(basename "$o" .o)" '
+        $2 ~ /^[TDBR]$/ { print "client/hubctl", n, "def", $3 }
+        $1 == "U"       { print "client/hubctl", n, "use", $2 }'
+done >"$tmp/csyms"
+if [ -s "$tmp/csyms" ]; then
+    awk '
+        $3 == "def" { owner[$4] = $2 }
+        $3 == "use" { uses[NR] = $2 " " $4 }
+        END {
+            for (i in uses) {
+                split(uses[i], u, " ")
+                d = owner[u[2]]
+                if (d != "" && d != u[1]) { edge[u[1] " " d] = edge[u[1] " " d] " " u[2] }
+            }
+            for (e in edge) {
+                split(e, ab, " ")
+                if (((ab[2] " " ab[1]) in edge) && ab[1] < ab[2])
+                    print "  client/hubctl/" ab[1] " <-> client/hubctl/" ab[2]
+            }
+        }' "$tmp/csyms" | sort >"$tmp/cpairs"
+    cat "$tmp/cpairs"
+    n=$(wc -l <"$tmp/cpairs")
+    if [ "$n" -gt 0 ]; then
+        echo "FAIL: client/hubctl: $n pair(s) of files call each other, at most 0"
+        bad=1
+    else
+        echo "ok: client/hubctl: 0 pair(s) of files call each other (at most 0)"
+    fi
 fi
 exit $bad

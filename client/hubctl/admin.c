@@ -141,9 +141,9 @@ int admin_run(const cli_t *c, const char *verb)
 {
     uint64_t size = 0;
     if (c->max_size && !str_eq(verb, "GC"))
-        return cli_usage_error("--max-size is an option of gc");
+        return usage_error("--max-size is an option of gc");
     if (c->max_size && parse_size(c->max_size, &size) < 0)
-        return cli_usage_error("bad --max-size '%s' (bytes, or with K, M, G or T)", c->max_size);
+        return usage_error("bad --max-size '%s' (bytes, or with K, M, G or T)", c->max_size);
     char *buf = NULL;
     size_t len = 0;
     admin_t a = {.verb = verb, .json = c->json, .out = open_memstream(&buf, &len)};

@@ -110,17 +110,6 @@ static const char usage_text[] =
     "  4  verification failed (SHA-256 mismatch; verify found a bad blob)\n"
     "With several URLs the worst applies: 3, then 4, then 1.\n";
 
-int cli_usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("hubctl: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs("\nTry 'hubctl --help' for more information.\n", stderr);
-    va_end(ap);
-    return EXIT_USAGE;
-}
-
 /* ---- options ------------------------------------------------------------ */
 
 /* Matches argv[*i] against an option with a value: "--name VALUE" and
@@ -156,7 +145,7 @@ static int read_header_file(cli_t *c, const char *path)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
     if (!f)
-        return cli_usage_error("-H @%s: %s", path, strerror(errno));
+        return usage_error("-H @%s: %s", path, strerror(errno));
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
@@ -167,7 +156,7 @@ static int read_header_file(cli_t *c, const char *path)
         if (n == 0 || line[0] == '#')
             continue;
         if (!strchr(line, ':'))
-            rc = cli_usage_error("-H @%s: a line is not 'Name: value'", path);
+            rc = usage_error("-H @%s: a line is not 'Name: value'", path);
         else
             add_header(c, line);
     }
@@ -227,14 +216,14 @@ static int cli_option(cli_t *c, int argc, char **argv, int *i)
         if (v && v[0] == '@') /* from a file: a token on the command line is in ps */
             return read_header_file(c, v + 1);
         if (!v || !strchr(v, ':'))
-            return cli_usage_error("-H needs 'Name: value' or @FILE");
+            return usage_error("-H needs 'Name: value' or @FILE");
         add_header(c, v);
         return CLI_RUN;
     }
     if (opt_value(argc, argv, i, "--include", &v) || opt_value(argc, argv, i, "--exclude", &v)) {
         int inc = a[2] == 'i';
         if (!v || !*v)
-            return cli_usage_error("option '%s' needs a value", inc ? "--include" : "--exclude");
+            return usage_error("option '%s' needs a value", inc ? "--include" : "--exclude");
         const char ***list = inc ? &c->include : &c->exclude;
         size_t *n = inc ? &c->ninclude : &c->nexclude;
         *list = xrealloc(*list, (*n + 1) * sizeof **list);
@@ -257,9 +246,9 @@ static int cli_option(cli_t *c, int argc, char **argv, int *i)
                             ? &c->use_symlinks
                             : NULL;
     if (!slot)
-        return cli_usage_error("unknown option '%s'", a);
+        return usage_error("unknown option '%s'", a);
     if (!v || !*v)
-        return cli_usage_error("option '%s' needs a value", a);
+        return usage_error("option '%s' needs a value", a);
     *slot = v;
     return CLI_RUN;
 }
@@ -292,7 +281,7 @@ int cli_parse(int argc, char **argv, cli_t *c)
         }
     }
     if (!c->command)
-        return cli_usage_error("no command given");
+        return usage_error("no command given");
     /* hf's --format json and --format quiet are its --json and -q: one
      * flag each for the code that reads them (hf_format.h checks the rest) */
     if (str_eq(c->format, "json"))
@@ -399,26 +388,25 @@ int cli_dispatch(const cli_t *c)
         if (strcmp(c->command, commands[i].name) != 0)
             continue;
         if (!str_eq(c->command, "hf") && hf_options_given(c))
-            return cli_usage_error("--repo-type, --revision, --include, --exclude, --cache-dir, "
-                                   "--local-dir, --token, --warm, --dry-run, --format and "
-                                   "--json-files are options of hf download");
+            return usage_error("--repo-type, --revision, --include, --exclude, --cache-dir, "
+                               "--local-dir, --token, --warm, --dry-run, --format and "
+                               "--json-files are options of hf download");
         if (c->force && !str_eq(c->command, "rm"))
-            return cli_usage_error("--force is an option of rm");
+            return usage_error("--force is an option of rm");
         if (commands[i].takes_urls)
             return commands[i].run(c);
         if (commands[i].one_arg && c->nargs != 1)
-            return cli_usage_error(str_eq(c->command, "cancel")
-                                       ? "cancel takes one job number or URL"
-                                       : "%s takes one URL or SHA256",
-                                   c->command);
+            return usage_error(str_eq(c->command, "cancel") ? "cancel takes one job number or URL"
+                                                            : "%s takes one URL or SHA256",
+                               c->command);
         if (!commands[i].one_arg && c->nargs)
-            return cli_usage_error("%s takes no arguments ('%s')", c->command, c->args[0]);
+            return usage_error("%s takes no arguments ('%s')", c->command, c->args[0]);
         if (c->sha256 || c->dest || c->progress || c->nheaders || c->refresh || c->input)
-            return cli_usage_error(
+            return usage_error(
                 "--sha256, -o, -i, -H, --progress and --refresh are options of fetch");
         if (c->prometheus && !str_eq(c->command, "stats"))
-            return cli_usage_error("--prometheus is an option of stats");
+            return usage_error("--prometheus is an option of stats");
         return commands[i].run(c);
     }
-    return cli_usage_error("unknown command '%s'", c->command);
+    return usage_error("unknown command '%s'", c->command);
 }

@@ -7,6 +7,8 @@
 #ifndef HUBCTL_CLI_H
 #define HUBCTL_CLI_H
 
+#include "usage.h"
+
 #include <stddef.h>
 
 #define CLI_RUN (-1) /* cli_parse: go on and run the command */
@@ -62,8 +64,5 @@ int cli_parse(int argc, char **argv, cli_t *c);
 int cli_dispatch(const cli_t *c);
 
 void cli_free(cli_t *c);
-
-/* "hubctl: <message>" and a pointer to --help on stderr. Returns EXIT_USAGE. */
-__attribute__((format(printf, 1, 2))) int cli_usage_error(const char *fmt, ...);
 
 #endif

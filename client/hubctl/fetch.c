@@ -341,24 +341,24 @@ static int dest_mode(fetch_t *f, int *into_dir)
     size_t len = strlen(c->dest);
     if (strcmp(c->dest, "-") == 0) {
         if (f->n > 1)
-            return cli_usage_error("-o - (stdout) takes one URL");
+            return usage_error("-o - (stdout) takes one URL");
         if (c->json)
-            return cli_usage_error("--json and -o - would both write to stdout");
+            return usage_error("--json and -o - would both write to stdout");
         f->to_stdout = 1;
         *into_dir = 0;
         return 0;
     }
     int is_dir = stat(c->dest, &st) == 0 && S_ISDIR(st.st_mode);
     if (!is_dir && f->n > 1)
-        return cli_usage_error("-o %s: not a directory (required with several URLs)", c->dest);
+        return usage_error("-o %s: not a directory (required with several URLs)", c->dest);
     if (!is_dir && c->dest[len - 1] == '/')
-        return cli_usage_error("-o %s: not a directory", c->dest);
+        return usage_error("-o %s: not a directory", c->dest);
     char *dir = is_dir ? xstrdup(c->dest) : parent_of(c->dest);
     int rc = 0;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        rc = cli_usage_error("-o %s: %s is not a folder", c->dest, dir);
+        rc = usage_error("-o %s: %s is not a folder", c->dest, dir);
     else if (access(dir, W_OK | X_OK) != 0)
-        rc = cli_usage_error("-o %s: cannot write in %s: %s", c->dest, dir, strerror(errno));
+        rc = usage_error("-o %s: cannot write in %s: %s", c->dest, dir, strerror(errno));
     free(dir);
     *into_dir = is_dir;
     return rc;
@@ -367,9 +367,9 @@ static int dest_mode(fetch_t *f, int *into_dir)
 static int req_plan(req_t *r, const char *url, const char *dest, int into_dir)
 {
     if (!url_ok(url))
-        return cli_usage_error("not an http:// or https:// URL: '%s'", url);
+        return usage_error("not an http:// or https:// URL: '%s'", url);
     if (strlen(url) > URL_MAX)
-        return cli_usage_error("URL longer than %d bytes: '%.60s...'", URL_MAX, url);
+        return usage_error("URL longer than %d bytes: '%.60s...'", URL_MAX, url);
     r->url = url;
     r->name = url_basename(url);
     r->label = out_clean_copy(*r->name ? r->name : url);
@@ -381,7 +381,7 @@ static int req_plan(req_t *r, const char *url, const char *dest, int into_dir)
         return 0;
     }
     if (!name_ok(r->name))
-        return cli_usage_error("no file name in URL '%s' for -o %s", url, dest);
+        return usage_error("no file name in URL '%s' for -o %s", url, dest);
     r->dest = path_join(dest, r->name);
     return 0;
 }
@@ -392,8 +392,8 @@ static int check_unique_names(const fetch_t *f)
     for (size_t i = 0; i < f->n; i++)
         for (size_t j = 0; j < i; j++)
             if (strcmp(f->req[i].dest, f->req[j].dest) == 0)
-                return cli_usage_error("'%s' and '%s' would both be saved as %s", f->req[j].url,
-                                       f->req[i].url, f->req[i].dest);
+                return usage_error("'%s' and '%s' would both be saved as %s", f->req[j].url,
+                                   f->req[i].url, f->req[i].dest);
     return 0;
 }
 
@@ -419,8 +419,7 @@ static int fetch_check_line(const fetch_t *f, size_t i)
     char line[PROTO_MAX_LINE];
     proto_writer_t w;
     if (fetch_line(f, i, line, &w) < 0)
-        return cli_usage_error("URL (and headers) too long once encoded: '%.60s...'",
-                               f->req[i].url);
+        return usage_error("URL (and headers) too long once encoded: '%.60s...'", f->req[i].url);
     return 0;
 }
 
@@ -445,7 +444,7 @@ static int read_inputs(fetch_t *f, const char *path)
 {
     FILE *in = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
     if (!in)
-        return cli_usage_error("-i %s: %s", path, strerror(errno));
+        return usage_error("-i %s: %s", path, strerror(errno));
     char *line = NULL;
     size_t cap = 0, lineno = 0;
     int rc = 0;
@@ -458,11 +457,11 @@ static int read_inputs(fetch_t *f, const char *path)
         if (col && strncmp(col, "sha256=", 7) == 0 && hex_is(col + 7, SHA256_HEX, 0))
             sha = col + 7;
         else if (col)
-            rc = cli_usage_error("-i %s:%zu: after the URL only sha256=HEX (64 hex digits) may "
-                                 "follow, not '%.40s'",
-                                 path, lineno, col);
+            rc = usage_error("-i %s:%zu: after the URL only sha256=HEX (64 hex digits) may "
+                             "follow, not '%.40s'",
+                             path, lineno, col);
         if (rc == 0 && strtok_r(NULL, " \t\r\n", &save))
-            rc = cli_usage_error("-i %s:%zu: more than a URL and its sha256=", path, lineno);
+            rc = usage_error("-i %s:%zu: more than a URL and its sha256=", path, lineno);
         if (rc)
             break;
         f->inputs = xrealloc(f->inputs, (f->ninputs + 2) * sizeof *f->inputs);
@@ -485,12 +484,12 @@ static int fetch_plan(fetch_t *f, conn_t *conn)
         return rc;
     size_t total = c->nargs + f->ninputs / 2;
     if (total == 0)
-        return cli_usage_error(c->input ? "-i %s: no URL in it" : "fetch needs at least one URL",
-                               c->input);
+        return usage_error(c->input ? "-i %s: no URL in it" : "fetch needs at least one URL",
+                           c->input);
     if (c->sha256 && total > 1)
-        return cli_usage_error("--sha256 applies to a single URL");
+        return usage_error("--sha256 applies to a single URL");
     if (c->sha256 && !hex_is(c->sha256, SHA256_HEX, 0))
-        return cli_usage_error("--sha256 wants 64 hex digits, not '%s'", c->sha256);
+        return usage_error("--sha256 wants 64 hex digits, not '%s'", c->sha256);
     for (size_t i = 0; c->sha256 && i < SHA256_HEX; i++)
         f->sha256[i] = (char)(c->sha256[i] | 0x20); /* hex digits lower-case with bit 5 */
     f->n = total; /* with its requests, so fetch_free can go over them */

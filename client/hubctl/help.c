@@ -142,10 +142,10 @@ int help_run(const char *const *words, int nwords, void (*whole)(void))
         return EXIT_OK;
     }
     if (nwords > 2)
-        return cli_usage_error("help takes a command (and an hf subcommand)");
+        return usage_error("help takes a command (and an hf subcommand)");
     snprintf(name, sizeof name, "%s%s%s", words[0], nwords > 1 ? " " : "",
              nwords > 1 ? words[1] : "");
     if (help_print(name) == 0)
         return EXIT_OK;
-    return cli_usage_error("no help for '%s': not a command", name);
+    return usage_error("no help for '%s': not a command", name);
 }

@@ -38,21 +38,4 @@ int hf_run(const cli_t *c);
  * none of them)? */
 int hf_options_given(const cli_t *c);
 
-/* A Hub repo id as the Hub accepts it: "name" or "org/name", each part of
- * letters, digits, '-', '_' and '.', not starting or ending with '-' or
- * '.', no "--" or "..", at most 96 bytes. */
-int hf_repo_id_ok(const char *repo);
-
-/* The token as the Hub's clients find it: --token, else $HF_TOKEN, else
- * the file $HF_TOKEN_PATH, else $HF_HOME/token, else
- * $XDG_CACHE_HOME/huggingface/token, else ~/.cache/huggingface/token;
- * whitespace stripped; empty is none. Returns a malloc'd token or NULL. */
-char *hf_find_token(const char *given);
-
-/* The HF cache folder: given, else $HF_HUB_CACHE, else $HF_HOME/hub, else
- * $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub. Malloc'd,
- * "~" expanded as huggingface_hub does, made absolute against the working
- * directory (the links HOLD names are absolute). hf download and hf rm. */
-char *hf_find_cache_dir(const char *given);
-
 #endif

@@ -755,10 +755,10 @@ static int queue_hfrepo(hf_dl_t *d)
     if (h)
         proto_add(&w, "header", h);
     if (conn_queue_line(d->conn, &w) < 0)
-        return cli_usage_error("the revision (or token) is too long");
+        return usage_error("the revision (or token) is too long");
     int n = snprintf(d->label, sizeof d->label, "%ss/%s@%s", o->type, o->repo, o->revision);
     if (n < 0 || (size_t)n >= sizeof d->label)
-        return cli_usage_error("the revision is too long");
+        return usage_error("the revision is too long");
     return 0;
 }
 

@@ -30,25 +30,25 @@ int hf_format_pick(const cli_t *c, hf_format_t *fmt)
         while (i < ARRAY_LEN(formats) && !str_eq(c->format, formats[i].name))
             i++;
         if (i == ARRAY_LEN(formats))
-            return cli_usage_error("--format is auto, human, agent, json or quiet, not '%s'",
-                                   c->format);
+            return usage_error("--format is auto, human, agent, json or quiet, not '%s'",
+                               c->format);
         /* human or agent with --json or -q: two shapes (hf refuses them too) */
         if ((formats[i].fmt == HF_FMT_HUMAN || formats[i].fmt == HF_FMT_AGENT) &&
             (c->json || c->quiet))
-            return cli_usage_error("--format %s and %s ask for two shapes: give one", c->format,
-                                   c->json ? "--json" : "-q");
+            return usage_error("--format %s and %s ask for two shapes: give one", c->format,
+                               c->json ? "--json" : "-q");
         if (formats[i].fmt != HF_FMT_AUTO && formats[i].fmt != HF_FMT_QUIET)
             *fmt = formats[i].fmt;
     }
     if (c->json_files && (c->json || (c->format && !str_eq(c->format, "quiet"))))
-        return cli_usage_error("--json-files prints an object per file: not with --json or "
-                               "--format (one object with the path)");
+        return usage_error("--json-files prints an object per file: not with --json or "
+                           "--format (one object with the path)");
     if (c->json_files) /* -q then only quiets stderr */
         *fmt = HF_FMT_AUTO;
     if (c->warm && !c->dry_run &&
         (*fmt == HF_FMT_JSON || *fmt == HF_FMT_HUMAN || *fmt == HF_FMT_AGENT))
-        return cli_usage_error("--warm places no files, so there is no path to print: "
-                               "--json-files lists what hubd now holds");
+        return usage_error("--warm places no files, so there is no path to print: "
+                           "--json-files lists what hubd now holds");
     return 0;
 }
 

@@ -4,6 +4,7 @@
 #include "conn.h"
 #include "help.h"
 #include "hf_cli.h"
+#include "hf_env.h"
 #include "hf_dir.h"
 #include "hf_layout.h"
 #include "json.h"

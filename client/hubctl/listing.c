@@ -259,7 +259,7 @@ int listing_status(const cli_t *c)
 int listing_stats(const cli_t *c)
 {
     if (c->prometheus && c->json)
-        return cli_usage_error("--json and --prometheus do not go together");
+        return usage_error("--json and --prometheus do not go together");
     return listing_run(c, c->prometheus ? &prometheus_spec : &stats_spec);
 }
 
