@@ -11,7 +11,7 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
       libsystemd-dev systemd dpkg-dev file groff-base man-db mandoc
       clang libclang-rt-14-dev valgrind faketime squid wget util-linux libyajl-dev aria2
       lintian debootstrap systemd-container libacl1-dev xfsprogs btrfs-progs bindfs
-      python3-tqdm prometheus"
+      python3-tqdm prometheus iproute2 opentracker python3-libtorrent"
 # libsystemd-dev: sd_notify/sd_listen_fds. systemd: systemd-analyze verify of
 # the units. dpkg-dev (dpkg-shlibdeps) and file: cpack -G DEB computing the
 # package's Depends. groff-base, man-db, mandoc: checking the man pages.
@@ -35,6 +35,11 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
 # there) to measure one copy on disk where reflinks exist and where not.
 # bindfs: a FUSE file system whose server a test stops, so that a look at a
 # hold's link in it hangs, as a user's hostile FUSE mount would.
+# iproute2 (ip, tc), opentracker, python3-libtorrent: bench/fleet's cluster
+# of network namespaces and its reference BitTorrent swarm (a tracker and
+# Debian's libtorrent for the peers); test_fleet_harness runs it small.
+# opentracker's postinst enables its system service; as with the others,
+# the policy-rc.d below keeps it from starting, and fleet.py runs its own.
 # python3-tqdm: the Python client's HF functions draw their bars with tqdm
 # when it imports, as huggingface_hub does; a test checks them on a pty.
 # prometheus (promtool and the server): test_metrics checks the metrics

@@ -8,7 +8,8 @@
 #                     and KEY (PEM); print nginx's (master) pid. The same
 #                     files under /capped/ go at most NGINX_LIMIT_RATE
 #                     (default 16m) per connection, as a CDN caps them;
-#                     NGINX_CONNECTIONS (default 1024) connections at most
+#                     NGINX_CONNECTIONS (default 1024) connections at most;
+#                     NGINX_BIND (default 127.0.0.1) the address it listens on
 #   scripts/nginx-origin.sh stop DIR                 stop it, wait for the exit
 #   scripts/nginx-origin.sh count DIR URI            print how many GET URI
 #                     requests answered 200 or 206 are in the access log
@@ -37,7 +38,7 @@ die() {
 }
 
 usage() {
-    sed -n '6,15p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '6,19p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -57,6 +58,8 @@ cmd_start() {
     [[ $# -eq 3 || $# -eq 5 ]] || usage
     local dir=$1 root=$2 port=$3 cert=${4:-} key=${5:-} user_line="" listen tls_lines=""
     local limit_rate=${NGINX_LIMIT_RATE:-16m} connections=${NGINX_CONNECTIONS:-1024}
+    local bind=${NGINX_BIND:-127.0.0.1}
+    [[ $bind =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "NGINX_BIND must be an IPv4 address, not '$bind'"
     [[ $limit_rate =~ ^[1-9][0-9]*[km]?$ ]] || die "NGINX_LIMIT_RATE must be like 16m, not '$limit_rate'"
     [[ $connections =~ ^[1-9][0-9]{0,5}$ ]] || die "NGINX_CONNECTIONS must be a number, not '$connections'"
     [[ -x $NGINX ]] || die "$NGINX not found: install nginx-light (scripts/install-deps.sh)"
@@ -67,7 +70,7 @@ cmd_start() {
     dir=$(cd "$dir" && pwd -P)
     root=$(cd "$root" && pwd -P)
     [[ -z $(live_pid "$dir") ]] || die "an nginx already runs from $dir (pid $(live_pid "$dir"))"
-    listen="127.0.0.1:$port"
+    listen="$bind:$port"
     if [[ -n $cert ]]; then
         [[ -r $cert ]] || die "CERT $cert is not a readable file"
         [[ -r $key ]] || die "KEY $key is not a readable file"
@@ -147,7 +150,9 @@ EOF
 
     # -e: the error log before the config is read (default is under /var/log).
     # nginx forks into the background; the parent returns once it listens.
-    if ! "$NGINX" -p "$dir" -e "$dir/error.log" -c "$dir/nginx.conf" \
+    # NGINX in nginx's environment names sockets it inherits (binary
+    # upgrade): an exported NGINX=PATH must not reach it.
+    if ! env -u NGINX "$NGINX" -p "$dir" -e "$dir/error.log" -c "$dir/nginx.conf" \
         </dev/null >/dev/null 2>>"$dir/nginx.stderr"; then
         tail -n 5 "$dir/nginx.stderr" "$dir/error.log" >&2 2>/dev/null || true
         die "nginx failed to start (config $dir/nginx.conf)"

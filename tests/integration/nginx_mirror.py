@@ -29,6 +29,39 @@ def rewrite(text, old, new, count=1):
     return text.replace(old, new)
 
 
+def mirror_config(workdir, upstream, ca_file, tls_name, listen):
+    """The reference file's text with its EDIT lines pointed inside workdir
+    (pid, logs, cache and temp paths; workdir/cache/hub-temp must exist),
+    at upstream (checked against tls_name and ca_file when it is https),
+    listening on listen ("ADDR:PORT"). bench/fleet uses it too."""
+    workdir = os.path.abspath(workdir)
+    access_log = os.path.join(workdir, "access.log")
+    error_log = os.path.join(workdir, "error.log")
+    with open(REFERENCE) as f:
+        text = f.read()
+    if os.getuid() == 0:  # as root, workers switch users: to root, who owns the temp dir
+        text = rewrite(text, "user www-data;", "user root root;")
+    else:
+        text = rewrite(text, "user www-data;", "# (no user: runs as the test's)")
+    text = rewrite(text, "pid /run/nginx-hub-mirror.pid;", "pid %s/nginx.pid;" % workdir)
+    text = rewrite(text, "error_log /var/log/nginx/hub-mirror.error.log warn;",
+                   "error_log %s info;" % error_log)
+    text = rewrite(text, "access_log /var/log/nginx/hub-mirror.access.log mirror;",
+                   "access_log %s mirror;" % access_log)
+    # The cache and the five temp paths.
+    text = rewrite(text, " /var/cache/nginx/hub", " %s/cache/hub" % workdir, count=6)
+    text = rewrite(text, "listen 8080;", "listen %s;" % listen)
+    text = rewrite(text, "proxy_pass https://huggingface.co;", "proxy_pass %s;" % upstream)
+    text = rewrite(text, "proxy_ssl_name huggingface.co;", "proxy_ssl_name %s;" % tls_name)
+    # The test's CDN is an IP literal too: checked against the same name.
+    text = rewrite(text, "proxy_ssl_name $proxy_host;", "proxy_ssl_name %s;" % tls_name)
+    text = rewrite(text, "proxy_ssl_trusted_certificate /etc/ssl/certs/ca-certificates.crt;",
+                   "proxy_ssl_trusted_certificate %s;" % ca_file, count=2)
+    # Never asked here (every host is an IP literal), and loopback anyway.
+    text = rewrite(text, "resolver 127.0.0.53 ", "resolver 127.0.0.1 ")
+    return text
+
+
 class NginxMirror:
     """The reference mirror config, pointed at a test upstream.
 
@@ -45,28 +78,7 @@ class NginxMirror:
         self.conf = os.path.join(self.dir, "nginx.conf")
         self.access_log = os.path.join(self.dir, "access.log")
         self.error_log = os.path.join(self.dir, "error.log")
-        with open(REFERENCE) as f:
-            text = f.read()
-        if os.getuid() == 0:  # as root, workers switch users: to root, who owns the temp dir
-            text = rewrite(text, "user www-data;", "user root root;")
-        else:
-            text = rewrite(text, "user www-data;", "# (no user: runs as the test's)")
-        text = rewrite(text, "pid /run/nginx-hub-mirror.pid;", "pid %s/nginx.pid;" % self.dir)
-        text = rewrite(text, "error_log /var/log/nginx/hub-mirror.error.log warn;",
-                       "error_log %s info;" % self.error_log)
-        text = rewrite(text, "access_log /var/log/nginx/hub-mirror.access.log mirror;",
-                       "access_log %s mirror;" % self.access_log)
-        # The cache and the five temp paths.
-        text = rewrite(text, " /var/cache/nginx/hub", " %s/cache/hub" % self.dir, count=6)
-        text = rewrite(text, "listen 8080;", "listen 127.0.0.1:%d;" % self.port)
-        text = rewrite(text, "proxy_pass https://huggingface.co;", "proxy_pass %s;" % upstream)
-        text = rewrite(text, "proxy_ssl_name huggingface.co;", "proxy_ssl_name %s;" % tls_name)
-        # The test's CDN is an IP literal too: checked against the same name.
-        text = rewrite(text, "proxy_ssl_name $proxy_host;", "proxy_ssl_name %s;" % tls_name)
-        text = rewrite(text, "proxy_ssl_trusted_certificate /etc/ssl/certs/ca-certificates.crt;",
-                       "proxy_ssl_trusted_certificate %s;" % ca_file, count=2)
-        # Never asked here (every host is an IP literal), and loopback anyway.
-        text = rewrite(text, "resolver 127.0.0.53 ", "resolver 127.0.0.1 ")
+        text = mirror_config(self.dir, upstream, ca_file, tls_name, "127.0.0.1:%d" % self.port)
         with open(self.conf, "w") as f:
             f.write(text)
         self.proc = None
