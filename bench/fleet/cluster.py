@@ -38,7 +38,8 @@ def run(argv, check=True):
     """argv's stdout; raises ClusterError with its stderr on failure."""
     p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     if check and p.returncode != 0:
-        raise ClusterError("%s: %s" % (" ".join(argv), p.stderr.strip() or "exit %d" % p.returncode))
+        why = p.stderr.strip() or "exit %d" % p.returncode
+        raise ClusterError("%s: %s" % (" ".join(argv), why))
     return p.stdout
 
 
