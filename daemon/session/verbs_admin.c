@@ -64,7 +64,7 @@ static void send_ok_fields(session_t *s, const pending_t *p, const admin_result_
  * client names them), and what to do. */
 static void send_held(session_t *s, const pending_t *p, const cache_holders_t *h)
 {
-    char users[CACHE_HOLDERS_MAX * 12] = "", msg[160];
+    char users[CACHE_HOLDERS_MAX * 12] = "", msg[sizeof users + 128];
     size_t len = 0;
     for (unsigned i = 0; i < h->total && i < CACHE_HOLDERS_MAX; i++)
         len += (size_t)snprintf(users + len, sizeof users - len, "%s%u", i ? "," : "",
