@@ -21,7 +21,9 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/hubd-calls.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 # One line per object: "folder file defined|used symbol".
-objs=$(find "$build/daemon" -path '*/CMakeFiles/*.dir/*' -name '*.c.o' | sort)
+# (.cpp.o: fleet's libtorrent shim, the one C++ file; its C functions have C
+# names, and what it uses of libtorrent no file of the daemon defines.)
+objs=$(find "$build/daemon" -path '*/CMakeFiles/*.dir/*' \( -name '*.c.o' -o -name '*.cpp.o' \) | sort)
 [ -n "$objs" ] || { echo "check_calls: no objects under $build/daemon (build it first)" >&2; exit 2; }
 # A folder gone from the sources (moved) leaves its objects in an old build
 # dir: they are not the daemon's any more.
@@ -75,8 +77,8 @@ if [ "$list" = --list ] || [ -n "${VERBOSE:-}" ]; then
 else
     awk '{ print "  " $1 " <-> " $2 }' "$tmp/pairs"
 fi
-for f in daemon/base daemon/net daemon/cache daemon/fetch daemon/access daemon/hub daemon/session \
-    daemon/http; do
+for f in daemon/base daemon/net daemon/cache daemon/fetch daemon/access daemon/hub daemon/fleet \
+    daemon/session daemon/http; do
     check "$f" 0
 done
 check daemon "${MAX_DAEMON:-0}"
@@ -89,10 +91,10 @@ below() {
     daemon/net | daemon/cache) echo "daemon/base" ;;
     daemon/fetch) echo "daemon/base daemon/net daemon/cache" ;;
     daemon/access) echo "daemon/base" ;;
-    daemon/hub) echo "daemon/base daemon/net daemon/cache daemon/fetch" ;;
+    daemon/hub | daemon/fleet) echo "daemon/base daemon/net daemon/cache daemon/fetch" ;;
     daemon/session | daemon/http)
-        echo "daemon/base daemon/net daemon/cache daemon/fetch daemon/access daemon/hub" ;;
-    daemon) echo "daemon/base daemon/net daemon/cache daemon/fetch daemon/access daemon/hub daemon/session daemon/http" ;;
+        echo "daemon/base daemon/net daemon/cache daemon/fetch daemon/access daemon/hub daemon/fleet" ;;
+    daemon) echo "daemon/base daemon/net daemon/cache daemon/fetch daemon/access daemon/hub daemon/fleet daemon/session daemon/http" ;;
     *) echo "?" ;;
     esac
 }

@@ -11,7 +11,8 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
       libsystemd-dev systemd dpkg-dev file groff-base man-db mandoc
       clang libclang-rt-14-dev valgrind faketime squid wget util-linux libyajl-dev aria2
       lintian debootstrap systemd-container libacl1-dev xfsprogs btrfs-progs bindfs
-      python3-tqdm prometheus iproute2 opentracker python3-libtorrent"
+      python3-tqdm prometheus iproute2 opentracker python3-libtorrent
+      libtorrent-rasterbar-dev"
 # libsystemd-dev: sd_notify/sd_listen_fds. systemd: systemd-analyze verify of
 # the units. dpkg-dev (dpkg-shlibdeps) and file: cpack -G DEB computing the
 # package's Depends. groff-base, man-db, mandoc: checking the man pages.
@@ -38,6 +39,9 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
 # iproute2 (ip, tc), opentracker, python3-libtorrent: bench/fleet's cluster
 # of network namespaces and its reference BitTorrent swarm (a tracker and
 # Debian's libtorrent for the peers); test_fleet_harness runs it small.
+# libtorrent-rasterbar-dev (libtorrent 2.0, C++, with Boost's headers):
+# the cluster swarm's peers, through daemon/fleet's shim (lt_shim.h); the
+# shim's test makes its throwaway CA with the openssl command.
 # opentracker's postinst enables its system service; as with the others,
 # the policy-rc.d below keeps it from starting, and fleet.py runs its own.
 # python3-tqdm: the Python client's HF functions draw their bars with tqdm
