@@ -12,8 +12,10 @@
  *   asking a network;
  * - SSL torrents: a torrent made with the cluster CA's certificate as its
  *   ssl-cert accepts only peers whose certificate that CA signed (a
- *   certificate whose subjectAltName is DNS:* serves every torrent; one
- *   naming the torrent, that torrent alone). Its peers connect only to the
+ *   certificate whose CN is * serves every torrent; one naming the torrent,
+ *   that torrent alone. A subjectAltName DNS entry counts too, but 2.0.8
+ *   leaks what it decodes of that extension at every handshake, so hubd's
+ *   node certificates name it in the CN only). Its peers connect only to the
  *   SSL listen port. The node's own certificate and key are the session's
  *   (lt_config_t) and go to every SSL torrent it adds;
  * - v2 hashes (SHA-256 merkle trees, each 16 KiB block checked on arrival)

@@ -56,7 +56,10 @@ static char *slurp(const char *name)
 }
 
 /* A CA named ca (ca.pem, ca.key) and a node certificate node.pem/node.key
- * it signs, valid for every torrent (subjectAltName DNS:*), ECDSA P-256. */
+ * it signs, ECDSA P-256, valid for every torrent: its CN is "*". Not a
+ * subjectAltName DNS:*, which libtorrent takes as well: 2.0.8 leaks the
+ * names it decodes from that extension at each handshake (still so on its
+ * RC_2_0 branch), which LeakSanitizer would report. */
 static void make_ca(const char *ca)
 {
     sh("cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes"
@@ -66,11 +69,10 @@ static void make_ca(const char *ca)
 
 static void make_node(const char *node, const char *ca)
 {
-    sh("cd %s && printf 'subjectAltName=DNS:*\\n' >san.cnf"
-       " && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout %s.key"
-       " -out %s.csr -subj /CN=%s 2>/dev/null"
+    sh("cd %s && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout %s.key"
+       " -out %s.csr -subj '/O=%s/CN=*' 2>/dev/null"
        " && openssl x509 -req -in %s.csr -CA %s.pem -CAkey %s.key -CAcreateserial"
-       " -out %s.pem -days 2 -extfile san.cnf 2>/dev/null",
+       " -out %s.pem -days 2 2>/dev/null",
        dir, node, node, node, node, ca, ca, node);
 }
 
