@@ -97,8 +97,8 @@ class Cluster:
         self.closed = False  # set by close(): nothing starts after it
 
     def _add_ns(self, name):
+        self.namespaces.append(name)  # first: a signal in between leaves no unnamed one
         run([IP, "netns", "add", name])
-        self.namespaces.append(name)
         run([IP, "-n", name, "link", "set", "lo", "up"])
 
     def build(self, hosts):

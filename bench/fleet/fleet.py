@@ -550,8 +550,8 @@ def main(argv=None):
             return
         closed.append(True)
         # A second Ctrl-C must not cut the teardown short.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
         r.close()
 
     def on_signal(signum, _frame):

@@ -504,15 +504,26 @@ int lt_torrent_add(lt_session_t *s, const lt_add_params_t *p, lt_torrent_t **out
         if (ec)
             return say(why, errno_of(ec), "add: %s", ec.message().c_str());
 
-        auto t = std::make_unique<lt_torrent>();
-        t->s = s;
-        t->h = h;
-        s->torrents[h] = entry{p->user, t.get()};
-        if (ssl)
-            h.set_ssl_certificate_buffer(s->cert, s->key, s->dh);
-        h.resume();
-        *out = t.release();
-        return 0;
+        // From here until the entry is recorded, a throw must take the
+        // torrent out again: else libtorrent keeps a torrent the caller was
+        // told failed (and a later add of it is -EEXIST).
+        try {
+            auto t = std::make_unique<lt_torrent>();
+            t->s = s;
+            t->h = h;
+            if (ssl)
+                h.set_ssl_certificate_buffer(s->cert, s->key, s->dh);
+            h.resume();
+            s->torrents[h] = entry{p->user, t.get()}; // last: nothing after it throws
+            *out = t.release();
+            return 0;
+        } catch (...) {
+            try {
+                s->ses->remove_torrent(h);
+            } catch (...) {
+            }
+            throw;
+        }
     });
 }
 
@@ -562,7 +573,10 @@ void lt_torrent_remove(lt_torrent_t *t)
             e.kind = LT_EV_REMOVED;
             e.user = it->second.user;
             e.piece = -1;
-            s->pending.push_back(e);
+            try { // no exception may leave an extern "C" function
+                s->pending.push_back(e);
+            } catch (...) {
+            }
             s->torrents.erase(it);
         }
     }
@@ -592,7 +606,9 @@ int lt_session_poll(lt_session_t *s, lt_event_t *ev, int cap)
     try {
         drain(s);
     } catch (...) {
-        // what was converted stays; the rest comes with the next poll
+        // Out of memory while converting: what was converted stays, the
+        // rest of that batch of alerts is lost (libtorrent hands them over
+        // once); lt_torrent_stats stays the truth about each torrent.
     }
     int n = 0;
     while (n < cap && !s->pending.empty()) {

@@ -24,11 +24,15 @@
  * Threads: one thread (hubd's loop) makes every call on a session and its
  * torrents, except lt_torrent_make, which touches no session and may run
  * on any thread. Most calls only queue work for libtorrent's own threads;
- * lt_session_new, lt_session_ports, lt_session_stats and lt_torrent_stats
- * wait for its network thread's answer (well under a millisecond when it
- * is idle). lt_torrent_make reads and hashes the whole file and
- * lt_session_free waits for libtorrent to close its connections and
- * files: both belong in a pool item (or at shutdown), never on the loop.
+ * lt_session_new, lt_session_ports, lt_session_stats, lt_torrent_stats and
+ * lt_torrent_add wait for its network thread's answer (well under a
+ * millisecond when it is idle). lt_torrent_make reads and hashes the whole
+ * file and lt_session_free waits for libtorrent to close its connections
+ * and files: both belong in a pool item (or at shutdown), never on the
+ * loop. Handing lt_session_free to a pool item ends the loop's calls on
+ * that session: the loop makes none after, and keeps the handle notify
+ * signals (its uv_async) open until lt_session_free has returned, since
+ * notify may run until then.
  *
  * News comes back as events, read by the caller with lt_session_poll. The
  * notify callback (lt_config_t.notify) tells that events are waiting; it
@@ -178,7 +182,11 @@ typedef enum lt_event_kind {
     LT_EV_PEER_CONNECTED,    /* a peer connection is up: peer (outgoing: TCP connected,
                                 its TLS handshake may still fail) */
     LT_EV_PEER_DISCONNECTED, /* one closed: peer, err (0: closed by the peer), message;
-                                tls set when TLS failed (a foreign certificate) */
+                                tls set when the TLS layer reported the error (a foreign
+                                certificate; possibly also a TLS peer that closed
+                                without close_notify). Only the connecting side hears
+                                of a refused handshake: libtorrent 2.0.8 posts nothing
+                                on the side that refused it */
     LT_EV_REMOVED,           /* lt_torrent_remove is done: the last event with user */
     LT_EV_LISTEN_FAILED,     /* a listener failed (session event): err, message */
 } lt_event_kind_t;

@@ -64,14 +64,41 @@ class FleetHarnessTest(unittest.TestCase):
         self.addCleanup(lambda: os.path.isdir(d) and not os.listdir(d) and os.rmdir(d))
         return d
 
+    def fleet(self, *args):
+        """fleet.py running; stopped as a user would stop it if the test
+        ends first (SIGINT, then SIGTERM: its teardown runs; SIGKILL, which
+        would leave its namespaces and daemons, only as a last resort)."""
+        p = subprocess.Popen([sys.executable, FLEET] + list(args), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: p.poll() is None and self.finish(p, 0))
+        return p
+
+    def finish(self, p, timeout):
+        """p's output once it ended within timeout; else it is asked to
+        stop (its teardown runs) and the test fails."""
+        try:
+            return p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        for sig, wait in ((signal.SIGINT, 60), (signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+            p.send_signal(sig)
+            try:
+                p.communicate(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        if timeout:
+            self.fail("fleet.py did not end within %d s: stopped" % timeout)
+        return "", ""
+
     def test_three_modes_side_by_side(self):
         base = self.workdir()
-        p = subprocess.run([sys.executable, FLEET, "--modes", "direct,mirror,torrent", "--nodes",
-                            str(NODES), "--size", str(SIZE_MIB), "--rate", "200", "--workdir",
-                            base], capture_output=True, text=True, timeout=280)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        recs = [json.loads(ln) for ln in p.stdout.splitlines()]
-        self.assertEqual([r["mode"] for r in recs], ["direct", "mirror", "torrent"], p.stdout)
+        p = self.fleet("--modes", "direct,mirror,torrent", "--nodes", str(NODES), "--size",
+                       str(SIZE_MIB), "--rate", "200", "--timeout", "60", "--workdir", base)
+        out, err = self.finish(p, 200)
+        self.assertEqual(p.returncode, 0, err)
+        recs = [json.loads(ln) for ln in out.splitlines()]
+        self.assertEqual([r["mode"] for r in recs], ["direct", "mirror", "torrent"], out)
         for r in recs:
             msg = json.dumps(r)
             self.assertEqual(r["nodes"], NODES)
@@ -108,10 +135,8 @@ class FleetHarnessTest(unittest.TestCase):
         """SIGINT while the nodes download (a slow link, so the run is in
         the middle): every namespace and process goes, and the work dir."""
         base = self.workdir()
-        p = subprocess.Popen([sys.executable, FLEET, "--modes", "direct", "--nodes", "3", "--size",
-                              "16", "--rate", "2", "--workdir", base],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
+        p = self.fleet("--modes", "direct", "--nodes", "3", "--size", "16", "--rate", "2",
+                       "--workdir", base)
         prefix = "hf%d" % p.pid
         deadline = time.monotonic() + 60
         seen = set()

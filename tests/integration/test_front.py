@@ -189,8 +189,8 @@ class GenericFormTest(FrontTestCase):
         # MiB/s meanwhile, plus a Range and 20 requests pipelined on one
         # connection that reads nothing. The front sends from the file on
         # disk (sendfile), never from a queue in memory: hubd's RSS grows by
-        # a few KiB per connection, not with the file (pinned:
-        # 23 readers of 256 MiB files, +1.9 MB), the download ends as fast
+        # a few KiB per connection, not with the file (as
+        # measured: 23 readers of 256 MiB files, +1.9 MB), the download ends as fast
         # as alone, and another request keeps its normal latency.
         size = 64 * 1024 * 1024
         self.make_file("hit.bin", size, seed=2)
@@ -445,7 +445,8 @@ class FrontSecurityTest(FrontTestCase):
         # address (curl --interface), a listener on 127.0.0.5, and ::1.
         # nobody is refused by allow_users=root and logged as uid 65534,
         # root is served: never root's or hubd's uid for nobody's
-        # connection (pinned, it held).
+        # connection (a hostile test of this claim found it held: kept as
+        # its regression test).
         self.make_file("v.bin", 1000)
         port = free_port()
         listen = "127.0.0.1:%d, 127.0.0.5:%d" % (port, port)

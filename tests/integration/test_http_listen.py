@@ -191,7 +191,8 @@ class SocketActivationTest(HttpListenCase):
         # or a dual-stack AF_INET6 one (Python to ::ffff:127.0.0.1). Each
         # client is found as who it is: nobody refused by allow_users (and
         # logged as uid 65534), root served; never hubd's uid or root for
-        # nobody's connection (pinned, it held).
+        # nobody's connection (a hostile test of this claim found it held:
+        # kept as its regression test).
         port = free_port()
         self.activate("[::ffff:127.0.0.1]:%d" % port, allow_users="root", socket_mode="0666")
         self.assertTrue(accepts("127.0.0.1", port))  # starts hubd
