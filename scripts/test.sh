@@ -58,9 +58,9 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DHUBD_SANITIZE=ON
 
-# libFuzzer targets (tests/fuzz) for 30 s each, then the main
+# libFuzzer targets (tests/fuzz) for 20 s each, then the main
 # integration tests with hubd under valgrind memcheck (reuses build/).
 echo "== fuzz targets"
-./scripts/fuzz.sh 30
+./scripts/fuzz.sh 20
 echo "== integration tests under valgrind"
 ./scripts/valgrind.sh
