@@ -253,8 +253,10 @@ class HubJsonCostTest(HubTestCase):
         print("\nSTATS answered %d times, the slowest in %.1f ms" % (count, worst * 1000))
         self.assert_peak(idle, "two lying HFREPOs, then a lying /hf/api tree page")
         self.assertGreater(count, 10)
+        # A generous bound (before: 116-163 ms): CI runs another test beside
+        # this one on its two cores, and a STATS waited 51 ms once there.
         if not SLOWED:  # valgrind, the sanitizers: their time is not the code's
-            self.assertLess(worst, 0.050, "a STATS waited %.1f ms" % (worst * 1000))
+            self.assertLess(worst, 0.100, "a STATS waited %.1f ms" % (worst * 1000))
 
     def test_api_answers_past_the_budget_get_503_with_retry_after(self):
         # Two 16 MiB answers read at once through the front: each would
