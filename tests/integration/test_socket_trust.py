@@ -152,7 +152,7 @@ class UserDaemonTest(UserEnvCase):
         for out, err, rc in outs:
             self.assertEqual(rc, 0, err)
             self.assertTrue(out.strip().endswith(digest), out)
-        self.assertEqual(len(live_daemons(sock)), 1, outs)
+        wait_for(lambda: len(live_daemons(sock)) == 1, 10 * SLOW, "one daemon left")
         r = self.run_ctl(env, "stop")
         self.assertEqual(r.returncode, 0, r)
         self.assertEqual(live_daemons(sock), [])
