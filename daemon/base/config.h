@@ -99,6 +99,15 @@ typedef struct hubd_config {
     int metrics_user_label;         /* per-user series by user name or uid: CONFIG_LABEL_* */
     char *hf_upstream; /* Hugging Face Hub URL, canonical, no trailing '/' (malloc'd) */
     unsigned http_header_timeout_ms; /* the front: a request's head (and body) within this */
+    /* The cluster swarm (daemon/fleet/). None set: hubd is one machine's
+     * cache, as without the swarm. */
+    char *fleet_listen;  /* "ip:port" of the peer port (pieces); port+1 answers metadata */
+    char *fleet_tracker; /* an announce URL, or NULL: peers come from fleet_peers alone */
+    char *fleet_peers;   /* the file of every node's fleet_listen, one a line (SIGHUP re-reads) */
+    char *fleet_ca;      /* the cluster CA's certificate (PEM): peers must be signed by it */
+    char *fleet_cert;    /* this node's certificate, signed by fleet_ca */
+    char *fleet_key;     /* and its private key, readable by hubd alone */
+    unsigned fleet_wait_ms; /* how long a node waits for the seed to start before fetching */
 } hubd_config_t;
 
 /* The settings as one table (config_keys.c), in the manner of redis's

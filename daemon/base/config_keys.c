@@ -470,6 +470,13 @@ static int check_proxy(const char *value)
     return rc;
 }
 
+static int check_fleet_listen(const char *value)
+{
+    struct sockaddr_storage ss;
+    const char *why;
+    return *value ? hostport_parse_peer(value, &ss, &why) : 0;
+}
+
 /* As set, the password masked; unset as a comment, since the environment
  * decides then (hubd --check-config adds what). */
 static void print_proxy(const hubd_config_t *cfg, const config_key_t *k, FILE *out)
@@ -831,6 +838,24 @@ static const config_key_t config_keys[] = {
      .help = "the metrics endpoint's loopback host:port items; empty: off"},
     {"metrics_user_label", &config_type_label, FIELD(metrics_user_label), .def = "name",
      .flags = RELOAD, .help = "name or uid: what labels the per-user metrics"},
+    /* The cluster swarm (daemon/fleet/, docs/FLEET.md). fleet_listen,
+     * fleet_peers, fleet_ca, fleet_cert and fleet_key go together: one
+     * without the others stops the start (config_check_fleet). */
+    {"fleet_listen", &types[T_OPTIONAL], FIELD(fleet_listen), .def = "",
+     .check = check_fleet_listen,
+     .help = "the swarm's peer address, ip:port (port+1 answers metadata); empty: no swarm"},
+    {"fleet_tracker", &types[T_OPTIONAL], FIELD(fleet_tracker), .def = "",
+     .help = "an announce URL (opentracker); empty: peers come from fleet_peers alone"},
+    {"fleet_peers", &types[T_OPTIONAL], FIELD(fleet_peers), .def = "", .flags = RELOAD,
+     .help = "a file of every node's fleet_listen, one a line; re-read on SIGHUP"},
+    {"fleet_ca", &types[T_OPTIONAL], FIELD(fleet_ca), .def = "",
+     .help = "the cluster CA's certificate (PEM): only peers it signed are served"},
+    {"fleet_cert", &types[T_OPTIONAL], FIELD(fleet_cert), .def = "",
+     .help = "this node's certificate (PEM), signed by fleet_ca"},
+    {"fleet_key", &types[T_OPTIONAL], FIELD(fleet_key), .def = "",
+     .help = "this node's private key (PEM, unencrypted; readable by hubd alone)"},
+    {"fleet_wait", &types[T_TIMEOUT], FIELD(fleet_wait_ms), .def = "60s", .flags = RELOAD,
+     .help = "how long a node waits for a file's seed to start before it fetches the file itself"},
 };
 
 const config_key_t *config_key_table(size_t *n)

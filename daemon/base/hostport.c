@@ -20,6 +20,8 @@ static const char WHY_NAME[] = "is not an IPv4 address, [IPv6 address] or localh
                                "name is looked up)";
 static const char WHY_NOT_LOOPBACK[] = "is not a loopback address: the HTTP front serves this "
                                        "machine only";
+static const char WHY_PEER_NAME[] = "is not an IPv4 address or [IPv6 address] (a peer is named "
+                                    "by its address: no name is looked up)";
 static const char WHY_TWICE[] = "is listed twice (the same address and port)";
 static const char WHY_TOO_MANY[] = "is one item too many (at most 8)";
 
@@ -162,6 +164,31 @@ static const char *parse_item(char *s, struct sockaddr_storage out[2], size_t *k
         return WHY_NAME;
     }
     return hostport_is_loopback((const struct sockaddr *)&out[0]) ? NULL : WHY_NOT_LOOPBACK;
+}
+
+int hostport_parse_peer(const char *text, struct sockaddr_storage *out, const char **why)
+{
+    char buf[HOSTPORT_TEXT_MAX];
+    struct sockaddr_storage two[2];
+    size_t k = 0, len = strlen(text);
+    if (len >= sizeof buf) {
+        *why = WHY_LONG;
+        return -EINVAL;
+    }
+    memcpy(buf, text, len + 1);
+    const char *w = parse_item(buf, two, &k);
+    /* The peer address another node connects to: any address, but one
+     * (localhost would mean two, and a name is never looked up). */
+    if (w == WHY_NOT_LOOPBACK)
+        w = NULL;
+    if (!w && k != 1)
+        w = WHY_PEER_NAME;
+    if (w) {
+        *why = w;
+        return -EINVAL;
+    }
+    *out = two[0];
+    return 0;
 }
 
 static void copy_item(char *dst, size_t cap, const char *s, size_t len)

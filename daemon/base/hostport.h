@@ -28,6 +28,12 @@
 int hostport_parse_list(const char *text, struct sockaddr_storage *addrs, size_t cap, size_t *n,
                         char *item, size_t itemcap, const char **why);
 
+/* One peer's "IPv4:port" or "[IPv6]:port", of any address (the swarm's
+ * fleet_listen and fleet_peers lines): 0 and *out, or -EINVAL with *why
+ * a reason that reads after the text ("localhost" is refused too: a peer
+ * is one address). */
+int hostport_parse_peer(const char *text, struct sockaddr_storage *out, const char **why);
+
 /* Whether sa is an AF_INET address in 127.0.0.0/8 or an AF_INET6 one that
  * is ::1 or ::ffff:127.x.y.z: 1 or 0. */
 int hostport_is_loopback(const struct sockaddr *sa);
