@@ -16,6 +16,9 @@
 #include "metrics.h"
 #include "tcp_listener.h"
 #include "tls.h"
+#ifdef HUBD_HAVE_FLEET
+#include "fleet.h"
+#endif
 
 #include <errno.h>
 #include <fcntl.h>
@@ -57,6 +60,7 @@ typedef struct daemon_state {
     tcp_listener_t *mlisten; /* the metrics endpoint's sockets (metrics_listen), or NULL */
     httpd_t *mhttpd;         /* its server, one route: /metrics; NULL: none (or closed) */
     metrics_t *metrics;      /* its page (metrics.h), or NULL */
+    struct fleet *fleet;     /* the cluster swarm (fleet.h), NULL: none (or stopped) */
     uv_signal_t sigint, sigterm, sighup;
     int stopping;
     sweep_t *sweep; /* the background check of blobs/ (sweep.h), or NULL */
@@ -107,6 +111,33 @@ static void on_jobs_down(void *arg)
     uv_close((uv_handle_t *)&d->sigint, on_signal_closed);
     uv_close((uv_handle_t *)&d->sigterm, on_signal_closed);
     uv_close((uv_handle_t *)&d->sighup, on_signal_closed);
+}
+
+/* The swarm stops after jobs_stop, which took every swarm download back
+ * from it; its listeners and libtorrent's session close on their own. */
+static void stop_fleet(daemon_state_t *d)
+{
+#ifdef HUBD_HAVE_FLEET
+    if (d->fleet)
+        fleet_stop(d->fleet, NULL, NULL);
+#endif
+    d->fleet = NULL;
+}
+
+/* Start-up and --check-config: the fleet_* settings, when any is set. */
+static int check_fleet(const hubd_config_t *cfg, char *err, size_t cap)
+{
+#ifdef HUBD_HAVE_FLEET
+    return fleet_configured(cfg) ? fleet_check_config(cfg, err, cap) : 0;
+#else
+    if (!cfg->fleet_listen && !cfg->fleet_peers && !cfg->fleet_ca && !cfg->fleet_cert &&
+        !cfg->fleet_key && !cfg->fleet_tracker)
+        return 0;
+    snprintf(err, cap,
+             "fleet_* is set, and this hubd was built without libtorrent-rasterbar: "
+             "it cannot join a swarm");
+    return -ENOTSUP;
+#endif
 }
 
 static void on_server_down(void *arg)
@@ -300,6 +331,7 @@ static void on_signal(uv_signal_t *h, int signum)
     d->sweep = NULL;
     close_http(d);
     jobs_stop(d->jobs);
+    stop_fleet(d);
     session_server_close(d->server, on_server_down, d);
 }
 
@@ -561,6 +593,10 @@ static void on_sighup(uv_signal_t *h, int signum)
         log_set_level(d->cfg.log_level);
         session_server_reload(d->server);
         jobs_reload(d->jobs);
+#ifdef HUBD_HAVE_FLEET
+        if (d->fleet)
+            fleet_reload(d->fleet);
+#endif
         ca_start(d);
     }
     config_free(&next);
@@ -619,6 +655,12 @@ int main(int argc, char **argv)
             return 2;
         }
         tls_ctx_free(tls);
+        if (check_fleet(&d.cfg, err, sizeof err)) {
+            fprintf(stderr, "hubd: the swarm: %s\n", err);
+            proxy_settings_free(&d.proxies);
+            config_free(&d.cfg);
+            return 2;
+        }
         if (config_free_space_unmet(&d.cfg, err, sizeof err))
             fprintf(stderr, "hubd: warning: %s\n", err);
         if (!d.flags.quiet) {
@@ -680,6 +722,22 @@ int main(int argc, char **argv)
     }
     jobs_set_policy(d.jobs, d.policy);
     jobs_set_proxies(d.jobs, &d.proxies);
+    if ((rc = check_fleet(&d.cfg, err, sizeof err))) {
+        log_err("the swarm: %s", err);
+        bad_config = 1; /* as --check-config says */
+        jobs_shutdown(d.jobs, NULL, NULL);
+        uv_run(d.loop, UV_RUN_DEFAULT);
+        goto out;
+    }
+#ifdef HUBD_HAVE_FLEET
+    if (fleet_configured(&d.cfg) &&
+        (rc = fleet_new(d.loop, &d.cfg, d.jobs, d.store, &d.fleet, err, sizeof err))) {
+        log_err("the swarm: %s", err);
+        jobs_shutdown(d.jobs, NULL, NULL);
+        uv_run(d.loop, UV_RUN_DEFAULT);
+        goto out;
+    }
+#endif
     /* Signals are caught before the socket exists: a SIGTERM sent as soon as
      * the socket answers must find its handler (not the default action).
      * They run only once uv_run does, when d.server is set. */
@@ -697,6 +755,8 @@ int main(int argc, char **argv)
                 "socket (the clients') and at most %d listening TCP sockets (the HTTP front)",
                 HOSTPORT_MAX_ADDRS);
         d.stopping = 1;
+        jobs_stop(d.jobs);
+        stop_fleet(&d);
         jobs_shutdown(d.jobs, on_jobs_down, &d);
         goto run_out;
     }
@@ -707,6 +767,8 @@ int main(int argc, char **argv)
         (d.http && (rc = start_httpd(&d))) || (rc = start_metrics(&d))) {
         d.stopping = 1; /* on_jobs_down closes the signal handles */
         close_http(&d);
+        jobs_stop(d.jobs);
+        stop_fleet(&d);
         if (d.server) /* the front's server failed after the sessions' started */
             session_server_close(d.server, on_server_down, &d);
         else

@@ -13,6 +13,7 @@
 #include "url.h"
 #include "textnum.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <stddef.h>
@@ -470,11 +471,23 @@ static int check_proxy(const char *value)
     return rc;
 }
 
+/* One address other nodes can reach (not 0.0.0.0 or ::: it is also how
+ * this node finds itself in fleet_peers), with port+1 free for metadata. */
 static int check_fleet_listen(const char *value)
 {
     struct sockaddr_storage ss;
     const char *why;
-    return *value ? hostport_parse_peer(value, &ss, &why) : 0;
+    if (!*value)
+        return 0;
+    if (hostport_parse_peer(value, &ss, &why))
+        return -EINVAL;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+        return in->sin_addr.s_addr == htonl(INADDR_ANY) || ntohs(in->sin_port) == 65535 ? -EINVAL
+                                                                                        : 0;
+    }
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+    return IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr) || ntohs(in6->sin6_port) == 65535 ? -EINVAL : 0;
 }
 
 /* As set, the password masked; unset as a comment, since the environment

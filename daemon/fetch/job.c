@@ -126,6 +126,7 @@ static void job_fail_digest(job_t *job, const char *code, const char *msg, const
         return;
     jobs_t *js = job->js;
     job_set_state(job, JOB_FAILED);
+    job_swarm_end(job); /* the swarm lets go of its partial before the discard */
     atomic_store(&job->pipe.abandoned, 1);
     /* Stopped, not broken (shutting_down): what is on disk is good to
      * resume from. Any other failure discards it (a new fetch starts
@@ -289,8 +290,25 @@ static void job_activate(job_t *job)
     pipeline_clock(&job->pipe, job->t_start); /* checkpoints count from now */
     if (job->resume_len || job->resume_ranges)
         start_rehash(job);
-    else
+    else if (!job_swarm_take(job))
         job_begin_request(job);
+}
+
+/* The swarm let go of a job: it filled the partial, which is re-hashed
+ * whole, as a resumed one whose every byte was there, and goes to the
+ * commit (or, unreadable, to the origin from byte 0); or it cannot bring
+ * the file (the origin, from byte 0); or the download fails. */
+void job_swarm_back(job_t *job, int origin, const char *code, const char *msg)
+{
+    if (code) {
+        job_fail(job, code, msg);
+    } else if (origin) {
+        job_begin_request(job);
+    } else {
+        job->resume_len = (uint64_t)job->file.total;
+        job->resume_ranges = (free(job->resume_ranges), NULL);
+        start_rehash(job);
+    }
 }
 
 void jobs_start_queued(jobs_t *js)
@@ -849,6 +867,7 @@ static void after_commit(uv_work_t *req, int status)
     job_notify_all(job, &res);
     job->ro_fd = -1;
     job_fd_unref(fd); /* the waiters' DONE lines hold it until sent */
+    job_swarm_committed(job, path, size);
     if (js->cfg->max_cache_size && size > js->cfg->max_cache_size)
         jobs_drop_oversized(js, job->digest, size);
     else

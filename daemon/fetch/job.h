@@ -164,7 +164,7 @@ typedef struct job_info {
     int mine;                    /* the uid asking created it or waits on it */
     uid_t users[JOB_INFO_USERS]; /* who asked: its creator, then its waiters' uids, each once */
     unsigned nusers;             /* of them (a longer list is cut) */
-    const char *source;          /* "mirror" or "origin": where its bytes are asked for now */
+    const char *source;          /* "mirror", "origin" or "swarm": where its bytes come from now */
     const char *mirror; /* the mirror's scheme://host[:port] when source is "mirror", else NULL */
 } job_info_t;
 
@@ -260,6 +260,53 @@ worktrack_t *jobs_work(jobs_t *js);
  * many were given to fn. */
 unsigned jobs_page(jobs_t *js, uint64_t after, unsigned max, uid_t uid,
                    void (*fn)(void *arg, const job_info_t *info), void *arg);
+
+/* ---- The cluster swarm, as the downloads see it ----------------------------
+ *
+ * The layer above (daemon/fleet/) may take a download whose digest is known
+ * up front and bring its bytes from other nodes instead of the origin. It
+ * writes them into the job's own partial file, so the blob is the same one
+ * file (one copy per machine), and the job checks the digest of the whole
+ * file and commits it as any download: no client sees a byte before that.
+ * Loop thread only.
+ *
+ * A swarm download holds its slot like any, shows as "downloading" with
+ * source "swarm", and stays out of low_speed_limit (it may wait for a
+ * seed). The taker owns it from take() returning 1 until it calls one of
+ * jobs_swarm_finished, _origin or _fail; if the job ends first (cancelled,
+ * shutting down), drop() tells it, and it calls nothing more. */
+typedef struct jobs_swarm_req {
+    uint64_t id;           /* the job's, for the log */
+    const char *sha256;    /* the digest its first request expects */
+    const char *url;       /* its canonical URL */
+    int credentials;       /* asked with credentials: its URL is not for other nodes to fetch */
+    const char *part_path; /* its partial file: the taker creates it (mode 0600) and fills it */
+} jobs_swarm_req_t;
+
+typedef struct jobs_swarm_ops {
+    /* A download with a known digest and nothing to resume goes active:
+     * 1 if the swarm takes it, 0 to fetch it from the origin now. */
+    int (*take)(void *arg, job_t *job, const jobs_swarm_req_t *req);
+    /* The job ended while the swarm held it: forget it. */
+    void (*drop)(void *arg, job_t *job);
+    /* A download was committed (from the origin or the swarm): the blob at
+     * path may be seeded. */
+    void (*committed)(void *arg, const char *sha256, uint64_t size, const char *path);
+} jobs_swarm_ops_t;
+
+/* Start-up: the swarm's hooks (NULL: none, as without a cluster). */
+void jobs_set_swarm(jobs_t *js, const jobs_swarm_ops_t *ops, void *arg);
+/* The taker's reports: the partial exists and the file has size bytes;
+ * done of them are in; all are in (the job checks and commits them); the
+ * swarm cannot bring it (the job asks the origin, from byte 0); or the
+ * download fails with a PROTOCOL.md code. The last three end the hold. */
+void jobs_swarm_sized(job_t *job, uint64_t size);
+void jobs_swarm_progress(job_t *job, uint64_t done);
+void jobs_swarm_finished(job_t *job);
+void jobs_swarm_origin(job_t *job, const char *why);
+void jobs_swarm_fail(job_t *job, const char *code, const char *msg);
+/* Whether the download numbered id is queued or running. */
+int jobs_running(const jobs_t *js, uint64_t id);
 
 /* Start-up: number jobs (and so new partial files) above every partial id
  * that the cache already records. */

@@ -31,6 +31,9 @@
  *
  *   QUEUED --slot free--> RESUMING --partial re-hashed--> CONNECTING
  *   QUEUED --slot free, nothing to resume----------------> CONNECTING
+ *   QUEUED --slot free, the cluster swarm takes it-------> SWARM
+ *   SWARM --every byte in: re-hash the whole file--> RESUMING
+ *   SWARM --the swarm cannot bring it--------------> CONNECTING (from byte 0)
  *   RESUMING --every byte was there--> BODY_DONE
  *
  *   CONNECTING --3xx (next hop)--> CONNECTING
@@ -55,6 +58,7 @@ typedef enum {
     JOB_RESTARTING, /* dropping all we have once the pipeline is idle, then from byte 0 */
     JOB_BODY_DONE,  /* the response ended well: the pipeline drains before the commit */
     JOB_COMMITTING, /* the commit item is in flight */
+    JOB_SWARM,      /* other nodes of the cluster bring its bytes (swarm.c) */
     JOB_DONE,       /* committed, waiters told */
     JOB_FAILED,     /* waiters told; the partial goes (or is parked) once the pool is done */
     JOB_NSTATES
@@ -180,6 +184,12 @@ struct jobs {
     void (*rate_refilled)(jobs_t *js);
     void (*restart_waiter)(job_t *job, job_waiter_t *w);
     void (*not_modified)(job_t *job); /* a revalidation's 304: the waiters get the cache's */
+    /* The cluster swarm's hooks (job.h), or NULL; and how swarm.c hands a
+     * job back to job.c: re-hash the partial it filled (code NULL), fetch
+     * from the origin (code NULL, origin set), or fail with code. */
+    const jobs_swarm_ops_t *swarm;
+    void *swarm_arg;
+    void (*swarm_back)(job_t *job, int origin, const char *code, const char *msg);
 };
 
 struct job {
@@ -267,6 +277,11 @@ struct job {
     uint64_t retry_at;       /* uv_now of the next attempt while retrying */
     uint64_t slow_t0;        /* start of the low_speed_time window */
     uint64_t slow_from;      /* received at its start */
+
+    /* The cluster swarm (swarm.c). */
+    char swarm_sha[65]; /* the digest its first request expected: what the swarm knows it by */
+    int swarm_held;     /* the swarm brings its bytes (jobs_swarm_ops_t owns it) */
+    int swarm_sized;    /* the swarm made its partial */
 };
 
 struct job_hit {
@@ -386,6 +401,17 @@ void jobs_start_queued(jobs_t *js);
 /* The reports of the layers below (jobs_t's callbacks, set by jobs_new). */
 void job_after_evict(jobs_t *js);
 void job_rate_refilled(jobs_t *js);
+
+/* swarm.c: the cluster swarm's side of a job, a layer below job.c (it
+ * reports back through js->swarm_back). job_swarm_take: whether the swarm
+ * takes a job going active (then it is in JOB_SWARM); job_swarm_end: the
+ * job ended (failed), the swarm is told if it held it;
+ * job_swarm_committed: a download was committed. */
+int job_swarm_take(job_t *job);
+void job_swarm_end(job_t *job);
+void job_swarm_committed(job_t *job, const char *path, uint64_t size);
+/* job.c's js->swarm_back. */
+void job_swarm_back(job_t *job, int origin, const char *code, const char *msg);
 
 /* commit.c: the pool items at the ends of a job's life. Each reports back
  * by its completion callback (job.c's), never by calling up. */

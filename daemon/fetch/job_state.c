@@ -9,15 +9,11 @@
 /* The names STATUS shows: the states that are sub-steps of another show
  * as that one. */
 const char *const job_state_names[JOB_NSTATES] = {
-    [JOB_QUEUED] = "queued",
-    [JOB_RESUMING] = "resuming",
-    [JOB_CONNECTING] = "connecting",
-    [JOB_BODY] = "downloading",
-    [JOB_RETRY_WAIT] = "retrying",
-    [JOB_RESTARTING] = "retrying",
-    [JOB_BODY_DONE] = "downloading",
-    [JOB_COMMITTING] = "committing",
-    [JOB_DONE] = "done",
+    [JOB_QUEUED] = "queued",         [JOB_RESUMING] = "resuming",
+    [JOB_CONNECTING] = "connecting", [JOB_BODY] = "downloading",
+    [JOB_RETRY_WAIT] = "retrying",   [JOB_RESTARTING] = "retrying",
+    [JOB_BODY_DONE] = "downloading", [JOB_COMMITTING] = "committing",
+    [JOB_SWARM] = "downloading",     [JOB_DONE] = "done",
     [JOB_FAILED] = "failed",
 };
 
@@ -27,7 +23,10 @@ const char *const job_state_names[JOB_NSTATES] = {
 static const unsigned allowed[JOB_NSTATES] = {
     /* A free slot: re-hash a recorded partial first, or ask the origin;
      * a shutdown fails the queue. */
-    [JOB_QUEUED] = TO(JOB_RESUMING) | TO(JOB_CONNECTING) | TO(JOB_FAILED),
+    [JOB_QUEUED] = TO(JOB_RESUMING) | TO(JOB_CONNECTING) | TO(JOB_SWARM) | TO(JOB_FAILED),
+    /* The cluster brought every byte (re-hashed whole before the commit),
+     * or cannot bring it: the origin, from byte 0. */
+    [JOB_SWARM] = TO(JOB_RESUMING) | TO(JOB_CONNECTING) | TO(JOB_FAILED),
     /* The partial re-hashed (or unusable: all again) asks for the rest; a
      * partial with every byte goes straight to the commit; one with ranges
      * past its prefix has lanes fetch the gaps (BODY). */

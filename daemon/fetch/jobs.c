@@ -113,6 +113,7 @@ static int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out)
     }
     snprintf(job->host_key, hl, "%s:%u", u->host, u->port);
     memcpy(job->cred_tag, w->cred_tag, sizeof job->cred_tag);
+    memcpy(job->swarm_sha, w->expected, sizeof job->swarm_sha);
     if (waiter_vouched(w)) /* vouched requests of other credentials may join it */
         memcpy(job->vouched, w->expected, sizeof job->vouched);
     job->owner = w->uid;
@@ -675,6 +676,7 @@ int jobs_new(uv_loop_t *loop, const hubd_config_t *cfg, store_t *store, db_t *db
     js->after_evict = job_after_evict;
     js->rate_refilled = job_rate_refilled;
     js->restart_waiter = job_waiter_restart;
+    js->swarm_back = job_swarm_back;
     js->not_modified = job_not_modified;
     jobs_rate_init(js);
     jobs_uses_init(js);

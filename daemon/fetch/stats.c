@@ -55,6 +55,8 @@ static void info_of(const job_t *j, uid_t uid, job_info_t *info)
     info->waiters = j->nwaiters;
     info->connections = segs_connections(j);
     info->source = transfer_source(&j->xfer, &info->mirror);
+    if (j->state == JOB_SWARM)
+        info->source = "swarm", info->mirror = NULL;
     info->mine = j->owner == uid;
     info->users[0] = j->owner;
     info->nusers = 1;

@@ -498,6 +498,8 @@ int lt_torrent_add(lt_session_t *s, const lt_add_params_t *p, lt_torrent_t **out
                     lt::torrent_flags::paused | lt::torrent_flags::duplicate_is_error;
         if (p->mode == LT_ADD_SEED)
             atp.flags |= lt::torrent_flags::seed_mode;
+        if (p->tracker && *p->tracker)
+            atp.trackers.push_back(p->tracker);
         lt::torrent_handle h = s->ses->add_torrent(std::move(atp), ec);
         if (ec == lt::errors::duplicate_torrent)
             return say(why, -EEXIST, "this torrent is in the session already");
@@ -548,6 +550,7 @@ int lt_torrent_stats(lt_torrent_t *t, lt_torrent_stats_t *st)
         st->bytes_up = static_cast<uint64_t>(ts.total_payload_upload);
         st->bytes_down = static_cast<uint64_t>(ts.total_payload_download);
         st->bytes_done = static_cast<uint64_t>(ts.total_wanted_done);
+        st->size = static_cast<uint64_t>(ts.total_wanted);
         st->peers = ts.num_peers;
         st->seeds = ts.num_seeds;
         st->progress_ppm = ts.progress_ppm;
@@ -555,6 +558,27 @@ int lt_torrent_stats(lt_torrent_t *t, lt_torrent_stats_t *st)
         st->err = errno_of(ts.errc);
         return 0;
     });
+}
+
+int lt_torrent_peers(lt_torrent_t *t, lt_peer_info_t *out, int cap)
+{
+    int n = 0;
+    guarded(nullptr, "peers", [&]() -> int {
+        std::vector<lt::peer_info> v;
+        t->h.get_peer_info(v);
+        for (auto const &pi : v) {
+            if (n >= cap)
+                break;
+            lt_peer_info_t &o = out[n++];
+            std::memset(&o, 0, sizeof o);
+            copy_str(o.peer, sizeof o.peer, endpoint_text(pi.ip));
+            o.bytes_up = static_cast<uint64_t>(pi.total_upload);
+            o.bytes_down = static_cast<uint64_t>(pi.total_download);
+            o.seed = static_cast<bool>(pi.flags & lt::peer_info::seed);
+        }
+        return 0;
+    });
+    return n;
 }
 
 void lt_torrent_remove(lt_torrent_t *t)

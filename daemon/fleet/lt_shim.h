@@ -128,7 +128,8 @@ typedef struct lt_add_params {
     const char *path; /* the file itself: the blob to seed, or where the download goes
                          (hubd's partial file: the bytes land there, no second copy) */
     lt_add_mode_t mode;
-    void *user; /* given back in this torrent's events until LT_EV_REMOVED */
+    void *user;          /* given back in this torrent's events until LT_EV_REMOVED */
+    const char *tracker; /* an announce URL, or NULL: peers come from lt_torrent_add_peer */
 } lt_add_params_t;
 
 /* Adds a torrent to the session; for an SSL torrent, with the session's
@@ -147,6 +148,7 @@ typedef struct lt_torrent_stats {
     uint64_t bytes_up;   /* payload sent since added */
     uint64_t bytes_down; /* payload received since added (failed pieces included) */
     uint64_t bytes_done; /* bytes of the file verified and on disk */
+    uint64_t size;       /* the file's size, from the metadata */
     int peers;           /* connected peers */
     int seeds;           /* of them, peers that have the whole file */
     int progress_ppm;    /* bytes_done in millionths of the size */
@@ -155,6 +157,18 @@ typedef struct lt_torrent_stats {
 } lt_torrent_stats_t;
 
 int lt_torrent_stats(lt_torrent_t *t, lt_torrent_stats_t *st);
+
+/* One connected peer of a torrent. */
+typedef struct lt_peer_info {
+    char peer[64];       /* "ip:port" as connected (an incoming peer's port is its own) */
+    uint64_t bytes_up;   /* payload sent to it over this connection */
+    uint64_t bytes_down; /* payload received from it */
+    int seed;            /* it has the whole file */
+} lt_peer_info_t;
+
+/* Up to cap of the torrent's connected peers into out; returns how many
+ * (0 on failure). */
+int lt_torrent_peers(lt_torrent_t *t, lt_peer_info_t *out, int cap);
 
 /* Removes the torrent from the session, keeping its file. Its connections
  * close and libtorrent lets go of the file; LT_EV_REMOVED is the last event

@@ -217,7 +217,7 @@ static const char *other_value(const config_key_t *k, const char *defaults, char
         const char *type, *values[3];
     } cand[] = {
         {"string", {"/tmp/hubd-other"}},
-        {"optional string", {"other.example", "10.1.0.0/16"}},
+        {"optional string", {"other.example", "10.1.0.0/16", "10.1.0.1:7000"}},
         {"set string", {"other.example"}},
         {"proxy URL", {"http://user:pw@proxy.example:3128"}},
         {"duration", {"1234ms"}},

@@ -12,19 +12,38 @@
 static const struct {
     job_state_t from, to;
 } ok[] = {
-    {JOB_QUEUED, JOB_RESUMING},       {JOB_QUEUED, JOB_CONNECTING},
-    {JOB_QUEUED, JOB_FAILED},         {JOB_RESUMING, JOB_CONNECTING},
-    {JOB_RESUMING, JOB_BODY_DONE},    {JOB_RESUMING, JOB_FAILED},
-    {JOB_RESUMING, JOB_BODY},         {JOB_CONNECTING, JOB_CONNECTING},
-    {JOB_CONNECTING, JOB_BODY},       {JOB_CONNECTING, JOB_RETRY_WAIT},
-    {JOB_CONNECTING, JOB_RESTARTING}, {JOB_CONNECTING, JOB_FAILED},
-    {JOB_BODY, JOB_BODY_DONE},        {JOB_BODY, JOB_RETRY_WAIT},
-    {JOB_BODY, JOB_FAILED},           {JOB_BODY, JOB_CONNECTING},
-    {JOB_BODY, JOB_RESTARTING},       {JOB_RETRY_WAIT, JOB_CONNECTING},
-    {JOB_RETRY_WAIT, JOB_RESTARTING}, {JOB_RETRY_WAIT, JOB_FAILED},
-    {JOB_RESTARTING, JOB_CONNECTING}, {JOB_RESTARTING, JOB_FAILED},
-    {JOB_BODY_DONE, JOB_COMMITTING},  {JOB_BODY_DONE, JOB_FAILED},
-    {JOB_COMMITTING, JOB_DONE},       {JOB_COMMITTING, JOB_FAILED},
+    {JOB_QUEUED, JOB_RESUMING},
+    {JOB_QUEUED, JOB_CONNECTING},
+    {JOB_QUEUED, JOB_FAILED},
+    {JOB_RESUMING, JOB_CONNECTING},
+    {JOB_RESUMING, JOB_BODY_DONE},
+    {JOB_RESUMING, JOB_FAILED},
+    {JOB_RESUMING, JOB_BODY},
+    {JOB_CONNECTING, JOB_CONNECTING},
+    {JOB_CONNECTING, JOB_BODY},
+    {JOB_CONNECTING, JOB_RETRY_WAIT},
+    {JOB_CONNECTING, JOB_RESTARTING},
+    {JOB_CONNECTING, JOB_FAILED},
+    {JOB_BODY, JOB_BODY_DONE},
+    {JOB_BODY, JOB_RETRY_WAIT},
+    {JOB_BODY, JOB_FAILED},
+    {JOB_BODY, JOB_CONNECTING},
+    {JOB_BODY, JOB_RESTARTING},
+    {JOB_RETRY_WAIT, JOB_CONNECTING},
+    {JOB_RETRY_WAIT, JOB_RESTARTING},
+    {JOB_RETRY_WAIT, JOB_FAILED},
+    {JOB_RESTARTING, JOB_CONNECTING},
+    {JOB_RESTARTING, JOB_FAILED},
+    {JOB_BODY_DONE, JOB_COMMITTING},
+    {JOB_BODY_DONE, JOB_FAILED},
+    {JOB_COMMITTING, JOB_DONE},
+    {JOB_COMMITTING, JOB_FAILED},
+    /* The cluster swarm: it takes a job going active, then hands it to the
+     * re-hash (every byte in) or to the origin, or it fails. */
+    {JOB_QUEUED, JOB_SWARM},
+    {JOB_SWARM, JOB_RESUMING},
+    {JOB_SWARM, JOB_CONNECTING},
+    {JOB_SWARM, JOB_FAILED},
 };
 
 static int listed(job_state_t from, job_state_t to)
@@ -54,6 +73,7 @@ START_TEST(job_transitions_refused)
     ck_assert(!job_transition_ok(JOB_FAILED, JOB_QUEUED));   /* final */
     ck_assert(!job_transition_ok(JOB_BODY, JOB_COMMITTING)); /* not before the last byte */
     ck_assert(!job_transition_ok(JOB_QUEUED, JOB_BODY));     /* no body without a request */
+    ck_assert(!job_transition_ok(JOB_SWARM, JOB_BODY_DONE)); /* the swarm's bytes re-hashed first */
     ck_assert(!job_transition_ok(JOB_NSTATES, JOB_QUEUED));  /* out of range */
 }
 END_TEST
