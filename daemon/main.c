@@ -18,6 +18,7 @@
 #include "tls.h"
 #ifdef HUBD_HAVE_FLEET
 #include "fleet.h"
+#include "hf_meta.h"
 #endif
 
 #include <errno.h>
@@ -113,11 +114,43 @@ static void on_jobs_down(void *arg)
     uv_close((uv_handle_t *)&d->sighup, on_signal_closed);
 }
 
+#ifdef HUBD_HAVE_FLEET
+/* The Hub's answers about files, shared with the swarm (hf_meta.h, "the
+ * cluster's memory"; fleet.h, "Verdicts"): the key names the credential
+ * and the file together. */
+static void *cluster_ask(void *ctx, const char *const *cred, size_t ncred, const char *file_key,
+                         void (*cb)(void *arg, const char *record), void *arg)
+{
+    char key[65];
+    return fleet_verdict_key(ctx, cred, ncred, file_key, key)
+               ? NULL
+               : fleet_verdict_ask(ctx, key, cb, arg);
+}
+
+static void cluster_cancel(void *ctx, void *handle)
+{
+    (void)ctx;
+    fleet_verdict_cancel(handle);
+}
+
+static void cluster_tell(void *ctx, const char *const *cred, size_t ncred, const char *file_key,
+                         const char *record)
+{
+    char key[65];
+    if (!fleet_verdict_key(ctx, cred, ncred, file_key, key))
+        fleet_verdict_tell(ctx, key, record);
+}
+
+static const hf_cluster_ops_t cluster_ops = {cluster_ask, cluster_cancel, cluster_tell};
+#endif
+
 /* The swarm stops after jobs_stop, which took every swarm download back
  * from it; its listeners and libtorrent's session close on their own. */
 static void stop_fleet(daemon_state_t *d)
 {
 #ifdef HUBD_HAVE_FLEET
+    if (d->fleet && d->server)
+        hf_meta_set_cluster(session_server_hf(d->server), NULL, NULL);
     if (d->fleet)
         fleet_stop(d->fleet, NULL, NULL);
 #endif
@@ -775,6 +808,10 @@ int main(int argc, char **argv)
             jobs_shutdown(d.jobs, on_jobs_down, &d);
         goto run_out;
     }
+#ifdef HUBD_HAVE_FLEET
+    if (d.fleet)
+        hf_meta_set_cluster(session_server_hf(d.server), &cluster_ops, d.fleet);
+#endif
     log_info("hubd %s listening on %s, cache %s, sha256 %s, read buffers %zu KiB", HUBD_VERSION,
              listen_fd >= 0 ? "the socket systemd passed" : d.cfg.socket_path, d.cfg.cache_dir,
              sha256_impl_name(), d.cfg.read_buffer_size / 1024);

@@ -46,6 +46,29 @@ int fleet_new(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *js, store_t *st
  * parse is logged and the old one kept. */
 void fleet_reload(fleet_t *f);
 
+/* ---- Verdicts: what the Hub said of a file to a credential, shared -------
+ *
+ * So that a cluster asks the Hub about once a minute per credential and
+ * file, not once per node (fleet_verdict.c). The record is the asker's
+ * own text (lowercase hex: hub/hf_meta.c packs its hf_file_t); the key
+ * names the credential and the file together (fleet_verdict_key). */
+typedef struct fleet_vask fleet_vask_t;
+/* value: the record (valid during the call), or NULL: no fresh record,
+ * ask the Hub (and fleet_verdict_tell what it says). */
+typedef void (*fleet_verdict_cb)(void *arg, const char *value);
+
+/* HMAC-SHA256 of the credential header lines and file_key, keyed by the
+ * digest of the cluster CA's certificate, in hex: 0 or -ENOMEM. */
+int fleet_verdict_key(fleet_t *f, const char *const *cred, size_t ncred, const char *file_key,
+                      char out[65]);
+/* Asks the key's holder: cb once, never from inside the call (at most
+ * about 10 s later), unless cancelled. NULL: ask the Hub now (stopping, no
+ * memory). */
+fleet_vask_t *fleet_verdict_ask(fleet_t *f, const char *key, fleet_verdict_cb cb, void *arg);
+void fleet_verdict_cancel(fleet_vask_t *a);
+/* Tells the key's holder the record (at most FMETA_MAX_URL hex digits). */
+void fleet_verdict_tell(fleet_t *f, const char *key, const char *value);
+
 /* What `hubctl fleet status` shows. */
 typedef struct fleet_file_info {
     const char *sha256;
@@ -72,6 +95,7 @@ typedef struct fleet_info {
     uint64_t fell_back;                       /* downloads the swarm gave back to the origin */
     uint64_t bad_pieces, banned;
     uint64_t meta_refused; /* metadata connections whose certificate was refused */
+    uint64_t verdicts_served, verdicts_leased, verdicts_told; /* as a verdicts' holder */
 } fleet_info_t;
 
 /* Calls file() for each file in the swarm and peer() for each connected

@@ -78,7 +78,9 @@ struct fleet {
     uint64_t swept_at;
     int sweep_out;
     int reload_out;
-    void (*item_back)(fleet_t *f); /* see the end of this header */
+    void (*item_back)(fleet_t *f);    /* see the end of this header */
+    struct fleet_verdicts *verdicts;  /* the records this node holds (fleet_verdict.c) */
+    unsigned char verdict_secret[32]; /* SHA-256 of the CA's PEM: the records' HMAC key */
     unsigned items; /* pool items out (the files', the sweep, the reload) and the meta close */
     list_t files;
     unsigned warm_out;
@@ -104,6 +106,16 @@ void fleet_offer(fleet_t *f, const char *sha, uint64_t size, const char *path);
 /* libtorrent's news, polled by the node. */
 void fleet_on_event(fleet_t *f, const lt_event_t *ev);
 extern const jobs_swarm_ops_t fleet_swarm_ops;
+
+/* fleet_verdict.c */
+typedef struct fleet_verdicts fleet_verdicts_t;
+int fleet_verdicts_new(fleet_t *f);
+void fleet_verdicts_free(fleet_t *f);
+/* The metadata server's VERDICT requests (fmeta_server_set_verdicts). */
+fmeta_status_t fleet_verdict_lookup(void *arg, const char *key, const char *value, const char *peer,
+                                    const unsigned char **bytes, size_t *len);
+/* Its counters, for fleet_status. */
+void fleet_verdicts_counts(const fleet_t *f, uint64_t *served, uint64_t *leased, uint64_t *told);
 
 /* fleet_node.c sets it, fleet.c calls it (fleet_node.c is above it): a
  * pool item of the node's is back, and a stopping node may be done. */

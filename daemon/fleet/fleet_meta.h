@@ -11,7 +11,8 @@
  * (P-256, P-384, P-521) or RSA.
  *
  * The wire (docs/PROTOCOL.md, "The swarm's metadata exchange"): one request
- * per connection, `TORRENT <64 lowercase hex> [<url>]\n`; one answer,
+ * per connection, `TORRENT <64 lowercase hex> [<url>]\n` (or `VERDICT
+ * <64 hex> [<hex>]\n`, fmeta_server_set_verdicts); one answer,
  * `HAVE <len>\n` and len bytes, `FETCHING\n`, `NONE\n` or `ERR <reason>\n`;
  * then the server's close_notify and its close.
  *
@@ -77,6 +78,12 @@ typedef fmeta_status_t (*fmeta_lookup_fn)(void *arg, const char *sha256, const c
 int fmeta_server_start(uv_loop_t *loop, fmeta_identity_t *id, const char *ip, int port,
                        fmeta_lookup_fn lookup, void *arg, fmeta_server_t **out, char *err,
                        size_t errlen);
+/* The server answers VERDICT requests too (the swarm's shared record of
+ * what the Hub said to one credential of one file), through fn, which has
+ * the lookup's shape: sha256 is the record's key (64 hex), url its value
+ * (lowercase hex, or NULL when asked rather than told). Unset: they are
+ * an unknown request. */
+void fmeta_server_set_verdicts(fmeta_server_t *s, fmeta_lookup_fn fn, void *arg);
 /* The port listened on. */
 int fmeta_server_port(const fmeta_server_t *s);
 /* The bounds above, in ms, for connections accepted from now on (tests; 0 keeps one). */
@@ -113,6 +120,13 @@ typedef void (*fmeta_reply_fn)(void *arg, int rc, fmeta_status_t status,
 fmeta_ask_t *fmeta_ask(uv_loop_t *loop, fmeta_identity_t *id, const char *ip, int port,
                        const char *sha256, const char *url, unsigned timeout_ms, fmeta_reply_fn cb,
                        void *arg);
+/* `VERDICT key [value]`: asks for the record of key (value NULL), or tells
+ * it (value: lowercase hex, at most FMETA_MAX_URL digits). The answer as
+ * fmeta_ask's: HAVE with the record's bytes, FETCHING, NONE. NULL for a
+ * key or value of another form. */
+fmeta_ask_t *fmeta_ask_verdict(uv_loop_t *loop, fmeta_identity_t *id, const char *ip, int port,
+                               const char *key, const char *value, unsigned timeout_ms,
+                               fmeta_reply_fn cb, void *arg);
 /* No callback after this; the handles close on their own. */
 void fmeta_ask_cancel(fmeta_ask_t *a);
 

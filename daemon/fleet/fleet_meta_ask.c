@@ -321,6 +321,19 @@ fmeta_ask_t *fmeta_ask(uv_loop_t *loop, fmeta_identity_t *id, const char *ip, in
     return fm_ask_line(loop, id, ip, port, line, (size_t)n, timeout_ms, cb, arg);
 }
 
+fmeta_ask_t *fmeta_ask_verdict(uv_loop_t *loop, fmeta_identity_t *id, const char *ip, int port,
+                               const char *key, const char *value, unsigned timeout_ms,
+                               fmeta_reply_fn cb, void *arg)
+{
+    if (!key || !hex_is(key, 64, 1) || (value && !hex_is(value, strlen(value), 1)) ||
+        (value && (!*value || strlen(value) > FMETA_MAX_URL)))
+        return NULL;
+    char line[FMETA_MAX_LINE + 2];
+    int n =
+        snprintf(line, sizeof line, "VERDICT %s%s%s\n", key, value ? " " : "", value ? value : "");
+    return fm_ask_line(loop, id, ip, port, line, (size_t)n, timeout_ms, cb, arg);
+}
+
 void fmeta_ask_cancel(fmeta_ask_t *a)
 {
     a->cb = NULL;

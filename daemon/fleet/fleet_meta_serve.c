@@ -65,6 +65,8 @@ struct fmeta_server {
     uv_loop_t *loop;
     fmeta_identity_t *id;
     fmeta_lookup_fn lookup;
+    fmeta_lookup_fn verdict; /* VERDICT requests (fmeta_server_set_verdicts), or NULL */
+    void *verdict_arg;
     void *arg;
     list_t conns;        /* every connection, until its memory goes */
     unsigned open;       /* how many */
@@ -229,14 +231,17 @@ static void conn_reply(fm_conn_t *c, const char *head, const unsigned char *body
 
 /* The request line: NULL with *sha and *url (NULL when none) pointing into
  * line, NUL-terminated there; or the reason it is not one. */
-static const char *request_parse(char *line, size_t len, char **sha, char **url)
+static const char *request_parse(char *line, size_t len, int verdicts, int *verdict, char **sha,
+                                 char **url)
 {
-    static const char verb[] = "TORRENT ";
+    static const char verb[] = "TORRENT ", vverb[] = "VERDICT ";
     const size_t vlen = sizeof verb - 1;
+    _Static_assert(sizeof verb == sizeof vverb, "the verbs are one length");
     if (memchr(line, '\0', len))
         return "a NUL byte in the request";
     line[len] = '\0';
-    if (len < vlen || memcmp(line, verb, vlen) != 0)
+    *verdict = verdicts && len >= vlen && memcmp(line, vverb, vlen) == 0;
+    if (!*verdict && (len < vlen || memcmp(line, verb, vlen) != 0))
         return "unknown request (want TORRENT <sha256> [<url>])";
     char *p = line + vlen;
     size_t rest = len - vlen;
@@ -270,10 +275,11 @@ static void conn_answer(fm_conn_t *c)
 {
     fmeta_server_t *s = c->server;
     char *sha = NULL, *url = NULL;
-    const char *bad =
-        bytebuf_reserve(&c->line, 1) != 0
-            ? "out of memory"
-            : request_parse(bytebuf_data(&c->line), bytebuf_len(&c->line), &sha, &url);
+    int verdict = 0;
+    const char *bad = bytebuf_reserve(&c->line, 1) != 0
+                          ? "out of memory"
+                          : request_parse(bytebuf_data(&c->line), bytebuf_len(&c->line),
+                                          s->verdict != NULL, &verdict, &sha, &url);
     if (bad) {
         s->stats.bad++;
         log_info("fleet meta: %s: bad request: %s", c->link.peer, bad);
@@ -284,7 +290,8 @@ static void conn_answer(fm_conn_t *c)
     }
     const unsigned char *t = NULL;
     size_t len = 0;
-    fmeta_status_t st = s->lookup(s->arg, sha, url, c->link.peer, &t, &len);
+    fmeta_status_t st = verdict ? s->verdict(s->verdict_arg, sha, url, c->link.peer, &t, &len)
+                                : s->lookup(s->arg, sha, url, c->link.peer, &t, &len);
     if (c->state == CONN_CLOSING) /* the lookup closed the server */
         return;
     if (st == FMETA_HAVE && (!t || len == 0 || len > FMETA_MAX_TORRENT)) {
@@ -545,4 +552,10 @@ void fmeta_server_close(fmeta_server_t *s, void (*done)(void *), void *arg)
     {
         conn_close(list_entry(n, fm_conn_t, node)); /* frees nothing now: its handles close first */
     }
+}
+
+void fmeta_server_set_verdicts(fmeta_server_t *s, fmeta_lookup_fn fn, void *arg)
+{
+    s->verdict = fn;
+    s->verdict_arg = arg;
 }

@@ -3,6 +3,7 @@
  * starts for them, its clock, and what `hubctl fleet status` shows. */
 #include "fleet_internal.h"
 #include "log.h"
+#include "sha256.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -355,6 +356,17 @@ int fleet_new(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *js, store_t *st
                                  errlen)))
         goto fail;
     f->ca_pem = read_pem("fleet_ca", cfg->fleet_ca, err, errlen);
+    if (f->ca_pem) {
+        sha256_ctx_t sc;
+        sha256_init(&sc);
+        sha256_update(&sc, f->ca_pem, strlen(f->ca_pem));
+        sha256_final(&sc, f->verdict_secret);
+    }
+    if (fleet_verdicts_new(f)) {
+        snprintf(err, errlen, "out of memory");
+        rc = -ENOMEM;
+        goto fail;
+    }
     cert = read_pem("fleet_cert", cfg->fleet_cert, err, errlen);
     key = cert ? read_pem("fleet_key", cfg->fleet_key, err, errlen) : NULL;
     if (!f->ca_pem || !cert || !key) {
@@ -393,6 +405,7 @@ int fleet_new(uv_loop_t *loop, const hubd_config_t *cfg, jobs_t *js, store_t *st
     if ((rc = fmeta_server_start(loop, f->id, me->ip, me->port + 1, on_lookup, f, &f->meta, err,
                                  errlen)))
         goto fail_handles;
+    fmeta_server_set_verdicts(f->meta, fleet_verdict_lookup, f);
     uv_timer_start(&f->tick, on_tick, TICK_MS, TICK_MS);
     jobs_set_swarm(js, &fleet_swarm_ops, f);
     log_info("fleet: a member of %zu: pieces on %s, metadata on port %d%s%s", f->peers.n, me->text,
@@ -409,6 +422,7 @@ fail_handles:
     uv_close((uv_handle_t *)&f->tick, NULL);
     fmeta_identity_free(f->id);
     fleet_peers_free(&f->peers);
+    fleet_verdicts_free(f);
     free(f->ca_pem);
     /* f itself stays until the handles' close: leaked at a failed start,
      * which ends the process. */
@@ -416,6 +430,7 @@ fail_handles:
 fail:
     free(cert);
     free(key);
+    fleet_verdicts_free(f);
     fmeta_identity_free(f->id);
     fleet_peers_free(&f->peers);
     free(f->ca_pem);
@@ -501,6 +516,7 @@ void fleet_status(fleet_t *f, void (*file)(void *arg, const fleet_file_info_t *f
     fmeta_server_stats_t ms;
     fmeta_server_stats(f->meta, &ms);
     info->meta_refused = ms.refused;
+    fleet_verdicts_counts(f, &info->verdicts_served, &info->verdicts_leased, &info->verdicts_told);
     fleet_peer_info_t *peers = calloc(STATUS_PEERS, sizeof *peers);
     char(*names)[64] = calloc(STATUS_PEERS, sizeof *names);
     lt_peer_info_t *pi = calloc(STATUS_PEERS, sizeof *pi);
@@ -570,6 +586,7 @@ static void maybe_done(fleet_t *f)
     }
     fmeta_identity_free(f->id);
     fleet_peers_free(&f->peers);
+    fleet_verdicts_free(f);
     free(f->ca_pem);
     void (*done)(void *) = f->done;
     void *arg = f->done_arg;

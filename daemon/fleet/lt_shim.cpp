@@ -231,7 +231,14 @@ void convert(lt_session_t *s, lt::alert *a)
         if (known)
             user = it->second.user;
     }
-    if (auto *x = lt::alert_cast<lt::torrent_finished_alert>(a)) {
+    if (lt::alert_cast<lt::torrent_finished_alert>(a)) {
+        // Every piece passed its hash check, but the last blocks may still
+        // wait in the disk queue (a piece is hashed from the buffers it
+        // arrived in): finished is told once they are in the file, which
+        // hubd reads next.
+        if (known)
+            it->first.flush_cache();
+    } else if (auto *x = lt::alert_cast<lt::cache_flushed_alert>(a)) {
         if (known)
             s->pending.push_back(event_of(LT_EV_FINISHED, user, x));
     } else if (auto *x = lt::alert_cast<lt::hash_failed_alert>(a)) {

@@ -187,8 +187,9 @@ int lt_session_stats(lt_session_t *s, lt_session_stats_t *st);
 /* ---- Events ---------------------------------------------------------- */
 
 typedef enum lt_event_kind {
-    LT_EV_FINISHED = 1,      /* every piece is here, verified and written: a download
-                                done; a seed reports it once as it starts */
+    LT_EV_FINISHED = 1,      /* every piece is here, verified and written to the file
+                                (libtorrent's disk queue flushed): a download done; a
+                                seed reports it once as it starts */
     LT_EV_HASH_FAILED,       /* a piece failed its hash check: piece */
     LT_EV_PEER_BANNED,       /* a peer was banned (it sent pieces that failed): peer */
     LT_EV_TORRENT_ERROR,     /* the torrent stopped on an error: err, message */

@@ -4,6 +4,7 @@
  * URL asks the same question, the same way, into the same memory. */
 #include "hf_meta.h"
 #include "hub_req.h"
+#include "textnum.h"
 #include "url.h"
 
 #include <errno.h>
@@ -172,9 +173,72 @@ typedef struct hf_known {
 /* Flat, one per daemon. */
 struct hf_meta {
     uv_loop_t *loop;
+    const hf_cluster_ops_t *cluster; /* the swarm's shared memory (main.c's hooks), or NULL */
+    void *cluster_ctx;
     hf_rev_t revs[HF_SLOTS];
     hf_known_t known[HF_SLOTS];
 };
+
+void hf_meta_set_cluster(hf_meta_t *m, const hf_cluster_ops_t *ops, void *ctx)
+{
+    m->cluster = ops;
+    m->cluster_ctx = ctx;
+}
+
+/* The record's fields, one a line, hex-encoded whole: every byte of an
+ * ETag goes through the wire's line as it is. */
+int hf_file_pack(const hf_file_t *f, char *out, size_t cap)
+{
+    char text[HF_RECORD_MAX / 2];
+    int n = snprintf(text, sizeof text, "1\n%s\n%lld\n%d\n%s\n%s\n%s\n%s\n%d", f->commit,
+                     (long long)f->size, f->lfs, f->sha256, f->etag, f->linked, f->linked_size,
+                     f->stored);
+    if (n < 0 || (size_t)n >= sizeof text || cap < 2 * (size_t)n + 1)
+        return -1;
+    for (int i = 0; i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", (unsigned char)text[i]);
+    return 0;
+}
+
+int hf_file_unpack(const char *hex, hf_file_t *f)
+{
+    char text[HF_RECORD_MAX / 2 + 1];
+    size_t n = strlen(hex);
+    if (n % 2 || n / 2 >= sizeof text)
+        return -1;
+    for (size_t i = 0; i < n / 2; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+            return -1;
+        text[i] = (char)v;
+    }
+    text[n / 2] = '\0';
+    if (memchr(text, '\0', n / 2))
+        return -1;
+    char *field[9], *p = text;
+    int k = 0;
+    /* strsep keeps empty fields (an ETag may be ""). */
+    while (k < 9 && (field[k] = strsep(&p, "\n")) != NULL)
+        k++;
+    memset(f, 0, sizeof *f);
+    if (k != 9 || p || strcmp(field[0], "1") != 0 || strlen(field[1]) >= sizeof f->commit ||
+        strlen(field[4]) >= sizeof f->sha256 || strlen(field[5]) >= sizeof f->etag ||
+        strlen(field[6]) >= sizeof f->linked || strlen(field[7]) >= sizeof f->linked_size)
+        return -1;
+    char *end;
+    long long size = strtoll(field[2], &end, 10);
+    if (*end || size < 0 || !*field[1])
+        return -1;
+    snprintf(f->commit, sizeof f->commit, "%s", field[1]);
+    f->size = size;
+    f->lfs = strcmp(field[3], "1") == 0;
+    snprintf(f->sha256, sizeof f->sha256, "%s", field[4]);
+    snprintf(f->etag, sizeof f->etag, "%s", field[5]);
+    snprintf(f->linked, sizeof f->linked, "%s", field[6]);
+    snprintf(f->linked_size, sizeof f->linked_size, "%s", field[7]);
+    f->stored = strcmp(field[8], "1") == 0;
+    return f->lfs && !hex_is(f->sha256, 64, 1) ? -1 : 0;
+}
 
 int hf_meta_new(uv_loop_t *loop, hf_meta_t **out)
 {
@@ -311,6 +375,12 @@ static void known_remember(hf_meta_t *m, uid_t uid, const char *tag, const char 
 
 struct hf_ask {
     hf_meta_t *m;
+    char *url;     /* asked of the Hub once the cluster has no record */
+    char *hdrs;    /* its header lines */
+    void *cluster; /* the cluster's question in flight, or NULL */
+    char **cred;   /* the credential lines, to tell the cluster (NULL: not told) */
+    size_t ncred;
+    int from_cluster; /* the answer is the cluster's record: not told back */
     struct http_client *http;
     hub_req_t *req; /* the request in flight (hub_req.h): the question, then the CDN's byte */
     uid_t uid;      /* whose answer it is */
@@ -323,6 +393,11 @@ struct hf_ask {
 
 static void ask_free(hf_ask_t *a)
 {
+    for (size_t i = 0; a->cred && i < a->ncred; i++)
+        free(a->cred[i]);
+    free(a->cred);
+    free(a->url);
+    free(a->hdrs);
     free(a->file_key);
     free(a);
 }
@@ -359,10 +434,15 @@ static void finish(hf_ask_t *a, const hf_meta_answer_t *ans)
     ask_free(a);
 }
 
-/* The file named: remembered for the asker, and told. */
+/* The file named: remembered for the asker (and, the Hub's own answer to
+ * credentials, for the cluster), and told. */
 static void named(hf_ask_t *a, const hf_file_t *f)
 {
     known_remember(a->m, a->uid, a->tag, a->file_key, f);
+    char rec[HF_RECORD_MAX];
+    if (a->m->cluster && a->cred && !a->from_cluster && hf_file_pack(f, rec, sizeof rec) == 0)
+        a->m->cluster->tell(a->m->cluster_ctx, (const char *const *)a->cred, a->ncred, a->file_key,
+                            rec);
     hf_meta_answer_t ans = {.kind = HF_META_FILE, .file = f};
     finish(a, &ans);
 }
@@ -442,6 +522,56 @@ static void answered(void *arg, const char *code, const char *msg, hub_answer_t 
     named(a, &f);
 }
 
+/* The Hub's question, as hf_meta_ask's URL and header lines say: 0 or a
+ * negative errno (*why set), and then no callback. */
+static int hub_ask(hf_ask_t *a, const char **why)
+{
+    /* One byte, or a redirect's or an error's text: no body is kept. */
+    hub_req_opts_t o = {.headers = a->hdrs,
+                        .wanted = hub_wanted,
+                        .nwanted = HUB_N,
+                        .max_hops = HUB_REQ_MAX_HOPS,
+                        .keep = HUB_BODY_NONE};
+    return hub_req_start(a->http, a->url, &o, answered, a, &a->req, why);
+}
+
+/* A copy of the credential lines, to tell the cluster what the Hub says. */
+static int cluster_take(hf_ask_t *a, const char *const *cred, size_t ncred)
+{
+    a->cred = calloc(ncred, sizeof *a->cred);
+    if (!a->cred)
+        return -1;
+    a->ncred = ncred;
+    for (size_t i = 0; i < ncred; i++)
+        if (!(a->cred[i] = strdup(cred[i])))
+            return -1; /* ask_free frees what was copied */
+    return 0;
+}
+
+/* The cluster's answer: its record answers as the Hub's would; none (or
+ * one that does not read), and the Hub is asked now. */
+static void cluster_answered(void *arg, const char *record)
+{
+    hf_ask_t *a = arg;
+    a->cluster = NULL;
+    hf_file_t f;
+    if (record && hf_file_unpack(record, &f) == 0) {
+        a->from_cluster = 1;
+        named(a, &f);
+        return;
+    }
+    const char *why = NULL;
+    int rc = hub_ask(a, &why);
+    if (rc) {
+        hf_meta_answer_t ans = {.kind = HF_META_FAILED,
+                                .code = rc == -EACCES   ? "forbidden"
+                                        : rc == -EINVAL ? "bad_url"
+                                                        : "internal",
+                                .msg = why ? why : "cannot ask the Hub"};
+        finish(a, &ans);
+    }
+}
+
 int hf_meta_ask(hf_meta_t *m, struct http_client *http, const char *url, uid_t uid, const char *tag,
                 const char *file_key, const char *const *cred, size_t ncred, hf_meta_cb cb,
                 void *arg, hf_ask_t **out, const char **why)
@@ -468,15 +598,20 @@ int hf_meta_ask(hf_meta_t *m, struct http_client *http, const char *url, uid_t u
             hdrs = NULL;
         }
     }
-    /* One byte, or a redirect's or an error's text: no body is kept. */
-    hub_req_opts_t o = {.headers = hdrs,
-                        .wanted = hub_wanted,
-                        .nwanted = HUB_N,
-                        .max_hops = HUB_REQ_MAX_HOPS,
-                        .keep = HUB_BODY_NONE};
-    int rc =
-        !hdrs || !a->file_key ? -ENOMEM : hub_req_start(http, url, &o, answered, a, &a->req, why);
-    free(hdrs);
+    a->hdrs = hdrs;
+    a->url = strdup(url);
+    if (!hdrs || !a->file_key || !a->url) {
+        ask_free(a);
+        return -ENOMEM;
+    }
+    int rc = 0;
+    /* The cluster is asked first; the Hub if it has no record (a URL the
+     * Hub's request refuses then fails the question, rather than here). */
+    if (m->cluster && ncred && *file_key && cluster_take(a, cred, ncred) == 0)
+        a->cluster = m->cluster->ask(m->cluster_ctx, (const char *const *)a->cred, a->ncred,
+                                     file_key, cluster_answered, a);
+    if (!rc && !a->cluster)
+        rc = hub_ask(a, why);
     if (rc) {
         ask_free(a);
         return rc;
@@ -487,6 +622,8 @@ int hf_meta_ask(hf_meta_t *m, struct http_client *http, const char *url, uid_t u
 
 void hf_meta_abort(hf_ask_t *a)
 {
+    if (a->cluster)
+        a->m->cluster->cancel(a->m->cluster_ctx, a->cluster);
     hub_req_abort(a->req);
     ask_free(a);
 }

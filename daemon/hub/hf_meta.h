@@ -106,6 +106,36 @@ void hf_meta_rev_remember(hf_meta_t *m, uid_t uid, const char *tag, const char *
  * minute, or NULL. Valid until the next call into the module. */
 const hf_file_t *hf_meta_known(hf_meta_t *m, uid_t uid, const char *tag, const char *file_key);
 
+/* ---- the cluster's memory --------------------------------------------------
+ *
+ * In a swarm (daemon/fleet/), the nodes share what the Hub said of a file
+ * to a credential, so that the cluster asks the Hub about once a minute
+ * per credential and file rather than once per node. A question with
+ * credentials asks the cluster first (ask); a record there answers it as
+ * the Hub's own answer would (the same file, vouching as it did); none,
+ * and the Hub is asked, and what it names is told to the cluster (tell).
+ * A refusal is never shared: a grant may come at any time. The hooks are
+ * main.c's, which joins them to the swarm; a record is text (hf_file_pack). */
+#define HF_RECORD_MAX 1024 /* a record's hex digits, with the NUL */
+
+typedef struct hf_cluster_ops {
+    /* cb(arg, record or NULL: ask the Hub) once, never from inside ask;
+     * returns a handle for cancel, or NULL (ask the Hub now). */
+    void *(*ask)(void *ctx, const char *const *cred, size_t ncred, const char *file_key,
+                 void (*cb)(void *arg, const char *record), void *arg);
+    void (*cancel)(void *ctx, void *handle);
+    void (*tell)(void *ctx, const char *const *cred, size_t ncred, const char *file_key,
+                 const char *record);
+} hf_cluster_ops_t;
+
+/* Start-up: the cluster's hooks (NULL: none, as on one machine). */
+void hf_meta_set_cluster(hf_meta_t *m, const hf_cluster_ops_t *ops, void *ctx);
+
+/* A file's record, as lowercase hex of its fields (less than
+ * HF_RECORD_MAX digits), and back: 0, or -1 (too long; not a record). Pure. */
+int hf_file_pack(const hf_file_t *f, char *out, size_t cap);
+int hf_file_unpack(const char *hex, hf_file_t *f);
+
 /* ---- a question ------------------------------------------------------------ */
 
 typedef enum {
