@@ -270,11 +270,12 @@ unsigned jobs_page(jobs_t *js, uint64_t after, unsigned max, uid_t uid,
  * file and commits it as any download: no client sees a byte before that.
  * Loop thread only.
  *
- * A swarm download holds its slot like any, shows as "downloading" with
- * source "swarm", and stays out of low_speed_limit (it may wait for a
- * seed). The taker owns it from take() returning 1 until it calls one of
- * jobs_swarm_finished, _origin or _fail; if the job ends first (cancelled,
- * shutting down), drop() tells it, and it calls nothing more. */
+ * A swarm download holds no download slot (max_downloads, max_per_host,
+ * max_jobs_per_user: it asks no origin; given back to the origin, it takes
+ * one again), shows as "downloading" with source "swarm", and stays out of
+ * low_speed_limit (it may wait for a seed). The taker owns it from take() returning 1 until it
+ * calls one of jobs_swarm_finished, _origin or _fail; if the job ends first (cancelled, shutting
+ * down), drop() tells it, and it calls nothing more. */
 typedef struct jobs_swarm_req {
     uint64_t id;           /* the job's, for the log */
     const char *sha256;    /* the digest its first request expects */

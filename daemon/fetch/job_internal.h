@@ -326,6 +326,9 @@ void jobs_mark_active(job_t *job);
  * js->active but no longer counts against max_downloads, max_per_host or
  * its user's max_jobs_per_user (the caller then starts what may start). */
 void jobs_release_slot(job_t *job);
+/* A job the swarm gave back to the origin counts against the limits again
+ * (at once, past them if need be: it was started once already). */
+void jobs_retake_slot(job_t *job);
 /* n body bytes came for a job: counted against max_rate. Returns 1 when
  * the bucket is spent: the job is to pause (PAUSE_RATE) until
  * js->rate_refilled is called; -1 when max_rate is off (a pause for it is

@@ -75,6 +75,14 @@ void jobs_release_slot(job_t *job)
     js->slots_freed++;
 }
 
+void jobs_retake_slot(job_t *job)
+{
+    if (!(job->flags & JOB_SLOT_FREED))
+        return;
+    job->flags &= ~JOB_SLOT_FREED;
+    job->js->slots_freed--;
+}
+
 /* Whether a queued job waits for something other than a connection to its
  * host: a download slot (max_downloads), or its user's max_jobs_per_user.
  * Such a job has no claim on the host's connections yet. */

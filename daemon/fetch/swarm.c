@@ -35,8 +35,17 @@ int job_swarm_take(job_t *job)
      * inside take. */
     job->swarm_held = 1;
     job_set_state(job, JOB_SWARM);
-    if (js->swarm->take(js->swarm_arg, job, &req))
+    if (js->swarm->take(js->swarm_arg, job, &req)) {
+        /* Its bytes come from other nodes, not an origin: its download
+         * slot goes to the next queued job. Else the files a node must
+         * seed could wait behind those it waits for, on every node at
+         * once. */
+        if (job->state == JOB_SWARM) {
+            jobs_release_slot(job);
+            jobs_start_queued(js);
+        }
         return 1;
+    }
     job->swarm_held = 0;
     job_set_state(job, JOB_CONNECTING); /* job_begin_request sets it again: allowed */
     return 0;
@@ -112,6 +121,7 @@ void jobs_swarm_origin(job_t *job, const char *why)
     job->pipe.tmp_made = 0;
     job->file.total = -1;
     job->swarm_sized = 0;
+    jobs_retake_slot(job);
     job->js->swarm_back(job, 1, NULL, NULL);
 }
 

@@ -282,6 +282,45 @@ class SwarmTest(unittest.TestCase):
         self.check_blob(i, sha)
         self.assert_once("/files/k.bin")
 
+    def test_a_model_of_more_files_than_download_slots(self):
+        """Eight files on nodes that download two at a time: a download
+        waiting for its seed holds no slot, so each node's own seeds start
+        and no node waits for fleet_wait (60 s here) to go to the origin."""
+        for i in range(self.NODES):
+            self.nodes[i].stop()
+            self.start_node(i, workdir=os.path.join(self.tmp, "slots%d" % i), max_downloads="2",
+                            fleet_wait="60s")
+        files = []
+        for k in range(8):
+            sha = write_random_file(os.path.join(self.root, "m%d.bin" % k), 1 << 20, seed=20 + k)
+            files.append((self.origin.url("/files/m%d.bin" % k), sha))
+        out = {}
+
+        def node(i):
+            # The files this node seeds asked for last: without the slot
+            # given up, every node's two slots wait for seeds whose own
+            # slots wait in turn.
+            mine = sorted(files, key=lambda f: rendezvous(f[1], self.members)[0] == i)
+            ps = []
+            for url, sha in mine:
+                ps.append(subprocess.Popen([HUBCTL, "--socket", self.nodes[i].socket, "fetch",
+                                            "--sha256", sha, url], stdout=subprocess.PIPE,
+                                           stderr=subprocess.PIPE, text=True))
+                time.sleep(0.05)  # queued in this order
+            out[i] = [(p.wait(120), p.stderr.read()) for p in ps]
+        t0 = time.monotonic()
+        threads = [threading.Thread(target=node, args=(i,)) for i in range(self.NODES)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(150)
+        for i, rs in out.items():
+            for rc, err in rs:
+                self.assertEqual(rc, 0, "node %d: %s" % (i, err))
+        self.assertLess(time.monotonic() - t0, 50, "a node waited for fleet_wait")
+        for k in range(8):
+            self.assert_once("/files/m%d.bin" % k)
+
     def test_a_blob_removed_is_no_longer_seeded(self):
         sha = write_random_file(os.path.join(self.root, "r.bin"), 1 << 20, seed=11)
         url = self.origin.url("/files/r.bin")
