@@ -218,6 +218,27 @@ class SwarmTest(unittest.TestCase):
         self.assert_once("/files/d.bin")
         self.assertIn("this node is its seed now", self.nodes[order[1]].read_log())
 
+    def test_the_python_client_goes_through_the_swarm(self):
+        """The Python client's fetch(sha256=) on a node that is not the
+        seed: through the swarm, and the origin sends the file once (the
+        HTTP front's /hf route: test_swarm_hub)."""
+        sha = write_random_file(os.path.join(self.root, "p.bin"), 4 << 20, seed=12)
+        url = self.origin.url("/files/p.bin")
+        order = rendezvous(sha, self.members)
+        self.assertEqual(self.fetch(order[0], url, sha).returncode, 0)
+        py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client",
+                          "python")
+        r = subprocess.run([sys.executable, "-c",
+                            "import sys, hubd; print(hubd.fetch(sys.argv[1], sha256=sys.argv[2], "
+                            "progress=False))", url, sha],
+                           env=dict(os.environ, PYTHONPATH=py,
+                                    HUBD_SOCKET=self.nodes[order[1]].socket),
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.check_blob(order[1], sha)
+        self.assertIn("bytes from the swarm", self.nodes[order[1]].read_log())
+        self.assert_once("/files/p.bin")
+
     def test_a_wrong_digest_fails_and_nothing_is_kept(self):
         sha = write_random_file(os.path.join(self.root, "x.bin"), 1 << 20, seed=7)
         wrong = "0" * 64

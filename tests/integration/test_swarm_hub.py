@@ -4,6 +4,7 @@ model downloaded on every node at once crosses the Hub's CDN once per
 file; the Hub is asked about each file about once for the cluster (the
 nodes share its verdict by a key made from the token), not once per node;
 and a node whose user the Hub does not grant gets nothing."""
+import hashlib
 import os
 import shutil
 import subprocess
@@ -13,7 +14,7 @@ import threading
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import HUBCTL, Hubd, write_config  # noqa: E402
+from harness import HUBCTL, Hubd, free_port, write_config  # noqa: E402
 from hubstub_fixture import HubStub, clear_env  # noqa: E402
 import test_swarm  # noqa: E402
 from test_swarm import HAVE_FLEET, make_ca, make_node, two_ports  # noqa: E402
@@ -110,6 +111,43 @@ class SwarmHubTest(unittest.TestCase):
             self.assertLessEqual(asked, 3, "%s asked of the Hub: %s" % (name, hub))
         swarmed = sum("bytes from the swarm" in n.read_log() for n in self.nodes)
         self.assertGreaterEqual(swarmed, 2)
+
+    def test_the_hf_front_goes_through_the_swarm(self):
+        """Unmodified clients (curl on each node's /hf front, the token in
+        Authorization): one CDN download of the file for the cluster."""
+        fronts = []
+        for i in range(self.NODES):
+            self.nodes[i].stop()
+            port = free_port()
+            conf = self.nodes[i].config
+            with open(conf, "a") as f:
+                f.write("http_listen = 127.0.0.1:%d\n" % port)
+            self.nodes[i] = Hubd(os.path.join(self.tmp, "front%d" % i), config=conf)
+            fronts.append(port)
+        name = "model-2.safetensors"
+        want = hashlib.sha256(self.stub.file_bytes("org/gated", name)).hexdigest()
+        res = {}
+
+        def one(i):
+            out = os.path.join(self.tmp, "out%d" % i)
+            p = subprocess.run(["curl", "-sS", "-f", "-L", "-o", out, "-H",
+                                "Authorization: Bearer hf_alice",
+                                "http://127.0.0.1:%d/hf/org/gated/resolve/main/%s" % (fronts[i],
+                                                                                    name)],
+                               capture_output=True, text=True, timeout=120)
+            res[i] = (p, out)
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(self.NODES)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(150)
+        for i, (p, out) in res.items():
+            self.assertEqual(p.returncode, 0, "node %d: %s" % (i, p.stderr))
+            with open(out, "rb") as f:
+                self.assertEqual(hashlib.sha256(f.read()).hexdigest(), want)
+        cdn = self.stub.stats("cdn")["requests"]
+        self.assertEqual(sum(v for p, v in cdn.items() if want in p), 1, cdn)
+        self.assertGreaterEqual(sum("bytes from the swarm" in n.read_log() for n in self.nodes), 2)
 
     def test_a_user_the_hub_does_not_grant_gets_nothing(self):
         """Carol's token is refused by the Hub: a node holding (and seeding)
