@@ -7,6 +7,8 @@ fails that node only; a blob that leaves the cache is no longer seeded."""
 import os
 import subprocess
 import sys
+import threading
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -16,8 +16,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import HUBCTL, Hubd, free_port, write_config  # noqa: E402
 from hubstub_fixture import HubStub, clear_env  # noqa: E402
-import test_swarm  # noqa: E402
-from test_swarm import HAVE_FLEET, make_ca, make_node, two_ports  # noqa: E402
+from swarm_fixture import HAVE_FLEET, SwarmCase, make_ca, make_node, two_ports  # noqa: E402
 
 SHARDS = 6
 REPOS = {
@@ -74,7 +73,7 @@ class SwarmHubTest(unittest.TestCase):
             log = n.read_log()
             self.assertNotIn("AddressSanitizer", log, log[-6000:])
             self.assertEqual(rc, 0, log[-6000:])
-        if test_swarm.SwarmTest._outcome_ok(self):
+        if SwarmCase._outcome_ok(self):
             shutil.rmtree(self.tmp, ignore_errors=True)
         else:
             for i, n in enumerate(self.nodes):
