@@ -16,10 +16,7 @@
 #include "metrics.h"
 #include "tcp_listener.h"
 #include "tls.h"
-#ifdef HUBD_HAVE_FLEET
-#include "fleet.h"
-#include "hf_meta.h"
-#endif
+#include "swarm_glue.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -114,63 +111,12 @@ static void on_jobs_down(void *arg)
     uv_close((uv_handle_t *)&d->sighup, on_signal_closed);
 }
 
-#ifdef HUBD_HAVE_FLEET
-/* The Hub's answers about files, shared with the swarm (hf_meta.h, "the
- * cluster's memory"; fleet.h, "Verdicts"): the key names the credential
- * and the file together. */
-static void *cluster_ask(void *ctx, const char *const *cred, size_t ncred, const char *file_key,
-                         void (*cb)(void *arg, const char *record), void *arg)
-{
-    char key[65];
-    return fleet_verdict_key(ctx, cred, ncred, file_key, key)
-               ? NULL
-               : fleet_verdict_ask(ctx, key, cb, arg);
-}
-
-static void cluster_cancel(void *ctx, void *handle)
-{
-    (void)ctx;
-    fleet_verdict_cancel(handle);
-}
-
-static void cluster_tell(void *ctx, const char *const *cred, size_t ncred, const char *file_key,
-                         const char *record)
-{
-    char key[65];
-    if (!fleet_verdict_key(ctx, cred, ncred, file_key, key))
-        fleet_verdict_tell(ctx, key, record);
-}
-
-static const hf_cluster_ops_t cluster_ops = {cluster_ask, cluster_cancel, cluster_tell};
-#endif
-
 /* The swarm stops after jobs_stop, which took every swarm download back
- * from it; its listeners and libtorrent's session close on their own. */
+ * from it (swarm_glue.h). */
 static void stop_fleet(daemon_state_t *d)
 {
-#ifdef HUBD_HAVE_FLEET
-    if (d->fleet && d->server)
-        hf_meta_set_cluster(session_server_hf(d->server), NULL, NULL);
-    if (d->fleet)
-        fleet_stop(d->fleet, NULL, NULL);
-#endif
+    swarm_glue_stop(d->fleet, d->server);
     d->fleet = NULL;
-}
-
-/* Start-up and --check-config: the fleet_* settings, when any is set. */
-static int check_fleet(const hubd_config_t *cfg, char *err, size_t cap)
-{
-#ifdef HUBD_HAVE_FLEET
-    return fleet_configured(cfg) ? fleet_check_config(cfg, err, cap) : 0;
-#else
-    if (!cfg->fleet_listen && !cfg->fleet_peers && !cfg->fleet_ca && !cfg->fleet_cert &&
-        !cfg->fleet_key && !cfg->fleet_tracker)
-        return 0;
-    snprintf(err, cap,
-             "fleet_* is set, and this hubd was built without libtorrent-rasterbar: "
-             "it cannot join a swarm");
-    return -ENOTSUP;
-#endif
 }
 
 static void on_server_down(void *arg)
@@ -626,10 +572,7 @@ static void on_sighup(uv_signal_t *h, int signum)
         log_set_level(d->cfg.log_level);
         session_server_reload(d->server);
         jobs_reload(d->jobs);
-#ifdef HUBD_HAVE_FLEET
-        if (d->fleet)
-            fleet_reload(d->fleet);
-#endif
+        swarm_glue_reload(d->fleet);
         ca_start(d);
     }
     config_free(&next);
@@ -688,7 +631,7 @@ int main(int argc, char **argv)
             return 2;
         }
         tls_ctx_free(tls);
-        if (check_fleet(&d.cfg, err, sizeof err)) {
+        if (swarm_glue_check(&d.cfg, err, sizeof err)) {
             fprintf(stderr, "hubd: the swarm: %s\n", err);
             proxy_settings_free(&d.proxies);
             config_free(&d.cfg);
@@ -755,22 +698,19 @@ int main(int argc, char **argv)
     }
     jobs_set_policy(d.jobs, d.policy);
     jobs_set_proxies(d.jobs, &d.proxies);
-    if ((rc = check_fleet(&d.cfg, err, sizeof err))) {
+    if ((rc = swarm_glue_check(&d.cfg, err, sizeof err))) {
         log_err("the swarm: %s", err);
         bad_config = 1; /* as --check-config says */
         jobs_shutdown(d.jobs, NULL, NULL);
         uv_run(d.loop, UV_RUN_DEFAULT);
         goto out;
     }
-#ifdef HUBD_HAVE_FLEET
-    if (fleet_configured(&d.cfg) &&
-        (rc = fleet_new(d.loop, &d.cfg, d.jobs, d.store, &d.fleet, err, sizeof err))) {
+    if ((rc = swarm_glue_start(d.loop, &d.cfg, d.jobs, d.store, &d.fleet, err, sizeof err))) {
         log_err("the swarm: %s", err);
         jobs_shutdown(d.jobs, NULL, NULL);
         uv_run(d.loop, UV_RUN_DEFAULT);
         goto out;
     }
-#endif
     /* Signals are caught before the socket exists: a SIGTERM sent as soon as
      * the socket answers must find its handler (not the default action).
      * They run only once uv_run does, when d.server is set. */
@@ -808,10 +748,7 @@ int main(int argc, char **argv)
             jobs_shutdown(d.jobs, on_jobs_down, &d);
         goto run_out;
     }
-#ifdef HUBD_HAVE_FLEET
-    if (d.fleet)
-        hf_meta_set_cluster(session_server_hf(d.server), &cluster_ops, d.fleet);
-#endif
+    swarm_glue_attach(d.fleet, d.server);
     log_info("hubd %s listening on %s, cache %s, sha256 %s, read buffers %zu KiB", HUBD_VERSION,
              listen_fd >= 0 ? "the socket systemd passed" : d.cfg.socket_path, d.cfg.cache_dir,
              sha256_impl_name(), d.cfg.read_buffer_size / 1024);

@@ -4,6 +4,7 @@
 #include "autostart.h"
 #include "doctor.h"
 #include "fetch.h"
+#include "fleet.h"
 #include "help.h"
 #include "hf_cli.h"
 #include "listing.h"
@@ -38,6 +39,7 @@ static const char usage_text[] =
     "  hubctl [--socket PATH] pin|unpin URL|SHA256 [--json]\n"
     "  hubctl [--socket PATH] gc [--max-size SIZE] [--json]\n"
     "  hubctl [--socket PATH] verify [--json]\n"
+    "  hubctl [--socket PATH] fleet status [--json]\n"
     "  hubctl start | stop\n"
     "  hubctl [--socket PATH] doctor\n"
     "  hubctl help [COMMAND]   (or hubctl COMMAND --help)\n"
@@ -68,12 +70,15 @@ static const char usage_text[] =
     "  gc        evict least recently used blobs down to --max-size, or to the\n"
     "            configured max_cache_size (held and pinned blobs stay)\n"
     "  verify    re-hash every blob; bad ones are quarantined and listed\n"
+    "  fleet     fleet status: the cluster swarm as this node sees it: its\n"
+    "            files, the peers connected, bytes up and down\n"
     "  start     start a per-user hubd unless one runs; print its socket\n"
     "  stop      stop the per-user hubd\n"
     "  doctor    say why you can (or cannot) use hubd (--socket, $HUBD_SOCKET,\n"
     "            else the system one), and what to do\n"
     "  help      a command's usage and options (as COMMAND --help)\n"
-    "rm, pin, unpin, gc and verify need root or the daemon's admin group.\n"
+    "rm, pin, unpin, gc, verify and fleet status need root or the daemon's\n"
+    "admin group.\n"
     "\n"
     "Options:\n"
     "  --socket PATH  daemon socket (default: $HUBD_SOCKET, else the system\n"
@@ -174,13 +179,14 @@ static void whole_usage(void)
 }
 
 /* --help after a command: that command's usage ("hf download"'s after
- * "hf download"), else the whole program's. */
+ * "hf download", "fleet status"'s after "fleet status"), else the whole
+ * program's. */
 static int cli_help(const cli_t *c)
 {
     char name[64];
-    snprintf(name, sizeof name, "%s%s%s", c->command ? c->command : "",
-             c->command && str_eq(c->command, "hf") && c->nargs ? " " : "",
-             c->command && str_eq(c->command, "hf") && c->nargs ? c->args[0] : "");
+    int sub = c->command && (str_eq(c->command, "hf") || str_eq(c->command, "fleet")) && c->nargs;
+    snprintf(name, sizeof name, "%s%s%s", c->command ? c->command : "", sub ? " " : "",
+             sub ? c->args[0] : "");
     if (!c->command || help_print(name) != 0)
         whole_usage();
     return EXIT_OK;
@@ -362,24 +368,25 @@ static int cmd_help(const cli_t *c)
 static const struct {
     const char *name;
     int (*run)(const cli_t *c);
-    int takes_urls; /* fetch, hf: operands and options of its own, checked there */
-    int one_arg;    /* exactly one operand (a URL or a digest) */
+    int takes_urls;      /* fetch, hf: operands and options of its own, checked there */
+    const char *one_arg; /* exactly one operand: what to say when not; NULL: none */
 } commands[] = {
-    {"fetch", fetch_run, 1, 0},       /* URL...: download through the cache */
-    {"hf", hf_run, 1, 0},             /* download REPO: into the HF cache */
-    {"status", listing_status, 0, 0}, /* the running jobs */
-    {"stats", listing_stats, 0, 0},   /* the daemon's counters */
-    {"ls", listing_ls, 0, 0},         /* the cached entries */
-    {"cancel", cmd_cancel, 0, 1},     /* JOB|URL: stop a download */
-    {"rm", cmd_rm, 0, 1},             /* URL|SHA256: forget an entry or a blob */
-    {"pin", cmd_pin, 0, 1},           /* URL|SHA256: keep from eviction */
-    {"unpin", cmd_unpin, 0, 1},       /* URL|SHA256: evictable again */
-    {"gc", cmd_gc, 0, 0},             /* evict down to --max-size */
-    {"verify", cmd_verify, 0, 0},     /* re-hash every blob */
-    {"start", cmd_start, 0, 0},       /* start the per-user daemon */
-    {"stop", cmd_stop, 0, 0},         /* stop it */
-    {"doctor", cmd_doctor, 0, 0},     /* why the daemon is (not) usable */
-    {"help", cmd_help, 1, 0},         /* [COMMAND [SUB]]: its usage */
+    {"fetch", fetch_run, 1, NULL},       /* URL...: download through the cache */
+    {"hf", hf_run, 1, NULL},             /* download REPO: into the HF cache */
+    {"status", listing_status, 0, NULL}, /* the running jobs */
+    {"stats", listing_stats, 0, NULL},   /* the daemon's counters */
+    {"ls", listing_ls, 0, NULL},         /* the cached entries */
+    {"cancel", cmd_cancel, 0, "cancel takes one job number or URL"}, /* stop a download */
+    {"rm", cmd_rm, 0, "rm takes one URL or SHA256"},                 /* forget an entry or a blob */
+    {"pin", cmd_pin, 0, "pin takes one URL or SHA256"},              /* keep from eviction */
+    {"unpin", cmd_unpin, 0, "unpin takes one URL or SHA256"},        /* evictable again */
+    {"gc", cmd_gc, 0, NULL},                                         /* evict down to --max-size */
+    {"verify", cmd_verify, 0, NULL},                                 /* re-hash every blob */
+    {"fleet", fleet_run, 0, "fleet takes a subcommand: status"},     /* the cluster swarm */
+    {"start", cmd_start, 0, NULL},                                   /* start the per-user daemon */
+    {"stop", cmd_stop, 0, NULL},                                     /* stop it */
+    {"doctor", cmd_doctor, 0, NULL}, /* why the daemon is (not) usable */
+    {"help", cmd_help, 1, NULL},     /* [COMMAND [SUB]]: its usage */
 };
 
 int cli_dispatch(const cli_t *c)
@@ -396,9 +403,7 @@ int cli_dispatch(const cli_t *c)
         if (commands[i].takes_urls)
             return commands[i].run(c);
         if (commands[i].one_arg && c->nargs != 1)
-            return usage_error(str_eq(c->command, "cancel") ? "cancel takes one job number or URL"
-                                                            : "%s takes one URL or SHA256",
-                               c->command);
+            return usage_error("%s", commands[i].one_arg);
         if (!commands[i].one_arg && c->nargs)
             return usage_error("%s takes no arguments ('%s')", c->command, c->args[0]);
         if (c->sha256 || c->dest || c->progress || c->nheaders || c->refresh || c->input)

@@ -112,6 +112,19 @@ static const struct {
     {"verify", "Usage: hubctl [--socket PATH] verify [--json]\n"
                "Re-hash every blob; bad ones are quarantined and listed (exit 4). Root or the\n"
                "admin group.\n"},
+    {"fleet", "Usage: hubctl [--socket PATH] fleet status [--json]\n"
+              "The cluster swarm (hubd.conf's fleet_* keys) as this node sees it.\n"
+              "`hubctl fleet status --help` for its details.\n"},
+    {"fleet status", "Usage: hubctl [--socket PATH] fleet status [--json]\n"
+                     "The cluster swarm (hubd.conf's fleet_* keys) as this node sees it: its\n"
+                     "totals (bytes up and down, files from the swarm and from the origin,\n"
+                     "bad pieces), then each file in the swarm (its state: asking, preparing,\n"
+                     "swarming, swarmed, fetching, making or seeding; size, bytes done, up and\n"
+                     "down, peers) and each peer connected now (bytes up and down, files).\n"
+                     "Root or the admin group. A hubd without fleet_* settings says so (exit 1).\n"
+                     "  --json   one object: node, files (with the full SHA-256 and, once\n"
+                     "           known, the info-hashes: info_hash_v1 for a tracker's\n"
+                     "           whitelist), peers\n"},
     {"start", "Usage: hubctl start [-q]\n"
               "Start a per-user hubd unless one runs, and print its socket.\n"},
     {"stop", "Usage: hubctl stop [-q]\n"

@@ -111,8 +111,9 @@ static int is_json_number_n(const char *s, size_t n)
  * digest that happens to be all digits). */
 static int key_is_text(const char *key)
 {
-    static const char *const text[] = {"url",    "state", "sha256", "path",
-                                       "source", "code",  "msg",    "cred"};
+    static const char *const text[] = {"url",       "state",        "sha256", "path",
+                                       "source",    "code",         "msg",    "cred",
+                                       "info_hash", "info_hash_v1", "addr",   "listen"};
     for (size_t i = 0; i < ARRAY_LEN(text); i++)
         if (strcmp(key, text[i]) == 0)
             return 1;

@@ -50,6 +50,8 @@ static const errcode_t rows[EC_COUNT] = {
     {EC_HELD, "held", EC_FINAL, 409, 0, 0, 0, "other"},
     {EC_NOT_FOUND, "not_found", EC_FINAL, 502, 0, 0, 0, "other"},
     {EC_NOT_MODIFIED, "not_modified", EC_FINAL, 502, 0, 0, 1, "other"},
+    /* FLEET of a hubd that is not in a cluster swarm (the front never asks). */
+    {EC_NOT_IN_SWARM, "not_in_swarm", EC_FINAL, 501, 0, 0, 0, "other"},
     {EC_HTTP_401, "http_401", EC_FINAL, 0, 0, 0, 0, "http_4xx"},
     /* A signed link that expired answers 403 or 410: a segment's
      * connection resolves the job's URL again (its redirect gives a fresh

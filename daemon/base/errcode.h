@@ -48,6 +48,7 @@ typedef enum {
     EC_HELD,
     EC_NOT_FOUND,
     EC_NOT_MODIFIED,
+    EC_NOT_IN_SWARM,
     EC_HTTP_401,
     EC_HTTP_403,
     EC_HTTP_404,

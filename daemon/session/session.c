@@ -435,6 +435,12 @@ void session_server_set_front_stats(session_server_t *srv, session_front_stats_f
     srv->front_stats_arg = arg;
 }
 
+void session_server_set_fleet(session_server_t *srv, session_fleet_fn fn, void *arg)
+{
+    srv->fleet = fn;
+    srv->fleet_arg = arg;
+}
+
 void session_server_set_front(session_server_t *srv, const struct sockaddr_storage *addrs, size_t n)
 {
     size_t len = 0;

@@ -58,6 +58,55 @@ void session_server_set_front_stats(session_server_t *srv, session_front_stats_f
 void session_server_set_front(session_server_t *srv, const struct sockaddr_storage *addrs,
                               size_t n);
 
+/* FLEET (docs/PROTOCOL.md): the cluster swarm as this node sees it. The
+ * sessions know the swarm only through this hook, which main.c sets: the
+ * swarm (daemon/fleet) is built only where libtorrent is, and the session
+ * layer is compiled without it. fn(arg, sink), on the loop thread, tells
+ * at once what the swarm has through session_fleet_node, _file and _peer
+ * below, and returns NULL; or it returns a sentence saying why this hubd
+ * has no swarm, which FLEET answers as ERR code=not_in_swarm (as it does
+ * without a hook). */
+typedef struct session_fleet_sink session_fleet_sink_t; /* the reply being made */
+typedef const char *(*session_fleet_fn)(void *arg, session_fleet_sink_t *sink);
+void session_server_set_fleet(session_server_t *srv, session_fleet_fn fn, void *arg);
+
+/* The node's totals: the FLEET line. */
+typedef struct session_fleet_node {
+    const char *listen;          /* its fleet_listen */
+    uint64_t members;            /* nodes in fleet_peers */
+    uint64_t up, down;           /* payload sent and received over the swarm since the start */
+    uint64_t from_swarm;         /* files brought from the swarm since the start */
+    uint64_t seeded_from_origin; /* files fetched from the origin as their seed */
+    uint64_t fell_back;          /* downloads the swarm gave back to the origin */
+    uint64_t bad_pieces, banned; /* pieces that failed their hash; peers banned for them */
+    uint64_t meta_refused;       /* metadata connections whose certificate was refused */
+} session_fleet_node_t;
+
+/* A file in the swarm: a FILE line. */
+typedef struct session_fleet_file {
+    const char *sha256;
+    const char *state;        /* asking, preparing, swarming, swarmed, fetching, making, seeding */
+    uint64_t size;            /* 0 while unknown */
+    uint64_t done;            /* bytes verified and on disk */
+    uint64_t up, down;        /* payload over the swarm, since its torrent was added */
+    uint64_t peers;           /* peers connected for it */
+    const char *info_hash;    /* v2, "" while unknown */
+    const char *info_hash_v1; /* "" when there is none */
+} session_fleet_file_t;
+
+/* A peer connected now: a PEER line. */
+typedef struct session_fleet_peer {
+    const char *addr;  /* "ip:port" as connected */
+    uint64_t up, down; /* payload sent to and received from it, over the files it is in */
+    uint64_t files;    /* files it is connected for */
+} session_fleet_peer_t;
+
+/* What fn tells, in any order, each copied at once (the strings are the
+ * caller's). Lines past the reply's bound are counted, not sent. */
+void session_fleet_node(session_fleet_sink_t *sink, const session_fleet_node_t *node);
+void session_fleet_file(session_fleet_sink_t *sink, const session_fleet_file_t *file);
+void session_fleet_peer(session_fleet_sink_t *sink, const session_fleet_peer_t *peer);
+
 /* The STATS counters (docs/PROTOCOL.md) added to w as fields: what the
  * STATS verb answers and the metrics endpoint renders (verbs.c). */
 void session_server_stats(session_server_t *srv, proto_writer_t *w);

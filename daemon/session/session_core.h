@@ -90,6 +90,8 @@ struct session_server {
     listings_t *listings;               /* HFREPO's listings alive, by uid (listings.h), owned */
     session_front_stats_fn front_stats; /* the HTTP front's counters, for STATS; NULL: none */
     void *front_stats_arg;
+    session_fleet_fn fleet; /* FLEET's answer (session.h), NULL: no swarm */
+    void *fleet_arg;
     served_t served;                /* (uid, blob) pairs lately answered DONE: HOLD's test */
     uid_t hold_told[HOLD_TOLD_MAX]; /* uids whose HOLD went past a bound, logged once each */
     unsigned hold_told_n;           /* uids logged so far: the ring's next slot, mod the size */

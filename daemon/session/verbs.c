@@ -39,6 +39,8 @@ static const verb_t verb_table[] = {
     {"UNPIN", verbs_admin, ADMIN_UNPIN, VERB_ADMIN, ADMIN_ID_RULE},
     {"GC", verbs_admin, ADMIN_GC, VERB_ADMIN, ADMIN_ID_RULE},
     {"VERIFY", verbs_admin, ADMIN_VERIFY, VERB_ADMIN, ADMIN_ID_RULE},
+    /* Admins: the cluster swarm (its files are other users' downloads too). */
+    {"FLEET", verbs_fleet, 0, VERB_ADMIN, NULL},
 };
 
 const verb_t *verbs_find(const char *name)

@@ -1,6 +1,6 @@
 /* verbs_internal: the handlers of verbs.c's table, one file per family
- * (verbs_fetch.c, verbs_hf.c, verbs_list.c, verbs_admin.c, verbs_hold.c), and what
- * they share.
+ * (verbs_fetch.c, verbs_hf.c, verbs_list.c, verbs_admin.c, verbs_hold.c,
+ * verbs_fleet.c), and what they share.
  * Private to the verbs; loop thread only. */
 #ifndef HUBD_VERBS_INTERNAL_H
 #define HUBD_VERBS_INTERNAL_H
@@ -32,6 +32,9 @@ void verbs_list_close(session_t *s);
 #define VERB_HOLDS 2
 void verbs_hold(session_t *s, const proto_msg_t *m, const char *id, int arg);
 void verbs_hold_close(session_t *s);
+
+/* verbs_fleet.c: FLEET, the cluster swarm, from the hook main.c sets. */
+void verbs_fleet(session_t *s, const proto_msg_t *m, const char *id, int arg);
 
 /* verbs_admin.c: RM, PIN, UNPIN, GC, VERIFY (arg: the admin_op_t). */
 void verbs_admin(session_t *s, const proto_msg_t *m, const char *id, int arg);

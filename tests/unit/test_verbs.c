@@ -44,6 +44,18 @@ START_TEST(verbs_admin_only)
 }
 END_TEST
 
+/* FLEET names every user's downloads in the swarm: admins only, no id=
+ * (answered at once, in order, as STATUS is). */
+START_TEST(verbs_fleet_is_for_admins)
+{
+    const verb_t *v = verbs_find("FLEET");
+    ck_assert_ptr_nonnull(v);
+    ck_assert_int_eq(v->who, VERB_ADMIN);
+    ck_assert_ptr_null(v->id_rule);
+    ck_assert_ptr_nonnull(v->fn);
+}
+END_TEST
+
 START_TEST(verbs_ids)
 {
     char id[VERB_ID_MAX + 2];
@@ -69,6 +81,7 @@ int main(void)
     tcase_add_test(tc, verbs_unknown_and_case_sensitive);
     tcase_add_test(tc, verbs_anyone_may_call);
     tcase_add_test(tc, verbs_admin_only);
+    tcase_add_test(tc, verbs_fleet_is_for_admins);
     tcase_add_test(tc, verbs_ids);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

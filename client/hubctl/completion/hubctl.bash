@@ -55,7 +55,7 @@ _hubctl() {
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W "--socket --help --version" -- "$cur"))
         else
-            COMPREPLY=($(compgen -W "fetch hf status stats ls cancel rm pin unpin gc verify start stop doctor help" -- "$cur"))
+            COMPREPLY=($(compgen -W "fetch hf status stats ls cancel rm pin unpin gc verify fleet start stop doctor help" -- "$cur"))
         fi
         return
     fi
@@ -65,14 +65,18 @@ _hubctl() {
         [[ ${COMP_WORDS[COMP_CWORD - 1]} == hf ]] && COMPREPLY=($(compgen -W "download ls rm" -- "$cur"))
         return
     fi
+    if [[ $cmd == fleet && $cur != -* ]]; then
+        [[ ${COMP_WORDS[COMP_CWORD - 1]} == fleet ]] && COMPREPLY=($(compgen -W "status" -- "$cur"))
+        return
+    fi
     case $cmd in
     hf) opts="--repo-type --revision --include --exclude --cache-dir --local-dir --token --warm --max-workers --force-download --dry-run --format --json --json-files -q --quiet --progress --local-dir-use-symlinks --resume-download --all --uid" ;;
     fetch) opts="--sha256 -H --header -o -q --json --progress --refresh" ;;
-    status | ls | pin | unpin | verify | cancel) opts="--json" ;;
+    status | ls | pin | unpin | verify | cancel | fleet) opts="--json" ;;
     rm) opts="--force --json" ;;
     help)
         # the command whose usage is asked for
-        [[ $cur != -* ]] && COMPREPLY=($(compgen -W "fetch hf status stats ls cancel rm pin unpin gc verify start stop doctor" -- "$cur"))
+        [[ $cur != -* ]] && COMPREPLY=($(compgen -W "fetch hf status stats ls cancel rm pin unpin gc verify fleet start stop doctor" -- "$cur"))
         return
         ;;
     stats) opts="--json --prometheus" ;;
