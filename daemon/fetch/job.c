@@ -288,16 +288,21 @@ static void job_activate(job_t *job)
     job->max_file_size = js->cfg->max_file_size;
     job->deadline_ms = js->cfg->deadline_ms;
     pipeline_clock(&job->pipe, job->t_start); /* checkpoints count from now */
-    if (job->resume_len || job->resume_ranges)
+    if (job->resume_len || job->resume_ranges) {
         start_rehash(job);
-    else if (!job_swarm_take(job))
+    } else if (!job_swarm_take(job)) {
         job_begin_request(job);
+    } else if (job->state == JOB_SWARM) {
+        /* Its slot to the next: the files this node seeds must not wait
+         * behind those it waits for, on every node at once. */
+        jobs_release_slot(job);
+        jobs_start_queued(js);
+    }
 }
 
-/* The swarm let go of a job: it filled the partial, which is re-hashed
- * whole, as a resumed one whose every byte was there, and goes to the
- * commit (or, unreadable, to the origin from byte 0); or it cannot bring
- * the file (the origin, from byte 0); or the download fails. */
+/* The swarm let go of a job: the partial it filled is re-hashed whole,
+ * then committed (unreadable: the origin); or the origin, from byte 0; or
+ * a failure. */
 void job_swarm_back(job_t *job, int origin, const char *code, const char *msg)
 {
     if (code) {

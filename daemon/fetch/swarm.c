@@ -35,17 +35,8 @@ int job_swarm_take(job_t *job)
      * inside take. */
     job->swarm_held = 1;
     job_set_state(job, JOB_SWARM);
-    if (js->swarm->take(js->swarm_arg, job, &req)) {
-        /* Its bytes come from other nodes, not an origin: its download
-         * slot goes to the next queued job. Else the files a node must
-         * seed could wait behind those it waits for, on every node at
-         * once. */
-        if (job->state == JOB_SWARM) {
-            jobs_release_slot(job);
-            jobs_start_queued(js);
-        }
+    if (js->swarm->take(js->swarm_arg, job, &req))
         return 1;
-    }
     job->swarm_held = 0;
     job_set_state(job, JOB_CONNECTING); /* job_begin_request sets it again: allowed */
     return 0;
