@@ -7,7 +7,7 @@
 #   ./scripts/demo.sh
 #
 # Runs on a fresh Debian 12 machine: installs the packages it needs, builds
-# hubd into build/ (Release when it configures it; a build dir the test suite
+# hubd into build/ (as scripts/test.sh configures it; a build dir the test suite
 # made is reused), and leaves nothing behind: every
 # process it starts is stopped by pid and its temp dir removed, on any exit.
 #
@@ -82,11 +82,13 @@ info "Debian packages present"
 
 step "Build in ${BUILD_DIR#"$REPO"/}"
 t0=$EPOCHREALTIME
-# Configure (Release) only when the build dir is new: one that the test suite
-# configured (RelWithDebInfo) serves as it is. After that 'cmake --build'
-# re-runs cmake by itself whenever a CMakeLists.txt changes.
+# Configure only when the build dir is new, as scripts/test.sh configures
+# build/ (RelWithDebInfo, warnings as errors, tests on): the suite that
+# follows on a fresh machine then compiles no object twice. After that
+# 'cmake --build' re-runs cmake by itself whenever a CMakeLists.txt changes.
 if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
-    cmake -S "$REPO" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >"$work/build.log" 2>&1 ||
+    cmake -S "$REPO" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHUBD_WERROR=ON \
+        -DBUILD_TESTING=ON >"$work/build.log" 2>&1 ||
         {
             show_log_tail "$work/build.log"
             fail "cmake configure failed"
