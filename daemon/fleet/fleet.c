@@ -83,8 +83,6 @@ void ff_release(ffile_t *ff)
 {
     if (ff->state != FF_IDLE || ff->job || ff->ask || ff->t || ff->removing || ff->items)
         return;
-    if (ff->warm_failed && uv_now(ff->f->loop) - ff->warm_failed < WARM_AGAIN_MS)
-        return; /* kept to answer NONE meanwhile; the clock frees it after */
     list_remove(&ff->node);
     free(ff->url);
     free(ff->torrent);

@@ -21,6 +21,7 @@
 #define SWEEP_MS 10000      /* seeded blobs still in the cache? */
 #define WARM_MAX 64         /* fetches started for other nodes at once */
 #define WARM_AGAIN_MS 60000 /* after one failed, another node's ask gets NONE this long */
+#define WARM_FAILED_MAX 256 /* failures remembered for that; past it the oldest is forgotten */
 #define STATUS_PEERS 256    /* peers read per torrent for fleet status */
 
 typedef enum {
@@ -59,8 +60,13 @@ typedef struct ffile {
     size_t cand;      /* the ask's place in the rendezvous order */
     uint64_t next_ask, none_since, last_move, last_done, peers_at;
     uint64_t size, up, down;
-    uint64_t warm_failed; /* uv_now when a fetch for another node failed (0: none) */
 } ffile_t;
+
+/* A fetch for another node that failed: its asks get NONE for a while. */
+typedef struct warm_failure {
+    char sha[65];
+    uint64_t at; /* uv_now when it failed (0: an empty place) */
+} warm_failure_t;
 
 struct fleet {
     uv_loop_t *loop;
@@ -84,6 +90,10 @@ struct fleet {
     unsigned items; /* pool items out (the files', the sweep, the reload) and the meta close */
     list_t files;
     unsigned warm_out;
+    /* A ring, not a file each: a member asking for many files that fail
+     * would otherwise make the node keep one file per ask. */
+    warm_failure_t warm_failed[WARM_FAILED_MAX];
+    unsigned warm_failed_next; /* the place the next failure takes (the oldest one's) */
     int stopping;
     unsigned handles; /* async and tick not yet closed */
     void (*done)(void *);

@@ -95,6 +95,26 @@ static void warm_progress(job_waiter_t *w, const job_progress_t *p)
     (void)w, (void)p;
 }
 
+/* A fetch for another node failed: remembered in the ring, in place of
+ * the oldest failure once it is full. */
+static void warm_remember(fleet_t *f, const char *sha)
+{
+    warm_failure_t *wf = &f->warm_failed[f->warm_failed_next++ % WARM_FAILED_MAX];
+    snprintf(wf->sha, sizeof wf->sha, "%s", sha);
+    wf->at = uv_now(f->loop) | 1;
+}
+
+static int warm_recently_failed(const fleet_t *f, const char *sha)
+{
+    uint64_t now = uv_now(f->loop);
+    for (size_t i = 0; i < WARM_FAILED_MAX; i++) {
+        const warm_failure_t *wf = &f->warm_failed[i];
+        if (wf->at && now - wf->at < WARM_AGAIN_MS && strcmp(wf->sha, sha) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 static void warm_finish(job_waiter_t *w, const job_result_t *res)
 {
     warm_t *wm = (warm_t *)w;
@@ -112,9 +132,7 @@ static void warm_finish(job_waiter_t *w, const job_result_t *res)
          * it itself: its client then hears the origin's own answer. */
         log_warn("fleet: %s: the fetch another node asked for failed: %s: %s", wm->sha,
                  res->err_code, res->err_msg ? res->err_msg : "");
-        ffile_t *ff = ff_get(f, wm->sha);
-        if (ff)
-            ff->warm_failed = uv_now(f->loop) | 1;
+        warm_remember(f, wm->sha);
     }
     free(wm);
 }
@@ -173,9 +191,7 @@ static fmeta_status_t on_lookup(void *arg, const char *sha, const char *url, con
         ff_set(ff, FF_IDLE); /* its origin download failed: no longer fetching */
     if (ff && ff->state != FF_IDLE)
         return FMETA_FETCHING;
-    if (ff && ff->warm_failed && uv_now(f->loop) - ff->warm_failed < WARM_AGAIN_MS)
-        return FMETA_NONE;
-    if (url && warm_fetch(f, sha, url) == 0) {
+    if (!warm_recently_failed(f, sha) && url && warm_fetch(f, sha, url) == 0) {
         log_info("fleet: %s: %s asked for it: fetching it to seed", sha, peer);
         return FMETA_FETCHING;
     }
@@ -288,7 +304,16 @@ static void on_tick(uv_timer_t *t)
     list_foreach_safe(&f->files, n, tmp)
     {
         ffile_t *ff = list_entry(n, ffile_t, node);
-        if (ff->state == FF_IDLE) { /* a failure remembered long enough */
+        if (ff->state == FF_IDLE) {
+            ff_release(ff);
+            continue;
+        }
+        if (ff->state == FF_FETCHING && !ff->job && !jobs_running(f->jobs, ff->job_id)) {
+            /* Its download from the origin ended without a blob (a commit
+             * makes it MAKING): no one fetches it now. Left for the next
+             * ask of it to notice, every failed download of a file this
+             * node is the seed of kept a file here for good. */
+            ff_set(ff, FF_IDLE);
             ff_release(ff);
             continue;
         }

@@ -337,6 +337,12 @@ int lt_session_new(const lt_config_t *cfg, lt_session_t **out, lt_why_t *why)
 
         lt::settings_pack sp;
         sp.set_str(lt::settings_pack::listen_interfaces, ifaces);
+        // Connections out from the listening address too: a peer knows a
+        // node by one address, the one its firewall lets in. From another
+        // (the kernel's pick, such as 127.0.0.1 for every node on one
+        // machine) the nodes look like one: libtorrent takes one connection
+        // per address and torrent, and drops the others'.
+        sp.set_str(lt::settings_pack::outgoing_interfaces, ip.to_string());
         sp.set_bool(lt::settings_pack::enable_incoming_utp, false);
         sp.set_bool(lt::settings_pack::enable_outgoing_utp, false);
         sp.set_bool(lt::settings_pack::enable_incoming_tcp, true);

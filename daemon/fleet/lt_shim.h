@@ -18,6 +18,11 @@
  *   node certificates name it in the CN only). Its peers connect only to the
  *   SSL listen port. The node's own certificate and key are the session's
  *   (lt_config_t) and go to every SSL torrent it adds;
+ * - connections out from listen_ip, the address the other nodes know
+ *   this one by (and let through their firewalls): libtorrent takes one
+ *   connection per address and torrent, so nodes seen from the kernel's
+ *   choice of source (127.0.0.1 for all the nodes of one machine) would
+ *   crowd each other out;
  * - v2 hashes (SHA-256 merkle trees, each 16 KiB block checked on arrival)
  *   or hybrid v1+v2 metadata for peers that only speak v1.
  *
