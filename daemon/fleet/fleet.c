@@ -345,6 +345,8 @@ static int hook_take(void *arg, job_t *job, const jobs_swarm_req_t *req)
     ffile_t *ff = ff_get(f, req->sha256);
     if (!ff)
         return 0;
+    if (ff->state == FF_FETCHING && !ff->job && !jobs_running(f->jobs, ff->job_id))
+        ff_set(ff, FF_IDLE);               /* its last origin download ended without a blob */
     if (ff->job || ff->state != FF_IDLE) { /* one download of it at a time; seeding: lost blob */
         if (ff->state == FF_SEEDING) {
             ff_remove_torrent(ff);
