@@ -834,7 +834,11 @@ static void after_commit(uv_work_t *req, int status)
         list_foreach_safe(&job->waiters, n, tmp)
         {
             job_waiter_t *w = list_entry(n, job_waiter_t, node);
-            if (!w->expected[0] || strcmp(w->expected, job->digest) == 0)
+            /* The swarm's bytes are not the digest asked for (a member
+             * named another file's torrent): once more from the origin. */
+            int swarm = job->swarm_brought && strcmp(w->expected, job->swarm_sha) == 0;
+            w->no_swarm = swarm;
+            if (swarm || !w->expected[0] || strcmp(w->expected, job->digest) == 0)
                 js->restart_waiter(job, w);
         }
         job_fail_digest(job, "hash_mismatch", "the download's digest is not the one expected",

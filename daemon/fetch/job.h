@@ -104,6 +104,7 @@ struct job_waiter {
     job_hit_t *hit;          /* the cache look-up in flight, or NULL */
     fetch_kind_t kind;       /* what on_start said */
     int restarted;           /* moved to a job of its own: no second on_start */
+    int no_swarm;            /* moved after the swarm brought bytes of another digest */
     char expected[65];       /* this waiter's expected digest, "" if none */
     char cred_tag[65];       /* its credential tag, "" without secret headers */
     char *cred_block;        /* its header lines, until a new job takes them (a vouched

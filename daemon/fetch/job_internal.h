@@ -282,6 +282,7 @@ struct job {
     char swarm_sha[65]; /* the digest its first request expected: what the swarm knows it by */
     int swarm_held;     /* the swarm brings its bytes (jobs_swarm_ops_t owns it) */
     int swarm_sized;    /* the swarm made its partial */
+    int swarm_brought;  /* its bytes are the swarm's (a mismatch goes to the origin) */
 };
 
 struct job_hit {

@@ -113,7 +113,8 @@ static int job_new(jobs_t *js, url_t *u, job_waiter_t *w, job_t **out)
     }
     snprintf(job->host_key, hl, "%s:%u", u->host, u->port);
     memcpy(job->cred_tag, w->cred_tag, sizeof job->cred_tag);
-    memcpy(job->swarm_sha, w->expected, sizeof job->swarm_sha);
+    if (!w->no_swarm) /* else the swarm brought other bytes once: the origin's */
+        memcpy(job->swarm_sha, w->expected, sizeof job->swarm_sha);
     if (waiter_vouched(w)) /* vouched requests of other credentials may join it */
         memcpy(job->vouched, w->expected, sizeof job->vouched);
     job->owner = w->uid;
@@ -420,6 +421,7 @@ static void waiter_reset(job_waiter_t *w)
     w->hit = NULL;
     w->kind = FETCH_HIT;
     w->restarted = 0;
+    w->no_swarm = 0;
     w->expected[0] = '\0';
     w->cred_tag[0] = '\0';
     w->cred_block = NULL;

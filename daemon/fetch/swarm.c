@@ -96,6 +96,7 @@ void jobs_swarm_finished(job_t *job)
         return;
     }
     job->pipe.received = 0;
+    job->swarm_brought = 1;
     job->js->swarm_back(job, 0, NULL, NULL);
 }
 

@@ -586,6 +586,71 @@ class HostileSwarmTest(unittest.TestCase):
 
     # ---- 3. floods -------------------------------------------------------------
 
+    def lying_meta_server(self, member, torrent):
+        """A member's metadata port that answers every TORRENT with the
+        given .torrent bytes (another file's), mutual TLS as the nodes."""
+        ip, port = member.rsplit(":", 1)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.load_verify_locations(os.path.join(CERTS, "ca.pem"))
+        ctx.load_cert_chain(os.path.join(CERTS, "node.pem"), os.path.join(CERTS, "node.key"))
+        lsock = socket.create_server((ip, int(port) + 1))
+        lsock.settimeout(0.2)
+        stop = threading.Event()
+        asked = []
+
+        def serve():
+            while not stop.is_set():
+                try:
+                    raw, _ = lsock.accept()
+                except OSError:
+                    continue
+                try:
+                    raw.settimeout(5)
+                    with ctx.wrap_socket(raw, server_side=True) as c:
+                        line = c.recv(8192)
+                        asked.append(line)
+                        c.sendall(b"HAVE %d\n" % len(torrent) + torrent)
+                except (OSError, ssl.SSLError):
+                    pass
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+
+        def close():
+            stop.set()
+            t.join(5)
+            lsock.close()
+        self.addCleanup(close)
+        return asked
+
+    def test_a_member_naming_another_files_torrent_sends_the_node_to_the_origin(self):
+        """A member first in a file's order answers its TORRENT with
+        another blob's torrent: the node brings those bytes, finds they
+        are not the digest asked for, and fetches the file from the origin
+        once; its client gets the right bytes, never hash_mismatch."""
+        self.start_cluster(hostile=1, fleet_wait="60s")
+        liar = self.members[self.HONEST]
+        other_sha, _, _, other_torrent = self.seed_file("other.bin", 2 << 20, seed=700)
+        with open(other_torrent, "rb") as f:
+            other = f.read()
+        path = os.path.join(self.root, "asked.bin")
+        for s in range(800, 1800):
+            sha = write_random_file(path, 1 << 20, seed=s)
+            order = rendezvous(sha, self.members)
+            if order[0] == self.HONEST:  # the liar is this file's seed
+                break
+        else:
+            raise AssertionError("no file whose seed is the liar")
+        asked = self.lying_meta_server(liar, other)
+        i = order[1]
+        r = self.fetch(i, self.origin.url("/files/asked.bin"), sha)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.check_blob(i, sha)
+        self.assertTrue(asked, "the liar was never asked")
+        self.assertIn("goes on in job", self.nodes[i].read_log())
+        self.assert_once("/files/asked.bin")
+        self.assert_serving(i)
+
     def test_a_flood_of_metadata_connections_and_bad_lines_is_capped(self):
         """300 connections at once to a node's metadata port: 256 are held
         (each until its 10 s bound), the rest closed at accept; then a member
