@@ -175,6 +175,58 @@ static int is_hex64(const char *s)
     return i == 64;
 }
 
+/* A blob this node has but does not seed (it was in the cache before the
+ * start, or before the swarm), asked for without a URL (a gated file):
+ * looked for in the pool, then seeded; not there, the asker hears NONE
+ * (the failure ring) and goes on down its order. As many at once as warm
+ * fetches, with which they share the count. */
+typedef struct probe_item {
+    uv_work_t work;
+    fleet_t *f;
+    char sha[65];
+    char path[PATH_MAX];
+    uint64_t size;
+    int found;
+} probe_item_t;
+
+static void probe_work(uv_work_t *req)
+{
+    probe_item_t *it = req->data;
+    struct stat st;
+    it->found = stat(it->path, &st) == 0 && S_ISREG(st.st_mode);
+    it->size = it->found ? (uint64_t)st.st_size : 0;
+}
+
+static void after_probe(uv_work_t *req, int status)
+{
+    probe_item_t *it = req->data;
+    fleet_t *f = it->f;
+    f->warm_out--;
+    if (!status && it->found && !f->stopping)
+        fleet_offer(f, it->sha, it->size, it->path);
+    else if (!f->stopping)
+        warm_remember(f, it->sha);
+    free(it);
+    fleet_item_back(f);
+}
+
+static int probe_blob(fleet_t *f, const char *sha)
+{
+    if (f->warm_out >= WARM_MAX || f->stopping)
+        return -EAGAIN;
+    probe_item_t *it = calloc(1, sizeof *it);
+    if (!it)
+        return -ENOMEM;
+    it->f = f;
+    snprintf(it->sha, sizeof it->sha, "%s", sha);
+    store_blob_path(f->store, sha, it->path, sizeof it->path);
+    it->work.data = it;
+    f->warm_out++;
+    f->items++;
+    uv_queue_work(f->loop, &it->work, probe_work, after_probe);
+    return 0;
+}
+
 static fmeta_status_t on_lookup(void *arg, const char *sha, const char *url, const char *peer,
                                 const unsigned char **torrent, size_t *len)
 {
@@ -195,6 +247,8 @@ static fmeta_status_t on_lookup(void *arg, const char *sha, const char *url, con
         log_info("fleet: %s: %s asked for it: fetching it to seed", sha, peer);
         return FMETA_FETCHING;
     }
+    if (!warm_recently_failed(f, sha) && !url && probe_blob(f, sha) == 0)
+        return FMETA_FETCHING; /* a blob of the cache, not yet seeded? */
     if (ff)
         ff_release(ff);
     return FMETA_NONE;

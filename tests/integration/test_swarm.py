@@ -195,6 +195,28 @@ class SwarmTest(SwarmCase):
         for k in range(8):
             self.assert_once("/files/m%d.bin" % k)
 
+    def test_a_restarted_seed_seeds_its_cache_to_an_ask_without_a_url(self):
+        """A file asked with credentials (its URL is never passed on): the
+        seed restarts, keeps the blob in its cache, and seeds it when
+        another node asks for it; the origin still sends it once."""
+        sha = write_random_file(os.path.join(self.root, "c.bin"), 2 << 20, seed=13)
+        url = self.origin.url("/files/c.bin")
+        order = rendezvous(sha, self.members)
+        auth = ["--header", "Authorization: Bearer t0k3n"]
+
+        def fetch(i):
+            return subprocess.run([HUBCTL, "--socket", self.nodes[i].socket, "fetch", "--sha256",
+                                   sha] + auth + [url], capture_output=True, text=True,
+                                  timeout=120)
+        self.assertEqual(fetch(order[0]).returncode, 0)
+        self.nodes[order[0]].stop()
+        self.nodes[order[0]].start()
+        r = fetch(order[1])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.check_blob(order[1], sha)
+        self.assertIn("bytes from the swarm", self.nodes[order[1]].read_log())
+        self.assert_once("/files/c.bin")
+
     def test_a_blob_removed_is_no_longer_seeded(self):
         sha = write_random_file(os.path.join(self.root, "r.bin"), 1 << 20, seed=11)
         url = self.origin.url("/files/r.bin")
