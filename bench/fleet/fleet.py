@@ -11,8 +11,10 @@ Modes (run one after the other on the same cluster, each with fresh caches):
   torrent  a reference BitTorrent swarm: node 0 fetches over plain HTTP and
            seeds, the others leech with Debian's python3-libtorrent, peers
            found through Debian's opentracker
+  hubd-swarm  every node's hubd is a member of the cluster swarm (fleet_*
+           settings, one CA made for the run); each fetches as in direct
 
-What a line holds is described in bench/README.md ("Fleet"). The cluster
+What a line holds is described in bench/README.md ("A cluster on one machine"). The cluster
 and everything it ran are torn down by name and pid at the end, also on an
 error, Ctrl-C or SIGTERM. Exit status: 0 when every mode ran (a node may
 still have failed: see "ok"), 1 on an error, 77 when namespaces cannot be
@@ -51,12 +53,14 @@ OPENTRACKER = os.environ.get("OPENTRACKER", "/usr/bin/opentracker")
 TORRENT_PYTHON = os.environ.get("TORRENT_PYTHON", "/usr/bin/python3")
 NGINX_ORIGIN = os.path.join(ROOT, "scripts", "nginx-origin.sh")
 TORRENT_NODE = os.path.join(HERE, "torrent_node.py")
+FLEET_CERTS = os.path.join(ROOT, "scripts", "fleet-certs.sh")
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"  # only read, never used: the upstream is http
 
-MODES = ("direct", "mirror", "torrent")
+MODES = ("direct", "mirror", "torrent", "hubd-swarm")
 ORIGIN_ADDR, MIRROR_ADDR, TRACKER_ADDR = "10.77.0.2", "10.77.0.3", "10.77.0.4"
 ORIGIN_BASE = "http://%s/files" % ORIGIN_ADDR
 MIRROR_PORT, TRACKER_PORT = 8080, 6969
+FLEET_PORT = 7000  # a hubd-swarm node's pieces; its metadata on the next port
 CPU_BOUND_IDLE = 0.30  # below this share of idle CPU a run measures the CPU, not the links
 
 
@@ -153,20 +157,24 @@ class Run:
         size = sum(s for _, s, _ in self.files)
         s_over_b = size * 8 / (a.rate * 1e6) if a.rate else None
         t0 = marks["t0"]
-        times = []
+        # The late nodes (--late) are timed from their own start, apart.
+        late_t0 = marks.get("late", {})
+        times, late_times = [], []
         errors = {}
         for i in range(a.nodes):
             end, err = ends.get(i, (None, "never started"))
+            into = late_times if i >= a.nodes - a.late else times
             if end is None:
                 errors["n%d" % i] = err
-                times.append(None)
+                into.append(None)
             else:
-                times.append(round(end - t0, 3))
+                into.append(round(end - late_t0.get(i, t0), 3))
         done = [t for t in times if t is not None]
+        late_done = [t for t in late_times if t is not None]
         idle = (cpu1[0] - marks["cpu0"][0]) / max(1, cpu1[1] - marks["cpu0"][1])
         cpu_bound = idle < CPU_BOUND_IDLE
-        all_ok = len(done) == a.nodes
-        t_all = max(done) if all_ok else None
+        all_ok = len(done) + len(late_done) == a.nodes
+        t_all = max(done) if len(done) == len(times) else None
         delta = {r: (after_bytes[r][0] - before_bytes[r][0], after_bytes[r][1] - before_bytes[r][1])
                  for r in after_bytes}
         origin_bytes = after_origin - before_origin
@@ -178,7 +186,7 @@ class Run:
             "rate_mbit": a.rate,
             "origin_rate_mbit": a.origin_rate,
             "s_over_b": round(s_over_b, 3) if s_over_b else None,
-            "ok": len(done),
+            "ok": len(done) + len(late_done),
             "verified": all_ok,
             "t_first": min(done) if done else None,
             "t_median": round(statistics.median(done), 3) if done else None,
@@ -187,6 +195,7 @@ class Run:
             "t_all_over_sb": (round(t_all / s_over_b, 3)
                               if t_all is not None and s_over_b and not cpu_bound else None),
             "t_nodes": times,
+            "late": a.late,
             "origin_bytes": origin_bytes,
             "origin_ratio": round(origin_bytes / size, 3),
             "node_up": [delta["n%d" % i][0] for i in range(a.nodes)],
@@ -200,6 +209,17 @@ class Run:
             "prefix": self.prefix,
             "errors": errors,
         }
+        if a.late:
+            # The late phase alone: its own idle share and mark.
+            lc0 = marks["late_cpu0"]
+            late_idle = (cpu1[0] - lc0[0]) / max(1, cpu1[1] - lc0[1])
+            t_late = max(late_done) if len(late_done) == a.late else None
+            rec["t_late_nodes"] = late_times
+            rec["t_late"] = t_late
+            rec["t_late_over_sb"] = (round(t_late / s_over_b, 3) if t_late is not None and
+                                     s_over_b and late_idle >= CPU_BOUND_IDLE else None)
+            rec["late_cpu_idle"] = round(late_idle, 3)
+            rec["late_cpu_bound"] = late_idle < CPU_BOUND_IDLE
         return rec
 
     def deadline(self):
@@ -234,16 +254,42 @@ class Run:
             raise ClusterError("the mirror nginx exited: see %s" % mdir)
         return p
 
-    def start_hubds(self, mdir, mirror):
+    def make_certs(self):
+        """The swarm's CA and one node certificate, made once per run with
+        scripts/fleet-certs.sh: CN=* lets every node use the same pair."""
+        pki = os.path.join(self.dir, "pki")
+        if not os.path.exists(os.path.join(pki, "node.pem")):
+            run(["sh", FLEET_CERTS, "ca", pki])
+            run(["sh", FLEET_CERTS, "node", pki, "node"])
+        return pki
+
+    def fleet_keys(self, mdir, i):
+        """Node i's fleet_* settings; the members' list is written once."""
+        peers = os.path.join(mdir, "fleet_peers")
+        if not os.path.exists(peers):
+            with open(peers, "w") as f:
+                f.write("".join("10.77.%s:%d\n" % (node_suffix(k), FLEET_PORT)
+                                for k in range(self.args.nodes)))
+        pki = self.make_certs()
+        return {"fleet_listen": "10.77.%s:%d" % (node_suffix(i), FLEET_PORT),
+                "fleet_peers": peers, "fleet_ca": os.path.join(pki, "ca.pem"),
+                "fleet_cert": os.path.join(pki, "node.pem"),
+                "fleet_key": os.path.join(pki, "node.key")}
+
+    def start_hubds(self, mdir, mode, which):
+        """The hubd of each node in which, listening when this returns:
+        [(Popen, socket, dir)]."""
         t = int(self.deadline())
         hubs = []
-        for i in range(self.args.nodes):
+        for i in which:
             d = os.path.join(mdir, "n%d" % i)
             os.makedirs(d)
             keys = {"retries": "2", "header_timeout": str(t), "first_byte_timeout": str(t)}
-            if mirror:
+            if mode == "mirror":
                 keys["mirror"] = "%s/ http://%s:%d/" % ("http://" + ORIGIN_ADDR, MIRROR_ADDR,
                                                        MIRROR_PORT)
+            if mode == "hubd-swarm":
+                keys.update(self.fleet_keys(mdir, i))
             conf = write_config(os.path.join(d, "hubd.conf"), **keys)
             sock = os.path.join(d, "hubd.sock")
             log = open(os.path.join(d, "hubd.log"), "wb")
@@ -251,6 +297,7 @@ class Run:
                                                os.path.join(d, "cache"), "--config", conf,
                                                "--log-level", "info"],
                                    stdout=log, stderr=log, start_new_session=True)
+            self.started.append(p)
             hubs.append((p, sock, d))
         for p, sock, d in hubs:
             wait(lambda: unix_answers(sock) or p.poll() is not None, 30, "hubd to listen")
@@ -261,28 +308,32 @@ class Run:
     def hubd_mode(self, mode):
         mdir = os.path.join(self.dir, mode)
         os.makedirs(mdir)
-        started = []
+        n, late = self.args.nodes, self.args.late
+        self.started = []
         try:
             if mode == "mirror":
-                started.append(self.start_mirror(os.path.join(mdir, "mirror")))
-            hubs = self.start_hubds(mdir, mode == "mirror")
-            started += [p for p, _, _ in hubs]
+                self.started.append(self.start_mirror(os.path.join(mdir, "mirror")))
+            hubs = self.start_hubds(mdir, mode, range(n - late))
 
             def body(marks):
-                return self.fetch_all(hubs, marks)
+                return self.fetch_all(hubs, marks,
+                                      lambda: self.start_hubds(mdir, mode, range(n - late, n)))
             rec = self.measure(mode, body)
             if rec["verified"]:
                 rec["verified"] = self.check_outputs(hubs)
+            if mode == "hubd-swarm":
+                rec.update(self.swarm_sources(hubs))
             return rec
         finally:
-            for p in reversed(started):
-                self.cluster.stop(p)
+            self.cluster.stop_all(list(reversed(self.started)))
             if not self.args.keep:
                 shutil.rmtree(mdir, ignore_errors=True)
 
-    def fetch_all(self, hubs, marks):
+    def fetch_all(self, hubs, marks, start_late):
         """Every node asks its hubd for every file at once (one hubctl per
-        file, as a model download runs its files side by side)."""
+        file, as a model download runs its files side by side). With
+        --late K, the last K nodes' hubds start once the others have all
+        their files, and then fetch the same way (timed from there)."""
         ends = {}
         self.outputs = {}
         lock = threading.Lock()
@@ -308,19 +359,71 @@ class Run:
                     ends[i] = (max(prev_end, end), None)
                     self.outputs.setdefault(i, []).append((out.decode().strip(), digest))
 
-        threads = [threading.Thread(target=one, args=(i, sock, name, digest), daemon=True)
-                   for i, (_, sock, _) in enumerate(hubs) for name, _, digest in self.files]
+        def fetch(first, group):
+            threads = [threading.Thread(target=one, args=(i, sock, name, digest), daemon=True)
+                       for i, (_, sock, _) in enumerate(group, first)
+                       for name, _, digest in self.files]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+
         marks["own0"] = self.cluster.cpu_seconds()
         marks["cpu0"] = cpu_times()
         marks["t0"] = time.monotonic()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        fetch(0, hubs)
+        if self.args.late:
+            first = len(hubs)
+            hubs += start_late()
+            marks["late_cpu0"] = cpu_times()
+            now = time.monotonic()
+            marks["late"] = {i: now for i in range(first, len(hubs))}
+            fetch(first, hubs[first:])
         marks["t1"] = time.monotonic()
         marks["cpu1"] = cpu_times()
         marks["own1"] = self.cluster.cpu_seconds()
         return ends
+
+    def swarm_sources(self, hubs):
+        """Where each node got each file, from its hubd's log: "s" from
+        the swarm, "o" from the origin as the file's seed, "f" from the
+        origin after the swarm failed it (fleet_wait, no seed), "?" none
+        of these (e.g. a node that failed). One string per node, a letter
+        per file in the files' order."""
+        sources = []
+        for _, _, d in hubs:
+            try:
+                with open(os.path.join(d, "hubd.log"), errors="replace") as f:
+                    log = f.read()
+            except OSError:
+                log = ""
+            letters = ""
+            for name, _, digest in self.files:
+                url = "%s/%s" % (ORIGIN_BASE, name)
+                swarm = seed = fell = False
+                for line in log.splitlines():
+                    if "fleet: %s: " % digest in line:
+                        swarm |= "bytes from the swarm" in line
+                        seed |= ("this node is the file's seed" in line or
+                                 "fetching it to seed" in line)
+                    elif "fetching %s from the origin" % url in line:
+                        # jobs_swarm_origin(): a takeover seed or a fallback.
+                        if "this node is its seed now" in line:
+                            seed = True
+                        else:
+                            fell = True
+                letters += "f" if fell else "o" if seed else "s" if swarm else "?"
+            sources.append(letters)
+        joined = "".join(sources)
+        return {
+            "sources": sources,
+            "from_swarm": joined.count("s"),
+            "from_seed": joined.count("o"),
+            "fell_back": joined.count("f"),
+            # Nodes that got every file from the swarm / any from the origin.
+            "nodes_swarm": sum(1 for x in sources if x and set(x) == {"s"}),
+            "nodes_origin": sum(1 for x in sources if "o" in x or "f" in x),
+        }
 
     def check_outputs(self, hubs):
         """Each path hubctl printed holds its file (read back after the
@@ -401,13 +504,13 @@ class Run:
                 return self.swarm(nodes, marks)
             return self.measure(mode, body)
         finally:
-            for p in reversed(started):
+            for p in started:
                 if p.stdin and not p.stdin.closed:
                     try:
                         p.stdin.close()
                     except OSError:
                         pass
-                self.cluster.stop(p)
+            self.cluster.stop_all(list(reversed(started)))
             if not self.args.keep:
                 shutil.rmtree(mdir, ignore_errors=True)
 
@@ -431,24 +534,38 @@ class Run:
         for i, p in enumerate(nodes):
             threading.Thread(target=reader, args=(i, p), daemon=True).start()
 
-        def all_have(ev):
-            return all(ev in e or "exit" in e for e in events.values())
+        def all_have(ev, which):
+            return all(ev in events[i] or "exit" in events[i] for i in which)
+
+        def go(which):
+            for i in which:
+                try:
+                    nodes[i].stdin.write(b"go\n")
+                    nodes[i].stdin.flush()
+                except OSError:
+                    pass
+        n, late = len(nodes), self.args.late
+        on_time, late_ones = range(n - late), range(n - late, n)
         with cond:
-            if not cond.wait_for(lambda: all_have("ready"), 60):
-                raise ClusterError("torrent nodes did not start within 60 s")
+            # Python and libtorrent's import, 64 of them on 2 busy cores.
+            if not cond.wait_for(lambda: all_have("ready", range(n)), 60 + n):
+                raise ClusterError("torrent nodes did not start within %d s" % (60 + n))
         marks["own0"] = self.cluster.cpu_seconds()
         marks["cpu0"] = cpu_times()
         marks["t0"] = time.monotonic()
-        for p in nodes:
-            try:
-                p.stdin.write(b"go\n")
-                p.stdin.flush()
-            except OSError:
-                pass
+        go(on_time)
         with cond:
-            cond.wait_for(lambda: all_have("done"), self.deadline())
-            marks["cpu1"] = cpu_times()
-            marks["t1"] = time.monotonic()
+            cond.wait_for(lambda: all_have("done", on_time), self.deadline())
+        if late:
+            # They join a swarm whose every peer has the files and seeds.
+            marks["late_cpu0"] = cpu_times()
+            now = time.monotonic()
+            marks["late"] = {i: now for i in late_ones}
+            go(late_ones)
+            with cond:
+                cond.wait_for(lambda: all_have("done", late_ones), self.deadline())
+        marks["cpu1"] = cpu_times()
+        marks["t1"] = time.monotonic()
         marks["own1"] = self.cluster.cpu_seconds()
         with cond:
             ends = {}
@@ -494,18 +611,20 @@ def parse_args(argv):
     ap.add_argument("--origin-rate", type=float, help="the origin's link (default: --rate)")
     ap.add_argument("--mirror-rate", type=float, help="the mirror's link (default: --rate)")
     ap.add_argument("--timeout", type=float, help="seconds a mode may take (default: generous)")
+    ap.add_argument("--late", type=int, default=0, metavar="K",
+                    help="the last K nodes start (hubd) and fetch once the others are done")
     ap.add_argument("--prefix", help="namespace name prefix (default hf<pid>)")
     ap.add_argument("--workdir", help="where the run's temp dir goes (default $TMPDIR or /tmp)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs, caches)")
     a = ap.parse_args(argv)
     a.modes = [m for m in a.modes.split(",") if m]
     for m in a.modes:
-        if m == "hubd-swarm":
-            ap.error("mode hubd-swarm: hubd has no swarm yet")
         if m not in MODES:
             ap.error("unknown mode %r (modes: %s)" % (m, ", ".join(MODES)))
     if not 1 <= a.nodes <= 2000:
         ap.error("--nodes must be 1..2000")
+    if not 0 <= a.late < a.nodes:
+        ap.error("--late must be 0..nodes-1: at least one node fetches first")
     if a.files < 1 or a.size <= 0 or a.rate < 0:
         ap.error("--files must be >= 1, --size > 0 and --rate >= 0 (0: unshaped)")
     if a.origin_rate is None:
@@ -519,11 +638,18 @@ def parse_args(argv):
 
 def missing_tools(modes):
     need = [("nginx", NGINX)]
-    if "direct" in modes or "mirror" in modes:
+    if {"direct", "mirror", "hubd-swarm"} & set(modes):
         need += [("hubd (HUBD_BIN)", HUBD), ("hubctl (HUBCTL_BIN)", HUBCTL)]
+    if "hubd-swarm" in modes:
+        need += [("openssl", shutil.which("openssl") or "/usr/bin/openssl")]
     if "torrent" in modes:
         need += [("opentracker", OPENTRACKER), ("python3 with libtorrent", TORRENT_PYTHON)]
     out = [what for what, path in need if not os.access(path, os.X_OK)]
+    if "hubd-swarm" in modes and not out:
+        # A hubd built without libtorrent-rasterbar has no swarm (docs/FLEET.md).
+        ldd = subprocess.run(["ldd", HUBD], capture_output=True, text=True).stdout
+        if "libtorrent" not in ldd:
+            out.append("a hubd built with libtorrent-rasterbar (for hubd-swarm)")
     if "torrent" in modes and not out:
         if subprocess.run([TORRENT_PYTHON, "-c", "import libtorrent"],
                           capture_output=True).returncode != 0:

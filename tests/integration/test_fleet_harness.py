@@ -2,10 +2,11 @@
 
 Eight nodes, each in a network namespace of its own behind a tbf-shaped
 veth, fetch a few MiB from an nginx origin in its namespace: straight from
-it, through the nginx mirror tier, and as a reference BitTorrent swarm
-(python3-libtorrent, opentracker). The test checks what each JSON line
-says (every node verified, the origin's bytes about N times the size
-direct and once through the mirror or the swarm, times in order) and that
+it, through the nginx mirror tier, as a reference BitTorrent swarm
+(python3-libtorrent, opentracker) and through hubd's own cluster swarm. The
+test checks what each JSON line says (every node verified, the origin's
+bytes about N times the size direct and once through the mirror or a
+swarm, some of hubd's nodes served by the swarm, times in order) and that
 nothing the run made is left: no namespace with its prefix, no process of
 its pids, no work dir; also after a Ctrl-C in the middle of a run.
 
@@ -29,6 +30,7 @@ import cluster  # noqa: E402
 
 NODES = 8
 SIZE_MIB = 3
+MODES = ("direct", "mirror", "torrent", "hubd-swarm")
 SIZE = SIZE_MIB * 1024 * 1024
 
 
@@ -91,14 +93,14 @@ class FleetHarnessTest(unittest.TestCase):
             self.fail("fleet.py did not end within %d s: stopped" % timeout)
         return "", ""
 
-    def test_three_modes_side_by_side(self):
+    def test_four_modes_side_by_side(self):
         base = self.workdir()
-        p = self.fleet("--modes", "direct,mirror,torrent", "--nodes", str(NODES), "--size",
+        p = self.fleet("--modes", ",".join(MODES), "--nodes", str(NODES), "--size",
                        str(SIZE_MIB), "--rate", "200", "--timeout", "60", "--workdir", base)
-        out, err = self.finish(p, 200)
+        out, err = self.finish(p, 260)
         self.assertEqual(p.returncode, 0, err)
         recs = [json.loads(ln) for ln in out.splitlines()]
-        self.assertEqual([r["mode"] for r in recs], ["direct", "mirror", "torrent"], out)
+        self.assertEqual([r["mode"] for r in recs], list(MODES), out)
         for r in recs:
             msg = json.dumps(r)
             self.assertEqual(r["nodes"], NODES)
@@ -117,7 +119,7 @@ class FleetHarnessTest(unittest.TestCase):
             # The link figure is given only for a run the CPU did not decide.
             self.assertEqual(r["t_all_over_sb"] is None, r["cpu_bound"], msg)
             self.assertAlmostEqual(r["s_over_b"], SIZE * 8 / 200e6, places=2)
-        direct, mirror, torrent = recs
+        direct, mirror, torrent, swarm = recs
         # Direct: the origin sends each node the file (a retried range may add
         # a little); through the mirror or the swarm, once.
         self.assertTrue(NODES <= direct["origin_ratio"] < NODES + 1, json.dumps(direct))
@@ -129,6 +131,14 @@ class FleetHarnessTest(unittest.TestCase):
         # leechers theirs (the seed alone or the others too).
         self.assertGreaterEqual(mirror["hosts"]["mirror"]["up"], NODES * SIZE)
         self.assertGreaterEqual(sum(torrent["node_up"]), (NODES - 1) * SIZE * 0.95)
+        # hubd's swarm: the file crossed the origin once (its seed's
+        # download), and each node's log says where it got it.
+        msg = json.dumps(swarm)
+        self.assertLessEqual(swarm["origin_ratio"], 1.01, msg)
+        self.assertEqual(len(swarm["sources"]), NODES, msg)
+        self.assertEqual(swarm["from_swarm"] + swarm["from_seed"] + swarm["fell_back"], NODES, msg)
+        self.assertGreaterEqual(swarm["nodes_swarm"], 1, msg)
+        self.assertGreaterEqual(sum(swarm["node_up"]), swarm["from_swarm"] * SIZE * 0.95, msg)
         self.assertNothingLeft(recs[0]["prefix"], recs[-1]["pids"], base)
 
     def test_ctrl_c_tears_everything_down(self):
