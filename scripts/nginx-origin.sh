@@ -200,7 +200,8 @@ cmd_sent() {
             bytes += $4; n++
             if (!($9 in conns)) { conns[$9] = 1; c++ }
         }
-        END { printf "%d %d %d\n", bytes, n, c }' "$log"
+        # %.0f: mawk (Debian'"'"'s awk) prints %d of 2 GiB or more as 2147483647.
+        END { printf "%.0f %d %d\n", bytes, n, c }' "$log"
 }
 
 cmd_freeport() {

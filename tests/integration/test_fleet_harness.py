@@ -25,6 +25,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 FLEET_DIR = os.path.join(HERE, "..", "..", "bench", "fleet")
 FLEET = os.path.join(FLEET_DIR, "fleet.py")
+NGINX_ORIGIN = os.path.join(HERE, "..", "..", "scripts", "nginx-origin.sh")
 sys.path.insert(0, FLEET_DIR)
 import cluster  # noqa: E402
 
@@ -140,6 +141,19 @@ class FleetHarnessTest(unittest.TestCase):
         self.assertGreaterEqual(swarm["nodes_swarm"], 1, msg)
         self.assertGreaterEqual(sum(swarm["node_up"]), swarm["from_swarm"] * SIZE * 0.95, msg)
         self.assertNothingLeft(recs[0]["prefix"], recs[-1]["pids"], base)
+
+    def test_the_origin_bytes_add_up_past_2_gib(self):
+        """A run's origin log passes 2 GiB (16 nodes of 128 MiB direct):
+        `nginx-origin.sh sent` must not stop at 2^31 - 1, as mawk's %d
+        does."""
+        d = self.workdir()
+        line = "GET\t/files/f0.bin\t%s\t2000000000\t1.0\t-\t-\t-\t%d\n"
+        with open(os.path.join(d, "access.log"), "w") as f:
+            f.write(line % ("200", 1) + line % ("206", 2) + line % ("404", 3))
+        self.addCleanup(os.remove, os.path.join(d, "access.log"))
+        out = subprocess.run(["bash", NGINX_ORIGIN, "sent", d, "/files/f0.bin"], check=True,
+                             capture_output=True, text=True).stdout
+        self.assertEqual(out.split(), ["4000000000", "2", "2"])
 
     def test_ctrl_c_tears_everything_down(self):
         """SIGINT while the nodes download (a slow link, so the run is in
