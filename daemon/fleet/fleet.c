@@ -555,6 +555,17 @@ void fleet_on_event(fleet_t *f, const lt_event_t *ev)
                 ff_add_torrent(ff, ff->blob, LT_ADD_SEED))
                 ff_set(ff, FF_IDLE);
         }
+        if (ff->then_check) {
+            ff->then_check = 0;
+            if (ff->job && ff->state == FF_SWARMING && !f->stopping &&
+                ff_add_torrent(ff, ff->part, LT_ADD_CHECK)) {
+                job_t *job = ff->job;
+                ff->job = NULL;
+                ff_set(ff, FF_FETCHING);
+                f->fell_back++;
+                jobs_swarm_origin(job, "the swarm's torrent cannot start over");
+            }
+        }
         if (ff->then_origin) {
             job_t *job = ff->job;
             ff->then_origin = 0;

@@ -55,6 +55,8 @@ typedef struct ffile {
     int removing;     /* a removal is out: LT_EV_REMOVED comes for it */
     int then_seed;    /* after the removal: add it again, seeding blob */
     int then_origin;  /* after the removal: the job goes to the origin */
+    int then_check;   /* after the removal: added again over its partial (fresh peers) */
+    int stalls;       /* stalls in a row, no new piece between them */
     int items;        /* pool items out for it */
     fmeta_ask_t *ask; /* the metadata exchange in flight */
     size_t cand;      /* the ask's place in the rendezvous order */

@@ -381,6 +381,7 @@ static void on_tick(uv_timer_t *t)
         if (lt_torrent_stats(ff->t, &st))
             continue;
         if (st.bytes_done != ff->last_done) {
+            ff->stalls = 0;
             ff->last_done = st.bytes_done;
             ff->last_move = now;
             jobs_swarm_progress(ff->job, st.bytes_done);
@@ -388,9 +389,22 @@ static void on_tick(uv_timer_t *t)
             /* Nothing new for a while: the seed may have gone. The order is
              * asked again from its top; this node takes the file over if
              * every node before it is down. */
+            ff->last_move = now;
+            if (++ff->stalls >= 2) {
+                /* Again: libtorrent may have banned the honest peers too
+                 * (each that sent a block of a piece a liar spoiled is
+                 * blamed with it). The torrent starts over on the same
+                 * partial, its peer list fresh; the verified pieces stay. */
+                log_info("fleet: %s: no new piece in %u s, twice: the torrent starts over on "
+                         "what it has",
+                         ff->sha, 2 * STALL_MS / 1000);
+                ff->stalls = 0;
+                ff->then_check = 1;
+                ff_remove_torrent(ff);
+                continue;
+            }
             log_info("fleet: %s: no new piece in %u s: asking its seed again", ff->sha,
                      STALL_MS / 1000);
-            ff->last_move = now;
             ff->cand = 0;
             ff_ask(ff);
             continue;

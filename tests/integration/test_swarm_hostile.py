@@ -630,7 +630,7 @@ class HostileSwarmTest(unittest.TestCase):
         once; its client gets the right bytes, never hash_mismatch."""
         self.start_cluster(hostile=1, fleet_wait="60s")
         liar = self.members[self.HONEST]
-        other_sha, _, _, other_torrent = self.seed_file("other.bin", 2 << 20, seed=700)
+        other_sha, _, other_order, other_torrent = self.seed_file("other.bin", 2 << 20, seed=700)
         with open(other_torrent, "rb") as f:
             other = f.read()
         path = os.path.join(self.root, "asked.bin")
@@ -642,7 +642,8 @@ class HostileSwarmTest(unittest.TestCase):
         else:
             raise AssertionError("no file whose seed is the liar")
         asked = self.lying_meta_server(liar, other)
-        i = order[1]
+        # Not the other file's seed: it has that torrent already.
+        i = [k for k in order[1:] if k < self.HONEST and k != other_order[0]][0]
         r = self.fetch(i, self.origin.url("/files/asked.bin"), sha)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.check_blob(i, sha)
