@@ -64,8 +64,12 @@ echo "== the package under systemd (scripts/systemd-test.sh)"
 echo "== build and test under ASan + UBSan"
 # The fleet harness (a benchmark's cluster of namespaces, its hubd the
 # swarm's, which integ_swarm* run here) and the certificate script hold
-# nothing the sanitizers would see.
-skip='^(packaging_|layout_|docs_|integ_fleet_harness$|integ_fleet_certs$)'
+# nothing the sanitizers would see. So the suite stays near its time, the
+# longest tests of behaviour over time (retries, segments, proxies, scale,
+# the terminal's output, the admin's day) run in the first build only,
+# and tls and hostile under valgrind (below): 40 to 100 s each here.
+skip='^(packaging_|layout_|docs_|integ_fleet_harness$|integ_fleet_certs$'
+skip+='|integ_(resilience|segments|proxy|scale|ux|ops|tls)$)'
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DHUBD_SANITIZE=ON
