@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 const char *const ff_names[FF_NSTATES] = {
@@ -185,6 +186,8 @@ typedef struct prep_item {
     ffile_t *ff;
     store_t *store;
     uint64_t part_id;
+    uint64_t size;  /* the torrent's file */
+    uint64_t avail; /* the cache's file system's free bytes, when short */
     int rc;
 } prep_item_t;
 
@@ -195,11 +198,21 @@ static uint64_t part_id_of(const char *path)
     return strtoull(slash ? slash + 1 : path, NULL, 10);
 }
 
+/* The partial, made empty; and room for the whole file first: libtorrent
+ * writes through a memory map, where a full disk is a fault, not an
+ * ENOSPC, and a download that cannot fit should say so before it starts. */
 static void prep_work(uv_work_t *req)
 {
     prep_item_t *it = req->data;
     int fd = -1;
     it->rc = store_tmp_create(it->store, it->part_id, &fd);
+    struct statvfs v;
+    if (!it->rc && fstatvfs(fd, &v) == 0 && (uint64_t)v.f_bavail * v.f_frsize < it->size) {
+        it->avail = (uint64_t)v.f_bavail * v.f_frsize;
+        it->rc = -ENOSPC;
+        store_discard(it->store, fd, it->part_id); /* closes fd */
+        return;
+    }
     if (fd >= 0)
         close(fd);
 }
@@ -208,6 +221,7 @@ static void prep_back(prep_item_t *it, int status)
 {
     ffile_t *ff = it->ff;
     int rc = status ? status : it->rc;
+    uint64_t it_avail_size[2] = {it->avail, it->rc == -ENOSPC ? it->size : 0};
     free(it);
     ff->items--;
     if (!ff->job || ff->state != FF_PREPARING) { /* the job went meanwhile */
@@ -216,9 +230,18 @@ static void prep_back(prep_item_t *it, int status)
     }
     if (rc) {
         job_t *job = ff->job;
+        char msg[300];
+        if (rc == -ENOSPC && it_avail_size[1])
+            snprintf(msg, sizeof msg,
+                     "the file is %llu bytes, more than the cache's file system has free (%llu) "
+                     "(this is hubd's cache, not your disk or output folder: ask hubd's admin "
+                     "to free room: hubctl gc, max_cache_size, min_free_space)",
+                     (unsigned long long)it_avail_size[1], (unsigned long long)it_avail_size[0]);
+        else
+            snprintf(msg, sizeof msg, "cannot make the swarm download's partial file: %s",
+                     strerror(-rc));
         ff_drop_job(ff);
-        jobs_swarm_fail(job, rc == -ENOSPC ? "no_space" : "io",
-                        "cannot make the swarm download's partial file");
+        jobs_swarm_fail(job, rc == -ENOSPC ? "no_space" : "io", msg);
         return;
     }
     if (ff_add_torrent(ff, ff->part, LT_ADD_CHECK)) {
@@ -331,6 +354,8 @@ static void on_reply(void *arg, int rc, fmeta_status_t status, const unsigned ch
     it->ff = ff;
     it->store = f->store;
     it->part_id = part_id_of(ff->part);
+    lt_torrent_size(ff->torrent, ff->torrent_len,
+                    &it->size); /* 0 (no check) if it does not parse */
     it->work.data = it;
     ff->items++;
     f->items++;

@@ -542,6 +542,31 @@ int lt_torrent_add(lt_session_t *s, const lt_add_params_t *p, lt_torrent_t **out
     });
 }
 
+int lt_torrent_size(const unsigned char *torrent, size_t len, uint64_t *size)
+{
+    *size = 0;
+    return guarded(nullptr, "size", [&]() -> int {
+        lt::error_code ec;
+        lt::torrent_info ti(lt::span<char const>(reinterpret_cast<char const *>(torrent),
+                                                 static_cast<std::ptrdiff_t>(len)),
+                            ec, lt::from_span);
+        if (ec)
+            return -EINVAL;
+        lt::file_storage const &fs = ti.files();
+        int nfiles = 0;
+        std::int64_t total = 0;
+        for (auto i : fs.file_range())
+            if (!fs.pad_file_at(i)) {
+                nfiles++;
+                total = fs.file_size(i);
+            }
+        if (nfiles != 1 || total < 0)
+            return -EINVAL;
+        *size = static_cast<uint64_t>(total);
+        return 0;
+    });
+}
+
 int lt_torrent_add_peer(lt_torrent_t *t, const char *ip, int port, lt_why_t *why)
 {
     return guarded(why, "peer", [&]() -> int {
