@@ -222,6 +222,13 @@ class Run:
             rec["late_cpu_bound"] = late_idle < CPU_BOUND_IDLE
         return rec
 
+    def fill_time(self):
+        """Seconds for all the files to cross the slower of the origin's
+        and the mirror's links (1 s where neither is shaped)."""
+        size = sum(s for _, s, _ in self.files)
+        rates = [r for r in (self.args.origin_rate, self.args.mirror_rate) if r]
+        return size * 8 / (min(rates) * 1e6) if rates else 1.0
+
     def deadline(self):
         """A bound on one mode's run, far above any sane figure: a stuck
         node fails its run instead of hanging the benchmark."""
@@ -279,15 +286,27 @@ class Run:
     def start_hubds(self, mdir, mode, which):
         """The hubd of each node in which, listening when this returns:
         [(Popen, socket, dir)]."""
-        t = int(self.deadline())
         hubs = []
         for i in which:
             d = os.path.join(mdir, "n%d" % i)
             os.makedirs(d)
-            keys = {"retries": "2", "header_timeout": str(t), "first_byte_timeout": str(t)}
+            # Hundreds of flows on one shaped link starve some of them for
+            # longer than idle_timeout (a TCP retransmission backing off):
+            # with 2 retries, 17 of 32 nodes failed a direct run of 8 files.
+            # An attempt resumes from the byte it had, so many retries cost
+            # little. hubd's timeouts stay at their defaults: a connection
+            # lost on the way (its peer's reset dropped at a full queue) is
+            # given up after 60 s.
+            keys = {"retries": "20"}
             if mode == "mirror":
                 keys["mirror"] = "%s/ http://%s:%d/" % ("http://" + ORIGIN_ADDR, MIRROR_ADDR,
                                                        MIRROR_PORT)
+                # The mirror's cache lock holds a request until the first one
+                # for that file has filled the cache: the response head comes
+                # after the files crossed the slower of the origin's and the
+                # mirror's links (etc/fleet/nginx-mirror.conf).
+                t = str(int(60 + 3 * self.fill_time()))
+                keys.update(header_timeout=t, first_byte_timeout=t)
             if mode == "hubd-swarm":
                 keys.update(self.fleet_keys(mdir, i))
             conf = write_config(os.path.join(d, "hubd.conf"), **keys)
