@@ -2,7 +2,11 @@
 # Tests the hubd Debian package under a real systemd: PID 1 of a
 # systemd-nspawn container booted from a Debian 12 root.
 #
-#   scripts/systemd-test.sh BUILD_DIR
+#   scripts/systemd-test.sh [--prepare] BUILD_DIR
+#
+# --prepare does steps 1 and 2 only, so that scripts/test.sh can make a
+# cold root (minutes of downloads and dpkg) while the first test pass runs;
+# the full run after it waits on the cache's lock, then finds the root.
 #
 # 1. cpack -G DEB in BUILD_DIR, and a copy of that package with a higher
 #    version (for the upgrade test).
@@ -349,14 +353,19 @@ ensure_root() {
     fi
     t_root=$(now)
     # Copied under the lock: another run may prune this key once it is free.
-    cp -a --reflink=auto "$final" "$work/root"
+    [ "$prepare" -eq 1 ] || cp -a --reflink=auto "$final" "$work/root"
     exec 9>&-
 }
 
 # ---- main -----------------------------------------------------------------------
 
+prepare=0
+if [ "${1:-}" = --prepare ]; then
+    prepare=1
+    shift
+fi
 [ $# -eq 1 ] || {
-    echo "usage: $0 BUILD_DIR" >&2
+    echo "usage: $0 [--prepare] BUILD_DIR" >&2
     exit 2
 }
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, systemd-nspawn)"
@@ -385,6 +394,10 @@ mapfile -t deps < <(deb_depends "$deb")
 mapfile -t pkgs < <(printf '%s\n' "${BASE_PKGS[@]}" "${deps[@]}" | sort -u)
 
 ensure_root
+if [ "$prepare" -eq 1 ]; then
+    say "root: $root_kind ($((t_root - t_debs)) s), ready for the run"
+    exit 0
+fi
 t_copy=$(now)
 say "root: $root_kind ($((t_root - t_debs)) s), copied for this run in $((t_copy - t_root)) s"
 

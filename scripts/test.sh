@@ -24,9 +24,10 @@ expected_tests() {
     rm -rf "$dir"
 }
 
-run_suite() {
+# Configures and builds a dir with the tests asked for explicitly, whatever
+# configured it before, and checks it registers every test the tree has.
+build_suite() {
     local dir=$1; shift
-    # The tests asked for explicitly, whatever configured the dir before.
     cmake -S . -B "$dir" -DHUBD_WERROR=ON -DBUILD_TESTING=ON "$@" >/dev/null
     cmake --build "$dir" -j"$jobs"
     local have
@@ -35,18 +36,33 @@ run_suite() {
         echo "test.sh: $dir registers $have tests, the tree $want_tests" >&2
         exit 1
     fi
-    # --output-on-failure shows a failing test's own report; the summary line
-    # ("N% tests passed, F tests failed out of T") is CTest's own.
-    # --no-tests=error: a build dir without tests fails, never passes empty.
-    # $skip: a regex of tests this build leaves to the first one.
-    (cd "$dir" && ctest --output-on-failure --no-tests=error --timeout 600 -j"$jobs" \
+}
+
+# --output-on-failure shows a failing test's own report; the summary line
+# ("N% tests passed, F tests failed out of T") is CTest's own.
+# --no-tests=error: a build dir without tests fails, never passes empty.
+# $skip: a regex of tests this build leaves to the first one.
+test_suite() {
+    (cd "$1" && ctest --output-on-failure --no-tests=error --timeout 600 -j"$jobs" \
         ${skip:+-E "$skip"})
 }
+
+# The container's Debian root for the package test: on a fresh machine,
+# minutes of downloads and dpkg that need little CPU. They run beside the
+# first test pass (niced), and the package test after it waits for them.
+prep_pid=""
+stop_prep() {
+    [ -z "$prep_pid" ] || kill -TERM "$prep_pid" 2>/dev/null || true
+}
+trap stop_prep EXIT
 
 want_tests=$(expected_tests)
 skip=""
 echo "== build and test (RelWithDebInfo): $want_tests tests"
-run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+build_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+nice -n 10 ./scripts/systemd-test.sh --prepare build >build/systemd-prepare.log 2>&1 &
+prep_pid=$!
+test_suite build
 
 # The README's main command, unchanged: it reuses build/. .ci/run ran it
 # just before (HUBD_DEMO_RAN): once is the check.
@@ -57,6 +73,14 @@ fi
 
 # The .deb of build/ in a Debian 12 booted with systemd as PID 1.
 echo "== the package under systemd (scripts/systemd-test.sh)"
+if ! wait "$prep_pid"; then
+    prep_pid=""
+    cat build/systemd-prepare.log >&2
+    echo "test.sh: scripts/systemd-test.sh --prepare failed (its log above)" >&2
+    exit 1
+fi
+prep_pid=""
+cat build/systemd-prepare.log
 ./scripts/systemd-test.sh build
 
 # The packaging, layout and docs checks read files, not memory: the first
@@ -70,9 +94,10 @@ echo "== build and test under ASan + UBSan"
 # and tls and hostile under valgrind (below): 40 to 100 s each here.
 skip='^(packaging_|layout_|docs_|integ_fleet_harness$|integ_fleet_certs$'
 skip+='|integ_(resilience|segments|proxy|scale|ux|ops|tls)$)'
+build_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DHUBD_SANITIZE=ON
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DHUBD_SANITIZE=ON
+    test_suite build-asan
 
 # libFuzzer targets (tests/fuzz) for 15 s each, then the main
 # integration tests with hubd under valgrind memcheck (reuses build/).
