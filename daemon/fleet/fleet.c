@@ -271,6 +271,33 @@ static void after_prep(uv_work_t *req, int status)
 static void on_reply(void *arg, int rc, fmeta_status_t status, const unsigned char *torrent,
                      size_t len, const char *why);
 
+/* The order is asked from its top: a new download, or a stalled one (whose
+ * seed, if it was the top, keeps its standing as a node that answered). */
+void ff_ask_from_top(ffile_t *ff)
+{
+    if (ff->cand) {
+        ff->cand = 0;
+        ff->cand_answered = 0;
+    }
+    ff->cand_misses = 0;
+    ff->ask_gap = ASK_AGAIN_MS;
+    ff_ask(ff);
+}
+
+/* The next ask of a node that is fetching the file (or has not started
+ * it): twice as late each time, up to ASK_AGAIN_MAX_MS, give or take a
+ * quarter. Every node that wants a file asks its seed: at a fixed 500 ms,
+ * 32 nodes wanting 8 files made hundreds of TLS handshakes a second, and
+ * the seeds, busy with them, answered too late and were taken for down.
+ * The spread keeps the askers of one seed from coming in step. */
+static void ask_later(ffile_t *ff, uint64_t now)
+{
+    uint64_t gap = ff->ask_gap ? ff->ask_gap : ASK_AGAIN_MS;
+    uint64_t jitter = (uv_hrtime() / 1000) % (gap / 2 + 1);
+    ff->next_ask = now + gap - gap / 4 + jitter;
+    ff->ask_gap = gap * 2 < ASK_AGAIN_MAX_MS ? gap * 2 : ASK_AGAIN_MAX_MS;
+}
+
 /* Asks the file's next candidate, or takes it over when that is this node. */
 void ff_ask(ffile_t *ff)
 {
@@ -307,13 +334,27 @@ static void on_reply(void *arg, int rc, fmeta_status_t status, const unsigned ch
     ff->ask = NULL;
     if (!ff->job)
         return;
+    if (rc == -ETIMEDOUT && ff->cand_answered && ++ff->cand_misses < ASK_MISSES_MAX) {
+        /* A node that answered before and is slow now is busy (its CPU,
+         * its link), not down: taking the file over would send one more
+         * copy from the origin, the very load that made it slow. */
+        log_info("fleet: %s: candidate %zu answered before and not within %u ms now (%d of %d): "
+                 "asked again",
+                 ff->sha, ff->cand, ASK_TIMEOUT_MS, ff->cand_misses, ASK_MISSES_MAX);
+        ask_later(ff, now);
+        return;
+    }
     if (rc < 0) { /* down, or not one of ours: the next in the order */
         log_info("fleet: %s: candidate %zu did not answer (%s): asking the next", ff->sha, ff->cand,
                  why ? why : strerror(-rc));
         ff->cand++;
+        ff->cand_answered = 0;
+        ff->cand_misses = 0;
         ff_ask(ff);
         return;
     }
+    ff->cand_answered = 1;
+    ff->cand_misses = 0;
     if (ff->state == FF_SWARMING) {
         /* A stalled download asked again: someone holds the file or is
          * fetching it; offer the members again and wait. */
@@ -323,7 +364,7 @@ static void on_reply(void *arg, int rc, fmeta_status_t status, const unsigned ch
     }
     if (status == FMETA_FETCHING) {
         ff->none_since = 0;
-        ff->next_ask = now + ASK_AGAIN_MS;
+        ask_later(ff, now);
         return;
     }
     if (status == FMETA_NONE) {
@@ -333,7 +374,7 @@ static void on_reply(void *arg, int rc, fmeta_status_t status, const unsigned ch
             ff_to_origin(ff, 0, "its seed has not started it within fleet_wait");
             return;
         }
-        ff->next_ask = now + ASK_AGAIN_MS;
+        ask_later(ff, now);
         return;
     }
     unsigned char *copy = malloc(len);
@@ -398,10 +439,11 @@ static int hook_take(void *arg, job_t *job, const jobs_swarm_req_t *req)
     ff->url = req->credentials ? NULL : strdup(req->url);
     snprintf(ff->part, sizeof ff->part, "%s", req->part_path);
     ff->job = job;
-    ff->cand = 0;
     ff->none_since = 0;
+    ff->cand = 0;
+    ff->cand_answered = 0;
     ff_set(ff, FF_ASKING);
-    ff_ask(ff);
+    ff_ask_from_top(ff);
     return 1;
 }
 

@@ -371,7 +371,10 @@ static void on_tick(uv_timer_t *t)
             ff_release(ff);
             continue;
         }
-        if (ff->state == FF_ASKING && ff->job && !ff->ask && ff->next_ask && now >= ff->next_ask) {
+        /* An ask due again: a seed still fetching, or a busy one (SWARMING:
+         * a stall's ask that timed out). */
+        if ((ff->state == FF_ASKING || ff->state == FF_SWARMING) && ff->job && !ff->ask &&
+            ff->next_ask && now >= ff->next_ask) {
             ff_ask(ff);
             continue;
         }
@@ -405,8 +408,7 @@ static void on_tick(uv_timer_t *t)
             }
             log_info("fleet: %s: no new piece in %u s: asking its seed again", ff->sha,
                      STALL_MS / 1000);
-            ff->cand = 0;
-            ff_ask(ff);
+            ff_ask_from_top(ff);
             continue;
         }
         if (now - ff->peers_at >= PEERS_AGAIN_MS && (size_t)st.peers + 1 < f->peers.n)

@@ -5,6 +5,7 @@ against its SHA-256; a node of another CA gets nothing; a seed that is down
 gives way to the next node; a node that restarts finishes; a full disk
 fails that node only; a blob that leaves the cache is no longer seeded."""
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -70,6 +71,40 @@ class SwarmTest(SwarmCase):
             self.check_blob(i, sha)
         self.assert_once("/files/d.bin")
         self.assertIn("this node is its seed now", self.nodes[order[1]].read_log())
+
+    def test_a_busy_seed_is_not_taken_for_down(self):
+        """A seed that answered and then stops answering for a while (its
+        CPU taken by a crowd of peers: here SIGSTOP for 7 s, past the 5 s
+        an ask may take) is asked again, not passed over: passing over it
+        sent its file from the origin once more, the load that made it
+        slow."""
+        sha = write_random_file(os.path.join(self.root, "busy.bin"), 1 << 20, seed=16)
+        # The origin's answer comes after 14 s: the seed is fetching it
+        # (FETCHING to its askers) all the while.
+        url = self.origin.url("/files/busy.bin?delay_ms=14000")
+        order = rendezvous(sha, self.members)
+        seed, node = self.nodes[order[0]], self.nodes[order[1]]
+        res = {}
+        t = threading.Thread(target=lambda: res.update(seed=self.fetch(order[0], url, sha)))
+        t.start()
+        wait_for(lambda: "this node is the file's seed" in seed.read_log(), 20, "the seed")
+        t2 = threading.Thread(target=lambda: res.update(node=self.fetch(order[1], url, sha)))
+        t2.start()
+        time.sleep(2.5)  # the node asked, and heard FETCHING
+        os.kill(seed.proc.pid, signal.SIGSTOP)
+        try:
+            wait_for(lambda: "answered before and not within" in node.read_log(), 20,
+                     "an ask of the stopped seed to time out")
+            time.sleep(1)
+        finally:
+            os.kill(seed.proc.pid, signal.SIGCONT)
+        t.join(60)
+        t2.join(60)
+        self.assertEqual(res["seed"].returncode, 0, res["seed"].stderr)
+        self.assertEqual(res["node"].returncode, 0, res["node"].stderr)
+        self.check_blob(order[1], sha)
+        self.assert_once("/files/busy.bin")
+        self.assertIn("bytes from the swarm", node.read_log())
 
     def test_the_python_client_goes_through_the_swarm(self):
         """The Python client's fetch(sha256=) on a node that is not the
