@@ -355,6 +355,10 @@ int lt_session_new(const lt_config_t *cfg, lt_session_t **out, lt_why_t *why)
         // One try at a bound port, never the next ones up: port 0 is how
         // hubd asks for any.
         sp.set_int(lt::settings_pack::max_retry_port_bind, 0);
+        // Every peer is a member the cluster's CA vouched for: tit-for-tat,
+        // whose fixed 8 unchoke slots kept a seed's upload to 8 of its 15
+        // to 63 members at a time, guards against nobody here.
+        sp.set_int(lt::settings_pack::unchoke_slots_limit, -1);
         if (cfg->max_connections > 0)
             sp.set_int(lt::settings_pack::connections_limit, cfg->max_connections);
         sp.set_int(
