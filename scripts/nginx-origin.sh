@@ -7,7 +7,8 @@
 #                     at http://127.0.0.1:PORT/files/, or https:// with CERT
 #                     and KEY (PEM); print nginx's (master) pid. The same
 #                     files under /capped/ go at most NGINX_LIMIT_RATE
-#                     (default 16m) per connection, as a CDN caps them;
+#                     (default 16m) per connection, as a CDN caps them
+#                     (every byte: a short request gets no burst);
 #                     NGINX_CONNECTIONS (default 1024) connections at most;
 #                     NGINX_BIND (default 127.0.0.1) the address it listens on
 #   scripts/nginx-origin.sh stop DIR                 stop it, wait for the exit
@@ -16,6 +17,9 @@
 #   scripts/nginx-origin.sh sent DIR URI             print "BYTES REQUESTS
 #                     CONNECTIONS": the body bytes those requests sent, their
 #                     count, and over how many connections they came
+#   scripts/nginx-origin.sh inflight DIR URI [STEP]  print "T N" lines, STEP
+#                     seconds apart (default 0.5): N requests for URI answered
+#                     200 or 206 were in flight T seconds after the first began
 #   scripts/nginx-origin.sh freeport                 print a free loopback port
 #
 # With CERT and KEY: TLS 1.2 and 1.3, nginx's default cipher list with the
@@ -24,10 +28,11 @@
 # It runs as the current user: root or not, no system file is touched.
 # Access log lines are tab-separated (nginx escapes tabs inside values):
 #   method  uri(without query)  status  body_bytes_sent  request_time(s)
-#   tls_protocol  tls_cipher  tls_session_reused("r" or ".")  connection
+#   tls_protocol  tls_cipher  tls_session_reused("r" or ".")  connection  msec
 # (the three TLS columns are "-" without TLS; connection is nginx's serial
 # number of the client connection, so requests on one keep-alive connection
-# share it).
+# share it; msec is when the request ended, in seconds since the epoch with
+# milliseconds, so it began at msec - request_time).
 set -euo pipefail
 
 NGINX=${NGINX:-/usr/sbin/nginx}
@@ -38,7 +43,7 @@ die() {
 }
 
 usage() {
-    sed -n '6,19p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '6,23p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -61,6 +66,17 @@ cmd_start() {
     local bind=${NGINX_BIND:-127.0.0.1}
     [[ $bind =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "NGINX_BIND must be an IPv4 address, not '$bind'"
     [[ $limit_rate =~ ^[1-9][0-9]*[km]?$ ]] || die "NGINX_LIMIT_RATE must be like 16m, not '$limit_rate'"
+    # nginx paces a response by waiting sent/rate after each write, and a
+    # write may be a whole socket buffer or sendfile_max_chunk (2m): a
+    # request for 1 or 2 MiB went out at once, uncapped. Writes of a
+    # sixteenth of a second's worth keep every byte of every request at
+    # the rate (within 2%: nginx rounds each wait down to a millisecond).
+    local send_chunk=${limit_rate%[km]}
+    case $limit_rate in
+    *k) send_chunk=$((send_chunk * 1024)) ;;
+    *m) send_chunk=$((send_chunk * 1048576)) ;;
+    esac
+    send_chunk=$((send_chunk / 16 > 4096 ? send_chunk / 16 : 4096))
     [[ $connections =~ ^[1-9][0-9]{0,5}$ ]] || die "NGINX_CONNECTIONS must be a number, not '$connections'"
     [[ -x $NGINX ]] || die "$NGINX not found: install nginx-light (scripts/install-deps.sh)"
     [[ -d $root ]] || die "ROOTDIR $root is not a directory"
@@ -120,7 +136,7 @@ http {
     uwsgi_temp_path $dir/temp/uwsgi;
     scgi_temp_path $dir/temp/scgi;
 
-    log_format origin "\$request_method\t\$uri\t\$status\t\$body_bytes_sent\t\$request_time\t\$ssl_protocol\t\$ssl_cipher\t\$ssl_session_reused\t\$connection";
+    log_format origin "\$request_method\t\$uri\t\$status\t\$body_bytes_sent\t\$request_time\t\$ssl_protocol\t\$ssl_cipher\t\$ssl_session_reused\t\$connection\t\$msec";
     access_log $dir/access.log origin;
 
     # With TLS nginx cannot use sendfile (no kernel TLS here): it reads and
@@ -140,6 +156,7 @@ http {
         location /capped/ {
             alias $root/;
             limit_rate $limit_rate;
+            sendfile_max_chunk $send_chunk;
         }
         location / {
             return 404;
@@ -204,6 +221,27 @@ cmd_sent() {
         END { printf "%.0f %d %d\n", bytes, n, c }' "$log"
 }
 
+cmd_inflight() {
+    [[ $# -eq 2 || $# -eq 3 ]] || usage
+    local log=$1/access.log step=${3:-0.5}
+    [[ -f $log ]] || die "no access log at $log"
+    [[ $step =~ ^[0-9]*\.?[0-9]+$ ]] || die "STEP must be a number of seconds, not '$step'"
+    awk -F'\t' -v uri="$2" -v step="$step" '
+        $1 == "GET" && $2 == uri && ($3 == "200" || $3 == "206") && NF >= 10 {
+            n++; end[n] = $10; begin[n] = $10 - $5
+            if (n == 1 || begin[n] < t0) t0 = begin[n]
+            if (n == 1 || end[n] > t1) t1 = end[n]
+        }
+        END {
+            if (step <= 0 || !n) exit
+            for (t = t0; t <= t1 + step / 2; t += step) {
+                c = 0
+                for (i = 1; i <= n; i++) if (begin[i] <= t && t < end[i]) c++
+                printf "%.2f %d\n", t - t0, c
+            }
+        }' "$log"
+}
+
 cmd_freeport() {
     [[ $# -eq 0 ]] || usage
     # The kernel picks a free port; it is closed again before nginx binds it,
@@ -219,6 +257,7 @@ start) cmd_start "$@" ;;
 stop) cmd_stop "$@" ;;
 count) cmd_count "$@" ;;
 sent) cmd_sent "$@" ;;
+inflight) cmd_inflight "$@" ;;
 freeport) cmd_freeport "$@" ;;
 *) usage ;;
 esac
