@@ -30,8 +30,10 @@ typedef struct seg_lane {
     uint64_t t_req;        /* uv_now of its current request */
     uint64_t t_win;        /* its rate's window: since, and bytes in it */
     uint64_t got_win;
-    uint64_t off_win; /* ms of the window not the connection's: paused, or the loop late */
-    uint64_t rate;    /* bytes per second over its last window; 0: none yet */
+    uint64_t off_win;   /* ms of the window not the connection's: paused, or the loop late */
+    uint64_t rate;      /* bytes per second over its last window; 0: none yet */
+    uint64_t got_round; /* bytes since the growth's last mark (segplan_grow's `least`) */
+    unsigned pieces;    /* chunks received whole: the size of its next (segplan_lane_piece) */
 } seg_lane_t;
 
 struct segs {
@@ -42,14 +44,15 @@ struct segs {
     uint64_t chunk; /* the size of the chunks cut from the tail */
     seg_lane_t *lanes[SEG_MAX_LANES];
     unsigned nlanes;
-    seg_growth_t grow;        /* connections wanted, and since when (uv_now) */
-    uint64_t t_rate, at_rate; /* the rate's window: since, the bytes received then */
-    uint64_t rate;            /* bytes per second over the last window */
-    uint64_t t_paused;        /* when the download's pause began (uv_now); 0: not paused */
-    uint64_t t_tick;          /* the last progress tick (uv_now); 0: none yet */
-    char *url;                /* where lanes ask: the main transfer's last hop */
-    seg_chunk_t *main;        /* the chunk the main transfer fetches, or NULL */
-    const segs_ops_t *ops;    /* the job's */
+    seg_growth_t grow;     /* connections wanted, and the round judging the next step */
+    uint64_t main_round;   /* the main transfer's bytes since the growth's last mark */
+    int disturbed;         /* paused, or the loop late, since the last growth tick */
+    uint64_t t_rate;       /* the lanes' rates last measured (uv_now) */
+    uint64_t t_paused;     /* when the download's pause began (uv_now); 0: not paused */
+    uint64_t t_tick;       /* the last progress tick (uv_now); 0: none yet */
+    char *url;             /* where lanes ask: the main transfer's last hop */
+    seg_chunk_t *main;     /* the chunk the main transfer fetches, or NULL */
+    const segs_ops_t *ops; /* the job's */
 };
 
 static void lane_start(seg_lane_t *l);
@@ -146,8 +149,7 @@ static void segs_start(job_t *job, segs_t *s, uint64_t tail, const segs_ops_t *o
     s->total = (uint64_t)job->file.total;
     s->chunk = cfg->segment_chunk_size;
     s->t_rate = uv_now(job->js->loop);
-    segplan_grow_start(&s->grow, cfg->max_connections_per_download, s->t_rate);
-    s->at_rate = job->pipe.received;
+    segplan_grow_start(&s->grow, cfg->max_connections_per_download);
     job->seg = s;
 }
 
@@ -224,8 +226,10 @@ seg_chunk_t *segs_main_chunk(const job_t *job)
 void segs_main_body(job_t *job, size_t n)
 {
     seg_chunk_t *c = segs_main_chunk(job);
-    if (c)
+    if (c) {
         c->got += n;
+        job->seg->main_round += n;
+    }
 }
 
 /* The main transfer lets go of its chunk: the lanes fetch the rest. */
@@ -352,8 +356,10 @@ int segs_seal_stale(job_t *job, uint64_t now)
 static void lane_chunk_done(seg_lane_t *l)
 {
     lane_seal(l);
-    if (l->chunk)
+    if (l->chunk) {
         l->chunk->lane = -1;
+        l->pieces++;
+    }
     l->chunk = NULL;
     l->cur.tag = NULL;
     l->attempts = 0;
@@ -411,6 +417,7 @@ static void lane_body(transfer_t *t, buf_t *buf, const char *p, size_t n)
         l->last_byte = uv_now(job->js->loop);
         l->attempts = 0;
         l->got_win += n;
+        l->got_round += n;
         if (pipeline_append(&job->pipe, &l->cur, c->start + c->got, buf, p, n)) {
             l->ops->fail(job, "internal", "out of memory");
             return;
@@ -503,8 +510,7 @@ static void lane_failure(transfer_t *t, const char *code, const char *msg)
     }
     js->stats.segment_retries++;
     if (out.fewer) {
-        s->grow.want--; /* the server says too many: one fewer, for good */
-        s->grow.grown_out = 1;
+        segplan_throttled(&s->grow); /* the server says too many: one fewer, for good */
         if (segs_connections(job) >= s->grow.want) {
             /* Over the number now wanted: this lane lets its chunk go to
              * one that is connected, and stays idle. */
@@ -564,7 +570,7 @@ static void lane_start(seg_lane_t *l)
     seg_chunk_t *c = l->chunk;
     uint64_t now = uv_now(l->job->js->loop);
     uint64_t active = lane_active_ms(l, now);
-    if (active >= SEG_GROW_MS / 4 && l->got_win) /* the last request's rate */
+    if (active >= SEG_RATE_MS / 4 && l->got_win) /* the last request's rate */
         l->rate = l->got_win * 1000 / active;
     l->last_byte = l->t_req = l->t_win = now;
     l->got_win = l->off_win = 0;
@@ -630,15 +636,17 @@ static void lanes_view(const segs_t *s, seg_lane_view_t *v)
 
 /* The first chunk nobody fetches, within the budget beyond the hashed
  * prefix (segplan_next_chunk), or else a new one cut from the tail
- * (segplan_tail_cut); NULL when none. */
-static seg_chunk_t *next_chunk(job_t *job)
+ * (segplan_tail_cut) for a lane that received `pieces` chunks whole (its
+ * first ones are short: segplan_lane_piece); NULL when none. */
+static seg_chunk_t *next_chunk(job_t *job, unsigned pieces)
 {
     segs_t *s = job->seg;
     uint64_t limit = job->pipe.hashed + job->js->cfg->segment_budget;
     long i = segplan_next_chunk(s->chunks, s->n, s->main, limit);
     if (i >= 0)
         return s->chunks[i];
-    uint64_t end = segplan_tail_cut(s->tail, s->total, s->chunk, limit, s->grow.want);
+    uint64_t end = segplan_tail_cut(s->tail, s->total, segplan_lane_piece(s->chunk, pieces), limit,
+                                    s->grow.want);
     if (!end || chunk_insert(s, s->n, s->tail, end))
         return NULL;
     s->tail = end;
@@ -700,7 +708,7 @@ void segs_pump(job_t *job)
             continue;
         seg_chunk_t *c = NULL;
         if (room_for_more(job)) /* at least one connection, always */
-            if (!(c = next_chunk(job)))
+            if (!(c = next_chunk(job, l->pieces)))
                 c = split_chunk(job);
         if (c)
             lane_assign(l, c);
@@ -713,7 +721,7 @@ void segs_pump(job_t *job)
     if (job->js->stats.queued && (idle || segs_connections(job) < s->grow.want))
         s->ops->released(job);
     while (room_for_more(job) && s->nlanes < cfg->max_connections_per_download) {
-        seg_chunk_t *c = next_chunk(job);
+        seg_chunk_t *c = next_chunk(job, 0);
         if (!c)
             c = split_chunk(job);
         seg_lane_t *l = c ? lane_new(job) : NULL;
@@ -723,17 +731,17 @@ void segs_pump(job_t *job)
     }
 }
 
-/* Each busy lane's rate over its window (at least half of SEG_GROW_MS). */
+/* Each busy lane's rate over its window (at least half of SEG_RATE_MS). */
 static void lanes_rate(segs_t *s, uint64_t now)
 {
     for (unsigned i = 0; i < s->nlanes; i++) {
         seg_lane_t *l = s->lanes[i];
-        if (!l->chunk || !l->xfer.req || now - l->t_win < SEG_GROW_MS / 2)
+        if (!l->chunk || !l->xfer.req || now - l->t_win < SEG_RATE_MS / 2)
             continue;
         uint64_t active = lane_active_ms(l, now);
-        if (active < SEG_GROW_MS / 4 && now - l->t_win < 4 * SEG_GROW_MS)
+        if (active < SEG_RATE_MS / 4 && now - l->t_win < 4 * SEG_RATE_MS)
             continue; /* mostly paused: wait for more of its own time */
-        if (active >= SEG_GROW_MS / 4)
+        if (active >= SEG_RATE_MS / 4)
             l->rate = l->got_win * 1000 / active;
         l->got_win = l->off_win = 0;
         l->t_win = now;
@@ -751,6 +759,35 @@ static int far_slower(const segs_t *s, const seg_chunk_t *c, uint64_t now, uint6
     return segplan_far_slower(c, v, s->nlanes, now, median);
 }
 
+/* The growth's tick (segplan_grow): what the connections brought since
+ * its last mark, and the next step when a round is judged. */
+static void grow(job_t *job, uint64_t now)
+{
+    segs_t *s = job->seg;
+    seg_grow_in_t in = {.now = now,
+                        .received = job->pipe.received,
+                        .connections = segs_connections(job),
+                        .least = job->xfer.req ? s->main_round : UINT64_MAX,
+                        .max = job->js->cfg->max_connections_per_download,
+                        .disturbed = s->disturbed || (job->flags & JOB_PAUSED)};
+    for (unsigned i = 0; i < s->nlanes; i++)
+        if (s->lanes[i]->xfer.req && s->lanes[i]->got_round < in.least)
+            in.least = s->lanes[i]->got_round;
+    if (in.least == UINT64_MAX)
+        in.least = 0;
+    s->disturbed = 0;
+    unsigned was = s->grow.want;
+    if (segplan_grow(&s->grow, &in)) {
+        s->main_round = 0;
+        for (unsigned i = 0; i < s->nlanes; i++)
+            s->lanes[i]->got_round = 0;
+    }
+    if (s->grow.want != was)
+        log_info("job %llu: %u connections brought %llu bytes/s: %u wanted now%s",
+                 (unsigned long long)job->id, was, (unsigned long long)s->grow.rate, s->grow.want,
+                 s->grow.want < was ? " (they added little)" : "");
+}
+
 void segs_tick(job_t *job, uint64_t now)
 {
     segs_t *s = job->seg;
@@ -759,19 +796,16 @@ void segs_tick(job_t *job, uint64_t now)
     const hubd_config_t *cfg = job->js->cfg;
     /* A tick late by far: the loop (the machine) was busy, not the lanes'
      * connections. That time counts for no lane's silence or rate. */
-    if (s->t_tick && now - s->t_tick > 2 * PROGRESS_INTERVAL_MS)
+    if (s->t_tick && now - s->t_tick > 2 * PROGRESS_INTERVAL_MS) {
         lanes_forgive(s, now - s->t_tick - PROGRESS_INTERVAL_MS, now);
-    s->t_tick = now;
-    if (now - s->t_rate >= SEG_GROW_MS) {
-        s->rate = (job->pipe.received - s->at_rate) * 1000 / (now - s->t_rate);
-        s->t_rate = now;
-        s->at_rate = job->pipe.received;
-        lanes_rate(s, now);
-        /* All wanted connections busy for a while: one more, while each
-         * step still adds a tenth to the rate. */
-        segplan_grow(&s->grow, s->rate, now, segs_connections(job),
-                     cfg->max_connections_per_download, (job->flags & JOB_PAUSED) != 0);
+        s->disturbed = 1;
     }
+    s->t_tick = now;
+    if (now - s->t_rate >= SEG_RATE_MS) {
+        s->t_rate = now;
+        lanes_rate(s, now);
+    }
+    grow(job, now);
     /* The chunk the hash waits for: a silent connection there, or one far
      * slower than the others, holds up the whole download; another one
      * asks for the rest of it. */
@@ -836,6 +870,8 @@ void segs_set_paused(job_t *job, int paused)
         if (!paused) /* the pause was ours: silence is counted from now */
             s->lanes[i]->last_byte = now;
     }
+    if (paused)
+        s->disturbed = 1; /* the growth's round is not the origin's rate */
     if (paused && !s->t_paused) {
         s->t_paused = now ? now : 1;
     } else if (!paused && s->t_paused) {

@@ -14,10 +14,12 @@
  * (pipeline.c). The commit waits for the hash to reach the end: no second
  * pass over the file.
  *
- * How many: 4 connections at first, one more each second while the total
- * rate still grows by a tenth, up to max_connections_per_download and
+ * How many: 4 connections at first, twice as many each round of their
+ * first MiBs while the total rate grows about in proportion, then one
+ * more at a time (segplan_grow), up to max_connections_per_download and
  * max_per_host (every download's connections to the host); one fewer on a
- * 429 or 503 (after its Retry-After). The host's connections are shared
+ * 429 or 503 (after its Retry-After), and no growth after it. A lane's
+ * first chunks are short (segplan_lane_piece). The host's connections are shared
  * fairly: while another download (another user's, say) waits for one, no
  * lane is added and a lane that ends its chunk takes no other, so the
  * waiting one starts within about one chunk's round trip

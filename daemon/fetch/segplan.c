@@ -97,24 +97,90 @@ int segplan_far_slower(const seg_chunk_t *c, const seg_lane_view_t *lanes, unsig
     return l->rate * SEG_SLOW_FACTOR < *median && left_of(c) * 1000 > l->rate * SEG_SLOW_MIN_MS;
 }
 
-void segplan_grow_start(seg_growth_t *g, unsigned max, uint64_t now)
+uint64_t segplan_lane_piece(uint64_t chunk, unsigned done)
 {
-    *g = (seg_growth_t){.want = SEG_START_CONNS < max ? SEG_START_CONNS : max, .t_grow = now};
+    if (done >= 32 || ((uint64_t)SEG_FIRST_PIECE << done) >= chunk)
+        return chunk;
+    return (uint64_t)SEG_FIRST_PIECE << done;
 }
 
-void segplan_grow(seg_growth_t *g, uint64_t rate, uint64_t now, unsigned connections, unsigned max,
-                  int paused)
+void segplan_grow_start(seg_growth_t *g, unsigned max)
 {
-    if (g->grown_out || paused || now - g->t_grow < SEG_GROW_MS || connections < g->want ||
-        g->want >= max)
-        return;
-    if (g->rate_at_grow && rate * 10 < g->rate_at_grow * 11) {
-        g->grown_out = 1; /* the last connection added less than a tenth */
+    *g = (seg_growth_t){.want = SEG_START_CONNS < max ? SEG_START_CONNS : max,
+                        .phase = SEG_RAMP_DOUBLING};
+}
+
+/* Whether the step from g->prev connections (rate g->base) to g->want paid:
+ * the rate grew by a quarter of the proportion and by a tenth (see the
+ * header for why both). */
+static int step_paid(const seg_growth_t *g, uint64_t rate)
+{
+    uint64_t added = g->want > g->prev ? g->want - g->prev : 0;
+    uint64_t quarter = g->base * added / g->prev / 4, tenth = g->base / 10;
+    return rate >= g->base + (quarter > tenth ? quarter : tenth);
+}
+
+/* The round's rate is in: the next step, or the way back. */
+static void judge(seg_growth_t *g, uint64_t rate, unsigned max)
+{
+    g->rate = rate;
+    if (!g->prev || step_paid(g, rate)) { /* the start's round has nothing to pay for */
+        g->prev = g->want;
+        g->base = rate;
+        unsigned next = g->phase == SEG_RAMP_DOUBLING ? g->want * 2 : g->want + 1;
+        g->want = next < max ? next : max;
         return;
     }
-    g->want++;
-    g->rate_at_grow = rate;
-    g->t_grow = now;
+    /* The added connections added little: back to the count before them. A
+     * limit may lie between it and the doubling: one more at a time from
+     * there, judged against the same base. */
+    if (g->phase == SEG_RAMP_DOUBLING && g->prev + 1 < g->want) {
+        g->phase = SEG_RAMP_LINEAR;
+        g->want = g->prev + 1;
+    } else {
+        g->phase = SEG_RAMP_OUT;
+        g->want = g->prev;
+    }
+}
+
+int segplan_grow(seg_growth_t *g, const seg_grow_in_t *in)
+{
+    if (g->phase == SEG_RAMP_OUT || g->want >= in->max) {
+        g->measuring = 0;
+        return 0;
+    }
+    if (in->disturbed) { /* hubd held the rate back: it says nothing of the origin */
+        g->measuring = 0;
+        return 1;
+    }
+    if (!g->measuring) {
+        /* Every wanted connection busy (those over a count backed off from
+         * gone), each receiving since the step. */
+        if (in->connections != g->want || !in->least)
+            return 0;
+        g->measuring = 1;
+        g->t_win = in->now;
+        g->at_win = in->received;
+        return 1;
+    }
+    if (in->connections != g->want) { /* one ended or failed within the round: again */
+        g->measuring = 0;
+        return 1;
+    }
+    uint64_t span = in->now - g->t_win;
+    if (!span || (in->least < SEG_RAMP_BYTES && span < SEG_RAMP_MS))
+        return 0;
+    g->measuring = 0;
+    judge(g, (in->received - g->at_win) * 1000 / span, in->max);
+    return 1;
+}
+
+void segplan_throttled(seg_growth_t *g)
+{
+    if (g->want > 1)
+        g->want--;
+    g->phase = SEG_RAMP_OUT;
+    g->measuring = 0;
 }
 
 int segplan_may_connect(unsigned conns, unsigned want, unsigned host_conns, unsigned host_waiting,

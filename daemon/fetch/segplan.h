@@ -3,7 +3,8 @@
  *
  * Which chunk an idle lane takes next, which chunk is split near the end
  * and where, whether the lane the hash waits for is far slower than the
- * others, and when one more connection is wanted. segments.c gathers what
+ * others, how many connections are wanted, and how large a lane's next
+ * chunk is. segments.c gathers what
  * they read (its chunk table, a view of each lane, the total rate, the
  * clock), calls them, and does what they say: it assigns, inserts, aborts,
  * logs and counts. These only answer.
@@ -19,7 +20,10 @@
 
 #define SEG_MAX_LANES 64            /* lanes of one download at most */
 #define SEG_START_CONNS 4           /* connections at first, the main one included */
-#define SEG_GROW_MS 1000            /* one more connection at most this often... */
+#define SEG_RAMP_BYTES (2u << 20)   /* a round: each connection's next this many bytes... */
+#define SEG_RAMP_MS 500             /* ...or this long, whichever first (segplan_grow) */
+#define SEG_RATE_MS 1000            /* a lane's own rate is measured over about this long */
+#define SEG_FIRST_PIECE (2u << 20)  /* a lane's first chunk (segplan_lane_piece) */
 #define SEG_SPLIT_MIN (2u << 20)    /* a chunk is split only with at least this much left */
 #define SEG_SPLIT_MIN_MS 1000       /* ...and at least this long left at its lane's rate */
 #define SEG_ALIGN ((uint64_t)65536) /* where a split cuts */
@@ -68,6 +72,17 @@ long segplan_next_chunk(seg_chunk_t *const *chunks, size_t n, const seg_chunk_t 
 uint64_t segplan_tail_cut(uint64_t tail, uint64_t total, uint64_t chunk, uint64_t limit,
                           unsigned lanes);
 
+/* The chunk size a lane asks segplan_tail_cut for: SEG_FIRST_PIECE for its
+ * first chunk, twice its last for each next one, up to `chunk`
+ * (segment_chunk_size); `done`: the chunks the lane received whole. The
+ * ends shrink, and so do the starts: a new connection's rate is unknown
+ * (the origin may cap it, TCP is still in slow start), so it is not handed
+ * 16 MiB at once. A lane that the growth did not pay for (segplan_grow)
+ * is left idle after a short chunk rather than a long one, and a download
+ * that ramps up has chunks for its new connections. The extra requests
+ * cost a round trip each on a connection kept alive: 3 per lane at 16 MiB. */
+uint64_t segplan_lane_piece(uint64_t chunk, unsigned done);
+
 /* Whether the download is at its end: every byte cut from the tail and no
  * chunk in the table free to take (whatever the budget). Only then is a
  * chunk split: a lane that the budget holds back waits for the hash (a
@@ -113,25 +128,81 @@ int segplan_split(seg_chunk_t *const *chunks, size_t n, const seg_lane_view_t *l
 int segplan_far_slower(const seg_chunk_t *c, const seg_lane_view_t *lanes, unsigned nlanes,
                        uint64_t now, uint64_t *median);
 
-/* How many connections a download wants, and how it got there. */
+/* How many connections a download wants, as TCP finds its window: slow
+ * start, then linear growth, then none.
+ *
+ * SEG_RAMP_DOUBLING: twice the connections each round (at most max) while
+ * the total rate grows about in proportion: an origin that caps each
+ * connection (as CDNs do, at some 16 MiB/s) is used by 16 connections
+ * within a few rounds, not 12 seconds of one more each. SEG_RAMP_LINEAR:
+ * a doubling did not pay: back to the count before it, plus one, and one
+ * more each round that pays (a limit between the two: a total cap, a
+ * link). SEG_RAMP_OUT: a step did not pay (back to the count before it),
+ * or the server said too many (429, 503: one fewer): the count stays, for
+ * good.
+ *
+ * A round is judged on the rate the connections of the last step bring
+ * in their first MiBs: it waits until every wanted connection has a
+ * request in flight and each has received a byte since the step (their
+ * connects, TLS handshakes and first round trips are not counted), then
+ * measures the total rate until each has received SEG_RAMP_BYTES more or
+ * SEG_RAMP_MS went by, whichever comes first. 2 MiB covers a new
+ * connection's TCP slow start up to 16 MiB/s at a 50 ms round trip, so
+ * its rate is judged near what it will carry; the time bound ends the
+ * round early when connections are slow (1 MiB/s: a window of 500 ms),
+ * where that slow start is short. A pause (backpressure, max_rate) or a
+ * late loop restarts the round: a rate that hubd held back says nothing of
+ * the origin, and a download that hubd itself paces keeps its count.
+ *
+ * A step paid when the rate grew by at least a quarter of what the added
+ * connections would add in proportion, and by at least a tenth.
+ * Per-connection caps give about all of the proportion (a little less
+ * while the new connections leave TCP slow start); a shared bottleneck
+ * (one connection fills the link, or hubd's CPU is the bound) gives about
+ * none, give or take a short window's noise of a few percent: a quarter
+ * lies well between the two for a doubling (+25%). For one more of n it
+ * is 1/(4n), under that noise: the tenth (the rule before slow start) is
+ * the least a connection must add to be worth the origin's slot. */
+typedef enum {
+    SEG_RAMP_DOUBLING, /* slow start: twice the connections each round */
+    SEG_RAMP_LINEAR,   /* a doubling did not pay: one more each round that pays */
+    SEG_RAMP_OUT,      /* grown out: the count stays */
+} seg_ramp_t;
+
 typedef struct seg_growth {
-    unsigned want;         /* connections wanted now */
-    int grown_out;         /* the rate stopped growing with more connections */
-    uint64_t t_grow;       /* when want last changed (ms) */
-    uint64_t rate_at_grow; /* the total rate then (bytes per second) */
+    unsigned want;    /* connections wanted now */
+    unsigned prev;    /* wanted before the last step, with rate `base`; 0: none yet */
+    uint64_t base;    /* the total rate prev connections brought (bytes per second) */
+    seg_ramp_t phase; /* how the next step grows */
+    int measuring;    /* the round's window is open (else: waiting for every connection) */
+    uint64_t t_win;   /* the window's start (ms) */
+    uint64_t at_win;  /* the bytes received then */
+    uint64_t rate;    /* the last round's total rate (bytes per second), for the log */
 } seg_growth_t;
 
-/* The start: SEG_START_CONNS connections (the main one included), at
- * most max. */
-void segplan_grow_start(seg_growth_t *g, unsigned max, uint64_t now);
+/* What segplan_grow reads, gathered by the caller on each progress tick. */
+typedef struct seg_grow_in {
+    uint64_t now;         /* ms */
+    uint64_t received;    /* body bytes of the download so far, every connection's */
+    unsigned connections; /* with a request in flight now, the main one included */
+    uint64_t least;       /* the fewest bytes one of those received since the last mark */
+    unsigned max;         /* max_connections_per_download */
+    int disturbed;        /* paused, or the loop late, now or since the last call */
+} seg_grow_in_t;
 
-/* Once per rate window (the total rate just measured): while every wanted
- * connection is busy (connections >= want), not paused, below max and at
- * least SEG_GROW_MS after the last change, one more connection is wanted,
- * as long as the last one added a tenth to the rate; once it did not, the
- * download is grown out and stays at what it has. */
-void segplan_grow(seg_growth_t *g, uint64_t rate, uint64_t now, unsigned connections, unsigned max,
-                  int paused);
+/* The start: SEG_START_CONNS connections (the main one included), at
+ * most max; slow start. */
+void segplan_grow_start(seg_growth_t *g, unsigned max);
+
+/* Once per progress tick: waits, measures, judges a round and steps (see
+ * above); nothing once grown out or at max. 1 when the caller is to mark:
+ * count each connection's bytes (`least`) from now on (a step was taken,
+ * a window opened, or a round restarts). */
+int segplan_grow(seg_growth_t *g, const seg_grow_in_t *in);
+
+/* The server said too many (a 429 or 503 on a connection: retry_decide's
+ * `fewer`): one connection fewer (at least one), and no growth again. */
+void segplan_throttled(seg_growth_t *g);
 
 /* Fair shares of a host, so one user's segmented downloads cannot keep
  * another's waiting: whether a download may give one of

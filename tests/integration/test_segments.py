@@ -344,6 +344,34 @@ class OriginPaysOnceTest(HubTestCase):
         self.assertLessEqual(sent, 1.01 * size, (what, sent, requests, conns))
         self.assertLessEqual(conns, 2 * max(lanes, 1), (what, sent, requests, conns))
 
+    def in_flight(self, ngx, uri, step=0.05):
+        """[(t, n)]: n requests for uri in flight at t seconds after the
+        first began (nginx's access log, `nginx-origin.sh inflight`)."""
+        out = subprocess.run([NGINX_ORIGIN, "inflight", ngx, uri, str(step)], check=True,
+                             capture_output=True, text=True).stdout.split("\n")
+        return [(float(t), int(n)) for t, n in (line.split() for line in out if line)]
+
+    def test_a_capped_origin_gets_every_connection_within_a_few_rounds(self):
+        # 1 MiB/s a connection (a CDN's cap, scaled down), 1 MiB chunks:
+        # the rate grows with each doubling of the connections, so the
+        # download has its 16 after two rounds of about half a second.
+        # Before: 4, then one more a second while each added a tenth: 9 at
+        # most by the time the 32 MiB were in (nginx's log: 4 connections
+        # at 0 s, 5 at 1 s, 6 at 2 s...).
+        size = 32 * MiB
+        digest = self.make_file("ramp.bin", size, seed=10)
+        base, ngx = self.start_nginx("1m")
+        lanes = self.fetch_counting(base + "/capped/ramp.bin", digest, timeout=120 * SLOW,
+                                    segment_min_size="2M", segment_chunk_size="1M")
+        self.assert_paid_once(ngx, "/capped/ramp.bin", size, lanes,
+                              "32 MiB capped at 1 MiB/s a connection")
+        seen = self.in_flight(ngx, "/capped/ramp.bin")
+        each = "connections in flight each 0.5 s: %s" % " ".join(str(n) for t, n in seen[::10])
+        print("  " + each)
+        self.assertEqual(max(n for t, n in seen), 16, each)
+        reached = min(t for t, n in seen if n == 16)
+        self.assertLess(reached, 10 * SLOW, each)  # about 1.5 s here
+
     def test_a_download_paced_by_hubd_costs_the_origin_its_size(self):
         # hubd itself is the slow part (max_rate here; a slow disk or a busy
         # loop pace it the same way): its lanes pause while the origin's

@@ -1,7 +1,8 @@
 /* Unit tests for daemon/fetch/segplan.c: the decisions of a download over
  * several connections, pure functions of the chunk table, the lanes' rates
  * and the clock. Which chunk comes next, which is split and where, which
- * lane is far slower, when one more connection is wanted. */
+ * lane is far slower, how many connections are wanted, how large a lane's
+ * next chunk is. */
 #include "segplan.h"
 
 #include <check.h>
@@ -243,73 +244,279 @@ END_TEST
 START_TEST(segplan_grow_starts_with_a_few)
 {
     seg_growth_t g;
-    segplan_grow_start(&g, 16, 500);
+    segplan_grow_start(&g, 16);
     ck_assert_uint_eq(g.want, SEG_START_CONNS);
-    ck_assert_uint_eq(g.t_grow, 500);
-    ck_assert_int_eq(g.grown_out, 0);
-    ck_assert_uint_eq(g.rate_at_grow, 0);
-    segplan_grow_start(&g, 2, 0);
+    ck_assert_int_eq(g.phase, SEG_RAMP_DOUBLING);
+    ck_assert_uint_eq(g.prev, 0);
+    ck_assert_int_eq(g.measuring, 0);
+    segplan_grow_start(&g, 2);
     ck_assert_uint_eq(g.want, 2);
 }
 END_TEST
 
-START_TEST(segplan_grow_adds_one_while_the_rate_grows)
-{
+/* A download's clock and byte count, and the tick that feeds segplan_grow. */
+typedef struct ramp {
     seg_growth_t g;
-    segplan_grow_start(&g, 16, 0);
-    uint64_t t, rate = 10 * MiB;
-    /* Too soon after the start. */
-    segplan_grow(&g, rate, SEG_GROW_MS - 1, 4, 16, 0);
-    ck_assert_uint_eq(g.want, 4);
-    /* Not every wanted connection busy. */
-    segplan_grow(&g, rate, SEG_GROW_MS, 3, 16, 0);
-    ck_assert_uint_eq(g.want, 4);
-    /* The first step needs no rate to compare with. */
-    t = SEG_GROW_MS;
-    segplan_grow(&g, rate, t, 4, 16, 0);
-    ck_assert_uint_eq(g.want, 5);
-    ck_assert_uint_eq(g.rate_at_grow, rate);
-    ck_assert_uint_eq(g.t_grow, t);
-    /* Then a step each SEG_GROW_MS, while each adds a tenth. */
-    segplan_grow(&g, rate * 2, t + SEG_GROW_MS - 1, 5, 16, 0);
-    ck_assert_uint_eq(g.want, 5);
-    t += SEG_GROW_MS;
-    rate = rate * 11 / 10; /* exactly a tenth more */
-    segplan_grow(&g, rate, t, 5, 16, 0);
-    ck_assert_uint_eq(g.want, 6);
-    ck_assert_uint_eq(g.rate_at_grow, rate);
-    ck_assert_int_eq(g.grown_out, 0);
+    uint64_t now, received;
+    unsigned max, most; /* most: the most connections wanted so far */
+} ramp_t;
+
+static int tick(ramp_t *r, unsigned connections, uint64_t least, int disturbed)
+{
+    seg_grow_in_t in = {.now = r->now,
+                        .received = r->received,
+                        .connections = connections,
+                        .least = least,
+                        .max = r->max,
+                        .disturbed = disturbed};
+    int mark = segplan_grow(&r->g, &in);
+    if (r->g.want > r->most)
+        r->most = r->g.want;
+    return mark;
+}
+
+/* One round with every wanted connection busy and receiving, the total at
+ * `rate` bytes per second: the tick that opens the window, then the one
+ * SEG_RAMP_MS later that judges it (the time bound: each connection got
+ * less than SEG_RAMP_BYTES). The connections wanted after. */
+static unsigned round_at(ramp_t *r, uint64_t rate)
+{
+    ck_assert_int_eq(tick(r, r->g.want, 1, 0), 1); /* the window opens: a mark */
+    ck_assert_int_eq(r->g.measuring, 1);
+    uint64_t from = r->received, part = rate * (SEG_RAMP_MS - 1) / 1000;
+    r->now += SEG_RAMP_MS - 1;
+    r->received += part;
+    ck_assert_int_eq(tick(r, r->g.want, 1, 0), 0); /* not yet */
+    r->now += 1;
+    r->received = from + rate * SEG_RAMP_MS / 1000; /* the rate, to the byte when even */
+    ck_assert_int_eq(tick(r, r->g.want, 1, 0), 1);  /* judged */
+    ck_assert_int_eq(r->g.measuring, 0);
+    return r->g.want;
+}
+
+static void ramp_start(ramp_t *r, unsigned max)
+{
+    *r = (ramp_t){.now = 1000, .max = max};
+    segplan_grow_start(&r->g, max);
+    r->most = r->g.want;
+}
+
+START_TEST(segplan_grow_doubles_while_the_rate_grows_in_proportion)
+{
+    /* An origin that caps each connection at 16 MiB/s, as CDNs do. */
+    uint64_t cap = 16 * MiB;
+    ramp_t r;
+    ramp_start(&r, 16);
+    ck_assert_uint_eq(round_at(&r, 4 * cap), 8); /* the start's round: the base */
+    ck_assert_uint_eq(r.g.prev, 4);
+    ck_assert_uint_eq(r.g.base, 4 * cap);
+    ck_assert_uint_eq(round_at(&r, 8 * cap), 16);
+    ck_assert_uint_eq(r.g.base, 8 * cap);
+    ck_assert_int_eq(r.g.phase, SEG_RAMP_DOUBLING);
+    /* At max: no round any more. */
+    ck_assert_int_eq(tick(&r, 16, 1, 0), 0);
+    ck_assert_int_eq(r.g.measuring, 0);
+    ck_assert_uint_eq(r.g.want, 16);
+    /* A doubling that brought half of the proportion still pays (TCP's slow
+     * start of the new connections over their first MiBs). */
+    ramp_start(&r, 64);
+    round_at(&r, 4 * cap);
+    ck_assert_uint_eq(round_at(&r, 6 * cap), 16);
+}
+END_TEST
+
+START_TEST(segplan_grow_judges_on_the_first_mibs)
+{
+    ramp_t r;
+    ramp_start(&r, 16);
+    /* Not every wanted connection busy, or one not receiving yet (a new
+     * one connecting): no window. */
+    ck_assert_int_eq(tick(&r, 3, 1, 0), 0);
+    ck_assert_int_eq(tick(&r, 4, 0, 0), 0);
+    ck_assert_int_eq(r.g.measuring, 0);
+    ck_assert_int_eq(tick(&r, 4, 1, 0), 1);
+    ck_assert_int_eq(r.g.measuring, 1);
+    /* Each connection's SEG_RAMP_BYTES judge the round before SEG_RAMP_MS. */
+    r.now += 100;
+    r.received += 8 * MiB;
+    ck_assert_int_eq(tick(&r, 4, SEG_RAMP_BYTES - 1, 0), 0);
+    ck_assert_int_eq(tick(&r, 4, SEG_RAMP_BYTES, 0), 1);
+    ck_assert_uint_eq(r.g.rate, 80 * MiB);
+    ck_assert_uint_eq(r.g.want, 8);
+    /* A connection that ends within the round (a failure, no chunk left)
+     * restarts it: the rate of fewer says nothing of the step. */
+    ck_assert_int_eq(tick(&r, 8, 1, 0), 1);
+    r.now += 50;
+    ck_assert_int_eq(tick(&r, 7, 1, 0), 1);
+    ck_assert_int_eq(r.g.measuring, 0);
+    ck_assert_uint_eq(r.g.want, 8);
 }
 END_TEST
 
 START_TEST(segplan_grow_stops_when_the_rate_does_not)
 {
-    seg_growth_t g;
-    segplan_grow_start(&g, 16, 0);
-    segplan_grow(&g, 10000, SEG_GROW_MS, 4, 16, 0);
-    ck_assert_uint_eq(g.want, 5);
-    segplan_grow(&g, 10999, 2 * SEG_GROW_MS, 5, 16, 0); /* under a tenth more */
-    ck_assert_uint_eq(g.want, 5);
-    ck_assert_int_eq(g.grown_out, 1);
-    ck_assert_uint_eq(g.t_grow, SEG_GROW_MS);
-    segplan_grow(&g, 100000, 10 * SEG_GROW_MS, 5, 16, 0); /* for good */
-    ck_assert_uint_eq(g.want, 5);
+    /* Loopback nginx with no cap: one connection fills what hubd can take;
+     * more bring nothing. Before slow start: 4 at first, a fifth after a
+     * second, grown out after that one added nothing. Now: one doubling
+     * (one round), then the fifth, then back to 4 for good. */
+    uint64_t full = 900 * MiB;
+    ramp_t r;
+    ramp_start(&r, 16);
+    ck_assert_uint_eq(round_at(&r, full), 8);
+    ck_assert_uint_eq(round_at(&r, full + full / 20), 5); /* 5% more: noise */
+    ck_assert_int_eq(r.g.phase, SEG_RAMP_LINEAR);
+    ck_assert_uint_eq(r.g.prev, 4);
+    ck_assert_uint_eq(r.g.base, full); /* the fifth is judged against the 4 */
+    ck_assert_uint_eq(round_at(&r, full), 4);
+    ck_assert_int_eq(r.g.phase, SEG_RAMP_OUT);
+    ck_assert_uint_eq(r.most, 8);
+    ck_assert_uint_le(r.g.want, 5); /* no more than before */
+    /* For good, whatever the rate does. */
+    ck_assert_int_eq(tick(&r, 4, 1, 0), 0);
+    r.now += 10 * SEG_RAMP_MS;
+    r.received += 10 * full;
+    ck_assert_int_eq(tick(&r, 4, SEG_RAMP_BYTES, 0), 0);
+    ck_assert_uint_eq(r.g.want, 4);
 }
 END_TEST
 
-START_TEST(segplan_grow_respects_max_and_pause)
+START_TEST(segplan_grow_pays_from_a_quarter_of_the_proportion)
 {
-    seg_growth_t g;
-    segplan_grow_start(&g, 5, 0);
-    segplan_grow(&g, 1000, SEG_GROW_MS, 4, 5, 1); /* paused */
-    ck_assert_uint_eq(g.want, 4);
-    ck_assert_uint_eq(g.t_grow, 0);
-    segplan_grow(&g, 1000, SEG_GROW_MS, 4, 5, 0);
-    ck_assert_uint_eq(g.want, 5);
-    segplan_grow(&g, 10000, 2 * SEG_GROW_MS, 5, 5, 0); /* at max */
-    ck_assert_uint_eq(g.want, 5);
-    ck_assert_int_eq(g.grown_out, 0);
-    ck_assert_uint_eq(g.t_grow, SEG_GROW_MS);
+    /* 4 brought 64 MiB/s: 8 pay from 80 MiB/s (a quarter of 64 more). */
+    ramp_t r;
+    ramp_start(&r, 16);
+    round_at(&r, 64 * MiB);
+    ck_assert_uint_eq(round_at(&r, 80 * MiB), 16);
+    ramp_start(&r, 16);
+    round_at(&r, 64 * MiB);
+    ck_assert_uint_eq(round_at(&r, 80 * MiB - 1000), 5);
+}
+END_TEST
+
+START_TEST(segplan_grow_goes_on_one_at_a_time_below_a_limit)
+{
+    /* 16 MiB/s a connection, 76.8 MiB/s in all (4.8 connections' worth):
+     * 8 bring 20% more than 4, under a quarter of the proportion; one more
+     * at a time from 4, each paying a tenth at least. */
+    uint64_t cap = 16 * MiB, total = 4 * cap + 4 * cap / 5;
+    ramp_t r;
+    ramp_start(&r, 16);
+    round_at(&r, 4 * cap);
+    ck_assert_uint_eq(round_at(&r, total), 5);
+    ck_assert_uint_eq(round_at(&r, total), 6); /* +20% for the fifth: paid */
+    ck_assert_int_eq(r.g.phase, SEG_RAMP_LINEAR);
+    ck_assert_uint_eq(r.g.base, total);
+    /* The sixth adds under a tenth: back to 5, for good. */
+    ck_assert_uint_eq(round_at(&r, total + total / 11), 5);
+    ck_assert_int_eq(r.g.phase, SEG_RAMP_OUT);
+
+    /* A link that 6 connections fill: 8 pay (by more than a quarter), 16 do
+     * not: back to 8, then 9 adds nothing. */
+    total = 6 * cap;
+    ramp_start(&r, 32); /* at max, no round would judge the 16 */
+    round_at(&r, 4 * cap);
+    ck_assert_uint_eq(round_at(&r, total), 16);
+    ck_assert_uint_eq(round_at(&r, total), 9);
+    ck_assert_uint_eq(round_at(&r, total), 8);
+    ck_assert_int_eq(r.g.phase, SEG_RAMP_OUT);
+}
+END_TEST
+
+START_TEST(segplan_grow_stays_within_max)
+{
+    uint64_t cap = 16 * MiB;
+    ramp_t r;
+    ramp_start(&r, 12);
+    ck_assert_uint_eq(round_at(&r, 4 * cap), 8);
+    ck_assert_uint_eq(round_at(&r, 8 * cap), 12); /* not 16 */
+    ck_assert_int_eq(tick(&r, 12, 1, 0), 0);
+    ck_assert_uint_eq(r.most, 12);
+    /* A max below the start: no round at all. */
+    ramp_start(&r, 3);
+    ck_assert_uint_eq(r.g.want, 3);
+    ck_assert_int_eq(tick(&r, 3, 1, 0), 0);
+    ck_assert_int_eq(r.g.measuring, 0);
+    /* A max raised by a reload: the growth goes on. */
+    r.max = 16;
+    ck_assert_uint_eq(round_at(&r, 3 * cap), 6);
+}
+END_TEST
+
+START_TEST(segplan_grow_waits_out_a_pause)
+{
+    ramp_t r;
+    ramp_start(&r, 16);
+    ck_assert_int_eq(tick(&r, 4, 1, 0), 1); /* the window opens */
+    r.now += SEG_RAMP_MS;
+    r.received += MiB; /* paused most of it: a low rate that is hubd's */
+    ck_assert_int_eq(tick(&r, 4, 1, 1), 1);
+    ck_assert_int_eq(r.g.measuring, 0);
+    ck_assert_uint_eq(r.g.want, 4);
+    ck_assert_uint_eq(r.g.prev, 0);
+    /* Paused at every tick (hubd paces the download): no round ever. */
+    for (int i = 0; i < 50; i++) {
+        r.now += 100;
+        r.received += MiB;
+        ck_assert_int_eq(tick(&r, 4, SEG_RAMP_BYTES, 1), 1);
+    }
+    ck_assert_uint_eq(r.g.want, 4);
+    /* The pause over: a round as ever. */
+    ck_assert_uint_eq(round_at(&r, 64 * MiB), 8);
+}
+END_TEST
+
+START_TEST(segplan_grow_never_again_after_too_many)
+{
+    /* A 429 or 503 on each of the 4 connections the doubling added: one
+     * fewer for each, and no growth into that server again. */
+    uint64_t cap = 16 * MiB;
+    ramp_t r;
+    ramp_start(&r, 16);
+    round_at(&r, 4 * cap);
+    ck_assert_uint_eq(r.g.want, 8);
+    ck_assert_int_eq(tick(&r, 8, 1, 0), 1); /* a window open */
+    for (int i = 0; i < 4; i++)
+        segplan_throttled(&r.g);
+    ck_assert_uint_eq(r.g.want, 4);
+    ck_assert_int_eq(r.g.phase, SEG_RAMP_OUT);
+    ck_assert_int_eq(r.g.measuring, 0);
+    r.now += SEG_RAMP_MS;
+    r.received += 100 * cap;
+    ck_assert_int_eq(tick(&r, 4, SEG_RAMP_BYTES, 0), 0);
+    ck_assert_uint_eq(r.g.want, 4);
+    /* Never below one. */
+    for (int i = 0; i < 6; i++)
+        segplan_throttled(&r.g);
+    ck_assert_uint_eq(r.g.want, 1);
+}
+END_TEST
+
+START_TEST(segplan_lane_piece_starts_small)
+{
+    /* 2, 4, 8, then 16 MiB: a new connection's rate is known after 2. */
+    ck_assert_uint_eq(segplan_lane_piece(16 * MiB, 0), SEG_FIRST_PIECE);
+    ck_assert_uint_eq(segplan_lane_piece(16 * MiB, 1), 4 * MiB);
+    ck_assert_uint_eq(segplan_lane_piece(16 * MiB, 2), 8 * MiB);
+    ck_assert_uint_eq(segplan_lane_piece(16 * MiB, 3), 16 * MiB);
+    ck_assert_uint_eq(segplan_lane_piece(16 * MiB, 31), 16 * MiB);
+    ck_assert_uint_eq(segplan_lane_piece(16 * MiB, 32), 16 * MiB);
+    ck_assert_uint_eq(segplan_lane_piece(16 * MiB, 4000000000u), 16 * MiB);
+    /* Chunks smaller than the first piece, or between two: the chunk. */
+    ck_assert_uint_eq(segplan_lane_piece(MiB, 0), MiB);
+    ck_assert_uint_eq(segplan_lane_piece(3 * MiB, 0), 2 * MiB);
+    ck_assert_uint_eq(segplan_lane_piece(3 * MiB, 1), 3 * MiB);
+    ck_assert_uint_eq(segplan_lane_piece(UINT64_MAX, 63), UINT64_MAX);
+    /* Cut from the tail of a 512 MiB file: the lanes' first chunks after
+     * the main transfer's 16 MiB; the end still shares the rest. */
+    ck_assert_uint_eq(
+        segplan_tail_cut(16 * MiB, 512 * MiB, segplan_lane_piece(16 * MiB, 0), UINT64_MAX, 4),
+        18 * MiB);
+    ck_assert_uint_eq(
+        segplan_tail_cut(18 * MiB, 512 * MiB, segplan_lane_piece(16 * MiB, 1), UINT64_MAX, 4),
+        22 * MiB);
+    ck_assert_uint_eq(
+        segplan_tail_cut(500 * MiB, 512 * MiB, segplan_lane_piece(16 * MiB, 3), UINT64_MAX, 4),
+        503 * MiB);
 }
 END_TEST
 
@@ -450,10 +657,16 @@ static Suite *segplan_suite(void)
     tcase_add_test(slow, segplan_far_slower_only_with_much_left);
     suite_add_tcase(s, slow);
 
+    tcase_add_test(chunks, segplan_lane_piece_starts_small);
     tcase_add_test(grow, segplan_grow_starts_with_a_few);
-    tcase_add_test(grow, segplan_grow_adds_one_while_the_rate_grows);
+    tcase_add_test(grow, segplan_grow_doubles_while_the_rate_grows_in_proportion);
+    tcase_add_test(grow, segplan_grow_judges_on_the_first_mibs);
     tcase_add_test(grow, segplan_grow_stops_when_the_rate_does_not);
-    tcase_add_test(grow, segplan_grow_respects_max_and_pause);
+    tcase_add_test(grow, segplan_grow_pays_from_a_quarter_of_the_proportion);
+    tcase_add_test(grow, segplan_grow_goes_on_one_at_a_time_below_a_limit);
+    tcase_add_test(grow, segplan_grow_stays_within_max);
+    tcase_add_test(grow, segplan_grow_waits_out_a_pause);
+    tcase_add_test(grow, segplan_grow_never_again_after_too_many);
     tcase_add_test(grow, segplan_may_connect_keeps_one_always);
     tcase_add_test(grow, segplan_may_connect_yields_to_a_waiting_download);
     tcase_add_test(grow, segplan_may_connect_stays_below_want_and_max);
