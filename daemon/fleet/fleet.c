@@ -271,14 +271,10 @@ static void after_prep(uv_work_t *req, int status)
 static void on_reply(void *arg, int rc, fmeta_status_t status, const unsigned char *torrent,
                      size_t len, const char *why);
 
-/* The order is asked from its top: a new download, or a stalled one (whose
- * seed, if it was the top, keeps its standing as a node that answered). */
+/* The order is asked from its top: a new download, or a stalled one. */
 void ff_ask_from_top(ffile_t *ff)
 {
-    if (ff->cand) {
-        ff->cand = 0;
-        ff->cand_answered = 0;
-    }
+    ff->cand = 0;
     ff->cand_misses = 0;
     ff->ask_gap = ASK_AGAIN_MS;
     ff_ask(ff);
@@ -334,12 +330,13 @@ static void on_reply(void *arg, int rc, fmeta_status_t status, const unsigned ch
     ff->ask = NULL;
     if (!ff->job)
         return;
-    if (rc == -ETIMEDOUT && ff->cand_answered && ++ff->cand_misses < ASK_MISSES_MAX) {
-        /* A node that answered before and is slow now is busy (its CPU,
-         * its link), not down: taking the file over would send one more
-         * copy from the origin, the very load that made it slow. */
-        log_info("fleet: %s: candidate %zu answered before and not within %u ms now (%d of %d): "
-                 "asked again",
+    if (rc == -ETIMEDOUT && ++ff->cand_misses < ASK_MISSES_MAX) {
+        /* Slow is not gone: a node busy with a crowd of peers answers late
+         * (or drops connections at a full accept queue), and at the first
+         * timeout the next node in the order would fetch the file from the
+         * origin again, the very load that made this one slow. One that is
+         * gone refuses, or times out again. */
+        log_info("fleet: %s: candidate %zu did not answer within %u ms (%d of %d): asked again",
                  ff->sha, ff->cand, ASK_TIMEOUT_MS, ff->cand_misses, ASK_MISSES_MAX);
         ask_later(ff, now);
         return;
@@ -348,12 +345,11 @@ static void on_reply(void *arg, int rc, fmeta_status_t status, const unsigned ch
         log_info("fleet: %s: candidate %zu did not answer (%s): asking the next", ff->sha, ff->cand,
                  why ? why : strerror(-rc));
         ff->cand++;
-        ff->cand_answered = 0;
         ff->cand_misses = 0;
+        ff->ask_gap = ASK_AGAIN_MS;
         ff_ask(ff);
         return;
     }
-    ff->cand_answered = 1;
     ff->cand_misses = 0;
     if (ff->state == FF_SWARMING) {
         /* A stalled download asked again: someone holds the file or is
@@ -440,8 +436,6 @@ static int hook_take(void *arg, job_t *job, const jobs_swarm_req_t *req)
     snprintf(ff->part, sizeof ff->part, "%s", req->part_path);
     ff->job = job;
     ff->none_since = 0;
-    ff->cand = 0;
-    ff->cand_answered = 0;
     ff_set(ff, FF_ASKING);
     ff_ask_from_top(ff);
     return 1;
