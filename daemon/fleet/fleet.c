@@ -280,6 +280,15 @@ void ff_ask_from_top(ffile_t *ff)
     ff_ask(ff);
 }
 
+/* Whether an ask's failure says the node is busy rather than gone: no
+ * answer in time, or the connection closed before it (a node at its cap of
+ * connections turns new ones away). A refused connection, an unreachable
+ * host or a TLS failure (not one of ours) says gone. */
+static int busy(int rc)
+{
+    return rc == -ETIMEDOUT || rc == -ECONNRESET || rc == -EPIPE || rc == -ECONNABORTED;
+}
+
 /* The next ask of a node that is fetching the file (or has not started
  * it): twice as late each time, up to ASK_AGAIN_MAX_MS, give or take a
  * quarter. Every node that wants a file asks its seed: at a fixed 500 ms,
@@ -330,14 +339,14 @@ static void on_reply(void *arg, int rc, fmeta_status_t status, const unsigned ch
     ff->ask = NULL;
     if (!ff->job)
         return;
-    if (rc == -ETIMEDOUT && ++ff->cand_misses < ASK_MISSES_MAX) {
-        /* Slow is not gone: a node busy with a crowd of peers answers late
-         * (or drops connections at a full accept queue), and at the first
-         * timeout the next node in the order would fetch the file from the
-         * origin again, the very load that made this one slow. One that is
-         * gone refuses, or times out again. */
-        log_info("fleet: %s: candidate %zu did not answer within %u ms (%d of %d): asked again",
-                 ff->sha, ff->cand, ASK_TIMEOUT_MS, ff->cand_misses, ASK_MISSES_MAX);
+    if (busy(rc) && ++ff->cand_misses < ASK_MISSES_MAX) {
+        /* Slow is not gone: a node busy with a crowd of peers answers late,
+         * or turns connections away at its cap, and the next node in the
+         * order would fetch the file from the origin again, the very load
+         * that made this one slow. One that is gone refuses, or does this
+         * again. */
+        log_info("fleet: %s: candidate %zu did not answer (%s; %d of %d): asked again", ff->sha,
+                 ff->cand, why ? why : strerror(-rc), ff->cand_misses, ASK_MISSES_MAX);
         ask_later(ff, now);
         return;
     }

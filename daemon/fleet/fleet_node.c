@@ -354,6 +354,10 @@ static void on_tick(uv_timer_t *t)
     fleet_t *f = t->data;
     uint64_t now = uv_now(f->loop);
     poll_events(f);
+    /* The figures read below are those of the last tick's request: asking
+     * libtorrent and waiting, torrent by torrent, held this loop for
+     * seconds on a loaded node, and its asks went unanswered. */
+    lt_session_post_updates(f->ses);
     list_node_t *n, *tmp;
     list_foreach_safe(&f->files, n, tmp)
     {
@@ -381,8 +385,7 @@ static void on_tick(uv_timer_t *t)
         if (ff->state != FF_SWARMING || !ff->job || !ff->t)
             continue;
         lt_torrent_stats_t st;
-        if (lt_torrent_stats(ff->t, &st))
-            continue;
+        lt_torrent_stats_seen(ff->t, &st);
         if (st.bytes_done != ff->last_done) {
             ff->stalls = 0;
             ff->last_done = st.bytes_done;

@@ -61,6 +61,7 @@ struct lt_session {
 struct lt_torrent {
     lt_session_t *s;
     lt::torrent_handle h;
+    lt_torrent_stats_t seen; // from the last state_update_alert that named it
 };
 
 namespace
@@ -220,8 +221,29 @@ lt_event_t event_of(lt_event_kind_t kind, void *user, lt::alert const *a)
 // One alert into at most one event on s->pending. Alerts of a torrent the
 // caller removed (its entry gone) are dropped, except peer ones: an
 // incoming connection refused before it reached a torrent has none either.
+void fill_stats(lt_torrent_stats_t *st, lt::torrent_status const &ts)
+{
+    st->bytes_up = static_cast<uint64_t>(ts.total_payload_upload);
+    st->bytes_down = static_cast<uint64_t>(ts.total_payload_download);
+    st->bytes_done = static_cast<uint64_t>(ts.total_wanted_done);
+    st->size = static_cast<uint64_t>(ts.total_wanted);
+    st->peers = ts.num_peers;
+    st->seeds = ts.num_seeds;
+    st->progress_ppm = ts.progress_ppm;
+    st->finished = ts.is_finished;
+    st->err = errno_of(ts.errc);
+}
+
 void convert(lt_session_t *s, lt::alert *a)
 {
+    if (auto *x = lt::alert_cast<lt::state_update_alert>(a)) {
+        for (auto const &ts : x->status) {
+            auto e = s->torrents.find(ts.handle);
+            if (e != s->torrents.end() && e->second.t)
+                fill_stats(&e->second.t->seen, ts);
+        }
+        return;
+    }
     void *user = nullptr;
     bool known = false;
     decltype(s->torrents)::iterator it;
@@ -588,16 +610,20 @@ int lt_torrent_stats(lt_torrent_t *t, lt_torrent_stats_t *st)
 {
     std::memset(st, 0, sizeof *st);
     return guarded(nullptr, "stats", [&]() -> int {
-        lt::torrent_status ts = t->h.status(lt::status_flags_t{});
-        st->bytes_up = static_cast<uint64_t>(ts.total_payload_upload);
-        st->bytes_down = static_cast<uint64_t>(ts.total_payload_download);
-        st->bytes_done = static_cast<uint64_t>(ts.total_wanted_done);
-        st->size = static_cast<uint64_t>(ts.total_wanted);
-        st->peers = ts.num_peers;
-        st->seeds = ts.num_seeds;
-        st->progress_ppm = ts.progress_ppm;
-        st->finished = ts.is_finished;
-        st->err = errno_of(ts.errc);
+        fill_stats(st, t->h.status(lt::status_flags_t{}));
+        return 0;
+    });
+}
+
+void lt_torrent_stats_seen(const lt_torrent_t *t, lt_torrent_stats_t *st)
+{
+    *st = t->seen;
+}
+
+void lt_session_post_updates(lt_session_t *s)
+{
+    guarded(nullptr, "updates", [&]() -> int {
+        s->ses->post_torrent_updates(lt::status_flags_t{});
         return 0;
     });
 }

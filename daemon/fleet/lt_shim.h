@@ -168,6 +168,16 @@ typedef struct lt_torrent_stats {
 
 int lt_torrent_stats(lt_torrent_t *t, lt_torrent_stats_t *st);
 
+/* The same figures without waiting: lt_torrent_stats asks libtorrent's
+ * thread and waits for its answer, which a busy session (hundreds of peers
+ * on a loaded machine) gives late, so the loop must not ask it on every
+ * tick. lt_session_post_updates asks for the figures of every torrent that
+ * changed (no wait); they come as an alert, which lt_session_poll takes
+ * in; lt_torrent_stats_seen reads the last of them (zeros before the
+ * first). */
+void lt_session_post_updates(lt_session_t *s);
+void lt_torrent_stats_seen(const lt_torrent_t *t, lt_torrent_stats_t *st);
+
 /* One connected peer of a torrent. */
 typedef struct lt_peer_info {
     char peer[64];       /* "ip:port" as connected (an incoming peer's port is its own) */

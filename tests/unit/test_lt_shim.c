@@ -427,6 +427,21 @@ START_TEST(lt_shim_bad_piece_from_a_seed_fails_its_hash_check)
             usleep(20 * 1000);
     }
     ck_assert_msg(st.finished, "A's check did not end within 20 s");
+    /* The figures the loop reads without waiting: zeros until asked for,
+     * then the same as lt_torrent_stats's once the alert is polled. */
+    lt_torrent_stats_t seen;
+    lt_torrent_stats_seen(ta, &seen);
+    ck_assert_int_eq(seen.finished, 0);
+    ck_assert_uint_eq(seen.size, 0);
+    for (int i = 0; i < 250 && !seen.finished; i++) {
+        lt_session_post_updates(a);
+        usleep(20 * 1000);
+        pump("A", a, &ea);
+        lt_torrent_stats_seen(ta, &seen);
+    }
+    ck_assert_msg(seen.finished, "no state update within 5 s");
+    ck_assert_uint_eq(seen.size, st.size);
+    ck_assert_uint_eq(seen.bytes_done, st.bytes_done);
     /* Then its file goes bad under it, in one piece. */
     char path[256];
     snprintf(path, sizeof path, "%s/a/blob", dir);
