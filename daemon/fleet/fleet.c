@@ -339,14 +339,18 @@ static void on_reply(void *arg, int rc, fmeta_status_t status, const unsigned ch
     ff->ask = NULL;
     if (!ff->job)
         return;
-    if (busy(rc) && ++ff->cand_misses < ASK_MISSES_MAX) {
+    if (busy(rc) && !ff->cand_misses++)
+        ff->miss_since = now;
+    if (busy(rc) &&
+        (ff->cand_misses < ASK_MISSES_MAX || now - ff->miss_since < f->cfg->fleet_wait_ms)) {
         /* Slow is not gone: a node busy with a crowd of peers answers late,
          * or turns connections away at its cap, and the next node in the
          * order would fetch the file from the origin again, the very load
-         * that made this one slow. One that is gone refuses, or does this
-         * again. */
-        log_info("fleet: %s: candidate %zu did not answer (%s; %d of %d): asked again", ff->sha,
-                 ff->cand, why ? why : strerror(-rc), ff->cand_misses, ASK_MISSES_MAX);
+         * that made this one slow (at 64 nodes of 2 cores, three misses in
+         * a row were not rare). One that is gone refuses, or does this
+         * for fleet_wait, as long as a seed may take to start a file. */
+        log_info("fleet: %s: candidate %zu did not answer (%s; %d in a row): asked again", ff->sha,
+                 ff->cand, why ? why : strerror(-rc), ff->cand_misses);
         ask_later(ff, now);
         return;
     }

@@ -17,14 +17,14 @@
 #define ASK_TIMEOUT_MS 5000   /* one metadata exchange: a node slower than this did not answer */
 #define ASK_AGAIN_MS 500      /* a seed that is fetching is asked again after this at first... */
 #define ASK_AGAIN_MAX_MS 4000 /* ...then twice as long each time, up to this */
-#define ASK_MISSES_MAX 3      /* timeouts in a row before a node is down */
-#define STALL_MS 10000        /* a swarm download with no new byte: ask the order again */
-#define PEERS_AGAIN_MS 5000   /* the members are offered to a torrent again */
-#define SWEEP_MS 10000        /* seeded blobs still in the cache? */
-#define WARM_MAX 64           /* fetches started for other nodes at once */
-#define WARM_AGAIN_MS 60000   /* after one failed, another node's ask gets NONE this long */
-#define WARM_FAILED_MAX 256   /* failures remembered for that; past it the oldest is forgotten */
-#define STATUS_PEERS 256      /* peers read per torrent for fleet status */
+#define ASK_MISSES_MAX 3    /* timeouts in a row, over fleet_wait at least, before a node is down */
+#define STALL_MS 10000      /* a swarm download with no new byte: ask the order again */
+#define PEERS_AGAIN_MS 5000 /* the members are offered to a torrent again */
+#define SWEEP_MS 10000      /* seeded blobs still in the cache? */
+#define WARM_MAX 64         /* fetches started for other nodes at once */
+#define WARM_AGAIN_MS 60000 /* after one failed, another node's ask gets NONE this long */
+#define WARM_FAILED_MAX 256 /* failures remembered for that; past it the oldest is forgotten */
+#define STATUS_PEERS 256    /* peers read per torrent for fleet status */
 
 typedef enum {
     FF_IDLE,
@@ -53,17 +53,18 @@ typedef struct ffile {
     unsigned char *torrent; /* the metadata, from the seed or made here */
     size_t torrent_len;
     char info_hash[65], info_hash_v1[41];
-    lt_torrent_t *t;  /* in the session, or NULL */
-    int removing;     /* a removal is out: LT_EV_REMOVED comes for it */
-    int then_seed;    /* after the removal: add it again, seeding blob */
-    int then_origin;  /* after the removal: the job goes to the origin */
-    int then_check;   /* after the removal: added again over its partial (fresh peers) */
-    int stalls;       /* stalls in a row, no new piece between them */
-    int items;        /* pool items out for it */
-    fmeta_ask_t *ask; /* the metadata exchange in flight */
-    size_t cand;      /* the ask's place in the rendezvous order */
-    int cand_misses;  /* its timeouts in a row */
-    uint64_t ask_gap; /* ms to the next ask of a node that said FETCHING or NONE */
+    lt_torrent_t *t;     /* in the session, or NULL */
+    int removing;        /* a removal is out: LT_EV_REMOVED comes for it */
+    int then_seed;       /* after the removal: add it again, seeding blob */
+    int then_origin;     /* after the removal: the job goes to the origin */
+    int then_check;      /* after the removal: added again over its partial (fresh peers) */
+    int stalls;          /* stalls in a row, no new piece between them */
+    int items;           /* pool items out for it */
+    fmeta_ask_t *ask;    /* the metadata exchange in flight */
+    size_t cand;         /* the ask's place in the rendezvous order */
+    int cand_misses;     /* its timeouts (or closes) in a row */
+    uint64_t miss_since; /* when the first of them came */
+    uint64_t ask_gap;    /* ms to the next ask of a node that said FETCHING or NONE */
     uint64_t next_ask, none_since, last_move, last_done, peers_at;
     uint64_t size, up, down;
 } ffile_t;

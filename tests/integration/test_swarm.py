@@ -93,7 +93,7 @@ class SwarmTest(SwarmCase):
         time.sleep(2.5)  # the node asked, and heard FETCHING
         os.kill(seed.proc.pid, signal.SIGSTOP)
         try:
-            wait_for(lambda: "of 3): asked again" in node.read_log(), 20,
+            wait_for(lambda: "1 in a row): asked again" in node.read_log(), 20,
                      "an ask of the stopped seed to time out")
             time.sleep(1)
         finally:
