@@ -28,6 +28,7 @@ typedef struct config_listen {
 } config_listen_t;
 
 enum { CONFIG_LABEL_NAME, CONFIG_LABEL_UID }; /* metrics_user_label's values */
+enum { CONFIG_KTLS_OFF, CONFIG_KTLS_AUTO };   /* ktls's values */
 
 typedef struct hubd_config {
     char *socket_path;    /* Unix socket to listen on (malloc'd) */
@@ -85,6 +86,7 @@ typedef struct hubd_config {
     char *ca_path;                /* folder of PEM CA certificates, or NULL */
     char *tls_ciphers;            /* AEADs offered, fastest first (malloc'd) */
     char *tls_insecure_hosts;     /* hosts whose certificates are not checked, or NULL */
+    int ktls;                     /* kernel TLS where the kernel has it: CONFIG_KTLS_* */
     char *deny_networks;          /* CIDRs never connected to (metadata, link-local), or NULL */
     char *allow_networks;         /* exceptions to deny_networks, or NULL */
     char *allow_hosts;            /* if set, the only hosts fetched from ("*.x" for subdomains) */

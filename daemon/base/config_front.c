@@ -1,6 +1,6 @@
 /* config_front: the types of the front's irregular keys (config_internal.h):
- * the loopback host:port lists of http_listen and metrics_listen, and
- * metrics_user_label's word. Apart from config_keys.c, which holds the
+ * the loopback host:port lists of http_listen and metrics_listen, and a
+ * word of a set (metrics_user_label's, and ktls's). Apart from config_keys.c, which holds the
  * regular types and the rows. */
 #include "config_internal.h"
 #include "hostport.h"
@@ -78,38 +78,61 @@ const config_type_t config_type_listen = {"host:port list", parse_listen, print_
                                           differ_listen,    NULL,         release_listen,
                                           explain_listen};
 
-/* ---- metrics_user_label: name or uid ---- */
+/* ---- a word of a set: metrics_user_label (name or uid), ktls (off or auto) ---- */
 
-static const char *const label_words[] = {[CONFIG_LABEL_NAME] = "name", [CONFIG_LABEL_UID] = "uid"};
-
-static int parse_label(hubd_config_t *cfg, const config_key_t *k, const char *value)
+/* The i-th word of the list the row's help begins with ("name or uid: "),
+ * at *w, *len bytes long; 0, or -1 past the list's end. */
+static int word_at(const char *help, int i, const char **w, size_t *len)
 {
-    for (int i = 0; i < (int)(sizeof label_words / sizeof label_words[0]); i++)
-        if (strcmp(value, label_words[i]) == 0) {
+    size_t list = strcspn(help, ":");
+    for (size_t at = 0; at < list;) {
+        at += strspn(help + at, " ,");
+        size_t n = strcspn(help + at, " ,:");
+        if (n == 0 || at + n > list)
+            break;
+        if (!(n == 2 && strncmp(help + at, "or", 2) == 0) && i-- == 0) {
+            *w = help + at;
+            *len = n;
+            return 0;
+        }
+        at += n;
+    }
+    return -1;
+}
+
+static int parse_word(hubd_config_t *cfg, const config_key_t *k, const char *value)
+{
+    const char *w;
+    size_t len;
+    for (int i = 0; word_at(k->help, i, &w, &len) == 0; i++)
+        if (strlen(value) == len && strncmp(value, w, len) == 0) {
             *(int *)(void *)((char *)cfg + k->off) = i;
             return 0;
         }
     return -EINVAL;
 }
 
-static void print_label(const hubd_config_t *cfg, const config_key_t *k, FILE *out)
+static void print_word(const hubd_config_t *cfg, const config_key_t *k, FILE *out)
 {
     int v = *(const int *)(const void *)((const char *)cfg + k->off);
-    fprintf(out, "%s = %s\n", k->name, label_words[v == CONFIG_LABEL_UID]);
+    const char *w = "?";
+    size_t len = 1;
+    word_at(k->help, v, &w, &len);
+    fprintf(out, "%s = %.*s\n", k->name, (int)len, w);
 }
 
-static int differ_label(const hubd_config_t *a, const hubd_config_t *b, const config_key_t *k)
+static int differ_word(const hubd_config_t *a, const hubd_config_t *b, const config_key_t *k)
 {
     return memcmp((const char *)a + k->off, (const char *)b + k->off, sizeof(int)) != 0;
 }
 
-static void take_label(hubd_config_t *cfg, const hubd_config_t *next, const config_key_t *k)
+static void take_word(hubd_config_t *cfg, const hubd_config_t *next, const config_key_t *k)
 {
     memcpy((char *)cfg + k->off, (const char *)next + k->off, sizeof(int));
 }
 
 /* The words the value may be, from the row's help ("name or uid: ..."). */
-static int explain_label(const config_key_t *k, const char *value, int rc, char *err, size_t errlen)
+static int explain_word(const config_key_t *k, const char *value, int rc, char *err, size_t errlen)
 {
     (void)rc;
     snprintf(err, errlen, "bad value '%s' for key '%s': give %.*s", value, k->name,
@@ -117,5 +140,5 @@ static int explain_label(const config_key_t *k, const char *value, int rc, char 
     return 1;
 }
 
-const config_type_t config_type_label = {"name or uid", parse_label, print_label,  differ_label,
-                                         take_label,    NULL,        explain_label};
+const config_type_t config_type_word = {"word",    parse_word, print_word,  differ_word,
+                                        take_word, NULL,       explain_word};

@@ -32,8 +32,9 @@ struct config_type {
 /* config_front.c: the types of the front's irregular keys. A loopback
  * host:port list (http_listen, metrics_listen: a config_listen_t at the
  * row's offset), and a word of a set whose row's help begins with the
- * words ("name or uid: ..."; metrics_user_label, an int). */
+ * words ("name or uid: ..."; metrics_user_label, ktls): the field, an int,
+ * is the word's place in the list. */
 extern const config_type_t config_type_listen;
-extern const config_type_t config_type_label;
+extern const config_type_t config_type_word;
 
 #endif

@@ -813,6 +813,9 @@ static const config_key_t config_keys[] = {
      .def = "chacha20-poly1305,aes-128-gcm,aes-256-gcm", .help = "AEADs offered, fastest first"},
     {"tls_insecure_hosts", &types[T_OPTIONAL], FIELD(tls_insecure_hosts), .def = "",
      .help = "hosts whose certificates are not checked"},
+    /* The TLS context is made once: a change needs a restart. */
+    {"ktls", &config_type_word, FIELD(ktls), .def = "auto",
+     .help = "off or auto: the kernel decrypts AES-GCM downloads where it has TLS"},
     /* The policy lists. Link-local (where cloud metadata services answer:
      * 169.254.169.254, fd00:ec2::254, Alibaba's 100.100.100.200) and "this
      * network" are denied by default. */
@@ -849,7 +852,7 @@ static const config_key_t config_keys[] = {
     /* The scrape endpoint for Prometheus (http/metrics.h): unauthenticated. */
     {"metrics_listen", &config_type_listen, FIELD(metrics_listen), .def = "",
      .help = "the metrics endpoint's loopback host:port items; empty: off"},
-    {"metrics_user_label", &config_type_label, FIELD(metrics_user_label), .def = "name",
+    {"metrics_user_label", &config_type_word, FIELD(metrics_user_label), .def = "name",
      .flags = RELOAD, .help = "name or uid: what labels the per-user metrics"},
     /* The cluster swarm (daemon/fleet/, docs/FLEET.md). fleet_listen,
      * fleet_peers, fleet_ca, fleet_cert and fleet_key go together: one

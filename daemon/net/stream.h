@@ -21,6 +21,7 @@
 #ifndef HUBD_STREAM_H
 #define HUBD_STREAM_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -68,6 +69,7 @@ typedef struct stream_ops {
     int (*reusable)(const stream_t *s);
     void (*release)(stream_t *s);
     const stream_fault_t *(*fault)(const stream_t *s);
+    int (*fileno)(const stream_t *s); /* optional: see stream_fileno */
 } stream_ops_t;
 
 struct stream {
@@ -123,6 +125,15 @@ static inline int stream_reusable(const stream_t *s)
 static inline void stream_release(stream_t *s)
 {
     s->ops->release(s);
+}
+
+/* The TCP socket whose bytes are the stream's, unchanged both ways (TCP,
+ * an open tunnel on TCP): a layer above may hand its records to the
+ * kernel (kernel TLS, ktls.h). A negative errno for a stream that changes
+ * the bytes or holds some back (TLS itself, a tunnel still opening). */
+static inline int stream_fileno(const stream_t *s)
+{
+    return s->ops->fileno ? s->ops->fileno(s) : -ENOTSOCK;
 }
 
 /* The failure behind an on_read of STREAM_EFAULT. */

@@ -177,6 +177,14 @@ static const stream_fault_t *tcp_fault(const stream_t *s)
     return NULL; /* plain TCP fails with libuv codes only */
 }
 
+static int tcp_fileno(const stream_t *s)
+{
+    const stream_tcp_t *t = (const stream_tcp_t *)s;
+    uv_os_fd_t fd;
+    int rc = uv_fileno((const uv_handle_t *)&t->tcp, &fd);
+    return rc ? rc : fd;
+}
+
 static const stream_ops_t tcp_ops = {
     .read_start = tcp_read_start,
     .read_stop = tcp_read_stop,
@@ -185,6 +193,7 @@ static const stream_ops_t tcp_ops = {
     .reusable = tcp_reusable,
     .release = tcp_release,
     .fault = tcp_fault,
+    .fileno = tcp_fileno,
 };
 
 int stream_tcp_new(uv_loop_t *loop, bufpool_t *pool, stream_t **out)

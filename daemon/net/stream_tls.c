@@ -1,5 +1,7 @@
-/* stream_tls: TLS over a stream, decrypting in the thread pool. */
+/* stream_tls: TLS over a stream, decrypting in the thread pool or, where it
+ * can, letting the kernel do it. */
 #include "stream_tls.h"
+#include "ktls.h"
 #include "log.h"
 
 #include <errno.h>
@@ -52,7 +54,9 @@ struct stream_tls {
     int delivering;        /* stls_after_decrypt is handing out the item's buffers */
     stls_work_t work;      /* the decrypt item (valid while decrypt_in_flight) */
     stream_fault_t fault;  /* the failure behind STREAM_EFAULT */
-    char fault_msg[300];
+    char fault_msg[600];
+    int ktls_rx;    /* the kernel decrypts (ktls.h): the inner stream reads plaintext */
+    int ktls_tx;    /* the kernel encrypts: writes go to the inner stream as they are */
     int closing;    /* stls_close called: no callback to the user any more */
     int inner_open; /* the inner stream's close callback is still to come */
     stream_close_cb close_cb;
@@ -99,6 +103,8 @@ static void stls_handshake_fail_uv(stream_tls_t *st, const char *what, int uverr
     st->hs_cb(&st->base, "connect", msg);
 }
 
+static int stls_try_ktls(stream_tls_t *st);
+
 /* One step of the handshake, at its start and after each read. */
 static void stls_handshake_step(stream_tls_t *st)
 {
@@ -121,6 +127,10 @@ static void stls_handshake_step(stream_tls_t *st)
               (unsigned long long)(uv_now(st->loop) - st->t_handshake), tls_conn_cipher(st->tls));
     st->handshaking = 0;
     st->reading = 1; /* the inner stream reads on, as it did for the handshake */
+    if ((wrc = stls_try_ktls(st))) {
+        stls_handshake_fail_uv(st, "reading from", wrc);
+        return;
+    }
     st->hs_cb(&st->base, NULL, NULL);
 }
 
@@ -352,12 +362,125 @@ static void stls_after_decrypt(uv_work_t *req, int status)
     stls_kick(st);
 }
 
+/* ---- kernel TLS: the socket reads and writes plaintext ---------------- */
+
+/* A read failed with EIO: a record that is not application data is at the
+ * head of the socket. Only close_notify ends the stream cleanly; any other
+ * alert, or a handshake message (a renegotiation, which a kernel TLS
+ * socket cannot take part in), ends it as a TLS failure. */
+static void ktls_other_record(stream_tls_t *st)
+{
+    unsigned char type = 0, body[64];
+    char msg[512];
+    int fd = stream_fileno(st->inner);
+    ssize_t n = fd < 0 ? fd : ktls_recv_record(fd, &type, body, sizeof body);
+    if (n == 0) { /* the end after all: no record, no close_notify */
+        stls_deliver_end(st, UV_EOF);
+        return;
+    }
+    if (n < 0) {
+        snprintf(msg, sizeof msg, "kernel TLS: reading a TLS record from %s: %s", st->origin,
+                 strerror((int)-n));
+    } else if (type == KTLS_RECORD_ALERT && n >= 2 && body[1] == KTLS_ALERT_CLOSE_NOTIFY) {
+        st->peer_closed = 1;
+        st->base.cbs->on_read(&st->base, UV_EOF, NULL, NULL);
+        return;
+    } else if (type == KTLS_RECORD_ALERT && n >= 2) {
+        snprintf(msg, sizeof msg, "%s sent the TLS alert %s (%u)", st->origin,
+                 ktls_alert_name(body[1]), body[1]);
+    } else {
+        snprintf(msg, sizeof msg,
+                 "%s sent a TLS record of type %u mid-stream, which a kernel TLS connection "
+                 "cannot answer (a renegotiation?); ktls = off in hubd.conf leaves TLS to mbedTLS",
+                 st->origin, type);
+    }
+    stls_deliver_fault(st, "tls", msg, 0);
+}
+
+/* Plaintext slices pass straight through, in the inner stream's pooled
+ * buffers: the body path of plain HTTP. */
+static void ktls_on_read(stream_t *inner, ssize_t n, buf_t *buf, const char *p)
+{
+    stream_tls_t *st = inner->data;
+    char msg[512];
+    if (n > 0) {
+        st->base.cbs->on_read(&st->base, n, buf, p);
+    } else if (n == UV_EIO) {
+        ktls_other_record(st);
+    } else if (n == -EBADMSG) { /* none of the record's bytes were given */
+        snprintf(msg, sizeof msg,
+                 "a TLS record from %s failed its integrity check (the kernel's EBADMSG): the "
+                 "bytes were changed on the way",
+                 st->origin);
+        stls_deliver_fault(st, "tls", msg, 0);
+    } else if (n == -EMSGSIZE) {
+        snprintf(msg, sizeof msg, "%s sent a TLS record longer than TLS allows", st->origin);
+        stls_deliver_fault(st, "tls", msg, 0);
+    } else {
+        stls_deliver_end(st, n); /* UV_EOF without close_notify: unverified */
+    }
+}
+
+static void ktls_on_activity(stream_t *inner)
+{
+    stream_tls_t *st = inner->data;
+    if (st->base.cbs->on_activity)
+        st->base.cbs->on_activity(&st->base);
+}
+
+static const stream_cbs_t ktls_cbs = {
+    .on_read = ktls_on_read,
+    .on_activity = ktls_on_activity,
+    .on_write_error = inner_on_write_error,
+};
+
+/* The handshake is done: where the kernel can take the records over, it
+ * does, and from now on plaintext comes straight from the socket, with no
+ * decrypt item. Whatever stands in the way (ktls = off, another cipher
+ * suite, no tls module in the kernel, a stream that is no plain socket)
+ * leaves mbedTLS in charge, said at debug level only. 0, or a libuv error
+ * if reading could not start again. */
+static int stls_try_ktls(stream_tls_t *st)
+{
+    ktls_keys_t k;
+    const char *why = NULL, *step = NULL;
+    int tx = 0, fd = stream_fileno(st->inner);
+    int rc = tls_conn_ktls_keys(st->tls, &k, &why);
+    if (rc == -ENOSYS) /* ktls = off */
+        return 0;
+    char refused[160] = "";
+    if (!rc && fd < 0) {
+        why = "the connection is no plain socket";
+        rc = fd;
+    } else if (!rc && (rc = ktls_start(fd, &k, &tx, &step)) != 0) {
+        snprintf(refused, sizeof refused, "the kernel refused %s: %s%s", step, strerror(-rc),
+                 rc == -ENOENT && strcmp(step, "TCP_ULP") == 0 ? " (no tls module loaded)" : "");
+        why = refused;
+    }
+    ktls_keys_wipe(&k);
+    if (rc) {
+        log_debug("TLS to %s: mbedTLS decrypts, not the kernel: %s", st->origin, why);
+        return 0;
+    }
+    st->ktls_rx = 1;
+    st->ktls_tx = tx;
+    log_debug("TLS to %s: kernel TLS: the kernel decrypts%s the records", st->origin,
+              tx ? " and encrypts" : "");
+    /* Reads land in pooled buffers from now on; a tunnel picks its
+     * callbacks when reading starts. */
+    stream_read_stop(st->inner);
+    stream_set_cbs(st->inner, &ktls_cbs, st);
+    return stream_read_start(st->inner);
+}
+
 /* ---- the stream operations -------------------------------------------- */
 
 static int stls_read_start(stream_t *s)
 {
     stream_tls_t *st = (stream_tls_t *)s;
     st->reading = 1;
+    if (st->ktls_rx)
+        return stream_read_start(st->inner);
     /* Not while the spill is full: stls_kick resumes the inner reads once
      * the backlog is below TLS_SPILL_MAX, else every pause and resume would
      * let one more read into a spill already at its bound. */
@@ -377,6 +500,8 @@ static void stls_read_stop(stream_t *s)
 static int stls_write(stream_t *s, char *buf, size_t n)
 {
     stream_tls_t *st = (stream_tls_t *)s;
+    if (st->ktls_tx)
+        return stream_write(st->inner, buf, n);
     char msg[300];
     int rc = tls_conn_write(st->tls, buf, n, msg, sizeof msg);
     free(buf);
@@ -414,7 +539,13 @@ static void stls_close(stream_t *s, stream_close_cb cb, void *arg)
     st->closing = 1;
     st->close_cb = cb;
     st->close_arg = arg;
-    if (!st->handshaking && !st->decrypt_in_flight) {
+    if (st->ktls_tx) {
+        /* Not after a write still out: the alert would land in its middle. */
+        int fd = stream_fileno(st->inner);
+        if (!stream_reusable(st->inner) || fd < 0 ||
+            ktls_send_alert(fd, 1, KTLS_ALERT_CLOSE_NOTIFY) != 0)
+            log_debug("close_notify to %s not sent", st->origin);
+    } else if (!st->handshaking && !st->decrypt_in_flight) {
         /* Best effort: the alert usually leaves in uv_write's first try,
          * before the close cancels what is left. */
         size_t n;

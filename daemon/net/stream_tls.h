@@ -8,9 +8,19 @@
  * buffers, which on_read then delivers: the loop neither decrypts nor
  * copies body bytes. While the item is out, only it touches the TLS state.
  *
+ * Kernel TLS (ktls.h): after a TLS 1.2 AES-GCM handshake, on a stream that
+ * is a plain socket (TCP, or a tunnel through an http:// proxy), the keys
+ * go to the kernel unless ktls = off. Then the inner stream reads
+ * plaintext into pooled buffers, which on_read delivers as they are (as
+ * plain HTTP's), and writes go to it as they are (if the kernel took the
+ * writing side too; else mbedTLS still encrypts them). No decrypt item.
+ * Where the kernel cannot (no tls module, another cipher), mbedTLS goes
+ * on, and only the debug log says so.
+ *
  * Ends it reports: UV_EOF after the peer's close_notify,
  * STREAM_EOF_UNVERIFIED for a close without one, STREAM_EFAULT for a TLS
- * failure ("tls") or no memory ("internal"). Loop thread, but for the item. */
+ * failure ("tls": a record that fails its integrity check, an alert) or
+ * no memory ("internal"). Loop thread, but for the item. */
 #ifndef HUBD_STREAM_TLS_H
 #define HUBD_STREAM_TLS_H
 

@@ -286,6 +286,14 @@ static const stream_fault_t *tun_fault(const stream_t *s)
     return stream_fault(((const stream_tunnel_t *)s)->inner);
 }
 
+/* Open, the tunnel passes the socket's bytes through as they are (the
+ * proxy's answer is behind them: bytes after it fail the opening). */
+static int tun_fileno(const stream_t *s)
+{
+    const stream_tunnel_t *t = (const stream_tunnel_t *)s;
+    return t->opening ? -EBUSY : stream_fileno(t->inner);
+}
+
 static const stream_ops_t tun_ops = {
     .read_start = tun_read_start,
     .read_stop = tun_read_stop,
@@ -294,6 +302,7 @@ static const stream_ops_t tun_ops = {
     .reusable = tun_reusable,
     .release = tun_release,
     .fault = tun_fault,
+    .fileno = tun_fileno,
 };
 
 int stream_tunnel_new(stream_t *inner, const char *authority, const char *authz, const char *proxy,

@@ -25,6 +25,7 @@
 #define TLS_IN_MIN_ROOM (17 * 1024) /* one whole record and then some */
 #define TLS_SESSION_SLOTS 64        /* origins whose session we remember */
 #define TLS_IN_KEEP (256 * 1024)    /* a drained input buffer larger than this is freed */
+#define TLS_CIPHERS_KTLS "aes-128-gcm,aes-256-gcm,chacha20-poly1305" /* ktls_ciphers */
 
 typedef struct session_slot {
     char *origin; /* NULL: free */
@@ -44,7 +45,9 @@ struct tls_ctx {
     char bundle[300];            /* what was loaded, for messages: "FILE", "PATH" or both */
     session_slot_t slots[TLS_SESSION_SLOTS];
     unsigned long tick;
-    unsigned generation; /* CA reloads so far (tls_ctx_generation) */
+    unsigned generation;   /* CA reloads so far (tls_ctx_generation) */
+    int ktls;              /* ktls = auto: keep AES-GCM keys for the kernel (ktls.h) */
+    tls_conn_t *exporting; /* whose mbedtls_ssl_handshake runs now (export_keys) */
 };
 
 struct tls_conn {
@@ -66,6 +69,8 @@ struct tls_conn {
     unsigned generation; /* ctx's when made: an older one's session is not kept */
     char first[48];      /* the server's first bytes, to say what answered if not TLS */
     size_t first_len;
+    ktls_keys_t keys; /* the handshake's AES-GCM keys, until tls_conn_ktls_keys (a secret) */
+    int have_keys;
 };
 
 /* ---- errors --------------------------------------------------------- */
@@ -388,6 +393,7 @@ void tls_conn_free(tls_conn_t *c)
 {
     if (!c)
         return;
+    ktls_keys_wipe(&c->keys);
     mbedtls_ssl_free(&c->ssl);
     free(c->origin);
     free(c->host);
@@ -419,7 +425,9 @@ static int not_tls(const tls_conn_t *c, char *msg, size_t msglen)
 
 int tls_conn_handshake(tls_conn_t *c, const char **code, char *msg, size_t msglen)
 {
+    c->ctx->exporting = c;
     int rc = mbedtls_ssl_handshake(&c->ssl);
+    c->ctx->exporting = NULL;
     if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE)
         return TLS_WANT_INPUT;
     if (rc == 0) {
@@ -470,6 +478,57 @@ const char *tls_conn_cipher(const tls_conn_t *c)
 {
     const char *name = mbedtls_ssl_get_ciphersuite(&c->ssl);
     return name ? name : "?";
+}
+
+/* ---- keys for kernel TLS ------------------------------------------------ */
+
+/* mbedTLS hands over the key block as a handshake derives it, full or
+ * resumed; it is kept when it has AES-GCM's shape. Called from inside
+ * mbedtls_ssl_handshake, on the loop: the configuration is shared, so
+ * ctx->exporting says whose handshake it is. */
+static int export_keys(void *arg, const unsigned char *ms, const unsigned char *kb, size_t maclen,
+                       size_t keylen, size_t ivlen)
+{
+    (void)ms;
+    tls_ctx_t *ctx = arg;
+    tls_conn_t *c = ctx->exporting;
+    if (c)
+        c->have_keys = ktls_keys_from_block(&c->keys, kb, maclen, keylen, ivlen) == 0;
+    return 0;
+}
+
+int tls_conn_ktls_keys(tls_conn_t *c, ktls_keys_t *out, const char **why)
+{
+    int have = c->have_keys;
+    *out = c->keys; /* the connection's copy goes, whatever comes of it */
+    ktls_keys_wipe(&c->keys);
+    c->have_keys = 0;
+    *why = NULL;
+    if (!c->ctx->ktls)
+        return -ENOSYS;
+    const mbedtls_ssl_ciphersuite_t *cs =
+        c->ssl.session ? mbedtls_ssl_ciphersuite_from_id(c->ssl.session->ciphersuite) : NULL;
+    ktls_cipher_t want = !cs                                        ? 0
+                         : cs->cipher == MBEDTLS_CIPHER_AES_128_GCM ? KTLS_AES_128_GCM
+                         : cs->cipher == MBEDTLS_CIPHER_AES_256_GCM ? KTLS_AES_256_GCM
+                                                                    : 0;
+    if (c->ssl.minor_ver != MBEDTLS_SSL_MINOR_VERSION_3)
+        *why = "not TLS 1.2";
+    else if (!want)
+        *why = "the cipher suite is not AES-GCM";
+    else if (!have || out->cipher != want)
+        *why = "no keys from the handshake";
+    else if (tls_conn_has_pending(c)) /* they would be read with mbedTLS's keys */
+        *why = "records already read";
+    if (*why) {
+        ktls_keys_wipe(out);
+        return -EOPNOTSUPP;
+    }
+    /* The next records' numbers: 1 each way after a handshake (Finished
+     * was 0), read from mbedTLS rather than assumed. */
+    memcpy(out->rx.seq, c->ssl.in_ctr, sizeof out->rx.seq);
+    memcpy(out->tx.seq, c->ssl.cur_out_ctr, sizeof out->tx.seq);
+    return 0;
 }
 
 ssize_t tls_conn_read(tls_conn_t *c, char *buf, size_t cap, char *msg, size_t msglen)
@@ -583,7 +642,28 @@ static int setup_conf(tls_ctx_t *ctx, mbedtls_ssl_config *conf, int authmode)
     mbedtls_ssl_conf_ciphersuites(conf, ctx->ciphers);
     mbedtls_ssl_conf_session_tickets(conf, MBEDTLS_SSL_SESSION_TICKETS_ENABLED);
     mbedtls_ssl_conf_renegotiation(conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
+    if (ctx->ktls)
+        mbedtls_ssl_conf_export_keys_cb(conf, export_keys, ctx);
     return 0;
+}
+
+/* The ciphers to offer. mbedTLS decrypts ChaCha20-Poly1305 fastest, the
+ * kernel AES-GCM (with the CPU's AES instructions, and off the pool):
+ * where the kernel has TLS and tls_ciphers is left at its default, AES-GCM
+ * goes first, so that servers that take the client's order pick it. */
+static const char *ktls_ciphers(const tls_ctx_t *ctx, const char *configured)
+{
+    if (!ctx->ktls)
+        return configured;
+    if (!ktls_kernel_has_tls()) {
+        log_debug("kernel TLS: the kernel has no tls module loaded: mbedTLS decrypts");
+        return configured;
+    }
+    const config_key_t *row = config_key_find("tls_ciphers");
+    int deflt = row && row->def && strcmp(configured, row->def) == 0;
+    log_info("kernel TLS: the kernel decrypts AES-GCM downloads%s",
+             deflt ? " (offered first)" : "");
+    return deflt ? TLS_CIPHERS_KTLS : configured;
 }
 
 static char **split_hosts(const char *list)
@@ -662,7 +742,8 @@ int tls_ctx_new(const hubd_config_t *cfg, tls_ctx_t **out, char *err, size_t err
     mbedtls_x509_crt_init(&ctx->ca);
     mbedtls_ssl_config_init(&ctx->verify);
     mbedtls_ssl_config_init(&ctx->insecure);
-    int rc = parse_ciphers(cfg->tls_ciphers, ctx->ciphers,
+    ctx->ktls = cfg->ktls == CONFIG_KTLS_AUTO;
+    int rc = parse_ciphers(ktls_ciphers(ctx, cfg->tls_ciphers), ctx->ciphers,
                            sizeof ctx->ciphers / sizeof ctx->ciphers[0], err, errlen);
     if (rc)
         goto fail;

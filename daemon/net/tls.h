@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "ktls.h"
 
 typedef struct tls_ctx tls_ctx_t;
 typedef struct tls_conn tls_conn_t;
@@ -79,6 +80,14 @@ int tls_conn_handshake(tls_conn_t *c, const char **code, char *msg, size_t msgle
 int tls_conn_resumed(const tls_conn_t *c);
 /* The negotiated cipher suite's name, after the handshake. */
 const char *tls_conn_cipher(const tls_conn_t *c);
+
+/* After the handshake: the keys and sequence numbers to hand to the kernel
+ * (ktls.h), for a TLS 1.2 AES-GCM connection with nothing read beyond the
+ * handshake. 0 with *out filled (the caller wipes it); -ENOSYS when ktls is
+ * off; -EOPNOTSUPP with *why saying what stood in the way (another cipher
+ * suite). Once: the connection forgets the keys either way. From then on
+ * mbedTLS must not read (nor write, if the kernel took that side too). */
+int tls_conn_ktls_keys(tls_conn_t *c, ktls_keys_t *out, const char **why);
 
 /* Decrypted bytes into buf: > 0 bytes, 0 after the peer's close_notify
  * (only then: empty records are skipped), -TLS_WANT_INPUT when no whole

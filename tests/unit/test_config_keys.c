@@ -229,7 +229,7 @@ static const char *other_value(const config_key_t *k, const char *defaults, char
         {"mirror rule", {"https://huggingface.co/ http://127.0.0.1:8080/hf/ credentials"}},
         {"host:port list", {"127.0.0.1:8399, [::1]:8399"}},
         {"URL", {"http://127.0.0.1:8080/hf"}},
-        {"name or uid", {"uid"}},
+        {"word", {"uid", "off"}},
     };
     const char *type = config_key_type(k), *tries[3] = {NULL};
     char lo[32], hi[32];
