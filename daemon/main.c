@@ -676,6 +676,11 @@ int main(int argc, char **argv)
         bad_config = 1; /* ca_file or ca_path: as --check-config says */
         goto out;
     }
+    if (tls_ctx_ktls(d.tls))
+        log_info("kernel TLS: the kernel decrypts the https downloads that use AES-GCM");
+    else
+        log_debug("kernel TLS: %s: mbedTLS decrypts every download",
+                  d.cfg.ktls == CONFIG_KTLS_OFF ? "ktls = off" : "no tls module in the kernel");
     if ((rc = jobs_new(d.loop, &d.cfg, d.store, d.db, d.tls, &d.jobs))) {
         log_err("cannot start the downloads' module (its thread, HTTP client): %s", strerror(-rc));
         goto out;

@@ -12,7 +12,7 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
       clang libclang-rt-14-dev valgrind faketime squid wget util-linux libyajl-dev aria2
       lintian debootstrap systemd-container libacl1-dev xfsprogs btrfs-progs bindfs
       python3-tqdm prometheus iproute2 opentracker python3-libtorrent
-      libtorrent-rasterbar-dev"
+      libtorrent-rasterbar-dev qemu-system-x86 busybox-static"
 # libsystemd-dev: sd_notify/sd_listen_fds. systemd: systemd-analyze verify of
 # the units. dpkg-dev (dpkg-shlibdeps) and file: cpack -G DEB computing the
 # package's Depends. groff-base, man-db, mandoc: checking the man pages.
@@ -52,6 +52,10 @@ PKGS="build-essential cmake pkg-config libuv1-dev libmbedtls-dev libsqlite3-dev 
 # when a SysV start fails (a container without systemd, port 9090 taken):
 # the policy-rc.d below keeps it from starting; under systemd a failed
 # start does not fail the install.
+# qemu-system-x86, busybox-static: tests/vm/ktls_vm_test.sh boots Debian's
+# kernel (its package fetched by the test, unpacked, never installed) under
+# qemu with a busybox initramfs, to test kernel TLS where the machine's own
+# kernel may not have the tls module.
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

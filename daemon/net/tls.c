@@ -47,6 +47,7 @@ struct tls_ctx {
     unsigned long tick;
     unsigned generation;   /* CA reloads so far (tls_ctx_generation) */
     int ktls;              /* ktls = auto: keep AES-GCM keys for the kernel (ktls.h) */
+    int ktls_kernel;       /* and the kernel had the tls module at start */
     tls_conn_t *exporting; /* whose mbedtls_ssl_handshake runs now (export_keys) */
 };
 
@@ -651,19 +652,13 @@ static int setup_conf(tls_ctx_t *ctx, mbedtls_ssl_config *conf, int authmode)
  * kernel AES-GCM (with the CPU's AES instructions, and off the pool):
  * where the kernel has TLS and tls_ciphers is left at its default, AES-GCM
  * goes first, so that servers that take the client's order pick it. */
-static const char *ktls_ciphers(const tls_ctx_t *ctx, const char *configured)
+static const char *ktls_ciphers(tls_ctx_t *ctx, const char *configured)
 {
-    if (!ctx->ktls)
+    ctx->ktls_kernel = ctx->ktls && ktls_kernel_has_tls();
+    if (!ctx->ktls_kernel)
         return configured;
-    if (!ktls_kernel_has_tls()) {
-        log_debug("kernel TLS: the kernel has no tls module loaded: mbedTLS decrypts");
-        return configured;
-    }
     const config_key_t *row = config_key_find("tls_ciphers");
-    int deflt = row && row->def && strcmp(configured, row->def) == 0;
-    log_info("kernel TLS: the kernel decrypts AES-GCM downloads%s",
-             deflt ? " (offered first)" : "");
-    return deflt ? TLS_CIPHERS_KTLS : configured;
+    return row && row->def && strcmp(configured, row->def) == 0 ? TLS_CIPHERS_KTLS : configured;
 }
 
 static char **split_hosts(const char *list)
@@ -851,6 +846,11 @@ int tls_ctx_take_ca(tls_ctx_t *ctx, tls_ca_t *ca, char *err, size_t errlen)
         ctx->generation++;
     }
     return 0;
+}
+
+int tls_ctx_ktls(const tls_ctx_t *ctx)
+{
+    return ctx->ktls_kernel;
 }
 
 unsigned tls_ctx_generation(const tls_ctx_t *ctx)

@@ -56,6 +56,13 @@ void tls_ca_free(tls_ca_t *ca);
  * used for another request. */
 unsigned tls_ctx_generation(const tls_ctx_t *ctx);
 
+/* Whether ktls = auto and the kernel had the tls module loaded when ctx
+ * was made: the connections with AES-GCM will go through kernel TLS
+ * (ktls.h), and AES-GCM is offered first if tls_ciphers is at its default.
+ * Made quietly (--check-config prints nothing it need not): the caller
+ * says so in the log. */
+int tls_ctx_ktls(const tls_ctx_t *ctx);
+
 /* A client connection to host (a DNS name, or an IP literal without
  * brackets); origin names its session-cache slot ("https://host:port"). */
 int tls_conn_new(tls_ctx_t *ctx, const char *host, const char *origin, tls_conn_t **out);
