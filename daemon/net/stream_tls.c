@@ -540,10 +540,12 @@ static void stls_close(stream_t *s, stream_close_cb cb, void *arg)
     st->close_cb = cb;
     st->close_arg = arg;
     if (st->ktls_tx) {
-        /* Not after a write still out: the alert would land in its middle. */
-        int fd = stream_fileno(st->inner);
-        if (!stream_reusable(st->inner) || fd < 0 ||
-            ktls_send_alert(fd, 1, KTLS_ALERT_CLOSE_NOTIFY) != 0)
+        /* Not after a write still out: the alert would land in its middle;
+         * nor on a stream that failed or ended: the kernel's TLS state may
+         * be broken (EBADMSG), and an ended peer does not read it. */
+        int fd = stream_fileno(st->inner), ended = st->fault.code || st->peer_closed;
+        if (!ended && (!stream_reusable(st->inner) || fd < 0 ||
+                       ktls_send_alert(fd, 1, KTLS_ALERT_CLOSE_NOTIFY) != 0))
             log_debug("close_notify to %s not sent", st->origin);
     } else if (!st->handshaking && !st->decrypt_in_flight) {
         /* Best effort: the alert usually leaves in uv_write's first try,

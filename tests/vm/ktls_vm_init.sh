@@ -159,7 +159,26 @@ else
     show ktls_tunnel
 fi
 
-# 8. ktls = off: an AES-GCM origin, mbedTLS all the way.
+# 8. A connection that went idle is closed (its close_notify goes out as
+# a record the kernel makes, seen by the relay); the next one resumes the
+# TLS session, and the keys of a resumed handshake go to the kernel as well.
+restart_hubd "keepalive_timeout = 1s" "proxy = http://127.0.0.1:8448"
+fetch "https://localhost:8443/f.bin?first"
+sleep 2.5
+fetch "https://localhost:8443/f.bin?resumed"
+if has '"ok":true' /tmp/out && same_file f.bin && has 'resumed handshake' /tmp/lines &&
+    has 'kernel TLS: the kernel decrypts and encrypts the records' /tmp/lines &&
+    ! has 'close_notify to https://localhost:8443 not sent' /tmp/hubd.log &&
+    has 'an alert record from the client' /tmp/tunnel.log; then
+    result ktls_resumed ok
+else
+    result ktls_resumed FAIL "kernel TLS after a resumed handshake"
+    show ktls_resumed
+    grep close_notify /tmp/hubd.log
+    cat /tmp/tunnel.log
+fi
+
+# 9. ktls = off: an AES-GCM origin, mbedTLS all the way.
 restart_hubd "ktls = off"
 fetch "https://localhost:8446/b.bin?again"
 if has '"ok":true' /tmp/out && same_file b.bin && has 'AES-256-GCM' /tmp/lines &&

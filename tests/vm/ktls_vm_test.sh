@@ -182,7 +182,7 @@ if [ "$rc" -ne 0 ]; then
 fi
 grep -aq 'KTLSVM: tls module loaded' "$serial" || { tail -n 40 "$serial"; fail "the tls module did not load"; }
 for c in ktls_aes128 ktls_aes256 ktls_announced ktls_reused fallback_chacha20 tampered_head tampered_body \
-    ktls_tunnel ktls_off sanitizers; do
+    ktls_tunnel ktls_resumed ktls_off sanitizers; do
     grep -aq "KTLSVM: RESULT $c ok" "$serial" || { tail -n 60 "$serial"; fail "case $c"; }
 done
 grep -aq 'KTLSVM: DONE pass=[0-9]* fail=0' "$serial" || { tail -n 60 "$serial"; fail "a case failed"; }

@@ -10,7 +10,8 @@
  * the kernel must refuse the record (EBADMSG) and hubd fail the transfer.
  * With "connect" it changes nothing and is a forward proxy instead: it
  * answers a CONNECT with 200 and relays to UPSTREAM_PORT whatever the
- * CONNECT named (TLS through a tunnel, as through Squid).
+ * CONNECT named (TLS through a tunnel, as through Squid). Either way an
+ * alert record after application data (close_notify) is logged.
  * Test code: blocking I/O, no limits beyond the test's. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -32,6 +33,7 @@ typedef struct records {
     int tamper;         /* the current record is the one to change */
     unsigned data_seen; /* application-data records begun */
     unsigned nth;       /* which one to change (1: the first) */
+    const char *who;    /* whose records: an alert among them is logged */
 } records_t;
 
 /* Changes, in place, the byte of the chosen record at body offset 20
@@ -46,6 +48,8 @@ static void scan(records_t *r, unsigned char *p, size_t n)
                 r->body_left = (size_t)r->head[3] << 8 | r->head[4];
                 r->body_at = 0;
                 r->tamper = r->head[0] == 23 && ++r->data_seen == r->nth;
+                if (r->head[0] == 21 && r->data_seen > 0)
+                    fprintf(stderr, "tamper_proxy: an alert record from the %s\n", r->who);
             }
             continue;
         }
@@ -95,7 +99,7 @@ static void relay(int client, int upstream_port, unsigned nth)
         perror("tamper_proxy: connect");
         return;
     }
-    records_t r = {.nth = nth};
+    records_t r = {.nth = nth, .who = "server"}, from_client = {.who = "client"};
     unsigned char buf[65536];
     struct pollfd fds[2] = {{.fd = client, .events = POLLIN}, {.fd = up, .events = POLLIN}};
     for (;;) {
@@ -103,7 +107,10 @@ static void relay(int client, int upstream_port, unsigned nth)
             return;
         if (fds[0].revents) {
             ssize_t n = read(client, buf, sizeof buf);
-            if (n <= 0 || write_all(up, buf, (size_t)n))
+            if (n <= 0)
+                return;
+            scan(&from_client, buf, (size_t)n);
+            if (write_all(up, buf, (size_t)n))
                 return;
         }
         if (fds[1].revents) {
