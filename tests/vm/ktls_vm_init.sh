@@ -33,13 +33,16 @@ ip link set lo up
 # nginx: 8443 any cipher (the client's order picks AES-128-GCM), 8446
 # AES-256-GCM only, 8444 ChaCha20-Poly1305 only (the kernel's path is
 # AES-GCM only); 8445 and 8447 are the tampering relay in front of 8443,
-# 8448 a forward proxy (CONNECT) to it.
+# 8448 a forward proxy (CONNECT) to it. openssl s_server on 8449 answers
+# HTTP/1.0, its body ended by close_notify.
 mkdir -p /tmp/www /tmp/nginx
-for f in a b c d e f g; do dd if=/dev/urandom of=/tmp/www/$f.bin bs=64k count=48 2>/dev/null; done
+for f in a b c d e f g h; do dd if=/dev/urandom of=/tmp/www/$f.bin bs=64k count=48 2>/dev/null; done
 nginx -p /tmp/nginx -c /ktls/nginx.conf -e /tmp/nginx/error.log &
 tamper_proxy 8445 8443 1 2>/tmp/tamper1.log &
 tamper_proxy 8447 8443 4 2>/tmp/tamper4.log &
 tamper_proxy 8448 8443 connect 2>/tmp/tunnel.log &
+(cd /tmp/www && exec openssl s_server -quiet -WWW -accept 127.0.0.1:8449 -cert /ktls/certs/server.crt \
+    -key /ktls/certs/server.key -cipher ECDHE-ECDSA-AES128-GCM-SHA256 -no_tls1_3 >/tmp/s_server.log 2>&1) &
 for i in $(seq 50); do nc 127.0.0.1 8443 </dev/null 2>/dev/null && break; sleep 0.2; done
 
 JOURNAL_STREAM=1 hubd --config /ktls/hubd.conf 2>/tmp/hubd.log &
@@ -132,6 +135,19 @@ else
     show tampered_body
 fi
 
+# 7. A body that only the server's close_notify ends: the alert is the
+# record kernel TLS hands over apart (a read fails with EIO, recvmsg gives
+# its type), and it ends the body cleanly.
+fetch "https://localhost:8449/h.bin"
+if has '"ok":true' /tmp/out && same_file h.bin &&
+    has 'kernel TLS: the kernel decrypts and encrypts the records' /tmp/lines; then
+    result ktls_close_notify ok
+else
+    result ktls_close_notify FAIL "a body ended by close_notify"
+    show ktls_close_notify
+    cat /tmp/s_server.log
+fi
+
 # hubd again, with other settings (appended to the file's).
 stop_hubd() {
     kill "$hubd_pid"
@@ -147,7 +163,7 @@ restart_hubd() { # line...
     for i in $(seq 100); do [ -S /tmp/hubd.sock ] && break; sleep 0.2; done
 }
 
-# 7. Through a forward proxy's tunnel (CONNECT on plain TCP): the socket
+# 8. Through a forward proxy's tunnel (CONNECT on plain TCP): the socket
 # still carries the TLS stream as it is, and the kernel takes it.
 restart_hubd "proxy = http://127.0.0.1:8448"
 fetch "https://localhost:8443/g.bin"
@@ -159,7 +175,7 @@ else
     show ktls_tunnel
 fi
 
-# 8. A connection that went idle is closed (its close_notify goes out as
+# 9. A connection that went idle is closed (its close_notify goes out as
 # a record the kernel makes, seen by the relay); the next one resumes the
 # TLS session, and the keys of a resumed handshake go to the kernel as well.
 restart_hubd "keepalive_timeout = 1s" "proxy = http://127.0.0.1:8448"
@@ -178,7 +194,7 @@ else
     cat /tmp/tunnel.log
 fi
 
-# 9. ktls = off: an AES-GCM origin, mbedTLS all the way.
+# 10. ktls = off: an AES-GCM origin, mbedTLS all the way.
 restart_hubd "ktls = off"
 fetch "https://localhost:8446/b.bin?again"
 if has '"ok":true' /tmp/out && same_file b.bin && has 'AES-256-GCM' /tmp/lines &&

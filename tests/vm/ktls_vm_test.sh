@@ -38,6 +38,7 @@ busybox=$(command -v busybox || true)
     skip "no static busybox (apt-get install busybox-static; scripts/install-deps.sh)"
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$nginx" ] || skip "no nginx"
+command -v openssl >/dev/null || skip "no openssl"
 for t in apt-get dpkg-deb cc strip flock; do
     command -v $t >/dev/null || skip "no $t"
 done
@@ -121,6 +122,7 @@ cc -O1 -Wall -o "$work/tamper_proxy" "$here/tamper_proxy.c"
 put "$build/daemon/hubd"
 put "$build/client/hubctl"
 put "$nginx"
+put "$(command -v openssl)"
 put "$work/tamper_proxy"
 cp "$kdir"/modules/*.ko "$ir/ktls/modules/"
 cp "$kdir/modules.order" "$ir/ktls/"
@@ -181,8 +183,8 @@ if [ "$rc" -ne 0 ]; then
     grep -q 'KTLSVM:' "$serial" || skip "qemu could not run the VM (exit $rc)"
 fi
 grep -aq 'KTLSVM: tls module loaded' "$serial" || { tail -n 40 "$serial"; fail "the tls module did not load"; }
-for c in ktls_aes128 ktls_aes256 ktls_announced ktls_reused fallback_chacha20 tampered_head tampered_body \
-    ktls_tunnel ktls_resumed ktls_off sanitizers; do
+for c in ktls_aes128 ktls_aes256 ktls_announced ktls_reused fallback_chacha20 tampered_head \
+    tampered_body ktls_close_notify ktls_tunnel ktls_resumed ktls_off sanitizers; do
     grep -aq "KTLSVM: RESULT $c ok" "$serial" || { tail -n 60 "$serial"; fail "case $c"; }
 done
 grep -aq 'KTLSVM: DONE pass=[0-9]* fail=0' "$serial" || { tail -n 60 "$serial"; fail "a case failed"; }
