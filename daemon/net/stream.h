@@ -69,7 +69,8 @@ typedef struct stream_ops {
     int (*reusable)(const stream_t *s);
     void (*release)(stream_t *s);
     const stream_fault_t *(*fault)(const stream_t *s);
-    int (*fileno)(const stream_t *s); /* optional: see stream_fileno */
+    int (*fileno)(const stream_t *s);    /* optional: see stream_fileno */
+    size_t (*unsent)(const stream_t *s); /* optional: see stream_unsent */
 } stream_ops_t;
 
 struct stream {
@@ -134,6 +135,14 @@ static inline void stream_release(stream_t *s)
 static inline int stream_fileno(const stream_t *s)
 {
     return s->ops->fileno ? s->ops->fileno(s) : -ENOTSOCK;
+}
+
+/* Bytes written to the stream that are not in the socket yet (queued in
+ * libuv): a layer that hands the socket's records to the kernel must wait
+ * for 0, or the kernel would wrap them in its own records. */
+static inline size_t stream_unsent(const stream_t *s)
+{
+    return s->ops->unsent ? s->ops->unsent(s) : 0;
 }
 
 /* The failure behind an on_read of STREAM_EFAULT. */

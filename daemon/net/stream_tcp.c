@@ -185,6 +185,11 @@ static int tcp_fileno(const stream_t *s)
     return rc ? rc : fd;
 }
 
+static size_t tcp_unsent(const stream_t *s)
+{
+    return uv_stream_get_write_queue_size((const uv_stream_t *)&((const stream_tcp_t *)s)->tcp);
+}
+
 static const stream_ops_t tcp_ops = {
     .read_start = tcp_read_start,
     .read_stop = tcp_read_stop,
@@ -194,6 +199,7 @@ static const stream_ops_t tcp_ops = {
     .release = tcp_release,
     .fault = tcp_fault,
     .fileno = tcp_fileno,
+    .unsent = tcp_unsent,
 };
 
 int stream_tcp_new(uv_loop_t *loop, bufpool_t *pool, stream_t **out)

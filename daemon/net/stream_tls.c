@@ -452,6 +452,9 @@ static int stls_try_ktls(stream_tls_t *st)
     if (!rc && fd < 0) {
         why = "the connection is no plain socket";
         rc = fd;
+    } else if (!rc && stream_unsent(st->inner)) { /* the kernel would wrap them */
+        why = "the handshake's last bytes are still queued to be sent";
+        rc = -EAGAIN;
     } else if (!rc && (rc = ktls_start(fd, &k, &tx, &step)) != 0) {
         snprintf(refused, sizeof refused, "the kernel refused %s: %s%s", step, strerror(-rc),
                  rc == -ENOENT && strcmp(step, "TCP_ULP") == 0 ? " (no tls module loaded)" : "");

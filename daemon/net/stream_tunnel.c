@@ -294,6 +294,11 @@ static int tun_fileno(const stream_t *s)
     return t->opening ? -EBUSY : stream_fileno(t->inner);
 }
 
+static size_t tun_unsent(const stream_t *s)
+{
+    return stream_unsent(((const stream_tunnel_t *)s)->inner);
+}
+
 static const stream_ops_t tun_ops = {
     .read_start = tun_read_start,
     .read_stop = tun_read_stop,
@@ -303,6 +308,7 @@ static const stream_ops_t tun_ops = {
     .release = tun_release,
     .fault = tun_fault,
     .fileno = tun_fileno,
+    .unsent = tun_unsent,
 };
 
 int stream_tunnel_new(stream_t *inner, const char *authority, const char *authz, const char *proxy,

@@ -36,7 +36,8 @@ ip link set lo up
 # 8448 a forward proxy (CONNECT) to it. openssl s_server on 8449 answers
 # HTTP/1.0, its body ended by close_notify.
 mkdir -p /tmp/www /tmp/nginx
-for f in a b c d e f g h; do dd if=/dev/urandom of=/tmp/www/$f.bin bs=64k count=48 2>/dev/null; done
+for f in a b c d e f g; do dd if=/dev/urandom of=/tmp/www/$f.bin bs=64k count=48 2>/dev/null; done
+dd if=/dev/urandom of=/tmp/www/h.bin bs=64k count=4 2>/dev/null # s_server writes 16 KiB at a time
 nginx -p /tmp/nginx -c /ktls/nginx.conf -e /tmp/nginx/error.log &
 tamper_proxy 8445 8443 1 2>/tmp/tamper1.log &
 tamper_proxy 8447 8443 4 2>/tmp/tamper4.log &
@@ -53,7 +54,9 @@ for i in $(seq 100); do [ -S /tmp/hubd.sock ] && break; sleep 0.2; done
 # One fetch: its JSON line in /tmp/out, the log lines it added in /tmp/lines.
 fetch() { # url
     before=$(wc -l </tmp/hubd.log)
+    t0=$(date +%s)
     timeout 120 hubctl --socket /tmp/hubd.sock fetch --json "$1" >/tmp/out 2>/tmp/err
+    took=$(($(date +%s) - t0))
     sleep 0.3 # the closing lines of the connection
     tail -n +$((before + 1)) /tmp/hubd.log >/tmp/lines
 }
@@ -64,7 +67,7 @@ same_file() { # www file: the fetched copy is the origin's
 }
 no_warnings() { ! grep -q '^<[0-4]>' /tmp/lines; } # journal levels: 4 warning, 3 error
 committed() { hubctl --socket /tmp/hubd.sock ls | grep -q "$1"; }
-show() { say "--- $1"; cat /tmp/out /tmp/err; grep -i 'tls\|kernel' /tmp/lines | head -20; }
+show() { say "--- $1 (the fetch took $took s)"; cat /tmp/out /tmp/err; grep -i 'tls\|kernel' /tmp/lines | head -20; }
 
 # 1, 2. Verified downloads through kernel TLS, AES-128-GCM and AES-256-GCM.
 for c in "ktls_aes128 8443 a.bin TLS-ECDHE-ECDSA-WITH-AES-128-GCM-SHA256" \
