@@ -505,8 +505,10 @@ int tls_conn_ktls_keys(tls_conn_t *c, ktls_keys_t *out, const char **why)
     ktls_keys_wipe(&c->keys);
     c->have_keys = 0;
     *why = NULL;
-    if (!c->ctx->ktls)
+    if (!c->ctx->ktls) {
+        ktls_keys_wipe(out);
         return -ENOSYS;
+    }
     const mbedtls_ssl_ciphersuite_t *cs =
         c->ssl.session ? mbedtls_ssl_ciphersuite_from_id(c->ssl.session->ciphersuite) : NULL;
     ktls_cipher_t want = !cs                                        ? 0
