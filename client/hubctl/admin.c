@@ -73,21 +73,51 @@ static void admin_err(admin_t *a, const proto_msg_t *m)
     a->rc = EXIT_FAILED;
 }
 
-/* GC's line; when it stopped above its target, what the users' holds kept
- * (an older hubd says nothing of them) and where to see them. */
+/* A u64 field of an answer, 0 when absent (an older hubd). */
+static uint64_t field_u64(const proto_msg_t *m, const char *key)
+{
+    uint64_t v = 0;
+    return parse_u64(proto_get(m, key), &v) ? 0 : v;
+}
+
+/* GC's answer: what went and the size it left against its target; above
+ * the target, what stayed by reason (holds, pins: the only blobs
+ * eviction passes over) and what to do about each. An older hubd says
+ * only what the holds kept, or nothing. */
 static void admin_gc_line(FILE *o, const proto_msg_t *m)
 {
     char b1[32], b2[32], b3[32];
-    uint64_t size, target, held;
-    fprintf(o, "evicted %s blob(s), %s freed; the cache holds %s\n", out_get_or(m, "evicted", "?"),
-            out_field_bytes(m, "freed", b1, sizeof b1), out_field_bytes(m, "size", b2, sizeof b2));
-    if (parse_u64(proto_get(m, "size"), &size) || parse_u64(proto_get(m, "target"), &target) ||
-        parse_u64(proto_get(m, "held"), &held) || size <= target || held == 0)
+    uint64_t size, target;
+    fprintf(o, "evicted %s blob(s), %s freed%s; ", out_get_or(m, "evicted", "?"),
+            out_field_bytes(m, "freed", b1, sizeof b1),
+            field_u64(m, "waited") ? " (with the eviction run it waited for)" : "");
+    if (parse_u64(proto_get(m, "size"), &size) || parse_u64(proto_get(m, "target"), &target)) {
+        fprintf(o, "the cache holds %s\n", out_field_bytes(m, "size", b2, sizeof b2));
         return;
-    fprintf(o,
-            "could not free %s in %s blob(s): held by users' HF caches (see `hubctl hf ls "
-            "--all`; `hubctl hf rm` by their users, or `hubctl rm --force`)\n",
-            out_field_bytes(m, "held", b3, sizeof b3), out_get_or(m, "held_blobs", "?"));
+    }
+    if (size <= target) {
+        fprintf(o, "the cache holds %s (target %s)\n", out_bytes(size, b2, sizeof b2),
+                out_bytes(target, b3, sizeof b3));
+        return;
+    }
+    uint64_t held = field_u64(m, "held"), pinned = field_u64(m, "pinned_bytes");
+    fprintf(o, "the cache holds %s, above its %s target", out_bytes(size, b2, sizeof b2),
+            out_bytes(target, b3, sizeof b3));
+    if (!held && !pinned) {
+        /* Nothing kept it: blobs recorded while it ran, or an older hubd. */
+        fputs(" (blobs recorded while it ran; gc again)\n", o);
+        return;
+    }
+    fprintf(o, ": %s held by %s hold(s), %s pinned\n", out_bytes(held, b1, sizeof b1),
+            out_get_or(m, "holds", "?"), out_bytes(pinned, b2, sizeof b2));
+    if (held)
+        fprintf(o,
+                "  held: %s blob(s) linked from %s user(s)' HF caches (see `hubctl hf ls --all`; "
+                "`hubctl hf rm` by their users, or `hubctl rm --force`)\n",
+                out_get_or(m, "held_blobs", "?"), out_get_or(m, "holders", "?"));
+    if (pinned)
+        fprintf(o, "  pinned: %s blob(s) (`hubctl ls` shows them; `hubctl unpin` lets one go)\n",
+                out_get_or(m, "pinned_blobs", "?"));
 }
 
 /* OK: the result, as one line per verb. */

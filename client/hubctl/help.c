@@ -106,9 +106,10 @@ static const struct {
               "Let a pinned blob be evicted again. Root or the admin group.\n"},
     {"gc", "Usage: hubctl [--socket PATH] gc [--max-size SIZE] [--json]\n"
            "Evict least recently used blobs down to SIZE (bytes, or with K, M, G, T), or\n"
-           "to the configured max_cache_size. Pinned blobs and blobs held by users' HF\n"
-           "caches stay: gc says how much the holds kept (`hubctl hf ls --all` lists\n"
-           "them). Root or the admin group.\n"},
+           "to the configured max_cache_size, after any eviction already running, and say\n"
+           "the cache's size then. Pinned blobs and blobs held by users' HF caches stay:\n"
+           "above its target, gc says what each kept (`hubctl hf ls --all` lists the\n"
+           "holds). Root or the admin group.\n"},
     {"verify", "Usage: hubctl [--socket PATH] verify [--json]\n"
                "Re-hash every blob; bad ones are quarantined and listed (exit 4). Root or the\n"
                "admin group.\n"},

@@ -180,7 +180,7 @@ void json_msg(FILE *f, const proto_msg_t *m)
 
 void json_msg_or_null(FILE *f, const proto_msg_t *m, const char *key)
 {
-    static const char *const flags[] = {"pinned", "removed_blob"};
+    static const char *const flags[] = {"pinned", "removed_blob", "waited"};
     int first = 1;
     putc('{', f);
     for (size_t i = 0; i < m->nfields; i++) {

@@ -12,7 +12,6 @@ struct admin_req {
     db_t *db;
     admin_op_t op;
     char *target;
-    uint64_t size;
     int force; /* RM: even a held blob */
     admin_result_t res;
     cache_bad_t *bad;
@@ -40,18 +39,12 @@ static void admin_work(uv_work_t *w)
     case ADMIN_UNPIN:
         r->rc = db_set_pinned(req->db, req->target, req->op == ADMIN_PIN);
         break;
-    case ADMIN_GC:
-        r->rc = cache_evict(req->store, req->db, req->size, NULL, UINT64_MAX, &r->evict);
-        /* What stayed for the holds: the admin is told, and where to look. */
-        if (!r->rc && db_held_unpinned(req->db, UINT64_MAX, &r->held_blobs, &r->held_bytes))
-            r->held_blobs = r->held_bytes = 0;
-        break;
     case ADMIN_VERIFY:
         r->rc = cache_verify(req->store, req->db, &r->checked, &req->bad);
         r->bad = req->bad;
         break;
     }
-    if (r->rc == 0 && (req->op == ADMIN_RM || req->op == ADMIN_GC))
+    if (r->rc == 0 && req->op == ADMIN_RM)
         cache_reserve_make(req->store); /* a full disk may have taken it */
 }
 
@@ -69,8 +62,8 @@ static void after_admin(uv_work_t *w, int status)
 }
 
 int admin_start(uv_loop_t *loop, worktrack_t *work, store_t *store, db_t *db, admin_op_t op,
-                const char *target, uint64_t size, int force,
-                void (*done)(void *arg, const admin_result_t *r), void *arg, admin_req_t **out)
+                const char *target, int force, void (*done)(void *arg, const admin_result_t *r),
+                void *arg, admin_req_t **out)
 {
     admin_req_t *req = calloc(1, sizeof *req);
     if (!req || (target && !(req->target = strdup(target)))) {
@@ -81,7 +74,6 @@ int admin_start(uv_loop_t *loop, worktrack_t *work, store_t *store, db_t *db, ad
     req->store = store;
     req->db = db;
     req->op = op;
-    req->size = size;
     req->force = force;
     req->done = done;
     req->arg = arg;

@@ -132,14 +132,17 @@ static unsigned batch_forget(store_t *store, db_t *db, const victims_t *vs, uint
         shas[n] = vs->v[n].sha;
         sum += vs->v[n++].size;
     }
+    const char *gone[EVICT_BATCH];
+    unsigned ngone = 0;
     db_lock(db);
     int rc = db_forget_blobs(db, shas, n, 1, rcs);
     for (unsigned i = 0; i < n; i++) {
         if (rc)
             rcs[i] = 1;
         else if (!rcs[i])
-            store_unlink_blob(store, shas[i]);
+            gone[ngone++] = shas[i];
     }
+    store_unlink_blobs(store, gone, ngone); /* several at once: each may wait on the disk */
     db_unlock(db);
     db_holds_refresh(db); /* the holds of what went went with it */
     return n;
@@ -183,6 +186,40 @@ int cache_evict(store_t *store, db_t *db, uint64_t target, const char *keep, uin
         }
         if (!dropped && !rc) /* nothing of this batch could go: do not spin */
             break;
+    }
+    return rc;
+}
+
+/* Passes of cache_gc: blobs committed during a pass may keep the cache
+ * above target; a few passes take them, and a steady stream of commits
+ * cannot keep a GC from answering. */
+#define GC_PASSES 4
+
+int cache_gc(store_t *store, db_t *db, uint64_t target, cache_gc_result_t *out)
+{
+    memset(out, 0, sizeof *out);
+    int rc = 0;
+    for (unsigned pass = 0; pass < GC_PASSES && !rc; pass++) {
+        cache_evict_result_t ev;
+        rc = cache_evict(store, db, target, NULL, UINT64_MAX, &ev);
+        out->evicted += ev.evicted;
+        out->freed += ev.freed;
+        /* The size the answer gives is the committed one that STATS reads,
+         * not this pass's own count: anything else that removed or added
+         * blobs meanwhile is in it. */
+        uint64_t blobs;
+        db_cache_size(db, &out->size, &blobs);
+        if (ev.size > target) /* only what eviction passes over is left */
+            break;
+        if (out->size <= target)
+            break;
+    }
+    if (!rc && atomic_load(&cancelled))
+        rc = -ECANCELED;
+    int r;
+    if (!rc && out->size > target && (r = db_kept(db, &out->kept)) != 0) {
+        memset(&out->kept, 0, sizeof out->kept); /* the GC itself is done */
+        log_warn("gc: what stayed above the target could not be counted: %s", strerror(-r));
     }
     return rc;
 }

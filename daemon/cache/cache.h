@@ -30,6 +30,25 @@ typedef struct cache_evict_result {
 int cache_evict(store_t *store, db_t *db, uint64_t target, const char *keep, uint64_t fence,
                 cache_evict_result_t *out);
 
+/* An admin's GC: what went, the cache's size after it, and what stayed
+ * above the target by reason (counted only when the size is above it). */
+typedef struct cache_gc_result {
+    unsigned evicted; /* blobs removed */
+    uint64_t freed;   /* their bytes */
+    uint64_t size;    /* the blobs' total afterwards, as committed (STATS's cache_bytes) */
+    db_kept_t kept;   /* size > target: what eviction passed over, by reason */
+} cache_gc_result_t;
+
+/* Evicts least recently used unpinned, unheld blobs, every one recorded
+ * (no fence, nothing kept for a download), until the cache's committed
+ * size is at most target or only what eviction passes over is left.
+ * Blobs committed meanwhile count and may go: it passes again while they
+ * keep it above target (a few times at most). The caller makes sure no
+ * other eviction runs beside it (the coordinator, fetch/evict.c): two at
+ * once pick the same victims, and each would stop early, above target.
+ * -ECANCELED on a shutdown. */
+int cache_gc(store_t *store, db_t *db, uint64_t target, cache_gc_result_t *out);
+
 /* One blob that failed verification. */
 typedef struct cache_bad {
     struct cache_bad *next;

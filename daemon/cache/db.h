@@ -367,9 +367,17 @@ int db_holds_list(db_t *db, int64_t uid, unsigned max,
  * entry goes). Call it under db_lock to remove on its answer. */
 int db_rm_holders(db_t *db, const char *url_or_sha, int by_sha, uid_t *uids, unsigned cap,
                   unsigned *n);
-/* The unpinned blobs recorded up to the use sequence fence that holds keep
- * from eviction, and their bytes: what a GC could not free for them. */
-int db_held_unpinned(db_t *db, uint64_t fence, uint64_t *blobs, uint64_t *bytes);
+/* What eviction passes over, by reason: pinned blobs, and unpinned blobs
+ * that holds keep (users' HF caches link to them) with those holds and
+ * their uids. Nothing else keeps a blob: one a client has open goes all
+ * the same (its descriptor keeps the bytes, outside the cache's count). */
+typedef struct db_kept {
+    uint64_t pinned_blobs, pinned_bytes; /* pinned (held or not) */
+    uint64_t held_blobs, held_bytes;     /* unpinned, with a hold */
+    uint64_t holds, holders;             /* the holds on those, and their distinct uids */
+} db_kept_t;
+/* Pool threads: scans of the blobs and the holds. */
+int db_kept(db_t *db, db_kept_t *out);
 /* The first max uids that hold something, by uid: each one's hold rows
  * and the bytes of the blobs it holds (each once), read from the counts
  * the triggers keep (no scan of holds): the metrics' per-user series. */

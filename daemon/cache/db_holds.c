@@ -529,26 +529,42 @@ int db_rm_holders(db_t *db, const char *url_or_sha, int by_sha, uid_t *uids, uns
     return rc;
 }
 
-int db_held_unpinned(db_t *db, uint64_t fence, uint64_t *blobs, uint64_t *bytes)
+/* One row of counts for db_kept: its statement's columns, in order. */
+static int kept_row(sqlite3 *h, const char *sql, uint64_t *a, uint64_t *b)
 {
-    sqlite3 *h = db->wr;
     sqlite3_stmt *st;
-    *blobs = *bytes = 0;
-    sqlite3_mutex_enter(sqlite3_db_mutex(h));
-    int rc = prepare(h,
-                     "SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE pinned = 0"
-                     " AND recorded <= ?1 AND sha256 IN (SELECT sha256 FROM holds)",
-                     &st);
-    if (!rc) {
-        sqlite3_bind_int64(st, 1, fence > INT64_MAX ? INT64_MAX : (int64_t)fence);
-        if (sqlite3_step(st) == SQLITE_ROW) {
-            *blobs = (uint64_t)sqlite3_column_int64(st, 0);
-            *bytes = (uint64_t)sqlite3_column_int64(st, 1);
-        } else {
-            rc = db_sq_err(h, "summing the held blobs");
-        }
-        sqlite3_finalize(st);
+    int rc = prepare(h, sql, &st);
+    if (rc)
+        return rc;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *a = (uint64_t)sqlite3_column_int64(st, 0);
+        *b = (uint64_t)sqlite3_column_int64(st, 1);
+    } else {
+        rc = db_sq_err(h, "counting what eviction keeps");
     }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int db_kept(db_t *db, db_kept_t *out)
+{
+    /* Eviction's own tests (db_lru, forget_one): a pinned blob stays
+     * whether held or not, so a blob counts under pinned first. */
+    static const char *const sql[3] = {
+        "SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE pinned <> 0",
+        "SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE pinned = 0"
+        " AND sha256 IN (SELECT sha256 FROM holds)",
+        "SELECT count(*), count(DISTINCT uid) FROM holds WHERE sha256 IN"
+        " (SELECT sha256 FROM blobs WHERE pinned = 0)",
+    };
+    sqlite3 *h = db->wr;
+    memset(out, 0, sizeof *out);
+    sqlite3_mutex_enter(sqlite3_db_mutex(h));
+    int rc = kept_row(h, sql[0], &out->pinned_blobs, &out->pinned_bytes);
+    if (!rc)
+        rc = kept_row(h, sql[1], &out->held_blobs, &out->held_bytes);
+    if (!rc)
+        rc = kept_row(h, sql[2], &out->holds, &out->holders);
     sqlite3_mutex_leave(sqlite3_db_mutex(h));
     return rc;
 }

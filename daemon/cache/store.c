@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -545,6 +546,46 @@ void store_unlink_blob(const store_t *s, const char *hex)
     blob_rel(hex, rel, sizeof rel);
     if (unlinkat(s->dir_fd, rel, 0) && errno != ENOENT)
         log_warn("cannot remove blob %s: %s", hex, strerror(errno));
+}
+
+/* One store_unlink_blobs: the digests, and the next one to take (each
+ * thread takes the next until none is left). */
+typedef struct unlinks {
+    const store_t *s;
+    const char *const *hex;
+    size_t n;
+    atomic_size_t next;
+} unlinks_t;
+
+static void *unlink_some(void *arg)
+{
+    unlinks_t *u = arg;
+    size_t i;
+    while ((i = atomic_fetch_add(&u->next, 1)) < u->n)
+        store_unlink_blob(u->s, u->hex[i]);
+    return NULL;
+}
+
+#define UNLINKS_PER_HELPER 16 /* fewer files a thread than this: not worth starting one */
+
+void store_unlink_blobs(const store_t *s, const char *const *hex, size_t n)
+{
+    unlinks_t u = {.s = s, .hex = hex, .n = n};
+    atomic_init(&u.next, 0);
+    pthread_t helper[STORE_UNLINKS - 1];
+    size_t want = n / UNLINKS_PER_HELPER, started = 0;
+    if (want > STORE_UNLINKS - 1)
+        want = STORE_UNLINKS - 1;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 128 * 1024); /* a path and a log line */
+    /* A helper that cannot start leaves its share to the others. */
+    while (started < want && pthread_create(&helper[started], &attr, unlink_some, &u) == 0)
+        started++;
+    pthread_attr_destroy(&attr);
+    unlink_some(&u);
+    for (size_t i = 0; i < started; i++)
+        pthread_join(helper[i], NULL);
 }
 
 /* The checks of an opened blob: a regular file of the size recorded. */

@@ -105,6 +105,13 @@ int store_sync_blob_dir(const store_t *s, const char *hex, int new_dir);
 /* Pool thread: remove blobs/<aa>/<hex> (a commit whose row could not be
  * written; eviction). A name already gone is fine. */
 void store_unlink_blob(const store_t *s, const char *hex);
+/* Pool thread: store_unlink_blob of n blobs, up to STORE_UNLINKS at once
+ * (the caller's thread and helpers it starts and joins before it
+ * returns). An unlink frees the file's blocks, and on a file system
+ * mounted with `discard` each one waits for the disk's discard: one at a
+ * time, a GC of 10,000 blobs of 32 KiB waited 1.4-3.6 s for them here. */
+#define STORE_UNLINKS 8
+void store_unlink_blobs(const store_t *s, const char *const *hex, size_t n);
 
 /* Pool thread: drop a failed job's partial, or a committed one's tmp name
  * (fd may be -1; a name already gone is fine). */

@@ -2,8 +2,11 @@
  * busy runs once more; what the running downloads will hold is subtracted
  * from max_cache_size, and downloads short of room wait for a run that
  * started after they asked (js->after_evict tells them, the one report
- * up). Loop thread (the item: the background thread of bgwork.h, at a
- * lower priority than the loop's). */
+ * up). An admin's GC takes a turn between runs (never beside one: both
+ * would pick the same victims, and each stop early, above its target).
+ * Loop thread (the run's item: the background thread of bgwork.h, at a
+ * lower priority than the loop's; a GC's: the pool, as the admin's other
+ * requests). */
 #include "job_internal.h"
 #include "log.h"
 
@@ -14,6 +17,7 @@
 #include <string.h>
 
 static void evict_start(jobs_t *js, const char *keep);
+static void gc_after_run(jobs_gc_t *gc);
 
 /* The item: down to max_cache_size less what the running downloads will
  * hold, and (with a floor) to what leaves min_free_space free once they
@@ -119,7 +123,9 @@ static void after_evict(bgwork_item_t *it)
     /* Downloads short of room that waited for a run started after they
      * asked judge it (evict_short_after): job.c's. */
     js->after_evict(js);
-    if (js->evict_again && !js->shutting_down) {
+    if (js->gc) { /* its turn: a run asked meanwhile goes after it */
+        gc_after_run(js->gc);
+    } else if (js->evict_again && !js->shutting_down) {
         js->evict_again = 0;
         evict_start(js, js->next_keep[0] ? js->next_keep : NULL);
     }
@@ -170,6 +176,118 @@ static void evict_start(jobs_t *js, const char *keep)
     bgwork_queue(js->bg, &js->evict_item, evict_run, after_evict);
 }
 
+/* ---- GC: an admin's turn ---------------------------------------------------- */
+
+/* WAITING: an eviction run is out (on the background thread), the GC goes
+ * when it is back; RUNNING: the GC's item is in the pool. */
+typedef enum { GC_WAITING, GC_RUNNING } gc_state_t;
+
+struct jobs_gc {
+    uv_work_t work;
+    jobs_t *js;
+    gc_state_t state;
+    uint64_t target; /* bytes to collect down to */
+    int rc;          /* the item's: 0 or a negative errno */
+    jobs_gc_result_t res;
+    jobs_gc_cb done; /* NULL once cancelled */
+    void *arg;
+};
+
+static void gc_work(uv_work_t *w)
+{
+    jobs_gc_t *gc = w->data;
+    jobs_t *js = gc->js;
+    cache_gc_result_t own;
+    gc->rc = cache_gc(js->store, js->db, gc->target, &own);
+    gc->res.gc.size = own.size;
+    gc->res.gc.kept = own.kept;
+    gc->res.gc.evicted += own.evicted; /* after the run's, if it waited */
+    gc->res.gc.freed += own.freed;
+    if (own.evicted)
+        cache_reserve_make(js->store); /* a full disk may have taken it */
+}
+
+/* Answers (unless cancelled), frees the GC, and gives the turn back: a
+ * run asked while it was out starts now. */
+static void gc_finish(jobs_gc_t *gc)
+{
+    jobs_t *js = gc->js;
+    js->gc = NULL;
+    if (gc->done)
+        gc->done(gc->arg, gc->rc, &gc->res);
+    free(gc);
+    if (js->evict_again && !js->shutting_down) {
+        js->evict_again = 0;
+        evict_start(js, js->next_keep[0] ? js->next_keep : NULL);
+    }
+    worktrack_release(&js->work);
+}
+
+static void after_gc(uv_work_t *w, int status)
+{
+    jobs_gc_t *gc = w->data;
+    (void)status;
+    gc_finish(gc);
+}
+
+static void gc_start(jobs_gc_t *gc)
+{
+    gc->state = GC_RUNNING;
+    gc->work.data = gc;
+    uv_queue_work(gc->js->loop, &gc->work, gc_work, after_gc);
+}
+
+/* The run the GC waited for is back (after_evict): its blobs are the GC's
+ * answer's too, then the GC evicts the rest. */
+static void gc_after_run(jobs_gc_t *gc)
+{
+    assert(gc->state == GC_WAITING);
+    gc->res.gc.evicted += gc->js->evict_res.evicted;
+    gc->res.gc.freed += gc->js->evict_res.freed;
+    if (gc->js->shutting_down) {
+        gc->rc = -ECANCELED;
+        gc_finish(gc);
+        return;
+    }
+    gc_start(gc);
+}
+
+int jobs_gc(jobs_t *js, uint64_t target, jobs_gc_cb done, void *arg, jobs_gc_t **out)
+{
+    if (js->shutting_down)
+        return -ECANCELED;
+    if (js->gc)
+        return -EBUSY;
+    jobs_gc_t *gc = calloc(1, sizeof *gc);
+    if (!gc)
+        return -ENOMEM;
+    gc->js = js;
+    gc->target = target;
+    gc->done = done;
+    gc->arg = arg;
+    js->gc = gc;
+    worktrack_hold(&js->work); /* jobs_shutdown waits for it */
+    *out = gc;
+    if (js->evict_busy) { /* after_evict gives it the turn */
+        gc->state = GC_WAITING;
+        gc->res.waited = 1;
+        log_info("gc: waiting for the eviction run in progress");
+        return 0;
+    }
+    gc_start(gc);
+    return 0;
+}
+
+void jobs_gc_cancel(jobs_gc_t *gc)
+{
+    gc->done = NULL;
+}
+
+int jobs_gc_busy(const jobs_t *js)
+{
+    return js->gc != NULL;
+}
+
 /* force: a download is short of room, whatever the settings (a full disk
  * is a floor of 0). */
 void jobs_evict_run(jobs_t *js, const char *keep, int force)
@@ -178,12 +296,12 @@ void jobs_evict_run(jobs_t *js, const char *keep, int force)
     if (js->shutting_down ||
         (!force && !cfg->max_cache_size && !cfg->min_free_space && !cfg->min_free_percent))
         return;
-    if (!js->evict_busy) {
+    if (!js->evict_busy && !js->gc) {
         evict_start(js, keep);
         return;
     }
-    /* The run in flight may have seen an older state: run once more after
-     * it (its targets are taken then). */
+    /* The run in flight may have seen an older state, or a GC has the
+     * turn: run once more after it (its targets are taken then). */
     if (keep)
         snprintf(js->next_keep, sizeof js->next_keep, "%s", keep);
     else if (!js->evict_again)

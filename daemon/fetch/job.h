@@ -20,6 +20,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "cache.h"
 #include "config.h"
 #include "cred.h"
 #include "db.h"
@@ -249,6 +250,29 @@ const char *jobs_error_code_name(unsigned i);
  * the running downloads will hold, and down to what keeps min_free_space
  * free once they are written. A no-op with neither configured. */
 void jobs_evict(jobs_t *js, const char *keep);
+
+/* GC: an admin's collection down to target bytes (cache_gc), in the
+ * eviction coordinator's turn: an eviction run on its way (a reload that
+ * lowered max_cache_size, a download short of room) is waited for, its
+ * blobs counted in the answer, and then the GC evicts the rest in the
+ * pool; no run starts while it is out (one asked meanwhile runs after it).
+ * So the answer's size is the cache's as it stands after both. done gets
+ * rc 0 and the result, or -ECANCELED (a shutdown), -ENOSPC, another
+ * negative errno; once, on the loop, unless jobs_gc_cancel came first.
+ * Returns 0, -EBUSY (a GC is out: one at a time), -ECANCELED (shutting
+ * down) or -ENOMEM, and then done is never called. */
+typedef struct jobs_gc jobs_gc_t;
+typedef struct jobs_gc_result {
+    cache_gc_result_t gc; /* evicted and freed include the run waited for */
+    int waited;           /* an eviction run was on its way: the GC waited for it */
+} jobs_gc_result_t;
+typedef void (*jobs_gc_cb)(void *arg, int rc, const jobs_gc_result_t *r);
+int jobs_gc(jobs_t *js, uint64_t target, jobs_gc_cb done, void *arg, jobs_gc_t **out);
+/* done is not called any more (its asker went away); the GC goes on to
+ * its end, since it changes the cache, and frees itself. */
+void jobs_gc_cancel(jobs_gc_t *gc);
+/* A GC is out (waiting for its turn or evicting). */
+int jobs_gc_busy(const jobs_t *js);
 
 /* SIGHUP: settings may have changed (limits, max_cache_size). */
 void jobs_reload(jobs_t *js);

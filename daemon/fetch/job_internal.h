@@ -173,6 +173,7 @@ struct jobs {
     char evict_keep[65], next_keep[65];
     cache_evict_result_t evict_res;
     int evict_rc;
+    jobs_gc_t *gc; /* the admin's GC out (evict.c: waits for the run, then in the pool), or NULL */
     void (*shutdown_cb)(void *);
     void *shutdown_arg;
     /* How the layers below report up (set by jobs_new; never called by

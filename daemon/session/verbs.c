@@ -37,7 +37,7 @@ static const verb_t verb_table[] = {
     {"RM", verbs_admin, ADMIN_RM, VERB_ADMIN, ADMIN_ID_RULE},
     {"PIN", verbs_admin, ADMIN_PIN, VERB_ADMIN, ADMIN_ID_RULE},
     {"UNPIN", verbs_admin, ADMIN_UNPIN, VERB_ADMIN, ADMIN_ID_RULE},
-    {"GC", verbs_admin, ADMIN_GC, VERB_ADMIN, ADMIN_ID_RULE},
+    {"GC", verbs_gc, 0, VERB_ADMIN, ADMIN_ID_RULE},
     {"VERIFY", verbs_admin, ADMIN_VERIFY, VERB_ADMIN, ADMIN_ID_RULE},
     /* Admins: the cluster swarm (its files are other users' downloads too). */
     {"FLEET", verbs_fleet, 0, VERB_ADMIN, NULL},

@@ -1,6 +1,7 @@
-/* verbs_admin: RM, PIN, UNPIN, GC and VERIFY, each one request in the pool
- * (admin.h), answered OK (or ERR) with its id. The table lets only admins
- * with a valid id= reach these handlers. */
+/* verbs_admin: RM, PIN, UNPIN and VERIFY, each one request in the pool
+ * (admin.h), and GC, the eviction coordinator's turn (jobs_gc), answered
+ * OK (or ERR) with its id. The table lets only admins with a valid id=
+ * reach these handlers. One at a time, all five together. */
 #include "admin.h"
 #include "log.h"
 #include "sha256.h"
@@ -12,13 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An admin request in the pool, answered with its id. */
+/* An admin request in the pool (req) or a GC (gc), answered with its id. */
 typedef struct pending {
-    admin_req_t *req;
+    admin_req_t *req; /* RM, PIN, UNPIN, VERIFY */
+    jobs_gc_t *gc;    /* GC */
     session_t *s;
     list_node_t node; /* in s->pending */
-    admin_op_t op;
-    uint64_t size; /* GC: the size it collects down to */
+    admin_op_t op;    /* not GC */
+    uint64_t size;    /* GC: the size it collects down to */
     char id[VERB_ID_MAX + 1];
 } pending_t;
 
@@ -33,14 +35,6 @@ static void send_ok_fields(session_t *s, const pending_t *p, const admin_result_
         break;
     case ADMIN_PIN:
     case ADMIN_UNPIN:
-        break;
-    case ADMIN_GC:
-        proto_add_u64(&rep.w, "evicted", r->evict.evicted);
-        proto_add_u64(&rep.w, "freed", r->evict.freed);
-        proto_add_u64(&rep.w, "size", r->evict.size);
-        proto_add_u64(&rep.w, "target", p->size);
-        proto_add_u64(&rep.w, "held", r->held_bytes);
-        proto_add_u64(&rep.w, "held_blobs", r->held_blobs);
         break;
     case ADMIN_VERIFY: {
         unsigned nbad = 0;
@@ -83,6 +77,19 @@ static void send_held(session_t *s, const pending_t *p, const cache_holders_t *h
     reply_send(&s->t, &rep);
 }
 
+/* The ERR of a request that failed (rc, a negative errno). */
+static void send_failed(session_t *s, const pending_t *p, int rc)
+{
+    if (rc == -ENOENT)
+        reply_err(&s->t, p->id, "not_found", "no such URL or blob in the cache");
+    else if (rc == -ENOSPC)
+        reply_err(&s->t, p->id, "no_space", "the cache's file system is full");
+    else if (rc == -ECANCELED)
+        reply_err(&s->t, p->id, "shutting_down", "hubd is stopping");
+    else
+        reply_err(&s->t, p->id, "io", strerror(-rc));
+}
+
 static void on_admin_done(void *arg, const admin_result_t *r)
 {
     pending_t *p = arg;
@@ -90,14 +97,42 @@ static void on_admin_done(void *arg, const admin_result_t *r)
     list_remove(&p->node);
     if (r->rc == -EBUSY && p->op == ADMIN_RM)
         send_held(s, p, &r->held);
-    else if (r->rc == -ENOENT)
-        reply_err(&s->t, p->id, "not_found", "no such URL or blob in the cache");
-    else if (r->rc == -ENOSPC)
-        reply_err(&s->t, p->id, "no_space", "the cache's file system is full");
     else if (r->rc)
-        reply_err(&s->t, p->id, "io", strerror(-r->rc));
+        send_failed(s, p, r->rc);
     else
         send_ok_fields(s, p, r);
+    free(p);
+}
+
+/* GC's answer: what went (with an eviction run's it waited for), the
+ * cache's size after it and the target; above the target, what stayed by
+ * reason (hubctl says them). */
+static void on_gc_done(void *arg, int rc, const jobs_gc_result_t *r)
+{
+    pending_t *p = arg;
+    session_t *s = p->s;
+    list_remove(&p->node);
+    if (rc) {
+        send_failed(s, p, rc);
+        free(p);
+        return;
+    }
+    const db_kept_t *k = &r->gc.kept;
+    reply_t rep;
+    reply_begin(&rep, "OK");
+    proto_add(&rep.w, "id", p->id);
+    proto_add_u64(&rep.w, "evicted", r->gc.evicted);
+    proto_add_u64(&rep.w, "freed", r->gc.freed);
+    proto_add_u64(&rep.w, "size", r->gc.size);
+    proto_add_u64(&rep.w, "target", p->size);
+    proto_add_u64(&rep.w, "held", k->held_bytes);
+    proto_add_u64(&rep.w, "held_blobs", k->held_blobs);
+    proto_add_u64(&rep.w, "holds", k->holds);
+    proto_add_u64(&rep.w, "holders", k->holders);
+    proto_add_u64(&rep.w, "pinned_bytes", k->pinned_bytes);
+    proto_add_u64(&rep.w, "pinned_blobs", k->pinned_blobs);
+    proto_add_u64(&rep.w, "waited", (uint64_t)r->waited);
+    reply_send(&s->t, &rep);
     free(p);
 }
 
@@ -143,27 +178,54 @@ static int gc_size(session_t *s, const proto_msg_t *m, const char *id, uint64_t 
     return 0;
 }
 
+/* One at a time: a whole-cache walk must not take every pool thread from
+ * the downloads. 1 (and the ERR sent) when one is out. */
+static int refuse_busy(session_t *s, const char *id)
+{
+    if (!admin_busy() && !jobs_gc_busy(s->srv->jobs))
+        return 0;
+    reply_err(&s->t, id, "busy", "another cache administration request is running; try again");
+    return 1;
+}
+
+void verbs_gc(session_t *s, const proto_msg_t *m, const char *id, int arg)
+{
+    uint64_t size = s->srv->cfg->max_cache_size;
+    (void)arg;
+    if (refuse_busy(s, id) || gc_size(s, m, id, &size))
+        return;
+    pending_t *p = calloc(1, sizeof *p);
+    int rc = p ? jobs_gc(s->srv->jobs, size, on_gc_done, p, &p->gc) : -ENOMEM;
+    if (rc) {
+        free(p);
+        if (rc == -ECANCELED)
+            reply_err(&s->t, id, "shutting_down", "hubd is stopping");
+        else
+            reply_err(&s->t, id, "internal", "out of memory");
+        return;
+    }
+    p->s = s;
+    p->size = size;
+    snprintf(p->id, sizeof p->id, "%s", id);
+    log_info("session pid %d uid %d: GC down to %llu bytes", (int)s->who.pid, (int)s->who.uid,
+             (unsigned long long)size);
+    list_push_front(&s->pending, &p->node);
+}
+
 void verbs_admin(session_t *s, const proto_msg_t *m, const char *id, int arg)
 {
     admin_op_t op = (admin_op_t)arg;
     const char *target = proto_get(m, "target");
     char sha[65], canon[65];
     url_t u = {0};
-    uint64_t size = s->srv->cfg->max_cache_size;
-    if (admin_busy()) {
-        /* One at a time: a whole-cache walk must not take every pool thread
-         * from the downloads. */
-        reply_err(&s->t, id, "busy", "another cache administration request is running; try again");
+    if (refuse_busy(s, id))
         return;
-    }
     if (op == ADMIN_RM || op == ADMIN_PIN || op == ADMIN_UNPIN) {
         int rc = resolve_target(s, m, id, op, &u, sha, canon, &target);
         if (rc) {
             url_free(&u);
             return;
         }
-    } else if (op == ADMIN_GC && gc_size(s, m, id, &size)) {
-        return;
     }
     const char *force = proto_get(m, "force");
     if (force && strcmp(force, "0") != 0 && strcmp(force, "1") != 0) {
@@ -172,9 +234,8 @@ void verbs_admin(session_t *s, const proto_msg_t *m, const char *id, int arg)
         return;
     }
     pending_t *p = calloc(1, sizeof *p);
-    if (!p ||
-        admin_start(s->srv->loop, jobs_work(s->srv->jobs), s->srv->store, s->srv->db, op, target,
-                    size, force && strcmp(force, "1") == 0, on_admin_done, p, &p->req)) {
+    if (!p || admin_start(s->srv->loop, jobs_work(s->srv->jobs), s->srv->store, s->srv->db, op,
+                          target, force && strcmp(force, "1") == 0, on_admin_done, p, &p->req)) {
         free(p);
         url_free(&u);
         reply_err(&s->t, id, "internal", "out of memory");
@@ -182,7 +243,6 @@ void verbs_admin(session_t *s, const proto_msg_t *m, const char *id, int arg)
     }
     p->s = s;
     p->op = op;
-    p->size = size;
     snprintf(p->id, sizeof p->id, "%s", id);
     log_info("session pid %d uid %d: %s %s", (int)s->who.pid, (int)s->who.uid, m->verb,
              target ? target : "");
@@ -196,7 +256,10 @@ void verbs_admin_close(session_t *s)
     while ((n = list_first(&s->pending))) { /* the requests finish in the pool; nobody hears */
         pending_t *p = list_entry(n, pending_t, node);
         list_remove(&p->node);
-        admin_cancel(p->req);
+        if (p->gc)
+            jobs_gc_cancel(p->gc);
+        else
+            admin_cancel(p->req);
         free(p);
     }
 }

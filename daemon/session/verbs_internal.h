@@ -36,8 +36,9 @@ void verbs_hold_close(session_t *s);
 /* verbs_fleet.c: FLEET, the cluster swarm, from the hook main.c sets. */
 void verbs_fleet(session_t *s, const proto_msg_t *m, const char *id, int arg);
 
-/* verbs_admin.c: RM, PIN, UNPIN, GC, VERIFY (arg: the admin_op_t). */
+/* verbs_admin.c: RM, PIN, UNPIN, VERIFY (arg: the admin_op_t), and GC. */
 void verbs_admin(session_t *s, const proto_msg_t *m, const char *id, int arg);
+void verbs_gc(session_t *s, const proto_msg_t *m, const char *id, int arg);
 void verbs_admin_close(session_t *s);
 
 #endif

@@ -287,7 +287,9 @@ class Hubd:
         self.proc = None
         self.start()
 
-    def start(self):
+    def start(self, timeout=None):
+        """timeout: seconds to wait for the socket (a start that rebuilds a
+        big cache takes longer than the usual bound)."""
         args = WRAPPER + [HUBD, "--socket", self.socket, "--cache-dir", self.cache,
                           "--log-level", "debug"]  # HUBD_WRAPPER: see above
         if not self.config:
@@ -298,7 +300,7 @@ class Hubd:
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log, env=self.env,
                                      preexec_fn=self.preexec_fn)
         try:
-            wait_for(self._answers, WRAPPER_WAIT, what="hubd to listen")
+            wait_for(self._answers, max(timeout or 0, WRAPPER_WAIT), what="hubd to listen")
         except AssertionError:
             # Not left running: no test holds this object to stop it.
             if self.proc.poll() is None:

@@ -461,12 +461,18 @@ class HoldsTest(HoldsBase):
         r = self.hubctl("gc", "--max-size", "0")
         self.assertEqual(r.rc, 0, r)
         self.assertIn("evicted 1 blob(s)", r.out)
-        self.assertIn("could not free 4.9 KiB in 1 blob(s): held by users' HF caches", r.out)
+        self.assertIn("the cache holds 4.9 KiB, above its 0 B target: 4.9 KiB held by 1 hold(s), "
+                      "0 B pinned", r.out)
+        self.assertIn("held: 1 blob(s) linked from 1 user(s)' HF caches", r.out)
         self.assertIn("hubctl hf ls --all", r.out)
         res = json.loads(self.hubctl("gc", "--max-size", "0", "--json").out)["result"]
-        self.assertEqual((res["held"], res["held_blobs"], res["target"]), (5000, 1, 0))
+        self.assertEqual((res["held"], res["held_blobs"], res["holds"], res["holders"],
+                          res["pinned_bytes"], res["size"], res["target"]),
+                         (5000, 1, 1, 1, 0, 5000, 0), res)
+        self.assertEqual(self.stats()["cache_bytes"], res["size"])
         r = self.hubctl("gc", "--max-size", "1M")  # under its target: nothing to say
-        self.assertNotIn("could not free", r.out)
+        self.assertIn("the cache holds 4.9 KiB (target 1.0 MiB)", r.out)
+        self.assertNotIn("held", r.out)
 
     def test_holds_of_others_are_an_admins(self):
         self.held_private()

@@ -547,7 +547,10 @@ class JsonTest(HubTestCase):
                                                    "bad_blobs": [{"sha256": str, "reason": str}]})
         self.assertSchema(self.json_of("gc", "--max-size", "0"),
                           {"ok": bool, "result": {"evicted": int, "freed": int, "size": int,
-                                                  "target": int, "held": int, "held_blobs": int}})
+                                                  "target": int, "held": int, "held_blobs": int,
+                                                  "holds": int, "holders": int,
+                                                  "pinned_bytes": int, "pinned_blobs": int,
+                                                  "waited": bool}})
         self.assertSchema(self.json_of("rm", url), {"ok": bool, "result": {"removed_blob": bool}})
         # status, with a job running.
         self.make_file("slow", 1 << 20)

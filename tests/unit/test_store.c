@@ -2,7 +2,8 @@
  * new (a stale file or a planted link under its name is replaced, never
  * followed), a blob's two-letter folder is made when its commit finds none
  * (and said, so that blobs/ is fsync'ed too), a blob is opened on the loop
- * only where its path is cached, and the writeback check after a syncfs. */
+ * only where its path is cached, the writeback check after a syncfs, and
+ * blobs unlinked several at once. */
 #include "store.h"
 
 #include <check.h>
@@ -181,6 +182,41 @@ START_TEST(store_a_synced_file_is_checked_without_a_flush)
 }
 END_TEST
 
+START_TEST(store_blobs_are_unlinked_several_at_once_all_of_them)
+{
+    /* 300 blobs (helpers start), a name already gone among them, and a
+     * blob not named stays. */
+    enum { N = 300 };
+    static char names[N + 1][65];
+    const char *hexes[N];
+    for (unsigned i = 0; i <= N; i++) {
+        snprintf(names[i], sizeof names[i], "%02x%062u", i % 256, i);
+        char rel[100], path[400];
+        snprintf(rel, sizeof rel, "blobs/%.2s", names[i]);
+        path_of(path, sizeof path, rel);
+        mkdir(path, 0755);
+        snprintf(rel, sizeof rel, "blobs/%.2s/%.64s", names[i], names[i]);
+        path_of(path, sizeof path, rel);
+        if (i == 7)
+            continue; /* gone already */
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0444);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+        if (i < N)
+            hexes[i] = names[i];
+    }
+    hexes[7] = names[7];
+    store_unlink_blobs(st, hexes, N);
+    for (unsigned i = 0; i <= N; i++) {
+        char rel[100], path[400];
+        snprintf(rel, sizeof rel, "blobs/%.2s/%.64s", names[i], names[i]);
+        path_of(path, sizeof path, rel);
+        ck_assert_int_eq(access(path, F_OK) == 0, i == N);
+    }
+    store_unlink_blobs(st, hexes, 0); /* nothing to do */
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
     Suite *s = suite_create("store");
@@ -190,6 +226,7 @@ static Suite *store_suite(void)
     tcase_add_test(names, store_a_commit_makes_the_folder_it_finds_missing);
     tcase_add_test(names, store_a_blob_opens_on_the_loop_only_when_its_path_is_cached);
     tcase_add_test(names, store_a_synced_file_is_checked_without_a_flush);
+    tcase_add_test(names, store_blobs_are_unlinked_several_at_once_all_of_them);
     suite_add_tcase(s, names);
     return s;
 }
