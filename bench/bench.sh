@@ -61,6 +61,9 @@
 # third nginx that sends each connection 8 KiB/s, fetched over the Unix
 # socket by tests/integration/crowd.py; hubd's peak RSS (VmHWM) once per
 # round, and hubd-base's beside it with BENCH_BASE_BUILD.
+# BENCH_WORKER_THREADS="1 2 4" adds a row hubd-wN-https for each N: hubd-https
+# with worker_threads = N (the threads that decrypt; by default the cores + 2,
+# at least 4).
 # The front rows time curl alone (-D HEADERS -o FILE); the digests are checked after
 # the timing. The cold rows' outputs go to tmpfs (BENCH_FRONT_OUT, default
 # /dev/shm) so that 8 GiB of client writes do not measure the disk.
@@ -110,6 +113,11 @@ if [[ ${BENCH_SEGMENTS:-0} == 1 ]]; then
     TOOLS+=(hubd-capped aria2c-capped curl-capped)
     [[ -n ${BENCH_BASE_BUILD:-} ]] && TOOLS+=(hubd-base-capped)
 fi
+
+for n in ${BENCH_WORKER_THREADS:-}; do
+    [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "bench: BENCH_WORKER_THREADS: '$n' is not a count" >&2; exit 2; }
+    TOOLS+=("hubd-w$n-https")
+done
 
 SIZE_MIB=${1:-1024}
 ROUNDS=${2:-3}
@@ -409,6 +417,10 @@ run_tool() {
         hubd_args+=(--config "$work/proxy.conf")
         curl_args+=(-x "$squid_url")
     fi
+    if [[ $tool =~ ^hubd-w([0-9]+)-https$ ]]; then # BENCH_WORKER_THREADS
+        printf '[hubd]\nworker_threads = %s\n' "${BASH_REMATCH[1]}" >"$work/workers.conf"
+        hubd_args+=(--config "$work/workers.conf")
+    fi
     T_RC=0 T_WALL=0 T_CPU=0
     : >"$work/cmd.err"
     HUBD=$HUBD_MAIN HUBCTL=$HUBCTL_MAIN
@@ -416,7 +428,7 @@ run_tool() {
         HUBD=$BENCH_BASE_BUILD/daemon/hubd HUBCTL=$BENCH_BASE_BUILD/client/hubctl
     fi
     case $tool in
-    hubd | hubd-https | hubd-base | hubd-base-https | hubd-squid | hubd-squid-https)
+    hubd | hubd-https | hubd-base | hubd-base-https | hubd-squid | hubd-squid-https | hubd-w*-https)
         stop_hubd
         if ! start_hubd "$work/cache-$tool" "${hubd_args[@]}"; then
             T_RC=125

@@ -17,6 +17,7 @@
 #include "tcp_listener.h"
 #include "tls.h"
 #include "swarm_glue.h"
+#include "workers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -598,6 +599,25 @@ static const char *env_get(const char *name)
     return getenv(name);
 }
 
+/* The pool's size for people: "4 worker threads (automatic: 2 cores)",
+ * "8 worker threads (worker_threads; UV_THREADPOOL_SIZE=5 in the
+ * environment passed over)". env: UV_THREADPOOL_SIZE as hubd found it. */
+static void describe_workers(unsigned n, workers_from_t from, const char *env, int env_bad,
+                             char *buf, size_t cap)
+{
+    int len = snprintf(buf, cap, "%u worker threads (%s", n, workers_from_name(from));
+    if (len < 0 || (size_t)len >= cap)
+        return;
+    if (from == WORKERS_FROM_CORES)
+        len += snprintf(buf + len, cap - (size_t)len, ": %u cores", uv_available_parallelism());
+    if (env && from != WORKERS_FROM_ENV && (size_t)len < cap)
+        len += snprintf(buf + len, cap - (size_t)len,
+                        "; UV_THREADPOOL_SIZE=%.32s in the environment passed over%s", env,
+                        env_bad ? ", not a count of 1 to 1024" : "");
+    if ((size_t)len < cap)
+        snprintf(buf + len, cap - (size_t)len, ")");
+}
+
 int main(int argc, char **argv)
 {
     static daemon_state_t d;
@@ -640,8 +660,16 @@ int main(int argc, char **argv)
         if (config_free_space_unmet(&d.cfg, err, sizeof err))
             fprintf(stderr, "hubd: warning: %s\n", err);
         if (!d.flags.quiet) {
+            const char *env = getenv("UV_THREADPOOL_SIZE");
+            workers_from_t from;
+            int env_bad;
+            unsigned n = workers_choose(d.cfg.worker_threads, env, uv_available_parallelism(),
+                                        &from, &env_bad);
+            char workers[200];
+            describe_workers(n, from, env, env_bad, workers, sizeof workers);
             config_print(&d.cfg, stdout);
             printf("# effective proxies: %s\n", proxies);
+            printf("# %s\n", workers);
         }
         proxy_settings_free(&d.proxies);
         config_free(&d.cfg);
@@ -652,6 +680,21 @@ int main(int argc, char **argv)
         log_set_timestamps(1);
         log_set_bound(USER_LOG_MAX);
     }
+    /* libuv reads UV_THREADPOOL_SIZE once, at the first work queued: set
+     * before anything is. */
+    char workers[200], *env = getenv("UV_THREADPOOL_SIZE");
+    env = env ? strdup(env) : NULL; /* the environment's own, for the log */
+    unsigned nworkers;
+    workers_from_t from;
+    int env_bad;
+    int wrc = workers_apply(d.cfg.worker_threads, &nworkers, &from, &env_bad);
+    if (wrc) {
+        log_warn("cannot size the worker threads (setenv: %s): libuv's default", strerror(-wrc));
+    } else {
+        describe_workers(nworkers, from, env, env_bad, workers, sizeof workers);
+        log_info("%s", workers);
+    }
+    free(env);
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
     /* A reload asked for during a long start-up (reconciling a big cache)

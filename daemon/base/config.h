@@ -51,6 +51,7 @@ typedef struct hubd_config {
     uint64_t max_file_size;  /* a download longer than this fails (too_large); 0: none */
     size_t read_buffer_size; /* bytes per pooled socket read buffer */
     size_t max_inflight;     /* per job: body bytes queued for hash/write before reading stops */
+    unsigned worker_threads; /* libuv's pool (workers.h); 0: automatic */
     unsigned max_downloads;  /* jobs transferring at once; the rest wait queued */
     unsigned max_per_host;   /* connections to one host:port at once, all downloads */
     /* Segmented downloads: a file longer than segment_min_size

@@ -12,6 +12,7 @@
 #include "proxy.h"
 #include "url.h"
 #include "textnum.h"
+#include "workers.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -145,6 +146,18 @@ static void print_size_key(const hubd_config_t *cfg, const config_key_t *k, FILE
 static int parse_uint_key(hubd_config_t *cfg, const config_key_t *k, const char *value)
 {
     return parse_uint(value, (unsigned)k->min, (unsigned)k->max, SLOT(cfg, k, unsigned));
+}
+
+/* A whole number past the row's bounds: say the bounds (a word that is no
+ * number gets the generic message). */
+static int explain_uint(const config_key_t *k, const char *value, int rc, char *err, size_t errlen)
+{
+    (void)rc;
+    if (!*value || strspn(value, "0123456789") != strlen(value))
+        return 0;
+    snprintf(err, errlen, "bad value '%s' for key '%s': out of range (%llu to %llu)", value,
+             k->name, (unsigned long long)k->min, (unsigned long long)k->max);
+    return 1;
 }
 
 static void print_uint_key(const hubd_config_t *cfg, const config_key_t *k, FILE *out)
@@ -647,7 +660,8 @@ static const config_type_t types[] = {
     /* "" is set (and differs from NULL, not set). */
     [T_SET_STRING] = {"set string", parse_set_string_key, print_set_string_key, differ_string,
                       take_string_key, release_string, NULL},
-    [T_UINT] = {"unsigned", parse_uint_key, print_uint_key, differ_bytes, take_bytes, NULL, NULL},
+    [T_UINT] = {"unsigned", parse_uint_key, print_uint_key, differ_bytes, take_bytes, NULL,
+                explain_uint},
     [T_SIZE] = {"size", parse_size_key, print_size_key, differ_bytes, take_bytes, NULL, NULL},
     [T_DURATION] = {"duration", parse_duration_key, print_duration_key, differ_bytes, take_bytes,
                     NULL, NULL},
@@ -736,6 +750,11 @@ static const config_key_t config_keys[] = {
     {"max_inflight", &types[T_SIZE], FIELD(max_inflight), .def = "16M", .min = 64 * 1024,
      .max = 1ull << 32, .flags = CONFIG_ERANGE,
      .help = "per download: body bytes waiting to be hashed and written before reading stops"},
+    /* The pool's threads, sized once, before its first work (workers.h). */
+    {"worker_threads", &types[T_UINT], FIELD(worker_threads), .def = "0", .min = 0,
+     .max = WORKERS_MAX,
+     .help = "threads that decrypt HTTPS and do the disk's work; 0: automatic (UV_THREADPOOL_SIZE, "
+             "else the cores + 2, 4 to 128)"},
     /* Downloads and connections at once. */
     {"max_downloads", &types[T_UINT], FIELD(max_downloads), .def = "16", .min = 1, .max = 10000,
      .flags = RELOAD, .help = "downloads transferring at once; the rest wait queued"},

@@ -11,8 +11,8 @@ import subprocess
 import time
 import unittest
 
-from harness import (HUBCTL, HUBD, SLOW, Hubd, HubTestCase, sha256_file, stop_pid, wait_for,
-                     write_config)
+from harness import (HUBCTL, HUBD, SLOW, WRAPPER, Hubd, HubTestCase, sha256_file, stop_pid,
+                     wait_for, write_config)
 
 KiB = 1024
 MiB = 1024 * 1024
@@ -48,6 +48,16 @@ class ConfigTest(unittest.TestCase):
         again = check_config("--config", self.conf(r.stdout))
         self.assertEqual(again.returncode, 0, again.stderr)
         self.assertEqual(again.stdout, r.stdout)
+
+    def test_worker_threads_are_checked_and_said(self):
+        r = check_config("--config", self.conf("[hubd]\nworker_threads = 3\n"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("worker_threads = 3\n", r.stdout)
+        self.assertIn("# 3 worker threads (worker_threads)\n", r.stdout)
+        r = check_config("--config", self.conf("[hubd]\nworker_threads = 1025\n"))
+        self.assertEqual(r.returncode, 2, r)
+        self.assertIn(":2: bad value '1025' for key 'worker_threads': out of range (0 to 1024)",
+                      r.stderr)
 
     def test_errors_name_file_line_and_key(self):
         cases = [("[hubd]\nretries = 3\nbogus = 1\n", ":3: unknown key 'bogus'"),
@@ -98,6 +108,41 @@ class OpsTest(HubTestCase):
         r = self.hubctl("ls", "--json")
         self.assertEqual(r.rc, 0, r)
         return {e["url"].rsplit("/", 1)[1]: e for e in json.loads(r.out)}
+
+    def pool_threads(self):
+        """hubd's threads named as the process but its loop's: libuv's pool
+        (the background thread is hubd-bg; nothing else runs here)."""
+        task = "/proc/%d/task" % self.hubd.proc.pid
+        names = []
+        for t in os.listdir(task):
+            try:
+                with open(os.path.join(task, t, "comm")) as f:
+                    names.append(f.read().strip())
+            except FileNotFoundError:  # a thread that ended meanwhile
+                pass
+        return names.count("hubd") - 1
+
+    def test_the_pool_has_the_worker_threads_chosen(self):
+        cores = len(os.sched_getaffinity(0))
+        auto = max(4, min(128, cores + 2))
+        cases = (({}, None, auto, "%d worker threads (automatic: %d cores)" % (auto, cores)),
+                 ({"worker_threads": "3"}, None, 3, "3 worker threads (worker_threads)"),
+                 ({}, "5", 5, "5 worker threads (UV_THREADPOOL_SIZE)"),
+                 ({"worker_threads": "2"}, "5", 2, "2 worker threads (worker_threads; "
+                  "UV_THREADPOOL_SIZE=5 in the environment passed over)"),
+                 ({}, "lots", auto, "%d worker threads (automatic: %d cores; UV_THREADPOOL_SIZE="
+                  "lots in the environment passed over, not a count of 1 to 1024)" % (auto, cores)))
+        self.make_file("w", 1000)
+        for i, (keys, env, n, said) in enumerate(cases):
+            with self.subTest(keys=keys, env=env):
+                self.hubd.stop()
+                conf = write_config(os.path.join(self.tmp, "w%d.conf" % i), **keys)
+                self.hubd = Hubd(os.path.join(self.tmp, "hub-w%d" % i), config=conf,
+                                 env={"UV_THREADPOOL_SIZE": env} if env else None)
+                self.assertIn(said, self.hubd.read_log())
+                self.fetch("w")  # the pool's first work makes its threads
+                if not WRAPPER:  # valgrind names threads its own way
+                    wait_for(lambda: self.pool_threads() == n, what="%d pool threads" % n)
 
     def test_eviction_is_lru_and_spares_pinned_and_open_blobs(self):
         self.restart_with(max_cache_size="2560K")  # room for two 1 MiB files, not three
