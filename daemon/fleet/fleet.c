@@ -341,8 +341,9 @@ static void on_reply(void *arg, int rc, fmeta_status_t status, const unsigned ch
         return;
     if (busy(rc) && !ff->cand_misses++)
         ff->miss_since = now;
-    if (busy(rc) &&
-        (ff->cand_misses < ASK_MISSES_MAX || now - ff->miss_since < f->cfg->fleet_wait_ms)) {
+    int still_busy =
+        ff->cand_misses < ASK_MISSES_MAX || now - ff->miss_since < f->cfg->fleet_wait_ms;
+    if (busy(rc) && still_busy) {
         /* Slow is not gone: a node busy with a crowd of peers answers late,
          * or turns connections away at its cap, and the next node in the
          * order would fetch the file from the origin again, the very load
