@@ -26,6 +26,11 @@ enum {
     FM_READ_ROOM = 32 * 1024, /* offered to each read: two whole TLS records */
     FM_IN_CAP = 256 * 1024,   /* ciphertext held: mbedTLS takes each record once whole */
     FM_OUT_CAP = 1024 * 1024, /* ciphertext made, not yet written: one slice and its framing */
+    FM_SESSIONS = 1024,       /* nodes whose sessions an identity keeps for its asks */
+    /* A ticket, and a session kept, serve this long after their full
+     * handshake: a certificate that expires, or a CA that changes at a
+     * reload, is checked again within it. */
+    FM_TICKET_S = 300,
 };
 
 /* ---- The identity ---------------------------------------------------------- */
@@ -206,6 +211,10 @@ static int crt_check(fmeta_identity_t *id, const char *ca_path, const char *cert
     return -EINVAL;
 }
 
+static int ticket_write(void *p, const mbedtls_ssl_session *session, unsigned char *start,
+                        const unsigned char *end, size_t *tlen, uint32_t *lifetime);
+static int ticket_parse(void *p, mbedtls_ssl_session *session, unsigned char *buf, size_t len);
+
 static int conf_setup(fmeta_identity_t *id, mbedtls_ssl_config *conf, int endpoint)
 {
     int rc = mbedtls_ssl_config_defaults(conf, endpoint, MBEDTLS_SSL_TRANSPORT_STREAM,
@@ -223,10 +232,89 @@ static int conf_setup(fmeta_identity_t *id, mbedtls_ssl_config *conf, int endpoi
     mbedtls_ssl_conf_ciphersuites(conf, fm_ciphers);
     mbedtls_ssl_conf_curves(conf, fm_curves);
     mbedtls_ssl_conf_renegotiation(conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
-    /* One request per connection, a few a minute: no session to resume. */
-    if (endpoint == MBEDTLS_SSL_IS_CLIENT)
-        mbedtls_ssl_conf_session_tickets(conf, MBEDTLS_SSL_SESSION_TICKETS_DISABLED);
+    /* One request per connection, but every node that wants a file asks
+     * its seed every few seconds: a seed of 63 askers spent its loop on
+     * full handshakes and answered too late. A ticket (RFC 5077) makes
+     * the next handshake of the same two nodes an abbreviated one. */
+    if (endpoint == MBEDTLS_SSL_IS_SERVER)
+        mbedtls_ssl_conf_session_tickets_cb(conf, ticket_write, ticket_parse, id);
     return mbedtls_ssl_conf_own_cert(conf, &id->cert, &id->key);
+}
+
+/* The callbacks' argument is the identity: its ticket context inside. */
+static int ticket_write(void *p, const mbedtls_ssl_session *session, unsigned char *start,
+                        const unsigned char *end, size_t *tlen, uint32_t *lifetime)
+{
+    fmeta_identity_t *id = p;
+    return mbedtls_ssl_ticket_write(&id->tickets, session, start, end, tlen, lifetime);
+}
+
+/* mbedTLS's ticket parser (which checks the ticket's age against
+ * FM_TICKET_S), counting the handshakes it lets resume. */
+static int ticket_parse(void *p, mbedtls_ssl_session *session, unsigned char *buf, size_t len)
+{
+    fmeta_identity_t *id = p;
+    int rc = mbedtls_ssl_ticket_parse(&id->tickets, session, buf, len);
+    if (rc == 0)
+        id->resumed++;
+    return rc;
+}
+
+static fm_session_t *session_find(fmeta_identity_t *id, const char *peer)
+{
+    for (size_t i = 0; i < id->nsessions; i++)
+        if (strcmp(id->sessions[i].peer, peer) == 0)
+            return &id->sessions[i];
+    return NULL;
+}
+
+void fm_session_offer(fmeta_identity_t *id, fm_link_t *l)
+{
+    fm_session_t *k = session_find(id, l->peer);
+    if (!k)
+        return;
+    if (time(NULL) - k->kept_at >= FM_TICKET_S) {
+        fm_session_forget(id, l);
+        return;
+    }
+    k->used = ++id->uses;
+    if (mbedtls_ssl_set_session(&l->ssl, &k->session) != 0)
+        fm_session_forget(id, l); /* a full handshake then, as without one */
+}
+
+void fm_session_keep(fmeta_identity_t *id, fm_link_t *l)
+{
+    fm_session_t *k = session_find(id, l->peer);
+    time_t kept_at = time(NULL);
+    if (k && l->ssl.session && l->ssl.session->start == k->session.start)
+        kept_at = k->kept_at; /* resumed: the age runs from the full handshake */
+    if (!k && id->nsessions < FM_SESSIONS) {
+        if (!id->sessions && !(id->sessions = calloc(FM_SESSIONS, sizeof *id->sessions)))
+            return;
+        k = &id->sessions[id->nsessions++];
+        mbedtls_ssl_session_init(&k->session);
+    } else if (!k) {
+        k = &id->sessions[0];
+        for (size_t i = 1; i < id->nsessions; i++)
+            if (id->sessions[i].used < k->used)
+                k = &id->sessions[i];
+    }
+    mbedtls_ssl_session_free(&k->session);
+    mbedtls_ssl_session_init(&k->session);
+    snprintf(k->peer, sizeof k->peer, "%s", l->peer);
+    k->kept_at = kept_at;
+    k->used = ++id->uses;
+    if (mbedtls_ssl_get_session(&l->ssl, &k->session) != 0)
+        k->kept_at = 0; /* too old to offer: replaced by the next keep */
+}
+
+void fm_session_forget(fmeta_identity_t *id, fm_link_t *l)
+{
+    fm_session_t *k = session_find(id, l->peer);
+    if (!k)
+        return;
+    mbedtls_ssl_session_free(&k->session);
+    *k = id->sessions[--id->nsessions]; /* the last one moves into its place */
 }
 
 int fmeta_identity_new(const char *ca_path, const char *cert_path, const char *key_path,
@@ -244,6 +332,7 @@ int fmeta_identity_new(const char *ca_path, const char *cert_path, const char *k
     mbedtls_pk_init(&id->key);
     mbedtls_ssl_config_init(&id->server);
     mbedtls_ssl_config_init(&id->client);
+    mbedtls_ssl_ticket_init(&id->tickets);
     int rc;
     if ((rc = crt_load(&id->ca, "the cluster CA certificate", ca_path, err, errlen)) ||
         (rc = crt_load(&id->cert, "this node's certificate", cert_path, err, errlen)) ||
@@ -261,6 +350,8 @@ int fmeta_identity_new(const char *ca_path, const char *cert_path, const char *k
     char words[160];
     if ((rc = mbedtls_ctr_drbg_seed(&id->drbg, mbedtls_entropy_func, &id->entropy,
                                     (const unsigned char *)pers, sizeof pers - 1)) ||
+        (rc = mbedtls_ssl_ticket_setup(&id->tickets, mbedtls_ctr_drbg_random, &id->drbg,
+                                       MBEDTLS_CIPHER_AES_256_GCM, FM_TICKET_S)) ||
         (rc = conf_setup(id, &id->server, MBEDTLS_SSL_IS_SERVER)) ||
         (rc = conf_setup(id, &id->client, MBEDTLS_SSL_IS_CLIENT))) {
         fm_mbed_words(rc, words, sizeof words);
@@ -281,6 +372,10 @@ void fmeta_identity_free(fmeta_identity_t *id)
         return;
     mbedtls_ssl_config_free(&id->server);
     mbedtls_ssl_config_free(&id->client);
+    mbedtls_ssl_ticket_free(&id->tickets);
+    for (size_t i = 0; i < id->nsessions; i++)
+        mbedtls_ssl_session_free(&id->sessions[i].session);
+    free(id->sessions);
     mbedtls_pk_free(&id->key);
     mbedtls_x509_crt_free(&id->cert);
     mbedtls_x509_crt_free(&id->ca);

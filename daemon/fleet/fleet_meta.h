@@ -8,7 +8,12 @@
  * gets nothing: the handshake fails with a TLS alert and the connection is
  * closed, before a request is read. TLS 1.2 on mbedTLS 2.28, ECDHE (X25519
  * first, then P-256) with AES-GCM or ChaCha20-Poly1305; certificates EC
- * (P-256, P-384, P-521) or RSA.
+ * (P-256, P-384, P-521) or RSA. A server gives session tickets (RFC 5077,
+ * AES-256-GCM under a key of its own, valid 5 minutes) and an identity
+ * keeps one session per node it asked, so that the next ask of the same
+ * node within 5 minutes is an abbreviated handshake, with no public-key
+ * work: membership is then proven by the secret of a full handshake, with
+ * both certificates checked, at most 5 minutes old.
  *
  * The wire (docs/PROTOCOL.md, "The swarm's metadata exchange"): one request
  * per connection, `TORRENT <64 lowercase hex> [<url>]\n` (or `VERDICT
@@ -29,9 +34,11 @@
  * One owner, one close path: a server ends with fmeta_server_close, an ask
  * with its reply or fmeta_ask_cancel; memory goes once libuv has closed the
  * handles. An identity must outlive every server and ask made with it, and
- * serves one loop (its random generator is shared by their handshakes). A
- * certificate that expires while hubd runs is refused by the peers from
- * then on: a new identity (read again, e.g. at a reload) is the cure. */
+ * serves one loop (its random generator, its tickets' key and its kept
+ * sessions are shared by their handshakes). A certificate that expires
+ * while hubd runs is refused by the peers within 5 minutes (the sessions
+ * resumed meanwhile come from a handshake before it expired): a new
+ * identity (read again, e.g. at a reload) is the cure. */
 #ifndef HUBD_FLEET_META_H
 #define HUBD_FLEET_META_H
 
@@ -91,6 +98,7 @@ void fmeta_server_set_timeouts(fmeta_server_t *s, unsigned request_ms, unsigned 
 /* Counters for ops ("fleet status"): requests answered by kind, handshakes refused. */
 typedef struct fmeta_server_stats {
     uint64_t have, fetching, none, bad, refused;
+    uint64_t resumed; /* handshakes resumed from a ticket this identity gave (its servers') */
 } fmeta_server_stats_t;
 /* refused counts every handshake that failed: a peer whose certificate this node refused, and
  * one that refused this node's (the log line says which). */

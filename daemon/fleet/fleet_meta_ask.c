@@ -36,6 +36,7 @@ static const unsigned char ask_next[ASK_STATES][ASK_STATES] = {
 
 struct fmeta_ask {
     fm_link_t link;
+    fmeta_identity_t *id; /* its sessions: the one offered, the one kept */
     uv_connect_t connect;
     ask_state_t state;
     fmeta_reply_fn cb; /* NULL once called or cancelled */
@@ -195,10 +196,12 @@ static void ask_advance(fmeta_ask_t *a)
         if (rc != 0 && rc != MBEDTLS_ERR_SSL_WANT_READ && rc != MBEDTLS_ERR_SSL_WANT_WRITE) {
             char why[400];
             fm_handshake_why(&a->link, rc, why, sizeof why);
+            fm_session_forget(a->id, &a->link);
             ask_finish(a, rc == MBEDTLS_ERR_SSL_ALLOC_FAILED ? -ENOMEM : -EACCES, 0, NULL, 0, why);
             return;
         }
         if (rc == 0) {
+            fm_session_keep(a->id, &a->link);
             ask_to(a, ASK_ANSWER);
             rc = fm_link_encrypt(&a->link, a->line, a->line_len);
         }
@@ -292,6 +295,8 @@ fmeta_ask_t *fm_ask_line(uv_loop_t *loop, fmeta_identity_t *id, const char *ip, 
         fm_link_close(&a->link);
         return NULL;
     }
+    a->id = id;
+    fm_session_offer(id, &a->link);
     a->cb = cb;
     a->arg = arg;
     int rc = uv_tcp_connect(&a->connect, &a->link.tcp, (struct sockaddr *)&ss, ask_on_connect);

@@ -9,17 +9,29 @@
 
 #include <stddef.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <uv.h>
 
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/ssl.h>
+#include <mbedtls/ssl_ticket.h>
 #include <mbedtls/x509_crt.h>
 
 #include "bytebuf.h"
 #include "fleet_meta.h"
 #include "hostport.h"
+
+/* A session an ask may resume with one node: an abbreviated handshake has
+ * no public-key work, where a full one costs each end milliseconds of its
+ * loop (what made seeds with a crowd of askers answer too late). */
+typedef struct fm_session {
+    char peer[HOSTPORT_TEXT_MAX]; /* "ip:port" asked */
+    mbedtls_ssl_session session;  /* its ticket and master secret */
+    time_t kept_at;               /* when its full handshake was done; FM_TICKET_S later: gone */
+    uint64_t used;                /* the identity's count at its last use: the least is replaced */
+} fm_session_t;
 
 struct fmeta_identity {
     mbedtls_entropy_context entropy;
@@ -29,6 +41,11 @@ struct fmeta_identity {
     mbedtls_pk_context key;        /* its private key */
     mbedtls_ssl_config server;     /* for accepted connections */
     mbedtls_ssl_config client;     /* for asks */
+    mbedtls_ssl_ticket_context tickets; /* the server's: the tickets it gives and takes back */
+    uint64_t resumed;                   /* handshakes the server resumed from a ticket */
+    fm_session_t *sessions;             /* the client's, one per node asked, FM_SESSIONS at most */
+    size_t nsessions;
+    uint64_t uses;
 };
 
 typedef struct fm_link fm_link_t;
@@ -77,6 +94,14 @@ void fm_link_flush_now(fm_link_t *l);
 /* Why a handshake failed (rc: mbedtls_ssl_handshake's), a sentence naming
  * the peer: its certificate as this end judged it, or the alert it sent. */
 void fm_handshake_why(fm_link_t *l, int rc, char *why, size_t len);
+/* Before an ask's handshake: the session kept for l->peer, if any and
+ * young enough, offered to it. */
+void fm_session_offer(fmeta_identity_t *id, fm_link_t *l);
+/* After an ask's handshake: its session kept for the next ask of l->peer
+ * (resumed ones keep their first handshake's time). */
+void fm_session_keep(fmeta_identity_t *id, fm_link_t *l);
+/* After a failed handshake: no session is offered to l->peer again. */
+void fm_session_forget(fmeta_identity_t *id, fm_link_t *l);
 /* A numeric IPv4 or IPv6 address and a port 0..65535: 0 or -EINVAL. */
 int fm_addr_parse(const char *ip, int port, struct sockaddr_storage *ss);
 /* mbedTLS's words for rc. */

@@ -530,6 +530,7 @@ void fmeta_server_set_timeouts(fmeta_server_t *s, unsigned request_ms, unsigned 
 void fmeta_server_stats(const fmeta_server_t *s, fmeta_server_stats_t *st)
 {
     *st = s->stats;
+    st->resumed = s->id->resumed;
 }
 
 void fmeta_server_load(const fmeta_server_t *s, unsigned *open, uint64_t *turned_away)

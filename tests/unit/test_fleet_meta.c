@@ -370,6 +370,78 @@ START_TEST(fleet_meta_rsa_certificate)
 }
 END_TEST
 
+/* Closes a server and waits for it, the loop kept for what follows. */
+static void server_gone(fmeta_server_t *s)
+{
+    closed = 0;
+    fmeta_server_close(s, on_closed, &closed);
+    run_until(&closed, 1, 10000);
+}
+
+static fmeta_server_t *serve_on(fmeta_identity_t *id, lookups_t *l, int port)
+{
+    fmeta_server_t *s = NULL;
+    char err[256] = "";
+    int rc = fmeta_server_start(&loop, id, "127.0.0.1", port, on_lookup, l, &s, err, sizeof err);
+    ck_assert_msg(rc == 0, "fmeta_server_start on %d: %d %s", port, rc, err);
+    return s;
+}
+
+START_TEST(fleet_meta_asks_of_one_node_resume_its_session)
+{
+    fmeta_identity_t *sid = ident("ca", "a"), *cid = ident("ca", "b"), *cid2 = ident("ca", "r");
+    unsigned char t[] = "d8:announce0:e";
+    lookups_t l = {.torrent = t, .len = sizeof t - 1};
+    fmeta_server_t *s = serve(sid, &l);
+    int port = fmeta_server_port(s);
+    reply_t r;
+    fmeta_server_stats_t st;
+
+    /* The first ask is a full handshake; the next two resume its session. */
+    for (int i = 0; i < 3; i++) {
+        ask(cid, port, SHA, NULL, &r);
+        ck_assert_msg(r.rc == 0 && r.st == FMETA_HAVE, "ask %d: %d %s", i, r.rc, r.why);
+        ck_assert(r.len == sizeof t - 1 && memcmp(r.bytes, t, r.len) == 0);
+        free(r.bytes);
+    }
+    fmeta_server_stats(s, &st);
+    ck_assert_uint_eq(st.resumed, 2);
+    ck_assert_uint_eq(st.have, 3);
+
+    /* Another node has no session of its own: a full handshake. */
+    ask(cid2, port, SHA_NONE, NULL, &r);
+    ck_assert_msg(r.rc == 0 && r.st == FMETA_NONE, "%d %s", r.rc, r.why);
+    fmeta_server_stats(s, &st);
+    ck_assert_uint_eq(st.resumed, 2);
+    server_gone(s);
+
+    /* The node restarts on the same port with a new identity: the ticket
+     * the asker offers is not its own, and a full handshake serves. */
+    fmeta_identity_t *sid2 = ident("ca", "a");
+    s = serve_on(sid2, &l, port);
+    ask(cid, port, SHA, NULL, &r);
+    ck_assert_msg(r.rc == 0 && r.st == FMETA_HAVE, "%d %s", r.rc, r.why);
+    free(r.bytes);
+    fmeta_server_stats(s, &st);
+    ck_assert_uint_eq(st.resumed, 0);
+    server_gone(s);
+
+    /* A node of another cluster at that address gets nothing from the
+     * session kept: the full handshake checks its certificate. */
+    fmeta_identity_t *foreign = ident("ca2", "x");
+    s = serve_on(foreign, &l, port);
+    ask(cid, port, SHA, NULL, &r);
+    ck_assert_msg(r.rc == -EACCES, "%d %s", r.rc, r.why);
+    ck_assert_msg(strstr(r.why, "not signed by the cluster CA"), "%s", r.why);
+    finish(s);
+    fmeta_identity_free(sid);
+    fmeta_identity_free(sid2);
+    fmeta_identity_free(foreign);
+    fmeta_identity_free(cid);
+    fmeta_identity_free(cid2);
+}
+END_TEST
+
 /* A line through fm_ask_line, as a client with other ideas would send it. */
 static void ask_line(fmeta_identity_t *id, int port, const char *line, size_t n, reply_t *r)
 {
@@ -752,6 +824,7 @@ int main(void)
     tcase_set_timeout(tc, 200);
     tcase_add_test(tc, fleet_meta_have_fetching_none_and_url);
     tcase_add_test(tc, fleet_meta_rsa_certificate);
+    tcase_add_test(tc, fleet_meta_asks_of_one_node_resume_its_session);
     tcase_add_test(tc, fleet_meta_bad_request_gets_err_and_the_next_is_served);
     tcase_add_test(tc, fleet_meta_client_of_another_ca_is_refused);
     tcase_add_test(tc, fleet_meta_server_of_another_ca_is_refused);
