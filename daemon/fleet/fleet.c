@@ -133,6 +133,7 @@ static int ff_add_torrent(ffile_t *ff, const char *path, lt_add_mode_t mode)
         log_warn("fleet: %s: cannot add its torrent for %s: %s", ff->sha, path, why.text);
         return rc;
     }
+    ff->spoiled = 0;
     ff_add_peers(ff);
     return 0;
 }
@@ -607,11 +608,15 @@ void fleet_on_event(fleet_t *f, const lt_event_t *ev)
         break;
     case LT_EV_HASH_FAILED:
         f->bad_pieces++;
+        if (ff)
+            ff->spoiled++;
         log_warn("fleet: %s: piece %d failed its hash check: dropped, asked again",
                  ff ? ff->sha : "?", ev->piece);
         break;
     case LT_EV_PEER_BANNED:
         f->banned++;
+        if (ff)
+            ff->spoiled++;
         log_warn("fleet: %s: peer %s banned: it sent pieces that failed their hash check",
                  ff ? ff->sha : "?", ev->peer);
         break;

@@ -59,6 +59,7 @@ typedef struct ffile {
     int then_origin;     /* after the removal: the job goes to the origin */
     int then_check;      /* after the removal: added again over its partial (fresh peers) */
     int stalls;          /* stalls in a row, no new piece between them */
+    int spoiled;         /* pieces failed and peers banned since its torrent was added */
     int items;           /* pool items out for it */
     fmeta_ask_t *ask;    /* the metadata exchange in flight */
     size_t cand;         /* the ask's place in the rendezvous order */

@@ -396,11 +396,16 @@ static void on_tick(uv_timer_t *t)
              * asked again from its top; this node takes the file over if
              * every node before it is down. */
             ff->last_move = now;
-            if (++ff->stalls >= 2) {
-                /* Again: libtorrent may have banned the honest peers too
-                 * (each that sent a block of a piece a liar spoiled is
-                 * blamed with it). The torrent starts over on the same
-                 * partial, its peer list fresh; the verified pieces stay. */
+            if (++ff->stalls >= 2 && ff->spoiled) {
+                /* Again, after pieces failed: libtorrent may have banned
+                 * the honest peers too (each that sent a block of a piece
+                 * a liar spoiled is blamed with it). The torrent starts
+                 * over on the same partial, its peer list fresh; the
+                 * verified pieces stay. Without a spoiled piece a stall is
+                 * a slow swarm, and starting over would only add the
+                 * check of the partial and a handshake with every member:
+                 * at 64 nodes of 2 cores, restarts every 20 s made the
+                 * load that stalled the swarm. */
                 log_info("fleet: %s: no new piece in %u s, twice: the torrent starts over on "
                          "what it has",
                          ff->sha, 2 * STALL_MS / 1000);
