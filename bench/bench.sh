@@ -488,6 +488,12 @@ run_tool() {
             note=$(awk -F'\t' -v n0="$log0" -v uri="/capped/seg.bin" -v size="$seg_size" \
                 'NR > n0 && $2 == uri { b += $4; r++ }
                  END { printf "origin %.3fx in %d request(s)", b / size, r }' "$work/nginx/access.log")
+            # How the connections grew: this run's requests in flight every
+            # 0.5 s, from its own lines of nginx's log.
+            mkdir -p "$work/seglog"
+            tail -n "+$((log0 + 1))" "$work/nginx/access.log" >"$work/seglog/access.log"
+            note+="; in flight every 0.5 s: $("$NGINX_ORIGIN" inflight "$work/seglog" /capped/seg.bin 0.5 |
+                awk '{ printf "%s%s", NR > 1 ? " " : "", $2 }')"
         fi
         ;;
     nginx | hubd-front)
