@@ -385,6 +385,20 @@ check_clients() {
     fi
 }
 
+# Prints what the plain nginx sent for URI since its log had LOG0 lines:
+# the bytes against SIZE, the requests, and the requests in flight every
+# 0.5 s (scripts/nginx-origin.sh inflight over those lines alone): how a
+# download's connections grew.
+origin_note() {
+    local log0=$1 uri=$2 size=$3
+    mkdir -p "$work/notelog"
+    tail -n "+$((log0 + 1))" "$work/nginx/access.log" >"$work/notelog/access.log"
+    awk -F'\t' -v uri="$uri" -v size="$size" '$2 == uri { b += $4; r++ }
+        END { printf "origin %.3fx in %d request(s)", b / size, r }' "$work/notelog/access.log"
+    printf '; in flight every 0.5 s: %s' "$("$NGINX_ORIGIN" inflight "$work/notelog" "$uri" 0.5 |
+        awk '{ printf "%s%s", (NR > 1 ? " " : ""), $2 }')"
+}
+
 # Prints "protocol cipher" of the last GET in the TLS nginx's access log:
 # the download just measured (nothing else talks to that nginx).
 tls_of_last_get() {
@@ -435,9 +449,13 @@ run_tool() {
             echo "$HUBD_FAILURE" >"$work/cmd.err"
         else
             settle
+            log0=$(wc -l <"$work/nginx/access.log")
             ticks0=$(proc_cpu_ticks "$hubd_pid")
             timed "$HUBCTL" fetch -q "$u"
             ticks1=$(proc_cpu_ticks "$hubd_pid")
+            # The plain nginx's rows: what the origin sent, over how many
+            # connections at once (the TLS nginx keeps its own log).
+            [[ $T_RC -eq 0 && $tool != *-https ]] && note=$(origin_note "$log0" /files/file.bin "$src_size")
             cpu=$(awk -v c="$T_CPU" -v a="$ticks0" -v b="$ticks1" -v hz="$CLK_TCK" \
                 'BEGIN { printf "%.3f", c + (b - a) / hz }')
             T_CPU=$cpu
@@ -485,15 +503,7 @@ run_tool() {
         if [[ $T_RC -eq 0 ]]; then
             digest=$src_sha
             [[ $tool == curl-capped && $(cut -d' ' -f1 "$work/cmd.out") != "$seg_sha" ]] && digest=wrong
-            note=$(awk -F'\t' -v n0="$log0" -v uri="/capped/seg.bin" -v size="$seg_size" \
-                'NR > n0 && $2 == uri { b += $4; r++ }
-                 END { printf "origin %.3fx in %d request(s)", b / size, r }' "$work/nginx/access.log")
-            # How the connections grew: this run's requests in flight every
-            # 0.5 s, from its own lines of nginx's log.
-            mkdir -p "$work/seglog"
-            tail -n "+$((log0 + 1))" "$work/nginx/access.log" >"$work/seglog/access.log"
-            note+="; in flight every 0.5 s: $("$NGINX_ORIGIN" inflight "$work/seglog" /capped/seg.bin 0.5 |
-                awk '{ printf "%s%s", NR > 1 ? " " : "", $2 }')"
+            note=$(origin_note "$log0" /capped/seg.bin "$seg_size")
         fi
         ;;
     nginx | hubd-front)
@@ -551,10 +561,7 @@ run_tool() {
             if [[ $tool == front-* ]]; then
                 src_count=$(cat "$front_out"/head.* | awk -F': *' 'tolower($1) == "x-hubd-source" {
                     sub(/\r$/, "", $2); n[$2]++ } END { for (k in n) { printf "%s%d %s", s, n[k], k; s = ", " } }')
-                note=$(awk -F'\t' -v n0="$log0" -v uri="$uri" -v size="$size" \
-                    'NR > n0 && $2 == uri { b += $4; r++ }
-                     END { printf "origin %.3fx in %d request(s)", b / size, r }' "$work/nginx/access.log")
-                note+="; $src_count"
+                note="$(origin_note "$log0" "$uri" "$size"); $src_count"
             fi
         fi
         rm -f "$front_out"/*
