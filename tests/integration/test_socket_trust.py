@@ -132,6 +132,14 @@ class UserEnvCase(HubTestCase):
                 os.kill(pid, signal.SIGKILL)
         self.addCleanup(kill)
 
+    def user_log(self, env):
+        """The per-user daemons' log, for a failure's message."""
+        try:
+            with open(os.path.join(env["XDG_RUNTIME_DIR"], "hubd.log"), errors="replace") as f:
+                return "\n--- per-user hubd.log ---\n" + f.read()[-8000:]
+        except OSError as e:
+            return "\n(no per-user hubd.log: %s)" % e
+
     def run_ctl(self, env, *args, pre=(), cwd=None):
         return subprocess.run(list(pre) + [HUBCTL] + list(args), env=env, capture_output=True,
                               text=True, timeout=120 * SLOW, cwd=cwd)
@@ -175,7 +183,7 @@ class UserDaemonTest(UserEnvCase):
                  for _ in range(3)]
         outs = [p.communicate(timeout=120 * SLOW) + (p.returncode,) for p in procs]
         for out, err, rc in outs:
-            self.assertEqual(rc, 0, err)
+            self.assertEqual(rc, 0, err + self.user_log(env))
         # The daemons that lost the race to the socket exit on their own, a
         # moment after the clients they were started for are answered.
         wait_for(lambda: len(live_daemons(sock)) == 1, 10 * SLOW, "one daemon left")
