@@ -4,6 +4,7 @@
 #include "lt_shim.h"
 
 #include <cerrno>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <new>
 #include <string>
 #include <sys/stat.h>
+#include <thread>
 #include <vector>
 
 #include <boost/asio/error.hpp>
@@ -39,6 +41,12 @@
 
 namespace
 {
+
+// lt_session_free lets the peers go for FREE_DRAIN_MIN steps at least
+// (handshakes under way end), FREE_DRAIN_TRIES at most.
+constexpr int FREE_DRAIN_MIN = 10;
+constexpr int FREE_DRAIN_TRIES = 100;
+constexpr int FREE_DRAIN_STEP_MS = 20;
 
 // Where the alerts of a torrent go: its caller's pointer, for as long as
 // libtorrent may still speak of it (until torrent_removed_alert).
@@ -433,6 +441,26 @@ void lt_session_free(lt_session_t *s)
     }
     for (auto &kv : s->torrents)
         delete kv.second.t;
+    try {
+        // No new peer, then none at all, while every torrent and its SSL
+        // context still stands: destroyed with SSL connections up (an
+        // incoming one mid-handshake among them), libtorrent 2.0.8's
+        // network thread now and then crashed in OpenSSL's BIO_ctrl_pending.
+        lt::settings_pack sp;
+        sp.set_str(lt::settings_pack::listen_interfaces, "");
+        s->ses->apply_settings(sp);
+        s->ses->pause();
+        for (int i = 0; i < FREE_DRAIN_TRIES; i++) {
+            int peers = 0;
+            for (auto const &ts : s->ses->get_torrent_status(
+                     [](lt::torrent_status const &) { return true; }, lt::status_flags_t{}))
+                peers += ts.num_peers;
+            if (peers == 0 && i >= FREE_DRAIN_MIN)
+                break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(FREE_DRAIN_STEP_MS));
+        }
+    } catch (...) {
+    }
     try {
         s->ses.reset(); // waits for libtorrent's threads to finish
     } catch (...) {

@@ -85,9 +85,11 @@ int lt_session_new(const lt_config_t *cfg, lt_session_t **out, lt_why_t *why);
  * is no such listener. Either pointer may be NULL. */
 int lt_session_ports(lt_session_t *s, int *tcp_port, int *ssl_port);
 
-/* Stops the session and frees it with every lt_torrent_t still in it.
- * Blocks until libtorrent has closed its connections and files (seconds at
- * worst): from a pool item or at shutdown. No notify call comes after it
+/* Stops the session and frees it with every lt_torrent_t still in it:
+ * first its listen sockets close and it pauses, and its peers are let go
+ * (0.2 s at least, 2 s at most), then it is torn down. Blocks until
+ * libtorrent has closed its connections and files (seconds at worst):
+ * from a pool item or at shutdown. No notify call comes after it
  * returns; pending events are dropped. NULL is a no-op. */
 void lt_session_free(lt_session_t *s);
 
