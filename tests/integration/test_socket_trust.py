@@ -93,6 +93,19 @@ while True:
 """
 
 
+def refuses(sock):
+    """Whether a connection to the Unix socket sock is refused: nobody
+    holds its listening end any more."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(sock)
+        return False
+    except ConnectionRefusedError:
+        return True
+    finally:
+        s.close()
+
+
 def live_daemons(sock):
     """The pids of live (not zombie) hubd processes serving sock."""
     pids = []
@@ -177,6 +190,10 @@ class UserDaemonTest(UserEnvCase):
         (pid,) = live_daemons(sock)
         os.kill(pid, signal.SIGKILL)
         wait_for(lambda: not live_daemons(sock), 10 * SLOW, "the daemon's death")
+        # Its main thread is a zombie before its last thread has gone: till
+        # then the socket still takes connections, and resets them when the
+        # process ends (a client there was told "closed the connection").
+        wait_for(lambda: refuses(sock), 10 * SLOW, "the dead daemon's socket to refuse")
         self.assertTrue(os.path.exists(sock))  # stale: nobody listens
         procs = [subprocess.Popen([HUBCTL, "fetch", self.origin.url("/files/a")], env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
