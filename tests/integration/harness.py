@@ -185,6 +185,18 @@ def ipv6_loopback_works():
         return False
 
 
+def answers(path):
+    """Whether a daemon accepts connections on the Unix socket path."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def wait_for(pred, timeout=10.0, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

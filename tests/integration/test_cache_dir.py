@@ -23,21 +23,9 @@ import stat
 import subprocess
 import unittest
 
-from harness import HUBD, WRAPPER, WRAPPER_WAIT, HubTestCase, sha256_file, stop_pid, wait_for
+from harness import HUBD, WRAPPER, WRAPPER_WAIT, HubTestCase, answers, sha256_file, stop_pid, wait_for
 
 NOBODY = 65534
-
-
-def answers(path):
-    """Whether a daemon accepts connections on the Unix socket path."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.connect(path)
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 class CacheDirTest(HubTestCase):

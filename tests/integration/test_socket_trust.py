@@ -12,7 +12,7 @@ import unittest
 
 from unittest import mock
 
-from harness import HUBCTL, HUBD, HubTestCase, SLOW, wait_for
+from harness import HUBCTL, HUBD, HubTestCase, SLOW, answers, wait_for
 
 PYCLIENT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "client", "python")
@@ -91,19 +91,6 @@ while True:
     c, _ = srv.accept()
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 """
-
-
-def refuses(sock):
-    """Whether a connection to the Unix socket sock is refused: nobody
-    holds its listening end any more."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.connect(sock)
-        return False
-    except ConnectionRefusedError:
-        return True
-    finally:
-        s.close()
 
 
 def live_daemons(sock):
@@ -193,7 +180,7 @@ class UserDaemonTest(UserEnvCase):
         # Its main thread is a zombie before its last thread has gone: till
         # then the socket still takes connections, and resets them when the
         # process ends (a client there was told "closed the connection").
-        wait_for(lambda: refuses(sock), 10 * SLOW, "the dead daemon's socket to refuse")
+        wait_for(lambda: not answers(sock), 10 * SLOW, "the dead daemon's socket to refuse")
         self.assertTrue(os.path.exists(sock))  # stale: nobody listens
         procs = [subprocess.Popen([HUBCTL, "fetch", self.origin.url("/files/a")], env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
